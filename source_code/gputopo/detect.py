@@ -1,0 +1,625 @@
+"""What this machine has: GPUs, how they are linked, NCCL, Horovod and nvcc.
+
+`detect()` asks the tools a cluster node already has (`nvidia-smi`, the NCCL library,
+Horovod's `--check-build`, `nvcc`) and returns a `Machine`. Having no GPU is a normal
+outcome: a missing, failing, hanging or garbled `nvidia-smi` gives a Machine in
+"reference" mode whose `reason` says why, never an exception, because a notebook must
+keep going and show recorded data instead.
+
+Standard library only: this runs on a bare node before anything is installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import ctypes.util
+import dataclasses
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+# The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
+QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
+
+# `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
+# copies work, which is what the course's P2P experiments need.
+P2P_CAPABILITIES = {"read": "r", "write": "w"}
+
+# Horovod's check-build imports TensorFlow, which alone takes many seconds on a cold cache.
+HOROVOD_TIMEOUT_S = 90
+
+# A failing tool's message is quoted in one line; longer ones are cut here.
+MAX_REASON_CHARS = 160
+
+MODE_REFERENCE = "reference"
+MODE_SINGLE = "single-gpu"
+MODE_MULTI = "multi-gpu"
+
+
+@dataclasses.dataclass
+class Machine:
+    """Everything `detect()` learned; fields are None (with a note) when a tool could not say."""
+
+    mode: str = MODE_REFERENCE
+    reason: Optional[str] = None  # why reference mode; None otherwise
+    gpu_count: int = 0  # GPUs nvidia-smi lists
+    visible_gpu_count: int = 0  # of those, the ones CUDA_VISIBLE_DEVICES leaves to CUDA
+    gpu_names: List[str] = dataclasses.field(default_factory=list)
+    gpu_bus_ids: List[str] = dataclasses.field(default_factory=list)
+    driver_version: Optional[str] = None
+    cuda_version: Optional[str] = None  # the highest CUDA the driver supports (nvidia-smi banner)
+    cuda_visible_devices: Optional[str] = None
+    topology: Optional[dict] = None  # the topo parser's result for `nvidia-smi topo -m`
+    topology_text: Optional[str] = None
+    nvlink_status_text: Optional[str] = None
+    nvlink_active_links: Optional[Dict[str, int]] = None  # {"GPU0": 12}
+    p2p_rw_text: Optional[str] = None
+    p2p_matrix: Optional[Dict[str, Dict[str, Dict[str, str]]]] = None  # {"read": {"GPU0": {"GPU1": "OK"}}}
+    nccl_version: Optional[str] = None
+    nccl_library: Optional[str] = None
+    horovod: Optional[dict] = None  # {"version", "tensorflow", "nccl", "gloo", "mpi", ...}
+    nvcc_path: Optional[str] = None
+    nvcc_version: Optional[str] = None
+    notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # item -> why it is missing
+
+    @property
+    def best_pair(self) -> Optional[List[int]]:
+        return (self.topology or {}).get("best_pair")
+
+    @property
+    def worst_pair(self) -> Optional[List[int]]:
+        return (self.topology or {}).get("worst_pair")
+
+    def link_between(self, first: int, second: int) -> Optional[str]:
+        """The `topo -m` code between two GPU indices ("NV12", "SYS"), or None if unknown."""
+        links = (self.topology or {}).get("links") or {}
+        return (links.get(f"GPU{first}") or {}).get(f"GPU{second}")
+
+    def banner(self) -> str:
+        return banner_for(self)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------
+# Running a tool without ever raising or hanging
+
+
+@dataclasses.dataclass
+class ToolRun:
+    ok: bool
+    stdout: str
+    problem: Optional[str]  # one line saying what went wrong; None when ok
+
+
+def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
+    """Run argv, capture its output, and turn every failure into one line of text."""
+    program = os.path.basename(argv[0])
+    try:
+        # A new session lets a timeout kill the tool's children too; otherwise a child
+        # holding the pipe open would keep communicate() waiting after the kill.
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return ToolRun(False, "", f"{program} not found")
+    except PermissionError:
+        return ToolRun(False, "", f"{program} is not executable")
+    except OSError as error:
+        return ToolRun(False, "", f"{program} could not start ({error.strerror})")
+    try:
+        out_bytes, err_bytes = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_process_group(process)
+        try:
+            process.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass  # a child that left the process group still holds the pipe; stop waiting
+        return ToolRun(False, "", f"{program} did not answer within {timeout:g} s")
+    stdout = out_bytes.decode("utf-8", errors="replace")
+    stderr = err_bytes.decode("utf-8", errors="replace")
+    if process.returncode != 0:
+        message = first_line(stderr) or first_line(stdout) or "no message"
+        return ToolRun(False, stdout, f"{program} failed (exit status {process.returncode}): {message}")
+    return ToolRun(True, stdout, None)
+
+
+def _kill_process_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        process.kill()
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line, stripped and cut to a readable length."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 3] + "..."
+    return ""
+
+
+# ---------------------------------------------------------------------------------------
+# Small parsers for the outputs only this module reads
+
+
+# How nvidia-smi fills a query field it has no value for.
+_NO_VALUE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
+
+
+def known(value: Optional[str]) -> Optional[str]:
+    """value, or None for nvidia-smi's placeholders such as [N/A]."""
+    return None if value is None or value.strip() in _NO_VALUE else value
+
+
+def parse_gpu_query(text: str) -> List[Dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader`."""
+    gpus = []
+    for line_number, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
+        if not cells or not "".join(cells).strip():
+            continue
+        if len(cells) != len(QUERY_FIELDS):
+            raise ValueError(
+                f"expected {len(QUERY_FIELDS)} comma-separated fields, got {len(cells)} (line {line_number})"
+            )
+        row = dict(zip(QUERY_FIELDS, (cell.strip() for cell in cells)))
+        if not row["index"].isdigit():
+            raise ValueError(f"GPU index {row['index']!r} is not a number (line {line_number})")
+        gpus.append(row)
+    return gpus
+
+
+def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
+    """Driver and CUDA versions from the header box of plain `nvidia-smi`."""
+    driver = re.search(r"Driver Version:\s*([0-9][\w.\-]*)", text)
+    cuda = re.search(r"CUDA Version:\s*([0-9][\d.]*)", text)
+    return {
+        "driver_version": driver.group(1) if driver else None,
+        "cuda_version": cuda.group(1) if cuda else None,
+    }
+
+
+_P2P_STATUS_CODES = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"}
+
+
+def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
+    """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}.
+
+    Cells are OK (supported), NS / CNS / GNS / TNS (not supported, by chipset, GPU or
+    topology), U (unknown); the diagonal X is left out, as in the topo parser.
+    """
+    header: Optional[List[str]] = None
+    matrix: Dict[str, Dict[str, str]] = {}
+    for line_number, raw_line in enumerate(text.splitlines(), 1):
+        tokens = raw_line.split()
+        if not tokens or tokens[0].rstrip(":") == "Legend":
+            if matrix:
+                break  # the legend follows the matrix
+            continue
+        if all(re.fullmatch(r"GPU\d+", token) for token in tokens):
+            header = tokens
+            continue
+        if header is None or not re.fullmatch(r"GPU\d+", tokens[0]):
+            continue
+        cells = tokens[1:]
+        if len(cells) != len(header):
+            raise ValueError(
+                f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns (line {line_number})"
+            )
+        unknown = [cell for cell in cells if cell not in _P2P_STATUS_CODES]
+        if unknown:
+            raise ValueError(f"unknown P2P status {unknown[0]!r} in row {tokens[0]} (line {line_number})")
+        matrix[tokens[0]] = {column: cell for column, cell in zip(header, cells) if column != tokens[0]}
+    if header is None:
+        raise ValueError("no GPU header line found in P2P status output")
+    if not matrix:
+        raise ValueError("P2P status header has no rows under it")
+    return matrix
+
+
+def count_active_nvlinks(text: str) -> Dict[str, int]:
+    """Active links per GPU in `nvidia-smi nvlink -s` ("Link 4: <inactive>" does not count)."""
+    counts: Dict[str, int] = {}
+    current: Optional[str] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = f"GPU{gpu.group(1)}"
+            counts[current] = 0
+        elif current is not None and re.match(r"\s*Link \d+:\s*[\d.]+\s*GB/s", line):
+            counts[current] += 1
+    return counts
+
+
+def parse_horovod_check_build(text: str) -> dict:
+    """`horovodrun --check-build` as {"version", "tensorflow", "nccl", "gloo", "mpi", ...}.
+
+    MPI and Gloo are listed twice (as controllers and as tensor operations); a feature
+    counts as built when any section marks it [X]. The per-section view is kept under
+    "sections".
+    """
+    version = re.search(r"Horovod\s+v?(\d[\w.+\-]*)", text)
+    sections: Dict[str, Dict[str, bool]] = {}
+    current = "Available"
+    for line in text.splitlines():
+        entry = re.match(r"\s*\[([ xX])\]\s+(\S.*?)\s*$", line)
+        if entry:
+            sections.setdefault(current, {})[entry.group(2)] = entry.group(1) in "xX"
+        elif line.strip().endswith(":") and not line.strip().startswith("Horovod"):
+            current = line.strip()[:-1]
+    if not sections:
+        raise ValueError("no [X] / [ ] lines in Horovod's check-build output")
+    flags: Dict[str, bool] = {"tensorflow": False, "nccl": False, "gloo": False, "mpi": False}
+    for entries in sections.values():
+        for name, built in entries.items():
+            key = name.lower()
+            flags[key] = flags.get(key, False) or built
+    return {"version": version.group(1) if version else None, **flags, "sections": sections}
+
+
+def parse_nvcc_version(text: str) -> Optional[str]:
+    release = re.search(r"release\s+([\d.]+)", text)
+    return release.group(1) if release else None
+
+
+def count_cuda_visible(value: Optional[str], gpu_count: int) -> int:
+    """How many GPUs CUDA will use under CUDA_VISIBLE_DEVICES=value.
+
+    CUDA takes indices or GPU-/MIG- UUIDs in order and stops at the first entry it cannot
+    use, so "0,7,1" on a 2-GPU machine means one GPU and "" or "-1" means none.
+    """
+    if value is None:
+        return gpu_count
+    used_indices = set()
+    visible = 0
+    for entry in value.split(","):
+        entry = entry.strip()
+        if entry.isdigit() and int(entry) < gpu_count and int(entry) not in used_indices:
+            used_indices.add(int(entry))
+        elif not entry.startswith(("GPU-", "MIG-")):
+            break
+        visible += 1
+    return min(visible, gpu_count)
+
+
+# ---------------------------------------------------------------------------------------
+# Libraries and tools beside nvidia-smi
+
+
+def _nccl_library_candidates() -> List[str]:
+    candidates = ["libnccl.so.2"]
+    found = ctypes.util.find_library("nccl")
+    if found:
+        candidates.append(found)
+    # pip's nvidia-nccl-cu12 (pulled in by tensorflow[and-cuda]) is not on the loader path.
+    for entry in sys.path:
+        candidates.extend(sorted(glob.glob(os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so*"))))
+    return candidates
+
+
+def decode_nccl_version(code: int) -> str:
+    # NCCL 2.9 changed the encoding from major*1000+minor*100+patch to
+    # major*10000+minor*100+patch (see NCCL_VERSION_CODE in nccl.h).
+    if code >= 10000:
+        major, rest = divmod(code, 10000)
+    else:
+        major, rest = divmod(code, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def find_nccl() -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(version, library, problem): ask the NCCL library itself via ncclGetVersion."""
+    for candidate in _nccl_library_candidates():
+        try:
+            library = ctypes.CDLL(candidate)
+            code = ctypes.c_int(0)
+            if library.ncclGetVersion(ctypes.byref(code)) != 0:
+                continue
+        except (OSError, AttributeError):
+            continue
+        return decode_nccl_version(code.value), candidate, None
+    return None, None, "no NCCL library (libnccl.so.2) could be loaded"
+
+
+def find_nvcc(timeout: float) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(path, version, problem); /usr/local/cuda/bin is tried because it is often off PATH."""
+    path = shutil.which("nvcc")
+    if path is None and os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+        path = "/usr/local/cuda/bin/nvcc"
+    if path is None:
+        return None, None, "nvcc not found on PATH or in /usr/local/cuda/bin"
+    result = run_tool([path, "--version"], timeout)
+    if not result.ok:
+        return path, None, result.problem
+    return path, parse_nvcc_version(result.stdout), None
+
+
+def horovod_check_command(horovodrun: Optional[str] = None) -> Optional[List[str]]:
+    """How to ask Horovod for its build: the given program, this Python's Horovod, or PATH."""
+    if horovodrun is not None:
+        return [horovodrun, "--check-build"]
+    if importlib.util.find_spec("horovod") is not None:
+        return [sys.executable, "-m", "horovod.runner.launch", "--check-build"]
+    on_path = shutil.which("horovodrun")
+    return [on_path, "--check-build"] if on_path else None
+
+
+def find_horovod(timeout: float, horovodrun: Optional[str] = None) -> Tuple[Optional[dict], Optional[str]]:
+    command = horovod_check_command(horovodrun)
+    if command is None:
+        return None, "Horovod is not installed for this Python and horovodrun is not on PATH"
+    result = run_tool(command, timeout)
+    if not result.ok:
+        return None, result.problem
+    try:
+        return parse_horovod_check_build(result.stdout), None
+    except ValueError as error:
+        return None, f"Horovod's check-build output was not understood: {error}"
+
+
+# ---------------------------------------------------------------------------------------
+# nvidia-smi
+
+
+def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[List[Dict[str, str]], Optional[str]]:
+    """(GPU rows, problem) from one `nvidia-smi --query-gpu` call; problem is None on success."""
+    query = [nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader"]
+    result = run_tool(query, timeout)
+    if not result.ok:
+        if "No devices were found" in (result.problem or ""):
+            return [], "nvidia-smi found no GPUs"
+        return [], result.problem
+    try:
+        gpus = parse_gpu_query(result.stdout)
+    except ValueError as error:
+        return [], f"nvidia-smi printed something unexpected: {error}: {first_line(result.stdout)}"
+    if not gpus:
+        return [], "nvidia-smi found no GPUs"
+    return gpus, None
+
+
+def _parse_topology(text: str) -> dict:
+    # Imported here so that detect stays importable while the parsers package is changing.
+    from gputopo.parsers import topo
+
+    return topo.parse(text)
+
+
+def _read_nvidia_smi_details(machine: Machine, nvidia_smi: str, timeout: float) -> None:
+    """Fill in banner versions, topology, NVLink and P2P; each failure becomes a note."""
+    plain = run_tool([nvidia_smi], timeout)
+    if plain.ok:
+        versions = parse_smi_banner(plain.stdout)
+        machine.cuda_version = versions["cuda_version"]
+        machine.driver_version = machine.driver_version or versions["driver_version"]
+    else:
+        machine.notes["cuda_version"] = plain.problem or ""
+
+    topo = run_tool([nvidia_smi, "topo", "-m"], timeout)
+    if topo.ok:
+        machine.topology_text = topo.stdout
+        try:
+            machine.topology = _parse_topology(topo.stdout)
+        except Exception as error:  # a parser bug must not break discovery in a notebook
+            machine.notes["topology"] = f"nvidia-smi topo -m not understood: {error}"
+    else:
+        machine.notes["topology"] = topo.problem or ""
+
+    nvlink = run_tool([nvidia_smi, "nvlink", "-s"], timeout)
+    if nvlink.ok:
+        machine.nvlink_status_text = nvlink.stdout
+        machine.nvlink_active_links = count_active_nvlinks(nvlink.stdout)
+    else:
+        machine.notes["nvlink"] = nvlink.problem or ""
+
+    texts, matrices = [], {}
+    for capability, letter in P2P_CAPABILITIES.items():
+        p2p = run_tool([nvidia_smi, "topo", "-p2p", letter], timeout)
+        if not p2p.ok:
+            machine.notes[f"p2p_{capability}"] = p2p.problem or ""
+            continue
+        texts.append(f"# nvidia-smi topo -p2p {letter}\n{p2p.stdout}")
+        try:
+            matrices[capability] = parse_p2p_status(p2p.stdout)
+        except ValueError as error:
+            machine.notes[f"p2p_{capability}"] = f"nvidia-smi topo -p2p {letter} not understood: {error}"
+    machine.p2p_rw_text = "\n".join(texts) or None
+    machine.p2p_matrix = matrices or None
+
+
+def detect(
+    nvidia_smi: str = "nvidia-smi",
+    timeout: float = 20,
+    *,
+    check_horovod: bool = True,
+    horovod_timeout: float = HOROVOD_TIMEOUT_S,
+    horovodrun: Optional[str] = None,
+    environ: Optional[Dict[str, str]] = None,
+) -> Machine:
+    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
+    environ = os.environ if environ is None else environ
+    machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
+
+    gpus, problem = gpu_inventory(nvidia_smi, timeout)
+    if problem is None:
+        machine.gpu_count = len(gpus)
+        machine.gpu_names = [gpu["name"] for gpu in gpus]
+        machine.gpu_bus_ids = [known(gpu["pci.bus_id"]) or "unknown" for gpu in gpus]
+        machine.driver_version = known(gpus[0]["driver_version"])
+        machine.visible_gpu_count = count_cuda_visible(machine.cuda_visible_devices, machine.gpu_count)
+        _read_nvidia_smi_details(machine, nvidia_smi, timeout)
+        if machine.visible_gpu_count == 0:
+            problem = f"CUDA_VISIBLE_DEVICES={machine.cuda_visible_devices!r} hides every GPU"
+    if problem is not None:
+        machine.mode, machine.reason = MODE_REFERENCE, problem
+    else:
+        machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
+
+    machine.nccl_version, machine.nccl_library, nccl_problem = find_nccl()
+    if nccl_problem:
+        machine.notes["nccl"] = nccl_problem
+    machine.nvcc_path, machine.nvcc_version, nvcc_problem = find_nvcc(timeout)
+    if nvcc_problem:
+        machine.notes["nvcc"] = nvcc_problem
+    if check_horovod:
+        machine.horovod, horovod_problem = find_horovod(horovod_timeout, horovodrun)
+        if horovod_problem:
+            machine.notes["horovod"] = horovod_problem
+    else:
+        machine.notes["horovod"] = "not checked"
+    return machine
+
+
+# ---------------------------------------------------------------------------------------
+# Words for people
+
+
+def _names_phrase(names: Sequence[str]) -> str:
+    distinct = sorted(set(names))
+    if len(distinct) == 1:
+        return f"{len(names)} x {distinct[0]}"
+    return ", ".join(names)
+
+
+def banner_for(machine: Machine) -> str:
+    """One honest sentence about what the notebook will run live."""
+    if machine.mode == MODE_REFERENCE:
+        return (
+            f"No NVIDIA GPU is visible here ({machine.reason}): "
+            "this notebook shows recorded data from real systems (reference mode)."
+        )
+    visible_note = ""
+    if machine.visible_gpu_count != machine.gpu_count:
+        visible_note = f"; CUDA_VISIBLE_DEVICES leaves {machine.visible_gpu_count} of {machine.gpu_count}"
+    if machine.mode == MODE_SINGLE:
+        return (
+            f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
+            "live, and GPU-to-GPU parts show recorded data from real systems."
+        )
+    pair = machine.best_pair
+    pair_note = ""
+    if pair:
+        pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}"
+    return (
+        f"{machine.visible_gpu_count} GPUs are visible here ({_names_phrase(machine.gpu_names)}"
+        f"{visible_note}{pair_note}): the experiments run live on this machine."
+    )
+
+
+def _p2p_phrase(machine: Machine) -> str:
+    if not machine.p2p_matrix:
+        return "unknown (" + (machine.notes.get("p2p_read") or "not asked") + ")"
+    parts = []
+    for capability, matrix in machine.p2p_matrix.items():
+        cells = [status for row in matrix.values() for status in row.values()]
+        ok = sum(status == "OK" for status in cells)
+        parts.append(f"{capability}: {ok} of {len(cells)} GPU pairs (each direction) OK")
+    return "; ".join(parts)
+
+
+def _links_phrase(machine: Machine) -> str:
+    if machine.topology is None:
+        return "unknown (" + (machine.notes.get("topology") or "no GPU") + ")"
+    best, worst = machine.best_pair, machine.worst_pair
+    if not best:
+        return "one GPU: no GPU-to-GPU link"
+    text = f"best pair GPU{best[0]}-GPU{best[1]} ({machine.link_between(*best)})"
+    if worst and worst != best:
+        text += f", worst pair GPU{worst[0]}-GPU{worst[1]} ({machine.link_between(*worst)})"
+    return text
+
+
+def _horovod_phrase(machine: Machine) -> str:
+    if machine.horovod is None:
+        return "not available (" + machine.notes.get("horovod", "unknown") + ")"
+    built = [name for name in ("tensorflow", "nccl", "gloo", "mpi") if machine.horovod.get(name)]
+    missing = [name for name in ("tensorflow", "nccl", "gloo", "mpi") if not machine.horovod.get(name)]
+    text = f"{machine.horovod.get('version') or 'version unknown'}, built with {', '.join(built) or 'nothing'}"
+    return text + (f"; without {', '.join(missing)}" if missing else "")
+
+
+def _live_and_reference(machine: Machine) -> Tuple[str, str]:
+    """What the course runs here versus what it shows from recorded systems."""
+    can_build = machine.nvcc_path is not None
+    horovod_cpu = bool(machine.horovod and machine.horovod.get("tensorflow") and machine.horovod.get("gloo"))
+    horovod_gpu = bool(machine.horovod and machine.horovod.get("tensorflow") and machine.horovod.get("nccl"))
+    if machine.mode == MODE_REFERENCE:
+        live = ["host-side (CPU) measurements"]
+        if horovod_cpu:
+            live.append("Horovod CNN on CPU workers (Gloo)")
+        return ", ".join(live), "topology, P2P bandwidth, NCCL collectives, multi-GPU training"
+    live = ["topology and NVLink state", "single-GPU training"]
+    shown = []
+    if machine.mode == MODE_MULTI:
+        (live if can_build else shown).append("P2P bandwidth test" + ("" if can_build else " (no nvcc)"))
+        nccl_ok = can_build and machine.nccl_version is not None
+        (live if nccl_ok else shown).append("NCCL collectives" + ("" if nccl_ok else " (needs nvcc and NCCL)"))
+        (live if horovod_gpu else shown).append("multi-GPU Horovod" + ("" if horovod_gpu else " (no Horovod+NCCL)"))
+    else:
+        shown.extend(["P2P bandwidth between GPUs", "NCCL across GPUs", "multi-GPU training"])
+    return ", ".join(live), ", ".join(shown) or "nothing: everything runs live"
+
+
+def summary_rows(machine: Machine) -> List[Tuple[str, str]]:
+    """(item, value) pairs for the table at the top of Start_Here."""
+    if machine.gpu_count:
+        gpus = _names_phrase(machine.gpu_names)
+        if machine.visible_gpu_count != machine.gpu_count:
+            gpus += f" ({machine.visible_gpu_count} visible to CUDA)"
+    else:
+        gpus = f"none ({machine.reason})"
+    if machine.nvlink_active_links:
+        nvlink = ", ".join(f"{gpu}: {count} active" for gpu, count in machine.nvlink_active_links.items())
+    else:
+        nvlink = "no active NVLink reported" if machine.nvlink_status_text is not None else "unknown"
+    live, shown = _live_and_reference(machine)
+    return [
+        ("Mode", machine.mode),
+        ("GPUs", gpus),
+        ("Driver / CUDA (driver's)", f"{machine.driver_version or 'unknown'} / {machine.cuda_version or 'unknown'}"),
+        ("GPU links (nvidia-smi topo -m)", _links_phrase(machine)),
+        ("NVLink", nvlink),
+        ("Peer access (nvidia-smi topo -p2p)", _p2p_phrase(machine)),
+        ("NCCL", machine.nccl_version or "not found"),
+        ("Horovod", _horovod_phrase(machine)),
+        ("nvcc", f"{machine.nvcc_version or 'version unknown'} at {machine.nvcc_path}" if machine.nvcc_path else "not found"),
+        ("Runs live here", live),
+        ("Shown from reference systems", shown),
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# One detection per process for banners and result records
+
+_cached: Optional[Machine] = None
+
+
+def detect_once(**options) -> Machine:
+    """detect() the first time, the same Machine afterwards (options apply to the first call)."""
+    global _cached
+    if _cached is None:
+        _cached = detect(**options)
+    return _cached
+
+
+def cached_machine() -> Optional[Machine]:
+    """The Machine detect_once() found, or None if nothing has been detected yet (runs nothing)."""
+    return _cached
+
+
+def banner() -> str:
+    return detect_once().banner()

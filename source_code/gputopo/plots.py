@@ -1,0 +1,468 @@
+"""The course's figures, the same for live measurements and recorded reference data.
+
+Every function takes plain data (what the parsers and experiments return), draws on the
+given matplotlib Axes or on a new figure, and returns the Figure. matplotlib and numpy are
+imported inside the functions so that `import gputopo` stays standard-library only.
+Figures are built as bare `matplotlib.figure.Figure` objects, never through pyplot, so no
+backend or display is needed (headless runs save them with `figure.savefig`), and a
+notebook shows the returned Figure exactly once.
+
+Drawn artists carry a gid ("node:GPU0", "edge:GPU0-GPU1", "cell:0,1", "bar:<label>") so
+tests and readers can find what was drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+# Link type -> colour (matplotlib's tab10), one per `nvidia-smi topo -m` code family.
+LINK_COLOURS = {
+    "NV": "#2ca02c",
+    "PIX": "#1f77b4",
+    "PXB": "#17becf",
+    "PHB": "#ff7f0e",
+    "NODE": "#9467bd",
+    "SYS": "#d62728",
+}
+LINK_MEANINGS = {
+    "NV": "NVLink (width = bonded links)",
+    "PIX": "PIX: one PCIe bridge",
+    "PXB": "PXB: several PCIe bridges",
+    "PHB": "PHB: through a PCIe host bridge",
+    "NODE": "NODE: between host bridges of a NUMA node",
+    "SYS": "SYS: across the CPU interconnect",
+}
+# Nearest first, as NCCL orders PCIe paths; used to pick a NIC's closest GPUs.
+PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
+
+
+def _new_axes(ax, figsize):
+    # A bare Figure, not pyplot: no global figure list to leak in loops, no second copy
+    # shown by the notebook's inline backend when the returned Figure is displayed.
+    from matplotlib.figure import Figure
+
+    if ax is not None:
+        return ax.figure, ax
+    figure = Figure(figsize=figsize, layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def link_family(code: str) -> str:
+    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS)."""
+    if re.fullmatch(r"NV\d+", code):
+        return "NV"
+    if code == "SOC":
+        return "SYS"
+    if code in LINK_COLOURS:
+        return code
+    raise ValueError(f"unknown topo link code {code!r}")
+
+
+def nvlink_count(code: str) -> int:
+    match = re.fullmatch(r"NV(\d+)", code)
+    return int(match.group(1)) if match else 0
+
+
+def _link_closeness(code: str) -> Tuple[int, int]:
+    # Larger is closer: NVLink beats PCIe, more links beat fewer, then PIX ... SYS.
+    family = link_family(code)
+    if family == "NV":
+        return (1, nvlink_count(code))
+    return (0, len(PCIE_ORDER) - PCIE_ORDER.index(family))
+
+
+# ---------------------------------------------------------------------------------------
+# Topology graph
+
+
+def _gpu_index(name: str) -> int:
+    return int(name[3:])
+
+
+def _cpu_groups(topo: Mapping, gpus: Sequence[str]) -> Dict[str, List[str]]:
+    """CPU/NUMA node label -> GPUs attached to it, from the affinity columns."""
+    groups: Dict[str, List[str]] = {}
+    numa = topo.get("numa_affinity") or {}
+    cpus = topo.get("cpu_affinity") or {}
+    for gpu in gpus:
+        parts = []
+        if numa.get(gpu) and numa[gpu] != "N/A":
+            parts.append(f"NUMA {numa[gpu]}")
+        if cpus.get(gpu) and cpus[gpu] != "N/A":
+            parts.append(f"CPUs {cpus[gpu]}")
+        if parts:
+            groups.setdefault("\n".join(parts), []).append(gpu)
+    return groups
+
+
+def _mean_direction(angles: Sequence[float]) -> Optional[float]:
+    """The mean angle of points on the circle, or None when they surround the centre."""
+    x = sum(math.cos(a) for a in angles) / len(angles)
+    y = sum(math.sin(a) for a in angles) / len(angles)
+    return math.atan2(y, x) if math.hypot(x, y) > 0.3 else None
+
+
+def _node(ax, position, text, kind, gid, fontsize):
+    ax.text(
+        position[0],
+        position[1],
+        text,
+        ha="center",
+        va="center",
+        fontsize=fontsize,
+        zorder=5,
+        gid=gid,
+        bbox={"boxstyle": "round,pad=0.35", "facecolor": NODE_COLOURS[kind], "edgecolor": "#555555"},
+    )
+
+
+def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
+    """Draw GPUs on a circle, NICs and CPU/NUMA nodes outside it, links as coloured edges.
+
+    topo is the topo parser's result. Every GPU pair gets one edge coloured by its link
+    type; NVLink edges are solid and wider with more bonded links, PCIe paths dashed.
+    Each NIC is joined to its closest GPU(s), each CPU/NUMA node to the GPUs whose
+    affinity names it (grey dotted lines).
+    """
+    from matplotlib.lines import Line2D
+
+    gpus = sorted(topo.get("gpus") or [], key=_gpu_index)
+    if not gpus:
+        raise ValueError("the topology has no GPUs to draw")
+    links = topo.get("links") or {}
+    count = len(gpus)
+    figure, ax = _new_axes(ax, (6.5, 6.5) if count <= 8 else (8.5, 8.5))
+    fontsize = 10 if count <= 8 else 8
+
+    # Rotated by half a step so no GPU sits at the top, where a shared CPU node goes.
+    angles = {gpu: math.pi / 2 + math.pi / count - 2 * math.pi * k / count for k, gpu in enumerate(gpus)}
+    position = {gpu: (math.cos(a), math.sin(a)) for gpu, a in angles.items()}
+    families_seen = []
+    # A full NVSwitch mesh of 16 GPUs is 120 edges: thinner lines keep it from merging.
+    thinning = min(1.0, 8 / count)
+
+    for a, first in enumerate(gpus):
+        for second in gpus[a + 1 :]:
+            code = (links.get(first) or {}).get(second) or (links.get(second) or {}).get(first)
+            if code is None:
+                continue
+            family = link_family(code)
+            if family not in families_seen:
+                families_seen.append(family)
+            nv = nvlink_count(code)
+            (x1, y1), (x2, y2) = position[first], position[second]
+            ax.add_line(
+                Line2D(
+                    [x1, x2],
+                    [y1, y2],
+                    color=LINK_COLOURS[family],
+                    linewidth=(1.2 + 1.2 * math.sqrt(nv)) * thinning if nv else 1.0,
+                    linestyle="-" if nv else "--",
+                    alpha=(0.9 if count <= 8 else 0.6) if nv else 0.55,
+                    zorder=2 if nv else 1,
+                    gid=f"edge:{first}-{second}",
+                )
+            )
+            # Labels stay readable up to 4 GPUs for all links and 8 for NVLink only.
+            if count <= 4 or (nv and count <= 8):
+                ax.text(
+                    (x1 + x2) / 2,
+                    (y1 + y2) / 2,
+                    code,
+                    fontsize=fontsize - 2,
+                    ha="center",
+                    va="center",
+                    zorder=3,
+                    gid=f"edge-label:{first}-{second}",
+                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+                )
+
+    outer_spots: Dict[int, int] = {}  # rounded angle -> nodes already placed there
+
+    def outer_position(angle: float, radius: float):
+        key = round(math.degrees(angle)) % 360
+        taken = outer_spots.get(key, 0)
+        outer_spots[key] = taken + 1
+        shifted = angle + math.radians(12) * ((taken + 1) // 2) * (1 if taken % 2 else -1)
+        return (radius * math.cos(shifted), radius * math.sin(shifted))
+
+    for nic, device in (topo.get("nics") or {}).items():
+        row = links.get(nic) or {}
+        gpu_codes = {gpu: row[gpu] for gpu in gpus if gpu in row}
+        if not gpu_codes:
+            continue
+        closest = max(_link_closeness(code) for code in gpu_codes.values())
+        nearest = [gpu for gpu, code in gpu_codes.items() if _link_closeness(code) == closest]
+        direction = _mean_direction([angles[gpu] for gpu in nearest])
+        spot = outer_position(direction if direction is not None else -math.pi / 2, 1.55)
+        for gpu in nearest:
+            family = link_family(gpu_codes[gpu])
+            if family not in families_seen:
+                families_seen.append(family)
+            ax.add_line(
+                Line2D(
+                    [spot[0], position[gpu][0]],
+                    [spot[1], position[gpu][1]],
+                    color=LINK_COLOURS[family],
+                    linewidth=1.5,
+                    linestyle="-.",
+                    zorder=1,
+                    gid=f"edge:{nic}-{gpu}",
+                )
+            )
+        label = nic if not device or device == nic else f"{nic}\n{device}"
+        _node(ax, spot, label, "nic", f"node:{nic}", fontsize - 1)
+
+    cpu_groups = _cpu_groups(topo, gpus)
+    for label, members in cpu_groups.items():
+        direction = _mean_direction([angles[gpu] for gpu in members])
+        spot = outer_position(direction, 1.8) if direction is not None else outer_position(math.pi / 2, 1.6)
+        for gpu in members:
+            ax.add_line(
+                Line2D(
+                    [spot[0], position[gpu][0]],
+                    [spot[1], position[gpu][1]],
+                    color="#888888",
+                    linewidth=0.8,
+                    linestyle=":",
+                    zorder=0,
+                    gid=f"cpu-edge:{label.splitlines()[0]}-{gpu}",
+                )
+            )
+        _node(ax, spot, label, "cpu", f"node:{label.splitlines()[0]}", fontsize - 1)
+
+    for gpu in gpus:
+        _node(ax, position[gpu], gpu, "gpu", f"node:{gpu}", fontsize)
+
+    handles = [
+        Line2D([], [], color=LINK_COLOURS[f], linewidth=3 if f == "NV" else 1.5, linestyle="-" if f == "NV" else "--")
+        for f in families_seen
+    ]
+    labels = [LINK_MEANINGS[f] for f in families_seen]
+    if cpu_groups:
+        handles.append(Line2D([], [], color="#888888", linestyle=":"))
+        labels.append("GPU to its CPU / NUMA node")
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=8, frameon=False)
+    placed = list(position.values()) + [
+        (text.get_position()[0], text.get_position()[1]) for text in ax.texts if (text.get_gid() or "").startswith("node:")
+    ]
+    margin = 0.55
+    ax.set_xlim(min(x for x, _ in placed) - margin, max(x for x, _ in placed) + margin)
+    ax.set_ylim(min(y for _, y in placed) - margin, max(y for _, y in placed) + margin)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title or f"GPU topology ({count} GPU{'s' if count != 1 else ''})")
+    return figure
+
+
+# ---------------------------------------------------------------------------------------
+# Annotated matrix
+
+
+def format_cell(value: float) -> str:
+    """About four significant digits, so 16 x 16 annotations still fit their cells."""
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:.0f}"
+    if magnitude >= 100:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def p2p_heatmap(
+    matrix: Sequence[Sequence[Optional[float]]],
+    title: str,
+    unit: str = "GB/s",
+    ax=None,
+    row_labels: Optional[Sequence[str]] = None,
+    column_labels: Optional[Sequence[str]] = None,
+):
+    """An annotated heatmap of a P2P matrix (rows = source, columns = destination).
+
+    The colour scale runs from zero to the largest GPU-to-GPU cell; cells where the row and
+    column name the same GPU (copies within one GPU) are annotated but kept off the scale,
+    which they would otherwise flatten. None is drawn blank.
+    Row and column labels default to GPU0, GPU1, ...
+    """
+    import numpy as np
+
+    rows = [list(row) for row in matrix]
+    if not rows or not rows[0]:
+        raise ValueError("the matrix is empty")
+    width = len(rows[0])
+    if any(len(row) != width for row in rows):
+        raise ValueError("the matrix rows have different lengths")
+    for row in rows:
+        for value in row:
+            if value is not None and not isinstance(value, (int, float)):
+                raise ValueError(f"matrix cell {value!r} is not a number")
+    values = np.array([[np.nan if v is None else float(v) for v in row] for row in rows])
+    row_labels = list(row_labels) if row_labels is not None else [f"GPU{i}" for i in range(len(rows))]
+    column_labels = list(column_labels) if column_labels is not None else [f"GPU{j}" for j in range(width)]
+
+    self_cells = np.array([[r == c for c in column_labels] for r in row_labels])
+    on_scale = values[~self_cells & ~np.isnan(values)]
+    if on_scale.size == 0:
+        on_scale = values[~np.isnan(values)]
+    low, high = (float(on_scale.min()), float(on_scale.max())) if on_scale.size else (0.0, 1.0)
+    # Anchored at zero: starting the scale at the smallest cell would paint 509.1 and
+    # 509.4 GB/s as opposite colours.
+    low = min(low, 0.0)
+    if high == low:
+        high = low + 1.0
+
+    size = max(4.0, 0.55 * max(len(rows), width) + 2.0)
+    figure, ax = _new_axes(ax, (size + 1.2, max(2.5, 0.55 * len(rows) + 2.0)))
+    image = ax.imshow(values, cmap="viridis", vmin=low, vmax=high, aspect="auto")
+    fontsize = 9 if max(len(rows), width) <= 8 else 6
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if value is None:
+                continue
+            shade = (min(max(float(value), low), high) - low) / (high - low)
+            ax.text(
+                j,
+                i,
+                format_cell(float(value)),
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="white" if shade < 0.5 else "black",
+                gid=f"cell:{i},{j}",
+            )
+    ax.set_xticks(range(width))
+    ax.set_xticklabels(column_labels, rotation=90 if width > 8 else 0)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(row_labels)
+    ax.set_xlabel("destination")
+    ax.set_ylabel("source")
+    ax.set_title(title)
+    figure.colorbar(image, ax=ax, label=unit)
+    return figure
+
+
+# ---------------------------------------------------------------------------------------
+# Bandwidth against message size
+
+AlphaBetaFit = Union[Callable, Mapping[str, float]]
+
+
+def format_bytes(size: float) -> str:
+    """1024 -> "1 KiB": message sizes are powers of two, so binary prefixes read cleanly."""
+    for prefix, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:g} {prefix}"
+    return f"{size:g} B"
+
+
+def alpha_beta_bandwidth(sizes_bytes, alpha_us: float, bandwidth_gbs: float):
+    """Bandwidth the alpha-beta model predicts: size / (alpha + size / B), in GB/s."""
+    import numpy as np
+
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    seconds = alpha_us * 1e-6 + sizes / (bandwidth_gbs * 1e9)
+    return sizes / seconds / 1e9
+
+
+def bandwidth_curve(
+    sizes_bytes: Sequence[float],
+    values: Sequence[float],
+    fit: Optional[AlphaBetaFit] = None,
+    label: str = "measured",
+    unit: str = "GB/s",
+    ax=None,
+    title: Optional[str] = None,
+    fit_label: Optional[str] = None,
+):
+    """Measured bandwidth against message size (log x) and, optionally, a fitted model.
+
+    fit is either a function of the sizes returning bandwidths in `unit`, or a mapping
+    {"alpha_us": ..., "bandwidth_gbs": ...} of the alpha-beta model t = alpha + n / B.
+    Call again with the same ax to overlay several systems.
+    """
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    measured = np.asarray(values, dtype=float)
+    if sizes.shape != measured.shape or sizes.ndim != 1 or sizes.size == 0:
+        raise ValueError(f"need as many sizes as values ({sizes.size} sizes, {measured.size} values)")
+    if np.any(sizes <= 0):
+        raise ValueError("message sizes must be positive to draw them on a log axis")
+
+    figure, ax = _new_axes(ax, (7, 4.2))
+    (line,) = ax.plot(sizes, measured, marker="o", markersize=4, label=label, gid=f"measured:{label}")
+    if fit is not None:
+        dense = np.logspace(np.log2(sizes.min()), np.log2(sizes.max()), 200, base=2)
+        if callable(fit):
+            predicted = np.asarray(fit(dense), dtype=float)
+            default_label = f"{label}: fit"
+        else:
+            predicted = alpha_beta_bandwidth(dense, fit["alpha_us"], fit["bandwidth_gbs"])
+            default_label = f"{label}: alpha = {fit['alpha_us']:.3g} us, B = {fit['bandwidth_gbs']:.3g} GB/s"
+        ax.plot(dense, predicted, linestyle="--", color=line.get_color(), label=fit_label or default_label, gid=f"fit:{label}")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=2, numticks=12))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda size, _: format_bytes(size)))
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.set_xlabel("message size")
+    ax.set_ylabel(f"bandwidth ({unit})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+# ---------------------------------------------------------------------------------------
+# Bars: this machine against reference systems and the spec
+
+
+def compare_bars(rows: Sequence[Sequence], title: str, ax=None, unit: str = "GB/s"):
+    """Horizontal bars, one per (label, value[, peak]) row, top to bottom in the given order.
+
+    A peak (the spec figure) is drawn as a hollow bar behind the value, and the value is
+    annotated with its share of the peak. A value of None is marked "not measured".
+    """
+    if not rows:
+        raise ValueError("nothing to compare: no rows")
+    parsed = []
+    for row in rows:
+        if len(row) not in (2, 3):
+            raise ValueError(f"each row is (label, value) or (label, value, peak), got {tuple(row)!r}")
+        label, value, peak = row[0], row[1], row[2] if len(row) == 3 else None
+        parsed.append((str(label), value, peak))
+
+    figure, ax = _new_axes(ax, (7.5, 0.55 * len(parsed) + 1.6))
+    largest = max([v for _, v, _ in parsed if v is not None] + [p for _, _, p in parsed if p is not None] + [1e-9])
+    for position, (label, value, peak) in enumerate(parsed):
+        if peak is not None:
+            ax.barh(position, peak, height=0.7, facecolor="none", edgecolor="#555555", hatch="//", gid=f"peak:{label}")
+        if value is None:
+            ax.text(0, position, " not measured", va="center", fontsize=9, gid=f"value-label:{label}")
+            continue
+        ax.barh(position, value, height=0.5, color="#1f77b4", gid=f"bar:{label}")
+        note = f" {value:.3g} {unit}"
+        if peak:
+            note += f" ({100 * value / peak:.0f}% of peak)"
+        ax.text(value, position, note, va="center", fontsize=9, gid=f"value-label:{label}")
+    ax.set_yticks(range(len(parsed)))
+    ax.set_yticklabels([label for label, _, _ in parsed])
+    ax.invert_yaxis()
+    ax.set_xlim(0, largest * 1.45)
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    if any(peak is not None for _, _, peak in parsed):
+        from matplotlib.patches import Patch
+
+        ax.legend(
+            [Patch(color="#1f77b4"), Patch(facecolor="none", edgecolor="#555555", hatch="//")],
+            ["measured", "peak (spec)"],
+            fontsize=8,
+            loc="lower right",
+        )
+    return figure

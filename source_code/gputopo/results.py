@@ -1,0 +1,215 @@
+"""Results that are never lost: append-only JSON-lines files under results/.
+
+Every experiment appends one line per measurement to `results/<kind>.jsonl`, carrying the
+environment it ran in (host, time, git commit, GPUs, NCCL_* settings). A line is written
+with a single `os.write` on a file opened with O_APPEND and then fsync'ed, so concurrent
+writers never interleave within a line and a crash loses at most the line being written.
+Nothing here ever truncates or replaces a file; tables are rebuilt by reading the lines.
+
+Standard library only (runs on a bare node).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+RESULTS_DIR_VARIABLE = "GPUTOPO_RESULTS_DIR"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Environment variables that change what a distributed run measures.
+RECORDED_VARIABLE_PREFIXES = ("NCCL_", "HOROVOD_")
+RECORDED_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+
+# Keys append_record() writes itself; a record may not bring its own.
+RESERVED_KEYS = ("kind", "recorded_at", "environment")
+
+# A kind or prefix becomes a file or folder name: keep it to one plain path component.
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def results_dir() -> Path:
+    """Where results live: $GPUTOPO_RESULTS_DIR if set, else <repo>/results."""
+    override = os.environ.get(RESULTS_DIR_VARIABLE)
+    return Path(override).expanduser() if override else REPO_ROOT / "results"
+
+
+def _check_name(what: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"{what} must be letters, digits, '_', '.' or '-', not starting with a symbol (got {name!r})")
+    return name
+
+
+def utc_now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
+    """The checked-out commit, with "-dirty" if tracked files changed; None outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = head.stdout.strip()
+    return commit + ("-dirty" if status.returncode == 0 and status.stdout.strip() else "")
+
+
+def _gpu_facts() -> Dict[str, Any]:
+    # Only what detection already found: running detect() here would add seconds
+    # (Horovod's check-build) to every record.
+    from .detect import cached_machine
+
+    machine = cached_machine()
+    if machine is None:
+        return {"gpus": None, "driver_version": None, "nccl_version": None, "gpu_facts": "not detected in this process"}
+    return {
+        "gpus": list(machine.gpu_names),
+        "driver_version": machine.driver_version,
+        "cuda_version": machine.cuda_version,
+        "nccl_version": machine.nccl_version,
+        "mode": machine.mode,
+    }
+
+
+def environment() -> Dict[str, Any]:
+    """Where and when a result was measured, as plain JSON-ready data."""
+    variables = {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name.startswith(RECORDED_VARIABLE_PREFIXES) or name in RECORDED_VARIABLES
+    }
+    return {
+        "hostname": socket.gethostname(),
+        "time_utc": utc_now_iso(),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        **_gpu_facts(),
+        "variables": variables,
+    }
+
+
+def _to_json_value(value: Any) -> Any:
+    # numpy scalars and arrays have .item() / .tolist(); paths and the like become text.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (Path, datetime.date)):
+        return str(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in a results record")
+
+
+def _results_file(kind: str) -> Path:
+    return results_dir() / f"{_check_name('result kind', kind)}.jsonl"
+
+
+def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[Dict[str, Any]] = None) -> Path:
+    """Append one JSON line {"kind", "recorded_at", "environment", **record} to results/<kind>.jsonl.
+
+    environment_info replaces environment() for data measured elsewhere (a recorded run
+    on another machine). Returns the file written to.
+    """
+    if not isinstance(record, dict):
+        raise TypeError(f"a record must be a dict, not {type(record).__name__}")
+    clashing = [key for key in RESERVED_KEYS if key in record]
+    if clashing:
+        raise ValueError(f"record key {clashing[0]!r} is reserved for append_record itself")
+    line = {
+        "kind": kind,
+        "recorded_at": utc_now_iso(),
+        "environment": environment() if environment_info is None else environment_info,
+        **record,
+    }
+    encoded = (json.dumps(line, default=_to_json_value, sort_keys=False) + "\n").encode("utf-8")
+    path = _results_file(kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(descriptor, encoded)
+        if written != len(encoded):
+            # Only a full disk or a signal does this; the torn line is skipped by load_records.
+            raise OSError(f"only {written} of {len(encoded)} bytes reached {path}")
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    return path
+
+
+def load_records(kind: str) -> List[Dict[str, Any]]:
+    """Every record of a kind, oldest first; unreadable lines are skipped with one warning."""
+    path = _results_file(kind)
+    if not path.exists():
+        return []
+    records, bad_lines = [], []
+    with open(path, "r", encoding="utf-8", errors="replace") as lines:
+        for line_number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                bad_lines.append(line_number)
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                bad_lines.append(line_number)
+    if bad_lines:
+        warnings.warn(
+            f"{path}: skipped {len(bad_lines)} corrupt line(s) (first at line {bad_lines[0]})", stacklevel=2
+        )
+    return records
+
+
+def _lookup(record: Dict[str, Any], column: str) -> Any:
+    """record["environment"]["hostname"] for the column "environment.hostname"; None if absent."""
+    value: Any = record
+    for part in column.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def table(kind: str, columns: Sequence[str]) -> List[List[Any]]:
+    """One row per record of a kind, one cell per column (dotted names reach inside)."""
+    return [[_lookup(record, column) for column in columns] for record in load_records(kind)]
+
+
+def new_run_dir(prefix: str) -> Path:
+    """A new folder results/<prefix>-<UTC date-time>[-N] that did not exist before.
+
+    os.mkdir fails if the name exists, so two runs started in the same second get -2, -3...
+    instead of sharing (and overwriting) a folder.
+    """
+    _check_name("run folder prefix", prefix)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%SZ")
+    base = results_dir() / f"{prefix}-{stamp}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    attempt = 1
+    while True:
+        candidate = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            attempt += 1

@@ -1,0 +1,123 @@
+"""Shared test fixtures.
+
+fake_nvidia_smi: a stand-in `nvidia-smi`, first on PATH, that replays what a reference
+system's real nvidia-smi printed, so discovery and the preflight check can be tested on
+machines without GPUs. Use it as a factory:
+
+    def test_something(fake_nvidia_smi):
+        fake_nvidia_smi("h100-pcie-nvlink-pair")                  # replay recorded outputs
+        fake_nvidia_smi("v100-sxm2-8gpu-server",
+                        gpu_names=["Tesla V100-SXM2-16GB"] * 8)   # no nvidia-smi.txt recorded
+        fake_nvidia_smi(fail=DRIVER_ERROR, exit_code=9)          # every call fails like this
+        fake_nvidia_smi(hang=True)                                # every call sleeps until killed
+        fake_nvidia_smi("h100-pcie-nvlink-pair",
+                        outputs={"topo -p2p r": text})           # add or replace an answer
+
+It answers by its arguments joined with spaces: "" (plain nvidia-smi) -> nvidia-smi.txt,
+"topo -m" -> nvidia-smi-topo-m.txt, "nvlink -s" / "nvlink -R" -> nvidia-smi-nvlink-s/-R.txt;
+`--query-gpu=<fields>` gets CSV rows built from the GPU table in nvidia-smi.txt (or from
+gpu_names), "[N/A]" for fields nothing recorded. Anything else exits 2 with a message on
+stderr, as a tool that cannot answer would. The factory returns the script's path; PATH is
+restored after the test.
+"""
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from gputopo import reference
+
+# What nvidia-smi prints (exit status 9) when the kernel driver is not loaded.
+DRIVER_ERROR = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
+
+RECORDED_FILES = {
+    "": "nvidia-smi.txt",
+    "topo -m": "nvidia-smi-topo-m.txt",
+    "nvlink -s": "nvidia-smi-nvlink-s.txt",
+    "nvlink -R": "nvidia-smi-nvlink-R.txt",
+}
+
+_FAKE_SCRIPT = '''#!{python}
+import json, pathlib, sys, time
+answers = json.loads(pathlib.Path(__file__).with_name("answers.json").read_text())
+args = sys.argv[1:]
+if answers["hang"]:
+    time.sleep(3600)
+if answers["fail"] is not None:
+    sys.stdout.write(answers["fail"])
+    sys.exit(answers["exit_code"])
+query = [arg for arg in args if arg.startswith("--query-gpu=")]
+if query:
+    if not answers["gpus"]:
+        print("No devices were found")
+        sys.exit(6)
+    fields = query[0].split("=", 1)[1].split(",")
+    if "noheader" not in " ".join(args):
+        print(", ".join(fields))
+    for gpu in answers["gpus"]:
+        print(", ".join(gpu.get(field, "[N/A]") for field in fields))
+    sys.exit(0)
+key = " ".join(args)
+if key in answers["outputs"]:
+    sys.stdout.write(answers["outputs"][key])
+    sys.exit(0)
+sys.stderr.write("fake nvidia-smi: nothing recorded for %r\\n" % key)
+sys.exit(2)
+'''
+
+
+def recorded_gpus(system):
+    """Per-GPU query fields from a system's nvidia-smi.txt (UUIDs from its nvlink files)."""
+    recorded = reference.files(system)
+    if "nvidia-smi.txt" not in recorded:
+        return None
+    text = reference.read_text(system, "nvidia-smi.txt")
+    driver = re.search(r"Driver Version:\s*(\S+)", text)
+    gpus = []
+    for match in re.finditer(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|\s+([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)", text, re.M):
+        gpus.append(
+            {
+                "index": match.group(1),
+                "name": match.group(2),
+                "pci.bus_id": match.group(3),
+                "driver_version": driver.group(1) if driver else "[N/A]",
+            }
+        )
+    for name in recorded:
+        if name.startswith("nvidia-smi-nvlink-"):
+            for index, uuid in re.findall(r"^GPU (\d+): .*\(UUID: (\S+)\)", reference.read_text(system, name), re.M):
+                if int(index) < len(gpus):
+                    gpus[int(index)]["uuid"] = uuid
+    return gpus
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    def install(system=None, *, gpu_names=None, outputs=None, fail=None, exit_code=9, hang=False):
+        answers = {"outputs": {}, "gpus": [], "fail": fail, "exit_code": exit_code, "hang": hang}
+        if system is not None:
+            recorded = reference.files(system)  # ValueError names the known systems
+            for key, filename in RECORDED_FILES.items():
+                if filename in recorded:
+                    answers["outputs"][key] = reference.read_text(system, filename)
+            answers["gpus"] = recorded_gpus(system) or []
+        if gpu_names is not None:
+            answers["gpus"] = [{"index": str(i), "name": name} for i, name in enumerate(gpu_names)]
+        answers["outputs"].update(outputs or {})
+
+        bin_dir = tmp_path / "fake-bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
+        script = bin_dir / "nvidia-smi"
+        script.write_text(_FAKE_SCRIPT.format(python=sys.executable), encoding="utf-8")
+        script.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        return script
+
+    return install

@@ -1,0 +1,151 @@
+"""The results store appends, never overwrites, and survives damaged lines."""
+
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from gputopo import results
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    folder = tmp_path / "my-results"
+    monkeypatch.setenv(results.RESULTS_DIR_VARIABLE, str(folder))
+    return folder
+
+
+def test_environment_variable_moves_the_store(store):
+    assert results.results_dir() == store
+    path = results.append_record("p2p", {"gbs": 1.5})
+    assert path == store / "p2p.jsonl"
+
+
+def test_default_store_is_results_in_the_repository(monkeypatch):
+    monkeypatch.delenv(results.RESULTS_DIR_VARIABLE, raising=False)
+    default = results.results_dir()
+    assert default.name == "results"
+    assert (default.parent / "CONTRIBUTING.md").exists()
+
+
+def test_two_appends_give_two_lines_and_keep_the_first(store):
+    first = results.append_record("allreduce", {"size": 8, "busbw": 0.01})
+    text_after_first = first.read_text()
+    results.append_record("allreduce", {"size": 16, "busbw": 0.02})
+    text_after_second = first.read_text()
+    assert text_after_second.startswith(text_after_first)
+    lines = text_after_second.splitlines()
+    assert len(lines) == 2
+    records = [json.loads(line) for line in lines]
+    assert [r["size"] for r in records] == [8, 16]
+    for record in records:
+        assert record["kind"] == "allreduce"
+        assert record["recorded_at"].endswith("+00:00")
+        assert "hostname" in record["environment"]
+    assert results.load_records("allreduce") == records
+
+
+def test_environment_keeps_nccl_settings(store, monkeypatch):
+    monkeypatch.setenv("NCCL_P2P_LEVEL", "NVL")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("UNRELATED_SECRET_THING", "x")
+    record = results.load_records(results.append_record("env", {"n": 1}).stem)[0]
+    variables = record["environment"]["variables"]
+    assert variables["NCCL_P2P_LEVEL"] == "NVL"
+    assert variables["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert "UNRELATED_SECRET_THING" not in variables
+
+
+def test_given_environment_replaces_the_local_one(store):
+    measured_elsewhere = {"hostname": "h200-node", "driver_version": "570.86.15"}
+    results.append_record("nccl", {"busbw": 350.0}, environment_info=measured_elsewhere)
+    assert results.load_records("nccl")[0]["environment"] == measured_elsewhere
+
+
+def test_numpy_values_are_stored_as_plain_numbers(store):
+    numpy = pytest.importorskip("numpy")
+    results.append_record("np", {"values": numpy.array([1.5, 2.5]), "peak": numpy.float32(3.0), "n": numpy.int64(7)})
+    record = results.load_records("np")[0]
+    assert (record["values"], record["peak"], record["n"]) == ([1.5, 2.5], 3.0, 7)
+
+
+@pytest.mark.parametrize("kind", ["../escape", "a/b", "", ".hidden", "sp ace"])
+def test_kind_must_be_a_plain_file_name(store, kind):
+    with pytest.raises(ValueError, match="result kind"):
+        results.append_record(kind, {"x": 1})
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_reserved_keys_are_refused(store):
+    with pytest.raises(ValueError, match="'kind' is reserved"):
+        results.append_record("x", {"kind": "other"})
+
+
+def test_corrupt_lines_are_skipped_with_a_warning(store):
+    results.append_record("sweep", {"run": 1})
+    with open(store / "sweep.jsonl", "a") as damaged:
+        damaged.write('{"run": 2, "trunc\n')  # a write cut short
+        damaged.write("[1, 2]\n")  # valid JSON, but not a record
+    results.append_record("sweep", {"run": 3})
+    with pytest.warns(UserWarning, match=r"skipped 2 corrupt line\(s\) \(first at line 2\)"):
+        records = results.load_records("sweep")
+    assert [r["run"] for r in records] == [1, 3]
+
+
+def test_missing_kind_loads_as_empty(store):
+    assert results.load_records("never-written") == []
+    assert results.table("never-written", ["a"]) == []
+
+
+def test_table_is_rebuilt_from_the_file(store):
+    results.append_record("cnn", {"workers": 1, "images_per_sec": 1000.0})
+    results.append_record("cnn", {"workers": 2, "images_per_sec": 1900.0, "note": "pair 0,3"})
+    rows = results.table("cnn", ["workers", "images_per_sec", "note", "environment.python"])
+    assert [row[:3] for row in rows] == [[1, 1000.0, None], [2, 1900.0, "pair 0,3"]]
+    assert all(isinstance(row[3], str) and row[3].count(".") == 2 for row in rows)
+
+
+def test_new_run_dir_never_reuses_a_name(store):
+    made = [results.new_run_dir("nccl-sweep") for _ in range(4)]
+    assert len(set(made)) == 4
+    assert all(path.is_dir() and path.parent == store for path in made)
+    # Within one second the names share a stamp and get -2, -3 ...; across seconds they differ.
+    assert all(path.name.startswith("nccl-sweep-") for path in made)
+    (made[0] / "keep.txt").write_text("earlier run")
+    again = results.new_run_dir("nccl-sweep")
+    assert again not in made
+    assert (made[0] / "keep.txt").read_text() == "earlier run"
+
+
+def test_new_run_dir_skips_a_name_that_already_exists(store, monkeypatch):
+    class FrozenClock(results.datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2024, 6, 10, 14, 9, 28, tzinfo=tz)
+
+    monkeypatch.setattr(results.datetime, "datetime", FrozenClock)
+    store.mkdir()
+    (store / "p2p-20240610-140928Z").mkdir()
+    (store / "p2p-20240610-140928Z-2").mkdir()
+    assert results.new_run_dir("p2p").name == "p2p-20240610-140928Z-3"
+
+
+def _append_many(folder, worker, count):
+    os.environ[results.RESULTS_DIR_VARIABLE] = str(folder)
+    for index in range(count):
+        results.append_record("race", {"worker": worker, "index": index, "pad": "x" * 2000}, environment_info={})
+
+
+def test_concurrent_appends_do_not_interleave(store):
+    store.mkdir()
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_append_many, args=(store, worker, 40)) for worker in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    lines = (store / "race.jsonl").read_text().splitlines()
+    assert len(lines) == 120
+    records = [json.loads(line) for line in lines]  # any interleaving would break the JSON
+    assert sorted((r["worker"], r["index"]) for r in records) == [(w, i) for w in range(3) for i in range(40)]
