@@ -1,0 +1,95 @@
+"""Command line: parse one tool output and print it as one JSON object.
+
+    python -m gputopo topo nvidia-smi-topo.txt --json
+    nvidia-smi topo -m | python -m gputopo topo - --json
+
+Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
+Standard library only (imports gputopo.parsers and nothing heavier), so it runs on a bare
+cluster node before anything is installed.
+"""
+import argparse
+import json
+import os
+import sys
+
+from gputopo.parsers import PARSERS, ParseError
+
+_DESCRIPTIONS = {
+    "topo": "nvidia-smi topo -m",
+    "p2p": "p2pBandwidthLatencyTest output",
+    "nccl-log": "NCCL_DEBUG=INFO output",
+    "nccl-tests": "nccl-tests / course NCCL benchmark table",
+    "horovod": "throughput lines of a Horovod CNN run",
+}
+USAGE_ERROR = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus a message on error; the course's contract is one line."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+
+def _build_parser():
+    parser = _OneLineParser(
+        prog="gputopo",
+        description="Parse the text a GPU tool printed and print it as JSON.",
+    )
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=_OneLineParser)
+    kinds.required = True
+    for kind in PARSERS:
+        sub = kinds.add_parser(
+            kind,
+            help=f"parse {_DESCRIPTIONS[kind]}",
+            description=f"Parse {_DESCRIPTIONS[kind]} and print it as one JSON object.",
+        )
+        sub.add_argument("file", metavar="FILE", help="file to read, or - for standard input")
+        sub.add_argument(
+            "--json", action="store_true", help="print exactly one compact JSON object on one line"
+        )
+    return parser
+
+
+def _read(path):
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    # A stray byte must not become a traceback; the parser then reports what it cannot read.
+    return data.decode("utf-8", errors="replace")
+
+
+def main(argv=None):
+    args = _build_parser().parse_args(argv)
+    prog = f"gputopo {args.kind}"
+    where = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = _read(args.file)
+    except OSError as error:
+        print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        result = PARSERS[args.kind](text)
+    except ParseError as error:
+        location = where if error.lineno is None else f"{where}:{error.lineno}"
+        print(f"{prog}: error: {error.what} ({location})", file=sys.stderr)
+        return USAGE_ERROR
+    except Exception as error:  # a parser bug: still one line, but not blamed on the input
+        print(f"{prog}: internal error: {type(error).__name__}: {error} ({where}); please report it",
+              file=sys.stderr)
+        return 1
+    try:
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left early (`| head`): not the input's fault, and no traceback either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Parsers for the text that GPU tools print.
+
+Each parser takes the whole text of one tool run and returns plain data (dicts, lists,
+strings, numbers) that `json.dumps` accepts. Standard library only: the CLI
+(`python -m gputopo <kind> FILE`) must run on a bare cluster node before any install.
+
+Malformed, empty or truncated input raises `ParseError`, never returns a partial result
+that looks whole.
+"""
+
+
+class ParseError(ValueError):
+    """Input a parser cannot read honestly.
+
+    `what` says what is wrong; `lineno` (1-based) says where, when one line is to blame.
+    The CLI turns it into `gputopo <kind>: error: <what> (<file>:<line>)`.
+    """
+
+    def __init__(self, what, lineno=None):
+        self.what = what
+        self.lineno = lineno
+        super().__init__(what if lineno is None else f"{what} (line {lineno})")
+
+
+# Imported after ParseError: every parser module imports it from here.
+from .topo import parse as parse_topo, rank_link  # noqa: E402
+from .p2p import parse as parse_p2p  # noqa: E402
+from .nccl_log import parse as parse_nccl_log  # noqa: E402
+from .nccl_tests import parse as parse_nccl_tests  # noqa: E402
+from .horovod_log import parse as parse_horovod_log  # noqa: E402
+
+# CLI kind name -> parser; the CLI and gputopo.reference both dispatch through this.
+PARSERS = {
+    "topo": parse_topo,
+    "p2p": parse_p2p,
+    "nccl-log": parse_nccl_log,
+    "nccl-tests": parse_nccl_tests,
+    "horovod": parse_horovod_log,
+}
+
+__all__ = [
+    "ParseError",
+    "PARSERS",
+    "parse_topo",
+    "parse_p2p",
+    "parse_nccl_log",
+    "parse_nccl_tests",
+    "parse_horovod_log",
+    "rank_link",
+]

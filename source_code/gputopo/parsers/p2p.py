@@ -1,0 +1,166 @@
+"""Parser for p2pBandwidthLatencyTest-style output (NVIDIA's sample and the course's own).
+
+Returns {devices, peer_access, connectivity, bandwidth_gbs, latency_us, row_indices}.
+`bandwidth_gbs` and `latency_us` hold only the matrices present in the text; each matrix is
+a list of rows. An excerpt with only some rows is valid, so `row_indices` says which device
+each row belongs to (same keys as the matrices, plus "connectivity").
+"""
+import re
+
+from . import ParseError
+
+_BANDWIDTH_TITLE = re.compile(
+    r"(Unidirectional|Bidirectional) P2P=(Disabled|Enabled) Bandwidth"
+    r"(?: \(P2P (Writes|Reads)\))? Matrix \(GB/s\)"
+)
+_LATENCY_TITLE = re.compile(r"P2P=(Disabled|Enabled) Latency(?: \(P2P (Writes|Reads)\))? Matrix \(us\)")
+_CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
+_DEVICE_LINE = re.compile(
+    r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
+    r"pciDomainID:\s*([0-9a-fA-F]+)"
+)
+_PEER_LINE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# First token of a table's header line: bandwidth and connectivity tables say D\D, the
+# latency sections hold one GPU table and one CPU table.
+_TABLE_CORNERS = ("D\\D", "GPU", "CPU")
+
+
+def _section_of(title):
+    """(group, key or key prefix) for a section title, or None if the line is not a title."""
+    if title.startswith(_CONNECTIVITY_TITLE):
+        return "connectivity", "connectivity"
+    bandwidth = _BANDWIDTH_TITLE.match(title)
+    if bandwidth:
+        direction, p2p, mode = bandwidth.groups()
+        if p2p == "Disabled":
+            suffix = "disabled"
+        elif direction == "Bidirectional":
+            suffix = "enabled"
+        else:
+            suffix = "read" if mode == "Reads" else "write"
+        return "bandwidth_gbs", f"{direction.lower()}_{suffix}"
+    latency = _LATENCY_TITLE.match(title)
+    if latency:
+        p2p, mode = latency.groups()
+        if p2p == "Disabled":
+            return "latency_us", "disabled"
+        return "latency_us", "read" if mode == "Reads" else "write"
+    return None
+
+
+def parse(text):
+    """Parse p2pBandwidthLatencyTest output; raise ParseError on a title or header without rows."""
+    result = {
+        "devices": [],
+        "peer_access": [],
+        "connectivity": None,
+        "bandwidth_gbs": {},
+        "latency_us": {},
+        "row_indices": {},
+    }
+    section = None  # (group, key prefix, title, line number) of the section being read
+    table = None  # (key, column labels, header line number, rows read) of the table being read
+    lines = text.splitlines()
+
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        new_section = _section_of(stripped)
+        if new_section:
+            _check_closed(section, table)
+            section, table = (*new_section, stripped, lineno), None
+            continue
+        if section is not None:
+            if not stripped:
+                continue
+            tokens = stripped.split()
+            if tokens[0] in _TABLE_CORNERS:
+                _check_closed(None, table)
+                table = _start_table(result, section, tokens, lineno)
+                continue
+            if table is not None and tokens[0].isdigit():
+                table = _add_row(result, section, table, tokens, lineno)
+                continue
+            _check_closed(section, table)
+            section = table = None
+        _read_device_line(result, stripped)
+    _check_closed(section, table)
+
+    if not result["row_indices"]:
+        if not any(line.strip() for line in lines):
+            raise ParseError("empty input")
+        raise ParseError("no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
+    return result
+
+
+def _check_closed(section, table):
+    """A section must hold at least one table, and every table at least one row."""
+    if table is not None and table[3] == 0:
+        raise ParseError(f"table header for {table[0]} is followed by no rows", table[2])
+    if section is not None and table is None:
+        raise ParseError(f"section {section[2]!r} is followed by no rows", section[3])
+
+
+def _start_table(result, section, tokens, lineno):
+    group, prefix, title, _ = section
+    corner, labels = tokens[0], tokens[1:]
+    if group == "latency_us":
+        if corner == "D\\D":
+            raise ParseError(f"latency table under {title!r} must start with GPU or CPU", lineno)
+        key = f"{prefix}_{corner.lower()}"
+    elif corner != "D\\D":
+        raise ParseError(f"table under {title!r} must start with D\\D, not {corner}", lineno)
+    else:
+        key = prefix
+    if not labels or not all(label.isdigit() for label in labels):
+        raise ParseError(f"table header for {key} should list device numbers", lineno)
+    if key in result["row_indices"]:
+        raise ParseError(f"second table for {key}", lineno)
+    result["row_indices"][key] = []
+    if group == "connectivity":
+        result["connectivity"] = []
+    else:
+        result[group][key] = []
+    return key, [int(label) for label in labels], lineno, 0
+
+
+def _add_row(result, section, table, tokens, lineno):
+    key, labels, header_lineno, rows_read = table
+    row_index, cells = int(tokens[0]), tokens[1:]
+    if len(cells) != len(labels):
+        raise ParseError(
+            f"row {row_index} of {key} has {len(cells)} cells but its header has {len(labels)}",
+            lineno,
+        )
+    if row_index not in labels:
+        raise ParseError(f"row {row_index} of {key} names no device of its header", lineno)
+    bad = [cell for cell in cells if not _NUMBER.fullmatch(cell)]
+    if bad:
+        raise ParseError(f"row {row_index} of {key} has a cell that is not a number: {bad[0]!r}", lineno)
+    if section[0] == "connectivity":
+        result["connectivity"].append([int(float(cell)) for cell in cells])
+    else:
+        result[section[0]][key].append([float(cell) for cell in cells])
+    result["row_indices"][key].append(row_index)
+    return key, labels, header_lineno, rows_read + 1
+
+
+def _read_device_line(result, stripped):
+    device = _DEVICE_LINE.match(stripped)
+    if device:
+        index, name, bus, device_id, domain = device.groups()
+        result["devices"].append(
+            {
+                "index": int(index),
+                "name": name,
+                "pci_bus_id": bus,
+                "pci_device_id": device_id,
+                "pci_domain_id": domain,
+            }
+        )
+        return
+    peer = _PEER_LINE.match(stripped)
+    if peer:
+        result["peer_access"].append(
+            {"from": int(peer.group(1)), "to": int(peer.group(3)), "can_access": peer.group(2) == "CAN"}
+        )

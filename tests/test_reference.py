@@ -1,0 +1,111 @@
+"""The recorded reference systems: every file has a kind, every parsed kind parses, loader errors."""
+from pathlib import Path
+
+import pytest
+
+from gputopo import reference
+from gputopo.parsers import PARSERS, parse_topo
+
+ALL_FILES = [(system, name) for system in reference.list_systems() for name in reference.files(system)]
+PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
+          for name in reference.find(system, kind)]
+# Where the course's copy came from; present on the development machine only.
+SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "reference-systems"
+
+
+def test_the_published_systems_are_all_there():
+    assert {"v100-sxm2-8gpu-server", "dgx1-v100", "dgx1-a100", "h100-pcie-nvlink-pair",
+            "rtx2080-nvlink-pair", "pcie-gen3-8gpu-mxnet"} <= set(reference.list_systems())
+
+
+@pytest.mark.parametrize("system,name", ALL_FILES)
+def test_every_file_has_a_kind(system, name):
+    assert reference.kinds_of(name), f"{system}/{name} matches no pattern in KIND_PATTERNS"
+
+
+@pytest.mark.parametrize("system,kind,name", PARSED)
+def test_every_file_of_a_parsed_kind_parses(system, kind, name):
+    assert reference.load(system, kind, filename=name) == PARSERS[kind](reference.read_text(system, name))
+
+
+@pytest.mark.parametrize("system", reference.list_systems())
+def test_every_system_has_a_readme_row(system):
+    row = reference.describe(system)
+    assert row["system"] == system
+    assert row["machine"] and row["source"] and row["what"]
+
+
+def test_describe_reads_the_table():
+    row = reference.describe("h100-pcie-nvlink-pair")
+    assert "H100" in row["machine"] and "NV12" in row["machine"]
+    assert "Japanese blog" in row["source"]
+
+
+def test_unknown_system_lists_the_known_ones():
+    for call in (reference.files, reference.describe, lambda s: reference.load(s, "topo")):
+        with pytest.raises(ValueError) as error:
+            call("dgx-9000")
+        assert "dgx-9000" in str(error.value) and "v100-sxm2-8gpu-server" in str(error.value)
+
+
+@pytest.mark.parametrize("filename", ["../README.md", "nope.txt", "."])
+def test_read_text_serves_only_recorded_files(filename):
+    with pytest.raises(ValueError):
+        reference.read_text("dgx1-v100", filename)
+
+
+def test_read_text_is_the_stored_text():
+    text = reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt")
+    assert text.startswith("\tGPU0\tGPU1")
+
+
+def test_load_single_file_kind():
+    topo = reference.load("v100-sxm2-8gpu-server", "topo")
+    assert topo["best_pair"] == [0, 3]
+    assert topo == parse_topo(reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"))
+
+
+def test_load_passes_parser_options():
+    table = reference.load("v100-sxm2-8gpu-server", "nccl-tests", strict=False)
+    assert table["truncated"] is False and len(table["rows"]) == 25
+
+
+def test_load_with_several_files_asks_for_a_name():
+    with pytest.raises(ValueError) as error:
+        reference.load("dgx1-v100", "horovod")
+    assert "filename=" in str(error.value) and "horovod-cnn-gpus-1-7-default.txt" in str(error.value)
+    one = reference.load("dgx1-v100", "horovod", filename="horovod-cnn-gpus-1-7-default.txt")
+    assert one["epochs"][0]["images_per_sec"] == 98996.51
+
+
+def test_load_all_keys_by_file():
+    logs = reference.load_all("dgx1-v100", "nccl-log")
+    assert len(logs) == 4
+    assert logs["horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"]["transports"] == ["SHM"]
+    assert logs["horovod-cnn-gpus-0-3-default.txt"]["transports"] == ["P2P"]
+
+
+def test_load_errors():
+    with pytest.raises(ValueError, match="no topo file"):
+        reference.load("rtx2080-nvlink-pair", "topo")
+    with pytest.raises(ValueError, match="use read_text"):
+        reference.load("h100-pcie-nvlink-pair", "nvlink-status")
+    with pytest.raises(ValueError, match="unknown kind"):
+        reference.load("h100-pcie-nvlink-pair", "nvlink")
+    with pytest.raises(ValueError, match="not a topo file"):
+        reference.load("h100-pcie-nvlink-pair", "topo", filename="nvidia-smi.txt")
+
+
+def test_csv_files_load_as_rows():
+    summary = reference.load("dgx1-v100", "csv")
+    assert summary["columns"][:3] == ["system", "gpus", "condition"]
+    assert len(summary["rows"]) == 7
+    assert summary["rows"][3]["gpus"] == "1,7"
+
+
+@pytest.mark.skipif(not SHARED_COPY.is_dir(), reason="the shared source folder exists only on the development machine")
+def test_copy_is_byte_exact():
+    for source in SHARED_COPY.rglob("*"):
+        if source.is_file() and source.name != "README.md":
+            copy = reference.REFERENCE_DIR / source.relative_to(SHARED_COPY)
+            assert copy.read_bytes() == source.read_bytes(), copy
