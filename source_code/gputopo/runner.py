@@ -1,0 +1,796 @@
+"""Run the Horovod CNN (source_code/cnn_fmnist.py) on a GPU pair under chosen NCCL settings.
+
+    from gputopo import runner
+    r = runner.run_experiment(gpus=(0, 3), env={"NCCL_P2P_LEVEL": "LOC"})
+    r.ok, r.reason, r.summary["images_per_sec_median"], r.transports    # ... ["SHM"]
+    rows = runner.sweep()              # best and worst pair x the five SETTINGS below
+    runner.plot_sweep(rows)
+    runner.reference_sweep()           # the same table from recorded DGX-1 logs (no GPU needed)
+
+What run_experiment() does
+- Checks before launching: the GPU indices against `gputopo.detect()` (bad index -> a failed
+  result, nothing launched) and that the interpreter can import Horovod.
+- Launches `<python> -m horovod.runner.launch -np 2 -H localhost:2 --gloo <python> cnn_fmnist.py
+  ...` (the current interpreter; nothing is looked up on PATH). Gloo is only Horovod's
+  controller; on GPUs the gradient allreduce still goes through NCCL.
+- Environment: CUDA_VISIBLE_DEVICES=<the pair>, CUDA_DEVICE_ORDER=PCI_BUS_ID (so indices mean
+  what `nvidia-smi topo -m` shows), NCCL_DEBUG=INFO (the log then says which transport NCCL
+  chose), NCCL_NVLS_ENABLE=0, then your `env`. NCCL_P2P_LEVEL, NCCL_P2P_DISABLE and
+  NCCL_SHM_DISABLE inherited from the calling shell are removed first, so "default" really is
+  NCCL's default.
+- No GPU visible: the same script runs on the CPU with Gloo doing the allreduce, and the
+  result says so (`mode == "cpu-gloo"`, and in `reason`/`note`).
+- Never hangs: a timeout kills the launcher's process group and every process it started
+  (Horovod moves its workers to a session of their own, so they are found through /proc).
+- A failure keeps the log tail and one line `reason` that starts with the category:
+  "bad GPU index", "Horovod missing", "NCCL error", "timeout" or "other".
+- Every run, good or failed, is appended to the results store (kind "horovod_cnn") with its
+  environment; the full log and the script's JSON record go into a new folder
+  results/horovod-cnn-<time>/ (never reused).
+
+NCCL_P2P_LEVEL facts (P2P_LEVEL_FACTS below) come from NCCL's documentation and source; the
+test suite checks them against the recorded DGX-1 logs in reference_systems/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+SOURCE_DIR = Path(__file__).resolve().parents[1]
+SCRIPT = SOURCE_DIR / "cnn_fmnist.py"
+RESULT_KIND = "horovod_cnn"
+
+MODE_GPU = "gpu-nccl"
+MODE_CPU = "cpu-gloo"
+
+# Failure categories; a failed result's reason starts with one of these.
+BAD_GPU = "bad GPU index"
+HOROVOD_MISSING = "Horovod missing"
+NCCL_ERROR = "NCCL error"
+TIMEOUT = "timeout"
+OTHER = "other"
+
+# Run sizes when the caller does not say. GPU: the reference runs' batch of 512 per GPU and a
+# full pass over each worker's shard per epoch. CPU: a quick run (well under a minute on 2 cores).
+GPU_DEFAULTS = {"epochs": 5, "batch_size": 512, "steps_per_epoch": None}
+CPU_DEFAULTS = {"epochs": 2, "batch_size": 64, "steps_per_epoch": 20}
+DEFAULT_TIMEOUT_S = 900.0
+HOROVOD_CHECK_TIMEOUT_S = 60.0
+KILL_GRACE_S = 5.0
+LOG_TAIL_CHARS = 4000
+
+# Variables a sweep setting controls: never inherited from the calling shell.
+CONTROLLED_VARIABLES = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
+
+# The sweep's settings: (name, NCCL variables). Order = order in the table and the plot.
+SETTINGS: Tuple[Tuple[str, Dict[str, str]], ...] = (
+    ("default", {}),
+    ("NCCL_P2P_LEVEL=NVL", {"NCCL_P2P_LEVEL": "NVL"}),
+    ("NCCL_P2P_LEVEL=PIX", {"NCCL_P2P_LEVEL": "PIX"}),
+    ("NCCL_P2P_LEVEL=LOC", {"NCCL_P2P_LEVEL": "LOC"}),
+    ("P2P and SHM disabled", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}),
+)
+
+# ------------------------------------------------------------------------------------------
+# NCCL_P2P_LEVEL facts
+# ------------------------------------------------------------------------------------------
+
+P2P_LEVEL_SOURCES = {
+    "docs": "NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL "
+            "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level; "
+            "same text in the archived 2.16-2.20 guides)",
+    "docs-2.4": "NCCL 2.4 Developer Guide, Environment Variables "
+                "(https://docs.nvidia.com/deeplearning/nccl/archives/nccl_247/"
+                "nccl-developer-guide/docs/env.html): integer-only levels, default 3",
+    "source": "NCCL source, src/graph/paths.cc: levelsOldToNew[], ncclGetLevel(), "
+              "ncclTopoCheckP2p() (https://github.com/NVIDIA/nccl/blob/master/src/graph/paths.cc)",
+}
+
+# Each row's "source" names keys of P2P_LEVEL_SOURCES: the level names, meanings and integers
+# are in the docs; the integer mapping and the NVL-before-PIX order are also in the source.
+
+# NCCL's path types, closest first (src/graph/topo.h order; newer releases insert C2C after NVB).
+# P2P is used between two GPUs when their path type is at or before the P2P level.
+PATH_ORDER = ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+
+P2P_LEVEL_FACTS: Tuple[Dict[str, Any], ...] = (
+    {"level": "LOC", "legacy_integer": 0, "p2p_used_when": "never (P2P off)",
+     "nvlink_pair_uses_p2p": False, "source": "docs, source"},
+    {"level": "NVL", "legacy_integer": None, "p2p_used_when": "GPUs connected through NVLink",
+     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
+    {"level": "PIX", "legacy_integer": 1, "p2p_used_when": "NVLink, or the same PCI switch",
+     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
+    {"level": "PXB", "legacy_integer": 2,
+     "p2p_used_when": "NVLink, or through PCI switches (possibly several hops)",
+     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
+    {"level": "PHB", "legacy_integer": 3,
+     "p2p_used_when": "NVLink, or PCI within one NUMA node, through the CPU",
+     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
+    {"level": "SYS", "legacy_integer": 4, "p2p_used_when": "NVLink, or PCI even across NUMA "
+     "nodes (SMP interconnect such as QPI/UPI); integers above 4 also mean SYS",
+     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
+)
+
+# The integers accepted for backward compatibility (docs: "Integer Values (Legacy)"; source:
+# levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS}). NVL has no integer.
+LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
+
+P2P_LEVEL_NOTES = (
+    "NVLink is the closest path after LOC, so every level except LOC keeps P2P on an NVLink "
+    "pair: NCCL_P2P_LEVEL=1 (PIX) on an NVLink pair is still P2P over NVLink, not 'P2P via "
+    "PCIe'. Only LOC (0) or NCCL_P2P_DISABLE=1 turn it off; NCCL then uses shared memory "
+    "(SHM), or the network transport (NET) when SHM is disabled too.",
+    "Default: the docs say NCCL picks a level from the architecture. In the source "
+    "(ncclTopoCheckP2p) it is PXB on Intel x86 and ARM CPUs (hence the usual 'default PXB'; "
+    "some older releases used PXB only on Intel Broadwell and PHB on other Intel CPUs) and SYS "
+    "otherwise, e.g. on AMD CPUs. NCCL 2.4 documented a default of 3 in its older integer scheme.",
+    "Integer values are discouraged by the docs because the path types have changed over "
+    "releases; values above 4 are read as SYS.",
+)
+
+
+def legacy_level_name(value: str) -> str:
+    """'0' -> 'LOC', '1' -> 'PIX', ... ; names pass through upper-cased."""
+    text = str(value).strip()
+    if text.isdigit():
+        return LEGACY_P2P_LEVELS[min(int(text), 5)]
+    return text.upper()
+
+
+def path_type_of_link(link: Optional[str]) -> Optional[str]:
+    """NCCL path type for an `nvidia-smi topo -m` code: NV# -> NVL, NODE -> PHB, ..."""
+    if not link:
+        return None
+    code = link.strip().upper()
+    if code.startswith("NV"):
+        return "NVL"
+    if code == "NODE":  # several host bridges inside one NUMA node: NCCL calls that PHB
+        return "PHB"
+    if code in ("PIX", "PXB", "PHB", "SYS"):
+        return code
+    return None
+
+
+def default_p2p_level(cpu_vendor: Optional[str]) -> Optional[str]:
+    """NCCL's own P2P level when none is set: PXB on Intel/ARM, SYS otherwise (None: unknown)."""
+    if not cpu_vendor:
+        return None
+    vendor = cpu_vendor.lower()
+    if "intel" in vendor or "arm" in vendor or "aarch64" in vendor or "zhaoxin" in vendor:
+        return "PXB"
+    return "SYS"
+
+
+def expected_transport(env: Dict[str, str], path_type: Optional[str],
+                       cpu_vendor: Optional[str] = None) -> Optional[str]:
+    """The transport NCCL should pick for a GPU pair under `env`, from the facts above.
+
+    Returns "P2P", "SHM", "NET", or None when it cannot be told (path or default unknown).
+    """
+    p2p_off = str(env.get("NCCL_P2P_DISABLE", "0")).strip() == "1"
+    shm_off = str(env.get("NCCL_SHM_DISABLE", "0")).strip() == "1"
+    fallback = "NET" if shm_off else "SHM"
+    if p2p_off:
+        return fallback
+    level = env.get("NCCL_P2P_LEVEL")
+    level = legacy_level_name(level) if level is not None else default_p2p_level(cpu_vendor)
+    if level == "LOC":
+        return fallback
+    if path_type is None or level is None:
+        return None
+    if level not in PATH_ORDER or path_type not in PATH_ORDER:
+        return None
+    return "P2P" if PATH_ORDER.index(path_type) <= PATH_ORDER.index(level) else fallback
+
+
+def local_cpu_vendor() -> Optional[str]:
+    """'GenuineIntel', 'AuthenticAMD', 'aarch64', ... for this machine, or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    machine = platform.machine()
+    return machine or None
+
+
+# ------------------------------------------------------------------------------------------
+# One run
+# ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RunResult:
+    ok: bool
+    reason: str  # one line: "ok", or "<category>: <detail>"
+    category: Optional[str]  # None when ok; else one of the categories above
+    mode: str  # "gpu-nccl" or "cpu-gloo"
+    gpus: Optional[List[int]]
+    link: Optional[str]  # `topo -m` code between the pair, when known
+    exit_status: Optional[int]
+    epochs: List[Dict[str, Any]]  # per epoch: epoch, images_per_sec, seconds, loss, ...
+    images_per_sec: List[float]  # per epoch, in order (first epoch included)
+    summary: Optional[Dict[str, Any]]  # the SUMMARY line's values
+    transports: List[str]  # from the NCCL log: subset of P2P, SHM, NET, other
+    nccl_version: Optional[str]
+    p2p_level: Optional[str]  # "NCCL_P2P_LEVEL set by environment to ..." in the log
+    log_tail: str
+    command: List[str]
+    env: Dict[str, str]  # the variables this run set (on top of the inherited environment)
+    duration: float  # seconds, launch to exit
+    batch_per_worker: Optional[int] = None
+    epochs_requested: Optional[int] = None
+    steps_per_epoch: Optional[int] = None
+    note: Optional[str] = None
+    record: Optional[Dict[str, Any]] = None  # the script's --json-out record
+    log_path: Optional[str] = None
+
+    @property
+    def images_per_sec_median(self) -> Optional[float]:
+        return (self.summary or {}).get("images_per_sec_median")
+
+    def as_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
+    return text if len(text) <= limit else text[-limit:]
+
+
+def _machine(machine):
+    if machine is not None:
+        return machine
+    from .detect import detect_once
+    return detect_once(check_horovod=False)
+
+
+def _check_gpus(gpus, np_, gpu_count) -> Optional[str]:
+    """None if `gpus` names np_ distinct existing GPUs, else what is wrong (one line)."""
+    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
+        return f"gpus must be a sequence of GPU indices, got {gpus!r}"
+    gpus = list(gpus)
+    for g in gpus:
+        if isinstance(g, bool) or not isinstance(g, int):
+            return f"GPU index {g!r} is not an integer"
+        if not 0 <= g < gpu_count:
+            return (f"GPU {g} does not exist: this machine has {gpu_count} GPU(s), "
+                    f"indices 0-{gpu_count - 1}")
+    if len(set(gpus)) != len(gpus):
+        return f"GPU indices repeat in {tuple(gpus)}"
+    if len(gpus) != np_:
+        return f"{np_} processes need {np_} GPUs, got {tuple(gpus)}"
+    return None
+
+
+_HOROVOD_CHECK = ("import importlib.util as u, sys; "
+                  "sys.exit(0 if u.find_spec('horovod') and u.find_spec('horovod.tensorflow') "
+                  "and u.find_spec('horovod.runner.launch') else 3)")
+
+
+def _check_horovod(python: str, env: Dict[str, str]) -> Optional[str]:
+    """None if `python` can import Horovod (with TensorFlow support), else a one-line reason."""
+    try:
+        done = subprocess.run([python, "-c", _HOROVOD_CHECK], env=env, capture_output=True,
+                              text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
+    except FileNotFoundError:
+        return f"interpreter not found: {python}"
+    except subprocess.TimeoutExpired:
+        return f"importing horovod in {python} took over {HOROVOD_CHECK_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return f"cannot run {python}: {exc}"
+    if done.returncode == 0:
+        return None
+    detail = (done.stderr or done.stdout).strip().splitlines()
+    return (f"{python} cannot import horovod.tensorflow"
+            + (f" ({_one_line(detail[-1], 120)})" if detail else "")
+            + "; install it with environment/install.sh")
+
+
+_HOROVOD_MISSING_PATTERN = re.compile(r"No module named '?horovod|horovod\S* is not installed",
+                                      re.IGNORECASE)
+_NCCL_ERROR_PATTERN = re.compile(
+    r"NCCL WARN|NCCL error|NCCL failure|ncclSystemError|ncclInternalError|"
+    r"ncclUnhandledCudaError|ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError|"
+    r"unhandled cuda error|ncclCommInitRank failed", re.IGNORECASE)
+
+
+def classify_failure(log: str, exit_status: Optional[int]) -> Tuple[str, str]:
+    """(category, one-line reason) for a run that exited non-zero or printed no SUMMARY."""
+    for pattern, category in ((_HOROVOD_MISSING_PATTERN, HOROVOD_MISSING),
+                              (_NCCL_ERROR_PATTERN, NCCL_ERROR)):
+        for line in log.splitlines():
+            if pattern.search(line):
+                return category, f"{category}: {_one_line(line)}"
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    last = _one_line(lines[-1]) if lines else "no output"
+    if exit_status == 0:
+        return OTHER, f"{OTHER}: exit status 0 but no SUMMARY line in the output ({last})"
+    return OTHER, f"{OTHER}: exit status {exit_status}: {last}"
+
+
+def _descendants(pid: int) -> List[int]:
+    """Every process below `pid` (children first found through /proc); [] where /proc is absent."""
+    children: Dict[int, List[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        # "pid (comm) state ppid ..." where comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 2:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _signal_all(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Stop the launcher and everything it started: TERM, a grace period, then KILL."""
+    tree = _descendants(process.pid)
+    try:
+        os.killpg(process.pid, signal.SIGTERM)  # our session: start_new_session=True
+    except (ProcessLookupError, PermissionError):
+        pass
+    _signal_all(tree, signal.SIGTERM)
+    try:
+        process.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    tree = sorted(set(tree) | set(_descendants(process.pid)))
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _signal_all(tree, signal.SIGKILL)
+    try:
+        process.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:  # pragma: no cover - KILL cannot be ignored
+        pass
+
+
+def _run_dir():
+    from . import results
+    return results.new_run_dir("horovod-cnn")
+
+
+def _read_record(path: Path) -> Optional[Dict[str, Any]]:
+    import json
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _parse_nccl(log: str) -> Dict[str, Any]:
+    from .parsers import ParseError
+    from .parsers.nccl_log import parse
+    try:
+        return parse(log)
+    except ParseError:
+        return {"nccl_version": None, "p2p_level": None, "transports": [], "channels": []}
+
+
+def _parse_throughput(log: str) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    from .parsers import ParseError
+    from .parsers.horovod_log import parse
+    try:
+        parsed = parse(log)
+    except ParseError:
+        return [], None
+    return parsed["epochs"], parsed["summary"]
+
+
+def build_command(python: str, np_: int, script_args: Sequence[str],
+                  launcher: Optional[Sequence[str]] = None, script: Path = SCRIPT) -> List[str]:
+    """The launch command; `launcher` replaces `<python> -m horovod.runner.launch`."""
+    head = list(launcher) if launcher is not None else [python, "-m", "horovod.runner.launch"]
+    return head + ["-np", str(np_), "-H", f"localhost:{np_}", "--gloo",
+                   python, str(script)] + list(script_args)
+
+
+def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[str, str]] = None,
+                   np: int = 2, epochs: Optional[int] = None,
+                   steps_per_epoch: Optional[int] = None, batch_size: Optional[int] = None,
+                   timeout: float = DEFAULT_TIMEOUT_S, launcher: Optional[Sequence[str]] = None,
+                   *, python: Optional[str] = None, machine=None, seed: Optional[int] = None,
+                   extra_args: Sequence[str] = (), record: bool = True) -> RunResult:
+    """Train the CNN with `np` Horovod workers on `gpus` (or on the CPU when none is visible).
+
+    env: NCCL settings for this run, e.g. {"NCCL_P2P_LEVEL": "LOC"}.
+    epochs / steps_per_epoch / batch_size (per worker): None takes GPU_DEFAULTS or CPU_DEFAULTS.
+    launcher: a command replacing `<python> -m horovod.runner.launch` (tests use fakes).
+    python: the interpreter for the launcher and the workers (default: this one).
+    machine: a detect() result to check GPU indices against (default: detect it).
+    gpus=None runs on the CPU even where GPUs exist.
+    Returns a RunResult; it never raises for a failed run and never waits beyond `timeout`.
+    """
+    python = python or sys.executable
+    env = {str(k): str(v) for k, v in (env or {}).items()}
+    started = time.monotonic()
+    machine = _machine(machine)
+    visible = getattr(machine, "gpu_count", 0) or 0
+    mode = MODE_GPU if (gpus is not None and visible > 0) else MODE_CPU
+    defaults = GPU_DEFAULTS if mode == MODE_GPU else CPU_DEFAULTS
+    epochs = defaults["epochs"] if epochs is None else epochs
+    batch_size = defaults["batch_size"] if batch_size is None else batch_size
+    if steps_per_epoch is None:
+        steps_per_epoch = defaults["steps_per_epoch"]
+
+    note = None
+    link = None
+    gpu_list = list(gpus) if (gpus is not None and hasattr(gpus, "__iter__")
+                              and not isinstance(gpus, (str, bytes))) else gpus
+    if mode == MODE_CPU:
+        if gpus is None:
+            note = "CPU run with Gloo (gpus=None)"
+        else:
+            note = (f"no GPU visible ({_one_line(getattr(machine, 'reason', None) or 'none found')}"
+                    f"); ran on the CPU with Gloo, gpus={tuple(gpu_list)} ignored, NCCL not used")
+
+    run_env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_NVLS_ENABLE": "0",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    problem = None
+    if mode == MODE_GPU:
+        problem = _check_gpus(gpu_list, np, visible)
+        if problem is None:
+            run_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_list)
+            if len(gpu_list) == 2 and hasattr(machine, "link_between"):
+                link = machine.link_between(*gpu_list)
+    else:
+        run_env["CUDA_VISIBLE_DEVICES"] = ""
+    run_env.update(env)
+
+    script_args = ["--epochs", str(epochs), "--batch-size", str(batch_size)]
+    if steps_per_epoch is not None:
+        script_args += ["--steps-per-epoch", str(steps_per_epoch)]
+    if seed is not None:
+        script_args += ["--seed", str(seed)]
+    script_args += list(extra_args)
+
+    full_env = {k: v for k, v in os.environ.items() if k not in CONTROLLED_VARIABLES}
+    full_env.update(run_env)
+
+    def finish(ok, reason, category, exit_status=None, log="", command=None, rec=None,
+               epochs_rows=None, summary=None, nccl=None, log_path=None):
+        nccl = nccl or {}
+        epochs_rows = epochs_rows or []
+        result = RunResult(
+            ok=ok, reason=reason, category=category, mode=mode,
+            gpus=list(gpu_list) if isinstance(gpu_list, list) else None, link=link,
+            exit_status=exit_status, epochs=epochs_rows,
+            images_per_sec=[float(e["images_per_sec"]) for e in epochs_rows
+                            if isinstance(e.get("images_per_sec"), (int, float))],
+            summary=summary, transports=list(nccl.get("transports") or []),
+            nccl_version=nccl.get("nccl_version"), p2p_level=nccl.get("p2p_level"),
+            log_tail=_tail(log), command=command or [], env=run_env,
+            duration=round(time.monotonic() - started, 3), batch_per_worker=batch_size,
+            epochs_requested=epochs, steps_per_epoch=steps_per_epoch, note=note, record=rec,
+            log_path=log_path)
+        if record:
+            from . import results
+            stored = result.as_dict()
+            stored.pop("record", None)  # its contents are already in epochs/summary
+            results.append_record(RESULT_KIND, stored)
+        return result
+
+    if problem is not None:
+        return finish(False, f"{BAD_GPU}: {problem}", BAD_GPU)
+
+    if launcher is None:
+        missing = _check_horovod(python, full_env)
+        if missing is not None:
+            return finish(False, f"{HOROVOD_MISSING}: {missing}", HOROVOD_MISSING)
+
+    run_dir = _run_dir()
+    log_path = run_dir / "output.log"
+    json_path = run_dir / "record.json"
+    command = build_command(python, np, script_args + ["--json-out", str(json_path)], launcher)
+
+    timed_out = False
+    with open(log_path, "wb") as log_file:
+        try:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=full_env,
+                                       cwd=str(SOURCE_DIR), start_new_session=True)
+        except OSError as exc:
+            return finish(False, f"{OTHER}: cannot start {command[0]}: {exc.strerror}", OTHER,
+                          command=command, log_path=str(log_path))
+        try:
+            exit_status = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_tree(process)
+            exit_status = process.returncode
+        except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
+            _kill_tree(process)
+            raise
+    log = log_path.read_text(encoding="utf-8", errors="replace")
+    nccl = _parse_nccl(log)
+    epochs_rows, summary = _parse_throughput(log)
+    rec = _read_record(json_path)
+    if rec is not None:
+        # The JSON holds unrounded numbers; prefer them to the printed ones.
+        epochs_rows = rec.get("epochs_detail") or epochs_rows
+        summary = rec.get("summary") or summary
+
+    common = dict(exit_status=exit_status, log=log, command=command, rec=rec,
+                  epochs_rows=epochs_rows, summary=summary, nccl=nccl, log_path=str(log_path))
+    if timed_out:
+        return finish(False, f"{TIMEOUT}: no result after {timeout:g} s; the launcher and its "
+                             f"workers were killed", TIMEOUT, **common)
+    if exit_status != 0 or summary is None:
+        category, reason = classify_failure(log, exit_status)
+        return finish(False, reason, category, **common)
+    ok_reason = "ok" if mode == MODE_GPU else f"ok ({note})"
+    return finish(True, ok_reason, None, **common)
+
+
+# ------------------------------------------------------------------------------------------
+# Sweeps and tables
+# ------------------------------------------------------------------------------------------
+
+def _pair_text(pair) -> str:
+    return ",".join(str(g) for g in pair)
+
+
+def _transports_text(transports: Sequence[str]) -> str:
+    return "+".join(transports) if transports else ""
+
+
+def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
+          settings: Sequence[Tuple[str, Dict[str, str]]] = SETTINGS, *, machine=None,
+          **run_kwargs) -> List[Dict[str, Any]]:
+    """Run every pair under every setting; one row per run (see run_experiment for kwargs).
+
+    pairs=None takes the best and the worst pair of this machine's `nvidia-smi topo -m`.
+    Needs at least two GPUs (on fewer, reference_sweep() shows recorded results) unless
+    pairs is given explicitly.
+    """
+    machine = _machine(machine)
+    if pairs is None:
+        count = getattr(machine, "gpu_count", 0) or 0
+        best, worst = getattr(machine, "best_pair", None), getattr(machine, "worst_pair", None)
+        if count < 2 or not best:
+            raise ValueError(f"a sweep needs at least two GPUs and their topology; this machine "
+                             f"has {count} GPU(s) (reference_sweep() shows recorded DGX-1 runs)")
+        pairs = [tuple(best)] + ([tuple(worst)] if worst and tuple(worst) != tuple(best) else [])
+    vendor = local_cpu_vendor()
+    rows = []
+    for pair in pairs:
+        link = machine.link_between(*pair) if hasattr(machine, "link_between") else None
+        for name, variables in settings:
+            result = run_experiment(gpus=tuple(pair), env=dict(variables), machine=machine,
+                                    **run_kwargs)
+            rows.append({
+                "system": "this machine",
+                "pair": _pair_text(pair),
+                "link": link,
+                "setting": name,
+                "env": dict(variables),
+                "expected_transport": expected_transport(variables, path_type_of_link(link),
+                                                         vendor),
+                "transports": _transports_text(result.transports),
+                "p2p_level_in_log": result.p2p_level,
+                "batch_per_worker": result.batch_per_worker,
+                "images_per_sec_median": result.images_per_sec_median,
+                "ok": result.ok,
+                "reason": result.reason,
+            })
+    return rows
+
+
+# The recorded runs in reference_systems/: folder -> facts the logs do not print themselves.
+# Pair links: DGX-1 (V100) joins GPUs 0 and 3 by NVLink, 1 and 7 not at all (they sit on
+# different CPU sockets, as the different CPU affinity masks in the 1,7 log show); the DGX
+# A100 joins every pair through NVSwitch. CPUs: DGX-1 has Intel Xeon (Broadwell), DGX A100
+# has AMD EPYC. See reference_systems/README.md.
+REFERENCE_RUNS = {
+    "dgx1-v100": {"label": "DGX-1 V100", "cpu_vendor": "GenuineIntel",
+                  "links": {"0,3": ("NVLink", "NVL"), "1,7": ("no NVLink; PCIe across CPU "
+                                                              "sockets (SYS)", "SYS")}},
+    "dgx1-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
+                  "links": {"0,3": ("NVLink via NVSwitch", "NVL")}},
+}
+
+_REFERENCE_NAME = re.compile(r"horovod-cnn-gpus-(\d+)-(\d+)-(.+)\.txt$")
+
+
+def _setting_of(tag: str) -> Tuple[str, Dict[str, str]]:
+    if tag == "default":
+        return "default", {}
+    match = re.fullmatch(r"NCCL_P2P_LEVEL-(\w+)", tag)
+    if match:
+        value = match.group(1)
+        name = legacy_level_name(value)
+        shown = f"NCCL_P2P_LEVEL={name}" + (f" ({value})" if value != name else "")
+        return shown, {"NCCL_P2P_LEVEL": value}
+    raise ValueError(f"unknown setting in reference file name: {tag!r}")
+
+
+def _csv_condition_matches(condition: str, setting_env: Dict[str, str]) -> bool:
+    level = setting_env.get("NCCL_P2P_LEVEL")
+    if level is None:
+        return condition.startswith("default") or "(default)" in condition
+    return condition.startswith(f"NCCL_P2P_LEVEL={level} ")
+
+
+def _reference_summary_rows() -> List[Tuple[str, Dict[str, str]]]:
+    """(file label, row) for every row of the recorded summary CSVs (horovod-cnn-summary.csv)."""
+    from . import reference
+    out = []
+    for system in REFERENCE_RUNS:
+        for name in reference.find(system, "csv"):
+            if name.startswith("horovod-cnn-summary"):
+                for row in reference.load(system, "csv", name)["rows"]:
+                    out.append((f"{system}/{name}", row))
+    return out
+
+
+def reference_sweep() -> List[Dict[str, Any]]:
+    """The sweep table built from the recorded DGX-1 V100 / DGX A100 logs (no GPU needed).
+
+    One row per log (via gputopo.reference), plus rows of the summary CSV that have no log
+    (the A100 NVLink default run, which used batch 8192 per GPU, not 512: batch_per_worker is a
+    column so rows of different batch sizes are never compared silently). images/s is the
+    median of the epochs the log shows.
+    """
+    from . import reference
+
+    summary_rows = _reference_summary_rows()
+    rows, seen = [], set()
+    for system, facts in REFERENCE_RUNS.items():
+        nccl_logs = reference.load_all(system, "nccl-log")
+        throughput = reference.load_all(system, "horovod")
+        for name in sorted(nccl_logs):
+            match = _REFERENCE_NAME.search(name)
+            if not match:
+                continue
+            pair = f"{match.group(1)},{match.group(2)}"
+            setting, variables = _setting_of(match.group(3))
+            nccl = nccl_logs[name]
+            rates = [e["images_per_sec"] for e in throughput.get(name, {}).get("epochs", [])]
+            link, path_type = facts["links"].get(pair, (None, None))
+            batch = next((int(row["batch_size_per_gpu"]) for _, row in summary_rows
+                          if row["system"] == system and row["gpus"] == pair
+                          and _csv_condition_matches(row["condition"], variables)), None)
+            seen.add((system, pair, setting.split(" ")[0]))
+            rows.append({
+                "system": facts["label"],
+                "pair": pair,
+                "link": link,
+                "setting": setting,
+                "env": variables,
+                "expected_transport": expected_transport(variables, path_type,
+                                                         facts["cpu_vendor"]),
+                "transports": _transports_text(nccl["transports"]),
+                "p2p_level_in_log": nccl["p2p_level"],
+                "batch_per_worker": batch,
+                "images_per_sec_median": statistics.median(rates) if rates else None,
+                "epochs_shown": len(rates),
+                "ok": True,
+                "reason": f"recorded: reference_systems/{system}/{name}",
+            })
+    # Summary rows without a log of their own (the A100 default run), after all the logs.
+    for label, row in summary_rows:
+        facts = REFERENCE_RUNS.get(row["system"])
+        if facts is None or not _csv_condition_matches(row["condition"], {}):
+            continue
+        key = (row["system"], row["gpus"], "default")
+        if key in seen:
+            continue
+        seen.add(key)
+        link, path_type = facts["links"].get(row["gpus"], (None, None))
+        rows.append({
+            "system": facts["label"],
+            "pair": row["gpus"],
+            "link": link,
+            "setting": "default",
+            "env": {},
+            "expected_transport": expected_transport({}, path_type, facts["cpu_vendor"]),
+            "transports": "",  # no NCCL log was published for this run
+            "p2p_level_in_log": None,
+            "batch_per_worker": int(row["batch_size_per_gpu"]),
+            "images_per_sec_median": float(row["images_per_sec_approx"]),
+            "epochs_shown": None,
+            "ok": True,
+            "reason": f"recorded: reference_systems/{label} (approximate value, no NCCL log "
+                      f"published)",
+        })
+    order = {name: i for i, (name, _) in enumerate(SETTINGS)}
+    systems = [facts["label"] for facts in REFERENCE_RUNS.values()]
+    rows.sort(key=lambda r: (systems.index(r["system"]), r["pair"],
+                             order.get(r["setting"].split(" ")[0], len(order)), r["setting"]))
+    return rows
+
+
+def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = None):
+    """Bar chart of images/s per setting, one group of bars per (system, pair); returns the Axes.
+
+    Each bar is labelled with the transport NCCL chose and the batch size per worker, so rows
+    with different batch sizes are never compared silently. Failed runs show as empty slots.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.5))
+    groups: List[Tuple[str, str]] = []
+    settings: List[str] = []
+    for row in rows:
+        key = (row.get("system", ""), row["pair"])
+        if key not in groups:
+            groups.append(key)
+        if row["setting"] not in settings:
+            settings.append(row["setting"])
+    width = 0.8 / max(1, len(settings))
+    for s_index, setting in enumerate(settings):
+        for g_index, key in enumerate(groups):
+            row = next((r for r in rows if (r.get("system", ""), r["pair"]) == key
+                        and r["setting"] == setting), None)
+            if row is None:
+                continue
+            x = g_index + (s_index - (len(settings) - 1) / 2) * width
+            value = row.get("images_per_sec_median")
+            if not row.get("ok") or value is None:
+                ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7)
+                continue
+            ax.bar(x, value, width, color=f"C{s_index}",
+                   label=setting if g_index == 0 or setting not in
+                   ax.get_legend_handles_labels()[1] else None)
+            label = row.get("transports") or "no log"
+            if row.get("batch_per_worker"):
+                label += f"\nb={row['batch_per_worker']}"
+            ax.text(x, value, label, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{system}\nGPUs {pair}".strip() for system, pair in groups])
+    ax.set_ylabel("images/s (median over timed epochs)")
+    ax.set_title(title or "Horovod CNN throughput by GPU pair and NCCL setting")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), title="setting", title_fontsize=8)
+    tallest = max((r.get("images_per_sec_median") or 0) for r in rows) if rows else 0
+    if tallest:
+        ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
+    return ax

@@ -1,0 +1,157 @@
+"""source_code/cnn_fmnist.py: model size, output format, bad input, and a real 2-worker run.
+
+The end-to-end test (marked slow) launches `horovodrun -np 2` on the CPU with Gloo through
+gputopo.runner, exactly as the notebooks do on a machine without GPUs.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import cnn_fmnist
+from gputopo.parsers.horovod_log import parse as parse_horovod
+
+SCRIPT = Path(cnn_fmnist.__file__)
+
+
+def test_parameter_count_and_gradient_bytes_by_hand():
+    # conv 3x3x1x32+32, conv 3x3x32x64+64, dense 12*12*64 -> 128, dense 128 -> 10
+    expected = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (12 * 12 * 64 * 128 + 128) + (128 * 10 + 10)
+    assert cnn_fmnist.parameter_count() == expected == 1199882
+    assert cnn_fmnist.gradient_bytes() == 4 * expected
+    shapes = [shape for _, shape, _ in cnn_fmnist.layer_shapes()]
+    assert shapes[:3] == [(26, 26, 32), (24, 24, 64), (12, 12, 64)]
+    assert shapes[-1] == (10,)
+
+
+def test_importing_starts_neither_tensorflow_nor_horovod():
+    code = ("import sys; sys.path.insert(0, %r); import cnn_fmnist; cnn_fmnist.gradient_bytes(); "
+            "print('tensorflow' in sys.modules, 'horovod' in sys.modules)" % str(SCRIPT.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_keras_model_matches_the_layer_table():
+    pytest.importorskip("tensorflow")
+    model = cnn_fmnist.build_model(seed=1)
+    assert model.count_params() == cnn_fmnist.parameter_count()
+    assert model.output_shape == (None, 10)
+    assert model.layers[-1].get_config()["activation"] == "linear"  # logits, no softmax
+
+
+def test_output_lines_match_the_contract_and_the_parser():
+    line = cnn_fmnist.epoch_line(2, 5, 12345.64, 1.2344, 0.43214, 0.87654, 2, 64)
+    assert line == ("EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 "
+                    "accuracy=0.8765 workers=2 batch_per_worker=64")
+    rows = [{"images_per_sec": v, "timed": i > 0} for i, v in enumerate([10.0, 30.0, 20.0, 40.0])]
+    summary = cnn_fmnist.summarize(rows, 0.87654)
+    assert (summary["images_per_sec_median"], summary["images_per_sec_min"],
+            summary["images_per_sec_max"], summary["epochs_timed"]) == (30.0, 20.0, 40.0, 3)
+    text = line + "\n" + cnn_fmnist.summary_line(summary, 2, 64)
+    parsed = parse_horovod(text)
+    assert parsed["epochs"][0]["images_per_sec"] == 12345.6
+    assert parsed["summary"]["epochs_timed"] == 3
+    assert parsed["summary"]["test_accuracy"] == 0.8765
+
+
+def test_single_epoch_is_timed_when_it_is_the_only_one():
+    summary = cnn_fmnist.summarize([{"images_per_sec": 5.0, "timed": True}], 0.5)
+    assert summary["epochs_timed"] == 1 and summary["first_epoch_included"] is True
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--epochs", "0"], "--epochs"),
+    (["--batch-size", "-3"], "--batch-size"),
+    (["--lr", "nan"], "--lr"),
+    (["--steps-per-epoch", "x"], "--steps-per-epoch"),
+    (["--bogus"], "unrecognized arguments"),
+])
+def test_bad_arguments_one_line_exit_2(args, words):
+    done = subprocess.run([sys.executable, str(SCRIPT)] + args, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("cnn_fmnist.py: error: ")
+    assert words in done.stderr
+
+
+def test_json_out_never_overwrites(tmp_path):
+    existing = tmp_path / "run.json"
+    existing.write_text("keep me\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--json-out", str(existing)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "refusing to overwrite" in done.stderr
+    assert existing.read_text() == "keep me\n"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--json-out",
+                           str(tmp_path / "no" / "dir.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and "directory does not exist" in done.stderr
+
+
+def test_help():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for option in ("--batch-size", "--epochs", "--steps-per-epoch", "--lr", "--seed",
+                   "--json-out"):
+        assert option in done.stdout
+
+
+@pytest.mark.slow
+def test_two_workers_on_cpu_with_gloo(tmp_path, monkeypatch, record_property):
+    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
+    from gputopo import runner
+    from gputopo.detect import Machine
+
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
+    began = time.monotonic()
+    result = runner.run_experiment(gpus=(0, 1), machine=Machine(gpu_count=0, reason="test"),
+                                   epochs=2, steps_per_epoch=20, batch_size=64, timeout=300)
+    wall = time.monotonic() - began
+    record_property("cpu_quick_run_seconds", round(wall, 1))
+    print(f"\nCPU quick run (2 workers, Gloo, 2 epochs x 20 steps x 64): {wall:.1f} s wall")
+    assert result.ok, result.reason + "\n" + result.log_tail
+    assert result.mode == "cpu-gloo"
+
+    log = Path(result.log_path).read_text()
+    # Both workers ran: each rank printed its WORKER line.
+    assert "[0]<stdout>:WORKER rank=0 size=2" in log
+    assert "[1]<stdout>:WORKER rank=1 size=2" in log
+    parsed = parse_horovod(log)
+    assert [e["epoch"] for e in parsed["epochs"]] == [1, 2]
+    assert all(e["workers"] == 2 and e["batch_per_worker"] == 64 for e in parsed["epochs"])
+    assert parsed["epochs"][1]["loss"] < parsed["epochs"][0]["loss"]  # it learned
+    assert parsed["summary"]["epochs_timed"] == 1
+    assert parsed["summary"]["images_per_sec_median"] > 0
+    assert parsed["summary"]["test_accuracy"] > 0.3  # 10 classes: chance is 0.1
+
+    record = json.loads(Path(result.log_path).with_name("record.json").read_text())
+    assert record["workers"] == 2 and record["device"] == "CPU"
+    assert record["steps_per_epoch"] == 20
+    assert record["test_images"] == 10000
+    assert record["epochs_detail"][1]["images"] == 20 * 64 * 2
+    assert record["gradient_bytes"] == cnn_fmnist.gradient_bytes()
+    assert record["summary"]["images_per_sec_median"] == pytest.approx(
+        parsed["summary"]["images_per_sec_median"], abs=0.05)
+    stored = (tmp_path / "results" / "horovod_cnn.jsonl").read_text().splitlines()
+    assert len(stored) == 1 and json.loads(stored[0])["ok"] is True
+
+
+@pytest.mark.slow
+def test_corrupt_dataset_is_one_line_exit_2(tmp_path):
+    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
+    from gputopo import fmnist
+
+    for name in fmnist.FILES:
+        (tmp_path / name).write_bytes(b"not gzip")
+    # One process without a launcher: Horovod runs with size 1.
+    done = subprocess.run([sys.executable, str(SCRIPT), "--epochs", "1"], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "FASHION_MNIST_DIR": str(tmp_path)})
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if "cnn_fmnist.py: error:" in line]
+    assert len(errors) == 1 and "Fashion-MNIST" in errors[0] and "gzip" in errors[0]
+    assert "Traceback" not in done.stderr
