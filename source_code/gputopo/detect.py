@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import glob
+import hashlib
 import importlib.util
 import os
 import re
@@ -23,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 # The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
@@ -358,17 +360,48 @@ def horovod_check_command(horovodrun: Optional[str] = None) -> Optional[List[str
     return [on_path, "--check-build"] if on_path else None
 
 
+def _check_build_cache_file(command: List[str]) -> Optional[Path]:
+    """Where this Horovod build's check-build answer is kept, or None when it can't be keyed.
+
+    The answer only changes when Horovod is reinstalled, so it is keyed by the path and
+    modification time of the installed package; asking again costs a TensorFlow import.
+    """
+    spec = importlib.util.find_spec("horovod") if command[:2] == [sys.executable, "-m"] else None
+    if spec is None or not spec.origin:
+        return None
+    origin = Path(spec.origin)
+    try:
+        key = f"{origin.parent}:{origin.stat().st_mtime_ns}"
+    except OSError:
+        return None
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache_home / "gputopo" / f"horovod-check-build-{digest}.txt"
+
+
 def find_horovod(timeout: float, horovodrun: Optional[str] = None) -> Tuple[Optional[dict], Optional[str]]:
     command = horovod_check_command(horovodrun)
     if command is None:
         return None, "Horovod is not installed for this Python and horovodrun is not on PATH"
-    result = run_tool(command, timeout)
-    if not result.ok:
-        return None, result.problem
+    cache = _check_build_cache_file(command)
+    if cache is not None and cache.is_file():
+        stdout = cache.read_text()
+    else:
+        result = run_tool(command, timeout)
+        if not result.ok:
+            return None, result.problem
+        stdout = result.stdout
     try:
-        return parse_horovod_check_build(result.stdout), None
+        parsed = parse_horovod_check_build(stdout)
     except ValueError as error:
         return None, f"Horovod's check-build output was not understood: {error}"
+    if cache is not None and not cache.is_file():
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(stdout)
+        except OSError:
+            pass  # a read-only home only costs the next caller the slow path
+    return parsed, None
 
 
 # ---------------------------------------------------------------------------------------

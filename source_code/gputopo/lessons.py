@@ -1,0 +1,489 @@
+"""Glue for notebooks 4 and 5: recorded systems side by side, efficiency and step-time tables.
+
+Nothing here measures, parses text formats or draws a single plot type of its own: it puts
+together what `gputopo.reference`, `gputopo.links`, `gputopo.alphabeta`, `gputopo.plots` and
+`gputopo.runner` provide, so that the notebooks' cells stay one or two lines long.
+
+    from gputopo import lessons
+    lessons.reference_p2p()                    # every recorded P2P test, merged per system
+    lessons.efficiency_rows(parsed, link, gpu) # measured / peak for each GPU pair
+    lessons.side_by_side("bidirectional_enabled")   # one heatmap per system, one figure
+    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport
+    lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
+
+numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from gputopo import links, reference
+
+# ---------------------------------------------------------------------------------------
+# P2P matrices (notebook 4)
+
+# parser key -> (short label, direction factor of the peak, P2P path?)
+# Bidirectional matrices add both directions, so their ceiling is twice the one-way peak.
+# P2P=Disabled copies are staged through host memory, so their ceiling is a PCIe x16 link.
+P2P_MATRICES = {
+    "unidirectional_write": ("one-way, P2P writes", 1, True),
+    "unidirectional_read": ("one-way, P2P reads", 1, True),
+    "bidirectional_enabled": ("both ways, P2P", 2, True),
+    "unidirectional_disabled": ("one-way, P2P disabled", 1, False),
+    "bidirectional_disabled": ("both ways, P2P disabled", 2, False),
+}
+
+# Latency matrices of the p2p parser -> label.
+LATENCY_LABELS = {
+    "write_gpu": "latency, P2P writes (GPU timed)",
+    "read_gpu": "latency, P2P reads (GPU timed)",
+    "disabled_gpu": "latency, P2P disabled (GPU timed)",
+}
+
+# GPU-to-GPU link codes of recorded systems whose folder has no `nvidia-smi topo -m` file.
+# Each entry names its source; `link_lookup` prefers a recorded topo file when there is one.
+KNOWN_LINKS = {
+    # The DGX-1's own numbering differs from v100-sxm2-8gpu-server's. GPU0 has one NVLink to
+    # GPU1 and GPU2 and two to GPU3 and GPU4; GPU5-7 are reached over PCIe and the CPUs.
+    "dgx1-v100": (
+        {(0, 1): "NV1", (0, 2): "NV1", (0, 3): "NV2", (0, 4): "NV2",
+         (0, 5): "SYS", (0, 6): "SYS", (0, 7): "SYS"},
+        "NVIDIA DGX-1 with Tesla V100 System Architecture whitepaper (2017), hybrid cube-mesh figure",
+    ),
+    "rtx2080-nvlink-pair": (
+        {(0, 1): "NV1"},
+        "reference_systems/README.md: two RTX 2080 joined by an NVLink bridge (one link)",
+    ),
+}
+
+
+# Recorded HGX H200 systems (NVSwitch) without a topo file: every pair NV18 (NVIDIA H200 datasheet).
+NVSWITCH_PREFIX = "h200-nvswitch"
+
+
+def _p2p_file_order(name: str) -> Tuple[int, int, str]:
+    # The plain run first; runs with a variant in their name (reads, kernel copies) after it.
+    variant = any(word in name.lower() for word in ("read", "sm_copy", "sm-copy", "smcopy"))
+    return (int(variant), len(name), name)
+
+
+def reference_p2p(systems: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
+    """{system: {"parsed", "files", "source_of", "gpu"}} for every system with a P2P test file.
+
+    A system with several files (a writes run, a --p2p_read run, ...) gets one merged result:
+    each matrix comes from the first file that has it, the plain run first; "source_of" says
+    which file each matrix came from. Systems are found by their files, never listed by hand.
+    """
+    found = {}
+    for system in systems or reference.list_systems():
+        names = sorted(reference.find(system, "p2p"), key=_p2p_file_order)
+        if not names:
+            continue
+        merged: Dict[str, Any] = {"devices": [], "peer_access": [], "connectivity": None,
+                                  "bandwidth_gbs": {}, "latency_us": {}, "row_indices": {}}
+        source_of: Dict[str, str] = {}
+        for name in names:
+            parsed = reference.load(system, "p2p", filename=name)
+            for group in ("bandwidth_gbs", "latency_us"):
+                for key, matrix in parsed[group].items():
+                    if key not in merged[group]:
+                        merged[group][key] = matrix
+                        merged["row_indices"][key] = parsed["row_indices"][key]
+                        source_of[key] = name
+            for key in ("devices", "peer_access", "connectivity"):
+                merged[key] = merged[key] or parsed[key]
+        found[system] = {"parsed": merged, "files": names, "source_of": source_of,
+                         "gpu": gpu_name(system, merged)}
+    return found
+
+
+def gpu_name(system: str, parsed: Optional[Dict[str, Any]] = None) -> str:
+    """The GPU's name: from the test's Device lines, else the machine column of the README."""
+    devices = (parsed or {}).get("devices") or []
+    if devices:
+        return devices[0]["name"]
+    return reference.describe(system)["machine"]
+
+
+def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]] = None) -> Callable:
+    """A function (i, j) -> `topo -m` link code ("NV12", "SYS") or None when unknown.
+
+    From `topology` (the topo parser's result, e.g. `detect().topology`) if given, else from the
+    system's recorded `nvidia-smi topo -m` file, else from KNOWN_LINKS.
+    """
+    table: Dict[Tuple[int, int], str] = {}
+    if topology is None and system is not None and reference.find(system, "topo"):
+        topology = reference.load(system, "topo", filename=reference.find(system, "topo")[0])
+    if topology is not None:
+        for first, row in (topology.get("links") or {}).items():
+            for second, code in row.items():
+                if first.startswith("GPU") and second.startswith("GPU"):
+                    table[(int(first[3:]), int(second[3:]))] = code
+    elif system in KNOWN_LINKS:
+        for (i, j), code in KNOWN_LINKS[system][0].items():
+            table[(i, j)] = table[(j, i)] = code
+    elif system is not None and system.startswith(NVSWITCH_PREFIX):
+        # HGX H200: every GPU's 18 NVLink 4 links go to the NVSwitch chips, so every pair is NV18.
+        return lambda i, j: "NV18" if i != j else None
+    return lambda i, j: table.get((i, j))
+
+
+def labels_of(parsed: Dict[str, Any], key: str) -> Tuple[List[int], List[int]]:
+    """(row device numbers, column device numbers) of one matrix of the p2p parser's result.
+
+    An excerpt holds only some rows; its columns are still every device, numbered from 0.
+    """
+    rows = list(parsed["row_indices"][key])
+    matrix = (parsed["bandwidth_gbs"].get(key) or parsed["latency_us"].get(key))
+    width = len(matrix[0])
+    columns = rows if len(rows) == width and sorted(rows) == rows else list(range(width))
+    return rows, columns
+
+
+def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str) -> List[Dict[str, Any]]:
+    """Measured bandwidth against the link's peak, one row per GPU pair and matrix.
+
+    P2P matrices are held against the NVLink or PCIe peak of the pair's `topo -m` code
+    (`links.peak_gbs`); P2P-disabled ones against one PCIe x16 link of the GPU's generation,
+    since a staged copy crosses PCIe twice through host memory. Bidirectional values are held
+    against twice the one-way peak. Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share}.
+    """
+    out = []
+    for key, (what, factor, p2p_path) in P2P_MATRICES.items():
+        matrix = parsed["bandwidth_gbs"].get(key)
+        if not matrix:
+            continue
+        rows, columns = labels_of(parsed, key)
+        for i, values in zip(rows, matrix):
+            for j, value in zip(columns, values):
+                if i == j:
+                    continue
+                code = link(i, j)
+                peak = None
+                if p2p_path and code:
+                    peak = links.peak_gbs(code, gpu)
+                elif not p2p_path:
+                    peak = links.peak_gbs("PHB", gpu)
+                peak = peak * factor if peak else None
+                out.append({"matrix": key, "what": what, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
+                            "link": (code or "?") if p2p_path else "via host", "measured_gbs": value, "peak_gbs": peak,
+                            "share": value / peak if peak else None})
+    return out
+
+
+def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[str]] = None) -> List[Tuple]:
+    """efficiency_rows as printable tuples (what, pair, link, measured, peak, share)."""
+    chosen = [r for r in rows if pairs is None or r["pair"].replace("<->", "->") in pairs]
+    return [(r["what"], r["pair"], r["link"], f"{r['measured_gbs']:.2f}",
+             "?" if r["peak_gbs"] is None else f"{r['peak_gbs']:.2f}",
+             "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
+
+
+def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Tuple]:
+    """One row per recorded system, for its first recorded pair (GPU0 -> GPU1 in practice).
+
+    Columns: system, pair and link, one-way P2P, both ways P2P, one-way P2P disabled (GB/s),
+    P2P latency, P2P-disabled latency (us), and the one-way P2P share of the link's peak.
+    """
+    found = reference_p2p() if found is None else found
+    out = []
+    for system, entry in found.items():
+        parsed, link = entry["parsed"], link_lookup(system)
+        rows, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
+        i = rows[0]
+        j = next(c for c in columns if c != i)
+
+        def cell(group, key):
+            matrix = parsed[group].get(key)
+            if not matrix:
+                return "-"
+            r, c = labels_of(parsed, key)
+            return f"{matrix[r.index(i)][c.index(j)]:.2f}"
+
+        share = [e["share"] for e in efficiency_rows(parsed, link, entry["gpu"])
+                 if e["matrix"] == "unidirectional_write" and e["pair"] == f"{i}->{j}" and e["share"]]
+        out.append((system, f"GPU{i}-GPU{j} {link(i, j) or '?'}",
+                    cell("bandwidth_gbs", "unidirectional_write"), cell("bandwidth_gbs", "bidirectional_enabled"),
+                    cell("bandwidth_gbs", "unidirectional_disabled"), cell("latency_us", "write_gpu"),
+                    cell("latency_us", "disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
+    return out
+
+
+def side_by_side(key: str, found: Optional[Dict[str, Dict[str, Any]]] = None, unit: Optional[str] = None):
+    """One figure with a heatmap of matrix `key` for every recorded system that has it.
+
+    `found` defaults to reference_p2p(); pass {"this machine": {"parsed": ...}} plus the
+    recorded ones to put a live run beside them. Returns the Figure, or None if no system
+    has this matrix.
+    """
+    from matplotlib.figure import Figure
+
+    from gputopo import plots
+
+    found = reference_p2p() if found is None else found
+    group = "latency_us" if key in _latency_keys(found) else "bandwidth_gbs"
+    having = {s: e for s, e in found.items() if e["parsed"][group].get(key)}
+    if not having:
+        return None
+    widths = [len(e["parsed"][group][key][0]) + 2 for e in having.values()]
+    figure = Figure(figsize=(min(22, 2.2 + 0.75 * sum(widths)), 3.4), layout="constrained")
+    axes = figure.subplots(1, len(having), width_ratios=widths, squeeze=False)[0]
+    for ax, (system, entry) in zip(axes, having.items()):
+        rows, columns = labels_of(entry["parsed"], key)
+        plots.p2p_heatmap(entry["parsed"][group][key], system, unit=unit or ("us" if group == "latency_us" else "GB/s"),
+                          ax=ax, row_labels=[f"GPU{i}" for i in rows], column_labels=[f"GPU{j}" for j in columns])
+        ax.title.set_fontsize(9)
+    label = P2P_MATRICES[key][0] if key in P2P_MATRICES else LATENCY_LABELS.get(key, key.replace("_", " "))
+    figure.suptitle(f"{label} ({'us' if group == 'latency_us' else 'GB/s'}); each panel has its own colour scale")
+    return figure
+
+
+def _latency_keys(found):
+    return {k for e in found.values() for k in e["parsed"]["latency_us"]}
+
+
+# ---------------------------------------------------------------------------------------
+# Collectives (notebook 5)
+
+# Which transport a recorded table used, from its "# Transports:" line or its file name.
+_TRANSPORT_LINE = re.compile(r"^#\s*Transports:\s*(.+?)\s*$", re.MULTILINE)
+_FILE_TRANSPORTS = (("-sockets", "NET (sockets; P2P and SHM disabled)"),
+                    ("-P2P_LEVEL-LOC", "SHM (NCCL_P2P_LEVEL=LOC)"))
+
+
+def transport_of(text: str, filename: str) -> str:
+    """A label for the path NCCL used: the file name's setting, else the table's own line."""
+    for suffix, label in _FILE_TRANSPORTS:
+        if suffix in filename:
+            return label
+    line = _TRANSPORT_LINE.search(text)
+    if line:
+        return f"default ({line.group(1)})"
+    return "default (NCCL's choice)"
+
+
+def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """Every recorded nccl-tests style table of one operation.
+
+    Rows: {system, file, parsed, n, transport, op}. n comes from the table's nGpus line or its
+    device list. Only files named for the operation and at most a GPU count and a transport
+    (nccl-bench-all_reduce.txt, -sockets, -P2P_LEVEL-LOC, all_reduce_perf-g8.txt), so repeats
+    with other iteration counts (nccl-bench-all_reduce-n100.txt) are left out.
+    """
+    from gputopo.alphabeta import _op_name
+
+    op = _op_name(op)
+    suffixes = "|".join(re.escape(suffix) for suffix, _ in _FILE_TRANSPORTS)
+    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?({suffixes})?\.txt")
+    out = []
+    for system in systems or reference.list_systems():
+        for name in reference.find(system, "nccl-tests"):
+            if not plain.fullmatch(name):
+                continue
+            parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
+            n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
+            out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
+                        "transport": transport_of(reference.read_text(system, name), name)})
+    return out
+
+
+def fit_rows(tables: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Per-link alpha (us) and beta (GB/s) of each table, fitted with `alphabeta.fit_from_table`."""
+    from gputopo import alphabeta
+
+    out = []
+    for t in tables:
+        alpha, beta = alphabeta.fit_from_table(t["parsed"], t["op"], t["n"])
+        rows = t["parsed"]["rows"]
+        out.append({**t, "alpha_us": alpha, "beta_gbps": beta,
+                    "small_us": rows[0]["out_of_place"]["time_us"], "small_bytes": rows[0]["size"],
+                    "big_busbw": rows[-1]["out_of_place"]["busbw"], "big_bytes": rows[-1]["size"]})
+    return out
+
+
+def tree_allreduce_time_us(size_bytes: float, n: int, alpha_us: float, beta_gbps: float) -> float:
+    """Simplified pipelined (double binary) tree all-reduce: 2 ceil(log2 n) alpha + 2 S / beta.
+
+    A reduce up a tree and a broadcast down it each pay one alpha per tree level; with the
+    data pipelined in chunks, each GPU's link carries about the whole buffer once per phase.
+    A model for comparing shapes of curves, not NCCL's own tuning model.
+    """
+    if n < 2:
+        return 0.0
+    return 2 * math.ceil(math.log2(n)) * alpha_us + 2 * size_bytes / (beta_gbps * 1e3)
+
+
+def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
+    """The ring all-reduce's 2(n-1) steps: (step, phase, [(sender, receiver, chunk), ...]).
+
+    The buffer is cut into n chunks. In reduce-scatter step s (1 ... n-1) GPU i sends chunk
+    (i - s + 1) mod n to GPU i+1, which adds it to its own copy; after n-1 steps GPU i holds
+    the full sum of chunk (i + 1) mod n. All-gather then passes the finished chunks on for
+    another n-1 steps. Every GPU sends one chunk (S/n bytes) per step.
+    """
+    steps = []
+    for s in range(1, n):
+        steps.append((s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)]))
+    for s in range(1, n):
+        steps.append((n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)]))
+    return steps
+
+
+def simulate_ring_allreduce(values: Sequence[Sequence[float]]) -> Tuple[List[List[float]], int]:
+    """Run ring_schedule on real numbers: values[i] is GPU i's buffer of n chunks.
+
+    Returns (every GPU's buffer after the last step, chunks each GPU sent). All buffers end
+    equal to the element-wise sum, which is what an all-reduce must produce.
+    """
+    n = len(values)
+    buffers = [list(map(float, v)) for v in values]
+    if any(len(b) != n for b in buffers):
+        raise ValueError("give each of the n GPUs a buffer of n chunks")
+    sent = 0
+    for _, phase, moves in ring_schedule(n):
+        outgoing = [(src, dst, chunk, buffers[src][chunk]) for src, dst, chunk in moves]
+        for src, dst, chunk, value in outgoing:
+            if phase == "reduce-scatter":
+                buffers[dst][chunk] += value
+            else:
+                buffers[dst][chunk] = value
+        sent += 1
+    return buffers, sent
+
+
+def gpu_count_rows(prefix: str = "h200-nvswitch", op: str = "all_reduce") -> List[Dict[str, Any]]:
+    """Default-transport all-reduce tables of every recorded system whose name starts with
+    `prefix` (h200-nvswitch-pair, -4gpu, -8gpu, ...), fitted, sorted by GPU count."""
+    tables = [t for t in nccl_tables(op) if t["system"].startswith(prefix) and t["transport"].startswith("default")]
+    return sorted(fit_rows(tables), key=lambda r: r["n"])
+
+
+def common_size(rows: Sequence[Dict[str, Any]], wanted: int) -> int:
+    """The largest size <= wanted that every table measured (for a fair busbw comparison)."""
+    sizes = None
+    for r in rows:
+        these = {row["size"] for row in r["parsed"]["rows"]}
+        sizes = these if sizes is None else sizes & these
+    fitting = [s for s in (sizes or ()) if s <= wanted]
+    if not fitting:
+        raise ValueError("the tables share no size at or below the one asked for")
+    return max(fitting)
+
+
+def measured_at(parsed: Dict[str, Any], size: int, column: str = "busbw") -> float:
+    """One out-of-place value (time_us, algbw or busbw) of a table at an exact size."""
+    for row in parsed["rows"]:
+        if row["size"] == size:
+            return row["out_of_place"][column]
+    raise ValueError(f"the table has no row for {size} bytes")
+
+
+def predicted_busbw(size_bytes: float, n: int, alpha_us: float, beta_gbps: float) -> float:
+    """busbw the ring model predicts: S / T(S, n) x 2(n-1)/n, in GB/s."""
+    from gputopo import alphabeta
+
+    time_us = alphabeta.ring_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps)
+    return size_bytes / (time_us * 1e3) * alphabeta.busbw_factor("all_reduce", n)
+
+
+# ---------------------------------------------------------------------------------------
+# Training steps
+
+def step_time_ms(images_per_sec: float, workers: int, batch_per_worker: int) -> float:
+    """Time of one training step: every worker processes one batch, so all of them together
+    process workers x batch images per step; images/s counts images of all workers."""
+    if images_per_sec <= 0:
+        raise ValueError("images per second must be positive")
+    return workers * batch_per_worker / images_per_sec * 1e3
+
+
+def scaling_efficiency(compute_ms: float, comm_ms: float, overlap: float = 0.0) -> float:
+    """Share of ideal speed-up with a fixed batch per worker (weak scaling).
+
+    A step takes compute + (1 - overlap) x communication; with one GPU it takes compute alone.
+    So efficiency = compute / (compute + (1 - overlap) x comm). overlap is the share of the
+    all-reduce hidden behind the backward pass (0: none, 1: all).
+    """
+    if not 0 <= overlap <= 1:
+        raise ValueError("overlap is a share between 0 and 1")
+    return compute_ms / (compute_ms + (1 - overlap) * comm_ms)
+
+
+def heatmaps(parsed: Dict[str, Any], title: str, keys: Optional[Sequence[str]] = None) -> List[Any]:
+    """A heatmap Figure for each bandwidth matrix (and the P2P latency) of one P2P test result.
+
+    keys: parser keys to draw (default: every P2P_MATRICES entry present, then latencies).
+    Row and column labels are the device numbers the test ran on (e.g. GPU0, GPU3).
+    """
+    from gputopo import plots
+
+    keys = keys or [k for k in P2P_MATRICES if k in parsed["bandwidth_gbs"]] + [
+        k for k in ("write_gpu", "read_gpu", "disabled_gpu") if k in parsed["latency_us"]]
+    figures = []
+    for key in keys:
+        group = "latency_us" if key in parsed["latency_us"] else "bandwidth_gbs"
+        rows, columns = labels_of(parsed, key)
+        what = P2P_MATRICES[key][0] if key in P2P_MATRICES else LATENCY_LABELS.get(key, key)
+        figures.append(plots.p2p_heatmap(parsed[group][key], f"{title}: {what}", unit="us" if group == "latency_us" else "GB/s",
+                                         row_labels=[f"GPU{i}" for i in rows], column_labels=[f"GPU{j}" for j in columns]))
+    return figures
+
+
+def ring_vs_tree_rows(alpha_us: float, beta_gbps: float, size_bytes: float, counts: Sequence[int]) -> List[Tuple]:
+    """(n, ring us, tree us, faster) for one message size on several GPU counts."""
+    from gputopo import alphabeta
+
+    out = []
+    for n in counts:
+        ring = float(alphabeta.ring_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps))
+        tree = tree_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps)
+        out.append((n, f"{ring:.1f}", f"{tree:.1f}", "ring" if ring < tree else "tree"))
+    return out
+
+
+def comm_rows(fits: Sequence[Dict[str, Any]], size_bytes: float, n: int, step_ms: float) -> List[Tuple]:
+    """For each fitted table: predicted ring all-reduce of size_bytes on n GPUs, and its share
+    of a step of step_ms. Rows: (system, transport, alpha us, beta GB/s, predicted us, share)."""
+    from gputopo import alphabeta
+
+    out = []
+    for f in fits:
+        t = float(alphabeta.ring_allreduce_time_us(size_bytes, n, f["alpha_us"], f["beta_gbps"]))
+        out.append((f["system"], f["transport"], f"{f['alpha_us']:.2f}", f"{f['beta_gbps']:.1f}",
+                    f"{t:.0f}", f"{t / (step_ms * 1e3):.1%}"))
+    return out
+
+
+def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbps: float, size_bytes: int,
+                     counts: Sequence[int] = (2, 4, 8, 16), title: str = ""):
+    """Two panels against GPU count: busbw at size_bytes and the smallest message's time.
+
+    points: fitted tables (fit_rows) drawn as measured markers; lines: the ring model with the
+    given per-link alpha and beta, and, for latency, the tree model's 2 ceil(log2 n) alpha.
+    """
+    from matplotlib.figure import Figure
+
+    from gputopo.plots import format_bytes
+
+    figure = Figure(figsize=(10, 3.8), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    ns = list(counts)
+    left.plot(ns, [predicted_busbw(size_bytes, n, alpha_us, beta_gbps) for n in ns], "--", label="ring model")
+    right.plot(ns, [2 * (n - 1) * alpha_us for n in ns], "--", label="ring model: 2(n-1) alpha")
+    right.plot(ns, [2 * math.ceil(math.log2(n)) * alpha_us for n in ns], ":", label="tree model: 2 ceil(log2 n) alpha")
+    for p in points:
+        left.plot(p["n"], measured_at(p["parsed"], size_bytes), "o", label=f"{p['system']} (measured)")
+        right.plot(p["n"], p["small_us"], "o", label=f"{p['system']}, {format_bytes(p['small_bytes'])} (measured)")
+    left.set(xlabel="GPUs", ylabel="busbw (GB/s)", title=f"bus bandwidth at {format_bytes(size_bytes)}", ylim=(0, None))
+    right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message: latency", ylim=(0, None))
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        figure.suptitle(title)
+    return figure

@@ -1,0 +1,216 @@
+"""gputopo.lessons: the glue behind notebooks 4 and 5, checked against recorded values."""
+import math
+import shutil
+
+import pytest
+
+from gputopo import alphabeta, lessons, reference
+
+V100_TABLE = reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt"
+H100_P2P = reference.REFERENCE_DIR / "h100-pcie-nvlink-pair" / "p2pBandwidthLatencyTest.txt"
+
+
+@pytest.fixture()
+def fake_reference(tmp_path, monkeypatch):
+    """An empty reference_systems folder that tests fill with copies of recorded files."""
+    monkeypatch.setattr(reference, "REFERENCE_DIR", tmp_path)
+
+    def add(system, name, source=V100_TABLE, text=None):
+        folder = tmp_path / system
+        folder.mkdir(exist_ok=True)
+        target = folder / name
+        if text is None:
+            shutil.copy(source, target)
+        else:
+            target.write_text(text, encoding="utf-8")
+        return target
+
+    return add
+
+
+# ---------------------------------------------------------------------------------------
+# P2P (notebook 4)
+
+def test_reference_p2p_finds_the_recorded_systems():
+    found = lessons.reference_p2p()
+    for system in ("dgx1-v100", "h100-pcie-nvlink-pair", "rtx2080-nvlink-pair"):
+        assert system in found
+    assert found["h100-pcie-nvlink-pair"]["gpu"] == "NVIDIA H100 PCIe"
+    assert found["h100-pcie-nvlink-pair"]["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1] == 256.62
+    assert found["dgx1-v100"]["source_of"]["bidirectional_enabled"] == "p2pBandwidthLatencyTest-row0-excerpt.txt"
+
+
+def test_files_merge_plain_run_first(fake_reference):
+    text = H100_P2P.read_text(encoding="utf-8")
+    reads = text.replace("(P2P Writes) Matrix (GB/s)", "(P2P Reads) Matrix (GB/s)").replace("256.62", "111.11")
+    fake_reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest-p2p_read.txt", text=reads)
+    fake_reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt", text=text.replace("256.62", "222.22"))
+    entry = lessons.reference_p2p()["h200-nvswitch-pair"]
+    assert entry["files"][0] == "p2pBandwidthLatencyTest.txt"
+    bw = entry["parsed"]["bandwidth_gbs"]
+    assert bw["unidirectional_write"][0][1] == 222.22   # from the plain run
+    assert bw["unidirectional_read"][0][1] == 111.11    # only the read run has it
+    assert entry["source_of"]["unidirectional_read"] == "p2pBandwidthLatencyTest-p2p_read.txt"
+
+
+def test_labels_of_an_excerpt_keeps_all_columns():
+    parsed = lessons.reference_p2p()["dgx1-v100"]["parsed"]
+    rows, columns = lessons.labels_of(parsed, "bidirectional_enabled")
+    assert rows == [0]
+    assert columns == list(range(8))
+
+
+def test_link_lookup_sources():
+    h100 = lessons.link_lookup("h100-pcie-nvlink-pair")       # from its recorded topo -m
+    assert h100(0, 1) == "NV12" and h100(1, 0) == "NV12"
+    dgx = lessons.link_lookup("dgx1-v100")                     # from KNOWN_LINKS, both ways
+    assert [dgx(0, j) for j in range(1, 8)] == ["NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"]
+    assert dgx(3, 0) == "NV2"
+    assert lessons.link_lookup("rtx2080-nvlink-pair")(1, 0) == "NV1"
+    topo = {"links": {"GPU0": {"GPU1": "SYS"}, "GPU1": {"GPU0": "SYS"}}}
+    assert lessons.link_lookup(topology=topo)(0, 1) == "SYS"
+
+
+def test_link_lookup_nvswitch_fallback(fake_reference):
+    fake_reference("h200-nvswitch-pair", "notes.md", text="no topo file\n")
+    link = lessons.link_lookup("h200-nvswitch-pair")
+    assert link(0, 1) == "NV18" and link(0, 0) is None
+
+
+def test_efficiency_rows_h100():
+    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
+    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("h100-pcie-nvlink-pair"), entry["gpu"])
+    by = {(r["matrix"], r["pair"]): r for r in rows}
+    write = by[("unidirectional_write", "0->1")]
+    assert write["peak_gbs"] == 300.0 and write["link"] == "NV12"
+    assert write["share"] == pytest.approx(256.62 / 300)
+    both = by[("bidirectional_enabled", "0<->1")]
+    assert both["peak_gbs"] == 600.0 and both["share"] == pytest.approx(509.35 / 600)
+    staged = by[("unidirectional_disabled", "0->1")]
+    gen5 = 32 * 16 * 128 / 130 / 8
+    assert staged["link"] == "via host"
+    assert staged["peak_gbs"] == pytest.approx(gen5)
+    assert staged["share"] == pytest.approx(26.10 / gen5)
+    assert not any(r["pair"] in ("0->0", "1->1", "0<->0") for r in rows)   # no diagonal
+
+
+def test_efficiency_rows_dgx1_row():
+    entry = lessons.reference_p2p()["dgx1-v100"]
+    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("dgx1-v100"), entry["gpu"])
+    p2p = {r["pair"]: r for r in rows if r["matrix"] == "bidirectional_enabled"}
+    assert p2p["0<->3"]["peak_gbs"] == 100.0                       # NV2 x 25 GB/s x 2 directions
+    assert p2p["0<->3"]["share"] == pytest.approx(96.85 / 100)
+    assert p2p["0<->5"]["peak_gbs"] == pytest.approx(2 * 8 * 16 * 128 / 130 / 8)   # PCIe gen3, both ways
+    table = lessons.efficiency_table(rows, pairs=["0->3"])
+    assert table == [("both ways, P2P", "0<->3", "NV2", "96.85", "100.00", "97%"),
+                     ("both ways, P2P disabled", "0<->3", "via host", "14.46", "31.51", "46%")]
+
+
+def test_reference_summary_rows():
+    rows = {r[0]: r for r in lessons.reference_summary()}
+    assert rows["rtx2080-nvlink-pair"] == ("rtx2080-nvlink-pair", "GPU0-GPU1 NV1", "24.23", "48.37", "5.82",
+                                           "0.92", "20.55", "97%")
+    assert rows["h100-pcie-nvlink-pair"][2:] == ("256.62", "509.35", "26.10", "2.56", "16.59", "86%")
+    assert rows["dgx1-v100"][2:5] == ("-", "48.49", "-")
+
+
+def test_figures():
+    figure = lessons.side_by_side("bidirectional_enabled")
+    heatmap_axes = [ax for ax in figure.axes if ax.get_xlabel() == "destination"]
+    assert len(heatmap_axes) >= 3
+    assert lessons.side_by_side("no_such_matrix") is None
+    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
+    figures = lessons.heatmaps(entry["parsed"], "h100")
+    # four bandwidth matrices and two GPU latency matrices were recorded
+    assert len(figures) == 6
+    assert figures[-1].axes[0].get_title() == "h100: latency, P2P disabled (GPU timed)"
+
+
+# ---------------------------------------------------------------------------------------
+# Collectives (notebook 5)
+
+def test_nccl_tables_and_fit_v100():
+    tables = lessons.nccl_tables("all_reduce", systems=["v100-sxm2-8gpu-server"])
+    assert len(tables) == 1
+    table = tables[0]
+    assert table["n"] == 8 and table["transport"] == "default (NCCL's choice)"
+    fit = lessons.fit_rows(tables)[0]
+    alpha, beta = alphabeta.fit_from_table(table["parsed"], "all_reduce", 8)
+    assert fit["alpha_us"] == alpha and fit["beta_gbps"] == beta
+    assert fit["alpha_us"] == pytest.approx(3.637, abs=0.01)
+    assert fit["beta_gbps"] == pytest.approx(112.8, abs=0.1)
+    assert fit["small_us"] == 48.46 and fit["small_bytes"] == 8
+    assert fit["big_busbw"] == 129.14 and fit["big_bytes"] == 134217728
+    assert lessons.nccl_tables("all_gather", systems=["v100-sxm2-8gpu-server"]) == []
+
+
+def test_nccl_tables_transports_and_repeats(fake_reference):
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce.txt")
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-n100.txt")
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")
+    found = {t["file"]: t["transport"] for t in lessons.nccl_tables("all_reduce")}
+    assert found == {
+        "nccl-bench-all_reduce.txt": "default (NCCL's choice)",
+        "nccl-bench-all_reduce-sockets.txt": "NET (sockets; P2P and SHM disabled)",
+        "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt": "SHM (NCCL_P2P_LEVEL=LOC)",
+    }
+
+
+def test_transport_of_reads_the_table_line():
+    text = "# nccl_bench\n# Transports: P2P/CUMEM/read x4\n"
+    assert lessons.transport_of(text, "nccl-bench-all_reduce.txt") == "default (P2P/CUMEM/read x4)"
+    assert lessons.transport_of(text, "nccl-bench-all_reduce-sockets.txt").startswith("NET")
+
+
+def test_gpu_count_rows_sorted_by_count(fake_reference):
+    fake_reference("h200-nvswitch-8gpu", "nccl-bench-all_reduce.txt")
+    two = V100_TABLE.read_text(encoding="utf-8").replace("nGpus 8", "nGpus 2")
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce.txt", text=two)
+    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")
+    fake_reference("v100-other", "nccl-bench-all_reduce.txt")
+    rows = lessons.gpu_count_rows("h200-nvswitch")
+    assert [(r["system"], r["n"]) for r in rows] == [("h200-nvswitch-pair", 2), ("h200-nvswitch-8gpu", 8)]
+    assert lessons.common_size(rows, 256 * 2**20) == 134217728
+    assert lessons.measured_at(rows[0]["parsed"], 1048576) == 20.56
+    figure = lessons.gpu_count_figure(rows, rows[0]["alpha_us"], rows[0]["beta_gbps"], 2**27, counts=(2, 4, 8))
+    assert len(figure.axes) == 2
+
+
+def test_ring_schedule_and_simulation():
+    for n in (2, 3, 5, 8):
+        steps = lessons.ring_schedule(n)
+        assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
+        assert all(len(moves) == n for _, _, moves in steps)
+    start = [[float(10 ** i * (c + 1)) for c in range(5)] for i in range(5)]
+    buffers, sent = lessons.simulate_ring_allreduce(start)
+    total = [sum(column) for column in zip(*start)]
+    assert sent == 8
+    assert all(buffer == total for buffer in buffers)
+    with pytest.raises(ValueError):
+        lessons.simulate_ring_allreduce([[1, 2, 3], [4, 5, 6]])
+
+
+def test_models():
+    assert lessons.tree_allreduce_time_us(8, 8, 3.0, 100.0) == pytest.approx(2 * 3 * 3.0 + 16 / 1e5)
+    assert lessons.tree_allreduce_time_us(8, 1, 3.0, 100.0) == 0.0
+    # A huge message on a ring approaches busbw = beta.
+    assert lessons.predicted_busbw(1e12, 8, 3.0, 100.0) == pytest.approx(100.0, rel=1e-3)
+    # 1 MB on 2 GPUs: T = 2 x 3 + 1e6 / 1e5 = 16 us; busbw = 1e6 / 16e3 x 1.
+    assert lessons.predicted_busbw(1e6, 2, 3.0, 100.0) == pytest.approx(62.5)
+    rows = lessons.ring_vs_tree_rows(3.0, 100.0, 8, (2, 8))
+    assert rows[0][3] == "ring" and rows[1] == (8, "42.0", "18.0", "tree")
+
+
+def test_step_time_and_efficiency():
+    assert lessons.step_time_ms(101215.77, 2, 512) == pytest.approx(1024 / 101215.77 * 1e3)
+    assert lessons.step_time_ms(51200, 4, 256) == pytest.approx(20.0)
+    with pytest.raises(ValueError):
+        lessons.step_time_ms(0, 2, 512)
+    assert lessons.scaling_efficiency(10.0, 1.0) == pytest.approx(10 / 11)
+    assert lessons.scaling_efficiency(10.0, 1.0, overlap=1.0) == 1.0
+    with pytest.raises(ValueError):
+        lessons.scaling_efficiency(10.0, 1.0, overlap=2)
+    rows = lessons.comm_rows([{"system": "s", "transport": "t", "alpha_us": 3.0, "beta_gbps": 100.0}], 1e6, 2, 10.0)
+    assert rows == [("s", "t", "3.00", "100.0", "16", "0.2%")]
+    assert not math.isnan(lessons.scaling_efficiency(1.0, 0.0))
