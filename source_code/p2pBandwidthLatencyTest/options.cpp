@@ -1,0 +1,170 @@
+// options.cpp - the command line of the P2P test.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "p2p.h"
+
+void p2p_die(int code, const std::string &what) {
+  std::fprintf(stderr, "%s: error: %s\n", P2P_PROG, what.c_str());
+  std::exit(code);
+}
+
+void print_help(FILE *out) {
+  std::fprintf(out,
+      "Usage: " P2P_PROG " [options]\n"
+      "Measures copies between every ordered pair of GPUs (and inside each GPU, the\n"
+      "diagonal): bandwidth one way and both ways, and latency, with peer access first\n"
+      "disabled and then enabled. Every copy is checked against a known pattern.\n"
+      "\n"
+      "Options:\n"
+      "  --help            print this help and exit\n"
+      "  --p2p_read        one-way and latency tests: the receiving GPU pulls the data\n"
+      "                    (P2P reads) instead of the sending GPU pushing it (P2P writes)\n"
+      "  --sm_copy         copy with a kernel (16-byte loads/stores) instead of the copy\n"
+      "                    engine (cudaMemcpyPeerAsync) where peer access is enabled\n"
+      "  --numElems=N      4-byte elements per bandwidth copy (default 268435456 = 1 GiB,\n"
+      "                    lowered on GPUs too small for (iters + 1) such buffers)\n"
+      "  --devices=LIST    comma-separated CUDA device ordinals to test, e.g. 0,3\n"
+      "                    (default: all visible GPUs)\n"
+      "  --iters=N         copies queued in one timed batch, each into its own\n"
+      "                    destination buffer (default 4)\n"
+      "  --reps=N          timed batches per cell; the median is reported (default 5)\n"
+      "  --warmup=N        untimed batches per cell before the timed ones (default 1)\n"
+      "  --lat_iters=N     one-element copies queued in one latency batch (default 100)\n"
+      "  --ce_streams=N    copy engine: split each copy over N streams (default 1)\n"
+      "  --sm_blocks=N     --sm_copy: blocks per copy kernel (default 0 = as many as fit)\n"
+      "  --sm_threads=N    --sm_copy: threads per block, a multiple of 32 (default 512)\n"
+      "  --timeout_s=S     give up waiting on the start flag after S seconds (default 10)\n"
+      "  --json FILE       also write every matrix, all samples and metadata as JSON\n"
+      "                    (--json=FILE works too)\n"
+      "\n"
+      "GB/s means 10^9 bytes per second. Exit status: 0 success; 1 a data mismatch or a\n"
+      "CUDA failure; 2 bad arguments or no GPU to measure.\n");
+}
+
+namespace {
+
+long long parse_int(const std::string &name, const std::string &value, long long lo,
+                    long long hi, int argi) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || errno != 0 || *end != '\0' || v < lo || v > hi)
+    p2p_die(EXIT_USAGE, "--" + name + " needs an integer from " + std::to_string(lo) +
+                            " to " + std::to_string(hi) + ", got '" + value +
+                            "' (argument " + std::to_string(argi) + ")");
+  return v;
+}
+
+}  // namespace
+
+Options parse_options(int argc, char **argv) {
+  Options o;
+  for (int i = 0; i < argc; ++i) {
+    if (i) o.command_line += ' ';
+    o.command_line += argv[i];
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0)
+      p2p_die(EXIT_USAGE, "unexpected argument '" + arg + "', options start with -- (argument " +
+                              std::to_string(i) + "; try --help)");
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto need_value = [&]() {
+      if (!has_value)
+        p2p_die(EXIT_USAGE, "--" + name + " needs a value, as in --" + name + "=N (argument " +
+                                std::to_string(i) + ")");
+    };
+    auto no_value = [&]() {
+      if (has_value)
+        p2p_die(EXIT_USAGE, "--" + name + " takes no value (argument " + std::to_string(i) + ")");
+    };
+    if (name == "help" || name == "h") {
+      print_help(stdout);
+      std::exit(0);
+    } else if (name == "p2p_read") {
+      no_value();
+      o.p2p_read = true;
+    } else if (name == "sm_copy") {
+      no_value();
+      o.sm_copy = true;
+    } else if (name == "numElems") {
+      need_value();
+      o.num_elems = (size_t)parse_int(name, value, 1, 1ll << 34, i);
+      o.num_elems_given = true;
+    } else if (name == "iters") {
+      need_value();
+      o.iters = (int)parse_int(name, value, 1, 1000, i);
+    } else if (name == "reps") {
+      need_value();
+      o.reps = (int)parse_int(name, value, 1, 1000, i);
+    } else if (name == "warmup") {
+      need_value();
+      o.warmup = (int)parse_int(name, value, 0, 1000, i);
+    } else if (name == "lat_iters") {
+      need_value();
+      o.lat_iters = (int)parse_int(name, value, 1, 1000, i);
+    } else if (name == "ce_streams") {
+      need_value();
+      o.ce_streams = (int)parse_int(name, value, 1, 16, i);
+    } else if (name == "sm_blocks") {
+      need_value();
+      o.sm_blocks = (int)parse_int(name, value, 0, 1 << 20, i);
+    } else if (name == "sm_threads") {
+      need_value();
+      o.sm_threads = (int)parse_int(name, value, 32, 1024, i);
+      if (o.sm_threads % 32)
+        p2p_die(EXIT_USAGE, "--sm_threads must be a multiple of 32, got '" + value +
+                                "' (argument " + std::to_string(i) + ")");
+    } else if (name == "timeout_s") {
+      need_value();
+      char *end = nullptr;
+      o.timeout_s = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 3600)
+        p2p_die(EXIT_USAGE, "--timeout_s needs seconds between 0 and 3600, got '" + value +
+                                "' (argument " + std::to_string(i) + ")");
+    } else if (name == "json") {
+      if (!has_value) {
+        if (i + 1 >= argc)
+          p2p_die(EXIT_USAGE, "--json needs a file name (argument " + std::to_string(i) + ")");
+        value = argv[++i];
+      }
+      if (value.empty())
+        p2p_die(EXIT_USAGE, "--json needs a file name (argument " + std::to_string(i) + ")");
+      o.json_path = value;
+    } else if (name == "devices") {
+      need_value();
+      std::set<int> seen;
+      size_t pos = 0;
+      while (true) {
+        size_t comma = value.find(',', pos);
+        std::string item = value.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                       : comma - pos);
+        int d = (int)parse_int(name, item, 0, 1023, i);
+        if (!seen.insert(d).second)
+          p2p_die(EXIT_USAGE, "--devices lists device " + item + " twice (argument " +
+                                  std::to_string(i) + ")");
+        o.devices.push_back(d);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    } else {
+      p2p_die(EXIT_USAGE, "unknown option '" + arg + "' (argument " + std::to_string(i) +
+                              "; try --help)");
+    }
+  }
+  if ((size_t)o.lat_iters > o.num_elems)
+    p2p_die(EXIT_USAGE, "--lat_iters (" + std::to_string(o.lat_iters) +
+                            ") must not exceed --numElems (" + std::to_string(o.num_elems) + ")");
+  return o;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# sweep.sh OUTDIR NAME:ARGS... - the tuning sweep that chose the defaults (run on 2x H200, NVSwitch).
+# Builds for sm_90, records the machine, then runs the test under several settings.
+# Every output goes to OUTDIR; a one-line summary of each run goes to stdout.
+set -u
+out=${1:?usage: sweep.sh OUTDIR NAME:ARGS...}; shift
+export NCCL_NVLS_ENABLE=0
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+make -C "$here" SMS=90 >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+nvidia-smi topo -m >"$out/nvidia-smi-topo-m.txt" 2>&1
+nvidia-smi nvlink -s >"$out/nvidia-smi-nvlink-s.txt" 2>&1
+nvidia-smi topo -p2p rw >"$out/nvidia-smi-topo-p2p-rw.txt" 2>&1
+bin=$here/p2pBandwidthLatencyTest
+run() {  # run NAME ARGS...
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  timeout 60 "$bin" "$@" --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
+  local rc=$?
+  local t1=$(date +%s.%N)
+  # one line: name rc seconds, then the off-diagonal cells of the enabled matrices
+  python3 - "$out/$name.json" "$name" "$rc" "$t0" "$t1" "$*" <<'PY'
+import json, sys
+path, name, rc, t0, t1, args = sys.argv[1:]
+secs = float(t1) - float(t0)
+try:
+    j = json.load(open(path))
+except Exception as e:
+    print(f"{name} rc={rc} {secs}s ({args}) no json: {e}"); sys.exit()
+b, l = j["bandwidth_gbs"], j["latency_us"]
+def off(m):
+    return " ".join(f"{m[i][k]:.1f}" for i in range(len(m)) for k in range(len(m)) if i != k) or f"diag {m[0][0]:.1f}"
+parts = [f"{k.replace('unidirectional_','uni_').replace('bidirectional_','bi_')}={off(v)}" for k, v in b.items()]
+parts += [f"{k}={off(v)}" for k, v in l.items() if k.endswith("gpu")]
+print(f"{name} rc={rc} {secs:.1f}s ({args}) ok={j['verification']['ok']} " + " ".join(parts))
+PY
+}
+for spec in "$@"; do
+  name=${spec%%:*}; args=${spec#*:}
+  # shellcheck disable=SC2086
+  run "$name" $args
+done
