@@ -1,0 +1,257 @@
+"""Glue for notebook 3 (NCCL and P2P levels): tables built from the runner, parsers and links.
+
+Nothing here launches, parses or draws on its own terms; it arranges what `gputopo.runner`,
+`gputopo.parsers.nccl_log`, `gputopo.reference`, `gputopo.links` and `gputopo.alphabeta`
+provide, so that the notebook's cells stay one or two lines long.
+
+    from gputopo import nccl_lesson as nl
+    print(nl.level_table())                 # expected transport: each setting x each path type
+    print(nl.channel_table(parsed_log))     # NCCL connection lines grouped by transport
+    rows = nl.recorded_runs()               # runner.reference_sweep() + each log's epoch range
+    for (system, batch), group in nl.comparable_groups(rows).items(): print(nl.runs_table(group))
+    live = nl.run_live(machine)             # sweep on >= 2 GPUs, else one CPU/Gloo run
+    nl.allreduce_share(params, link_gbs, images_per_sec, batch_per_worker)
+
+Standard library only at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from gputopo import runner
+from gputopo.selfcheck import text_table
+
+# Path types of NCCL, closest first, that a pair of GPUs in one server can have (LOC is the
+# same GPU, NVB a hop through a third GPU's NVLink; neither is a pair the course runs).
+PATH_COLUMNS = ("NVL", "PIX", "PXB", "PHB", "SYS")
+
+
+# ------------------------------------------------------------------------------------------
+# What NCCL should choose
+# ------------------------------------------------------------------------------------------
+
+def level_settings() -> List[Tuple[str, Dict[str, str]]]:
+    """(label, environment) for the default, each NCCL_P2P_LEVEL and the two disable switches."""
+    legacy: Dict[str, List[int]] = {}
+    for number, name in sorted(runner.LEGACY_P2P_LEVELS.items()):
+        legacy.setdefault(name, []).append(number)
+    settings = [("no variable set (default)", {})]
+    for fact in runner.P2P_LEVEL_FACTS:
+        numbers = legacy.get(fact["level"])
+        label = f"NCCL_P2P_LEVEL={fact['level']}"
+        if numbers:
+            label += " (or " + " or ".join(str(n) for n in numbers) + ")"
+        settings.append((label, {"NCCL_P2P_LEVEL": fact["level"]}))
+    settings.append(("NCCL_P2P_DISABLE=1", {"NCCL_P2P_DISABLE": "1"}))
+    settings.append(("NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+                     {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}))
+    return settings
+
+
+def level_rows(cpu_vendor: str = "GenuineIntel") -> List[List[str]]:
+    """One row per setting: its label, then the transport NCCL picks for each path type."""
+    return [[label] + [runner.expected_transport(env, path, cpu_vendor) or "?" for path in PATH_COLUMNS]
+            for label, env in level_settings()]
+
+
+def level_table(cpu_vendor: str = "GenuineIntel") -> str:
+    """level_rows() as aligned text, with the path types as column titles."""
+    return text_table(level_rows(cpu_vendor), header=("setting \\ path between the GPUs",) + PATH_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------
+# NCCL log -> transport table
+# ------------------------------------------------------------------------------------------
+
+def channel_rows(parsed: Dict[str, Any]) -> List[Tuple[str, str, int, str]]:
+    """(transport, 'via' text, number of connection lines, the rank pairs) per kind of connection.
+
+    `parsed` is what `gputopo.parsers.nccl_log.parse` returns.
+    """
+    groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for channel in parsed.get("channels", []):
+        groups.setdefault((channel["transport"], channel["via"]), []).append(channel)
+    rows = []
+    for (transport, via), channels in sorted(groups.items()):
+        pairs = sorted({f"{c['src']}->{c['dst']}" for c in channels})
+        rows.append((transport, via, len(channels), " ".join(pairs)))
+    return rows
+
+
+def channel_table(parsed: Dict[str, Any]) -> str:
+    rows = channel_rows(parsed)
+    if not rows:
+        return "no NCCL connection lines in this log"
+    return text_table(rows, header=("transport", "via (as NCCL printed it)", "connections", "rank -> rank"))
+
+
+# ------------------------------------------------------------------------------------------
+# Runs: recorded and live, in one tidy shape
+# ------------------------------------------------------------------------------------------
+
+# "recorded: [reference_systems/]<system>/<file>.txt": the log a reference_sweep() row came from.
+_RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/(\S+\.txt)$")
+
+
+def recorded_runs() -> List[Dict[str, Any]]:
+    """runner.reference_sweep() rows, each with the lowest and highest epoch images/s of its log.
+
+    Rows that come from the summary CSV (no log) get None for both.
+    """
+    from gputopo import reference
+    rows = []
+    for row in runner.reference_sweep():
+        row = dict(row)
+        row["images_per_sec_min"] = row["images_per_sec_max"] = None
+        match = _RECORDED_FILE.match(row.get("reason", ""))
+        if match:
+            epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
+            rates = [e["images_per_sec"] for e in epochs]
+            row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
+        rows.append(row)
+    return rows
+
+
+def comparable_groups(rows: Sequence[Dict[str, Any]]) -> Dict[Tuple[str, Any], List[Dict[str, Any]]]:
+    """Rows grouped by (system, batch per worker): only rows inside one group may be compared."""
+    groups: Dict[Tuple[str, Any], List[Dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row.get("system", ""), row.get("batch_per_worker")), []).append(row)
+    return groups
+
+
+def _rate(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
+    """The transport NCCL chose beside the throughput, one line per run.
+
+    Refuses rows with different batch sizes: images/s of different batches do not compare.
+    """
+    batches = {row.get("batch_per_worker") for row in rows}
+    if len(batches) > 1:
+        raise ValueError(f"rows with different batch sizes per worker {sorted(map(str, batches))}: "
+                         f"split them with comparable_groups() first")
+    table = []
+    for row in rows:
+        spread = "-"
+        if row.get("images_per_sec_min") is not None:
+            spread = f"{_rate(row['images_per_sec_min'])}-{_rate(row['images_per_sec_max'])}"
+        chosen = row.get("transports") or ("(no log)" if row.get("ok") else "failed")
+        table.append((row["pair"], row.get("link") or "?", row["setting"],
+                      row.get("expected_transport") or "?", chosen,
+                      _rate(row.get("images_per_sec_median")) if row.get("ok") else "-", spread))
+    return text_table(table, header=("GPUs", "link", "setting", "expected", "NCCL log says",
+                                     "images/s (median)", "epoch range"))
+
+
+@dataclasses.dataclass
+class LiveRuns:
+    """What run_live() did: a sentence, the rows, the exact command and log of the last run."""
+    message: str
+    rows: List[Dict[str, Any]]
+    command: List[str]
+    log_path: Optional[str]
+    result: Optional[runner.RunResult] = None  # the CPU run (None after a GPU sweep)
+
+
+def _row_of_cpu_run(result: runner.RunResult) -> Dict[str, Any]:
+    return {"system": "this machine (CPU)", "pair": "CPU x2", "link": "none (two processes)",
+            "setting": "default", "env": {}, "expected_transport": "no NCCL",
+            "transports": "Gloo, no NCCL" if result.ok else "",
+            "batch_per_worker": result.batch_per_worker,
+            "images_per_sec_median": result.images_per_sec_median,
+            "images_per_sec_min": (result.summary or {}).get("images_per_sec_min"),
+            "images_per_sec_max": (result.summary or {}).get("images_per_sec_max"),
+            "ok": result.ok, "reason": result.reason}
+
+
+def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner.DEFAULT_TIMEOUT_S,
+             **run_kwargs) -> LiveRuns:
+    """The live part of the notebook, whatever the machine has.
+
+    Two or more GPUs: runner.sweep() over the best and worst pair; the default setting runs
+    first, and when that fails because Horovod (or its TensorFlow part) is missing, the other
+    settings are not tried. Fewer GPUs: one short CPU run with Gloo (a pair needs two GPUs).
+    """
+    from gputopo import results
+
+    if (getattr(machine, "gpu_count", 0) or 0) >= 2 and getattr(machine, "best_pair", None):
+        before = len(results.load_records(runner.RESULT_KIND))
+        rows = runner.sweep(settings=runner.SETTINGS[:1], machine=machine, timeout=gpu_timeout,
+                            **run_kwargs)
+        if all(not r["ok"] and r["reason"].startswith(runner.HOROVOD_MISSING) for r in rows):
+            message = f"Live sweep stopped: {rows[0]['reason']}. The recorded runs below still show every setting."
+        else:
+            rows += runner.sweep(settings=runner.SETTINGS[1:], machine=machine, timeout=gpu_timeout,
+                                 **run_kwargs)
+            order = {name: i for i, (name, _) in enumerate(runner.SETTINGS)}
+            pairs = [r["pair"] for r in rows]
+            rows.sort(key=lambda r: (pairs.index(r["pair"]), order[r["setting"]]))
+            good = sum(r["ok"] for r in rows)
+            message = f"Live sweep on this machine: {good} of {len(rows)} runs succeeded."
+        new = results.load_records(runner.RESULT_KIND)[before:]
+        last = new[-1] if new else {}
+        return LiveRuns(message, rows, last.get("command") or [], last.get("log_path"))
+
+    result = runner.run_experiment(gpus=None, machine=machine, timeout=cpu_timeout, **run_kwargs)
+    gpus = getattr(machine, "gpu_count", 0) or 0
+    why = "no GPU is visible" if gpus == 0 else "a GPU pair needs two GPUs and this machine has one"
+    if result.ok:
+        message = (f"One live run on the CPU ({why}): two Horovod workers, Gloo all-reduce, "
+                   f"{result.duration:.0f} s in all.")
+    else:
+        message = f"The live CPU run did not finish: {result.reason}"
+    return LiveRuns(message, [_row_of_cpu_run(result)], result.command, result.log_path, result)
+
+
+def live_log_table(live: LiveRuns) -> str:
+    """The last live run's NCCL connections as a table; for a run without NCCL lines (CPU and
+    Gloo), the lines the CNN script printed instead."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers.nccl_log import parse
+    if not live.log_path:
+        return "No log: the run did not start."
+    with open(live.log_path, encoding="utf-8", errors="replace") as fh:
+        log = fh.read()
+    try:
+        parsed = parse(log)
+    except ParseError:
+        parsed = {"channels": []}
+    if parsed["channels"]:
+        return channel_table(parsed)
+    lines = [line for line in log.splitlines() if re.search(r"\b(WORKER|EPOCH|SUMMARY) ", line)]
+    return ("No NCCL connection lines in this log (Gloo did the all-reduce). What the workers printed:\n"
+            + ("\n".join(lines) if lines else "(nothing)"))
+
+
+# ------------------------------------------------------------------------------------------
+# Why this CNN barely notices
+# ------------------------------------------------------------------------------------------
+
+def allreduce_share(parameters: int, link_gbs: float, images_per_sec: float, batch_per_worker: int,
+                    workers: int = 2, bytes_per_parameter: int = 4) -> Dict[str, float]:
+    """Gradient bytes per step, their ring all-reduce time over a link, and its share of a step.
+
+    The step time comes from the measured throughput (lessons.step_time_ms): all workers
+    together process workers x batch_per_worker images per step. The all-reduce time is the bandwidth term of the
+    ring model (alphabeta.ring_allreduce_time_us with alpha = 0): a lower bound for the
+    transfer, and an upper bound for what it adds to a step when nothing overlaps it.
+    """
+    from gputopo import alphabeta, lessons
+    gradient_bytes = parameters * bytes_per_parameter
+    step_ms = lessons.step_time_ms(images_per_sec, workers, batch_per_worker)
+    allreduce_ms = alphabeta.ring_allreduce_time_us(gradient_bytes, workers, 0.0, link_gbs) / 1e3
+    return {"gradient_mb": gradient_bytes / 1e6, "allreduce_ms": allreduce_ms,
+            "step_ms": step_ms, "share": allreduce_ms / step_ms}
+
+
+def relative_change(rows: Sequence[Dict[str, Any]], baseline: str) -> List[Tuple[str, str, str]]:
+    """(pair, setting, change of median images/s against the `baseline` setting of the first pair)."""
+    base = next(r for r in rows if r["setting"] == baseline)["images_per_sec_median"]
+    return [(r["pair"], r["setting"], f"{(r['images_per_sec_median'] / base - 1) * 100:+.1f} %")
+            for r in rows if r.get("images_per_sec_median") is not None]

@@ -1,0 +1,157 @@
+"""gputopo.nccl_lesson: the tables notebook 3 prints, checked against the recorded DGX logs.
+
+No Horovod, TensorFlow or GPU needed: the live paths run fake launchers.
+"""
+import stat
+import sys
+import textwrap
+
+import pytest
+
+import cnn_fmnist
+from gputopo import nccl_lesson as nl
+from gputopo import reference, runner
+from gputopo.detect import Machine
+
+
+@pytest.fixture(autouse=True)
+def results_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
+    for name in runner.CONTROLLED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def by_label(rows):
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_level_rows_nvlink_uses_p2p_at_every_level_but_loc():
+    rows = by_label(nl.level_rows("GenuineIntel"))
+    nvl = nl.PATH_COLUMNS.index("NVL")
+    for label, cells in rows.items():
+        if label.startswith("NCCL_P2P_LEVEL="):
+            assert cells[nvl] == ("SHM" if "LOC" in label else "P2P"), label
+    assert rows["NCCL_P2P_LEVEL=PIX (or 1)"] == ["P2P", "P2P", "SHM", "SHM", "SHM"]
+    assert rows["NCCL_P2P_LEVEL=SYS (or 4 or 5)"] == ["P2P"] * 5
+    assert rows["NCCL_P2P_LEVEL=LOC (or 0)"] == ["SHM"] * 5
+    assert rows["NCCL_P2P_DISABLE=1"] == ["SHM"] * 5
+    assert rows["NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"] == ["NET"] * 5
+
+
+def test_level_rows_default_is_pxb_on_intel_and_sys_on_amd():
+    assert by_label(nl.level_rows("GenuineIntel"))["no variable set (default)"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    assert by_label(nl.level_rows("AuthenticAMD"))["no variable set (default)"] == ["P2P"] * 5
+    labels = [label for label, _ in nl.level_settings()]
+    assert labels[1:7] == ["NCCL_P2P_LEVEL=LOC (or 0)", "NCCL_P2P_LEVEL=NVL", "NCCL_P2P_LEVEL=PIX (or 1)",
+                           "NCCL_P2P_LEVEL=PXB (or 2)", "NCCL_P2P_LEVEL=PHB (or 3)", "NCCL_P2P_LEVEL=SYS (or 4 or 5)"]
+    assert "PHB" in nl.level_table().splitlines()[0]
+
+
+def test_channel_rows_of_recorded_logs():
+    shm = reference.load("dgx1-v100", "nccl-log", filename="horovod-cnn-gpus-1-7-default.txt")
+    assert nl.channel_rows(shm) == [("SHM", "direct shared memory", 4, "0->1 1->0")]
+    p2p = reference.load("dgx1-v100", "nccl-log", filename="horovod-cnn-gpus-0-3-default.txt")
+    assert nl.channel_rows(p2p) == [("P2P", "P2P/IPC", 8, "0->1 1->0")]
+    a100 = reference.load("dgx1-a100", "nccl-log", filename="horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt")
+    assert [row[:2] for row in nl.channel_rows(a100)] == [("P2P", "P2P/IPC/read")]
+    assert nl.channel_table({"channels": []}) == "no NCCL connection lines in this log"
+
+
+def test_recorded_runs_carry_epoch_ranges():
+    rows = nl.recorded_runs()
+    v100 = {(r["pair"], r["setting"]): r for r in rows if r["system"] == "DGX-1 V100"}
+    default = v100[("0,3", "default")]
+    assert default["images_per_sec_median"] == pytest.approx(101215.77)
+    assert default["images_per_sec_min"] == pytest.approx(99128.98)
+    assert default["images_per_sec_max"] == pytest.approx(101490.28)
+    assert v100[("1,7", "default")]["transports"] == "SHM"
+    assert v100[("0,3", "NCCL_P2P_LEVEL=LOC (0)")]["images_per_sec_min"] == pytest.approx(94289.97)
+    a100_default = next(r for r in rows if r["system"] == "DGX A100" and r["setting"] == "default")
+    assert a100_default["batch_per_worker"] == 8192 and a100_default["images_per_sec_min"] is None
+
+
+def test_batches_are_never_mixed():
+    rows = nl.recorded_runs()
+    groups = nl.comparable_groups(rows)
+    assert set(groups) == {("DGX-1 V100", 512), ("DGX A100", 512), ("DGX A100", 8192)}
+    assert len(groups[("DGX-1 V100", 512)]) == 4
+    with pytest.raises(ValueError, match="different batch sizes"):
+        nl.runs_table([r for r in rows if r["system"] == "DGX A100"])
+    text = nl.runs_table(groups[("DGX-1 V100", 512)])
+    assert "101,216" in text and "99,129-101,490" in text
+
+
+def test_relative_change_against_default():
+    v100 = nl.comparable_groups(nl.recorded_runs())[("DGX-1 V100", 512)]
+    changes = {(pair, setting): change for pair, setting, change in nl.relative_change(v100, "default")}
+    assert changes[("0,3", "default")] == "+0.0 %"
+    assert changes[("0,3", "NCCL_P2P_LEVEL=LOC (0)")] == "-6.3 %"
+    assert changes[("1,7", "default")] == "-3.4 %"
+
+
+def test_allreduce_share_of_the_cnn_on_the_v100_nvlink_pair():
+    share = nl.allreduce_share(cnn_fmnist.parameter_count(), 50.0, 101215.77, 512)
+    assert share["gradient_mb"] == pytest.approx(4.799528)
+    # ring all-reduce on 2 GPUs sends 2(n-1)/n = 1 x the gradient bytes per GPU
+    assert share["allreduce_ms"] == pytest.approx(4.799528e6 / 50e9 * 1e3)
+    assert share["step_ms"] == pytest.approx(1024 / 101215.77 * 1e3)
+    assert share["share"] == pytest.approx(0.0094880, rel=1e-4)
+    four = nl.allreduce_share(1_000_000, 10.0, 1000, 100, workers=4)
+    assert four["allreduce_ms"] == pytest.approx(1.5 * 4e6 / 10e9 * 1e3)
+
+
+def fake_launcher(tmp_path, body):
+    path = tmp_path / "launch.py"
+    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return [sys.executable, str(path)]
+
+
+GOOD = """
+import sys
+print("[0]<stderr>:h:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC")
+print("[0]<stdout>:EPOCH 1/2 images_per_sec=900.0 seconds=2.000 loss=1.5000 accuracy=0.5000 workers=2 batch_per_worker=64")
+print("[0]<stdout>:EPOCH 2/2 images_per_sec=1800.0 seconds=1.000 loss=0.9000 accuracy=0.7000 workers=2 batch_per_worker=64")
+print("[0]<stdout>:SUMMARY images_per_sec_median=1800.0 images_per_sec_min=1800.0 images_per_sec_max=1800.0 epochs_timed=1 test_accuracy=0.7500 workers=2 batch_per_worker=64")
+"""
+
+
+def two_gpus():
+    return Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=2,
+                   topology={"best_pair": [0, 1], "worst_pair": [0, 1],
+                             "links": {"GPU0": {"GPU1": "NV4"}, "GPU1": {"GPU0": "NV4"}}})
+
+
+def test_run_live_cpu_when_no_gpu(tmp_path):
+    machine = Machine(mode="reference", reason="nvidia-smi not found", gpu_count=0)
+    live = nl.run_live(machine, launcher=fake_launcher(tmp_path, GOOD), cpu_timeout=60)
+    assert live.result is not None and live.result.ok and live.result.mode == runner.MODE_CPU
+    assert live.message.startswith("One live run on the CPU (no GPU is visible)")
+    assert live.rows[0]["images_per_sec_median"] == 1800.0 and live.rows[0]["transports"] == "Gloo, no NCCL"
+    assert live.log_path and live.command[-1].endswith("record.json")
+    assert "1,800" in nl.runs_table(live.rows)
+
+
+def test_run_live_sweeps_every_setting_on_two_gpus(tmp_path):
+    live = nl.run_live(two_gpus(), launcher=fake_launcher(tmp_path, GOOD))
+    assert [r["setting"] for r in live.rows] == [name for name, _ in runner.SETTINGS]
+    assert all(r["ok"] and r["transports"] == "P2P" for r in live.rows)
+    assert live.message == "Live sweep on this machine: 5 of 5 runs succeeded."
+    assert live.log_path and live.command and live.result is None
+
+
+def test_run_live_stops_when_horovod_is_missing():
+    live = nl.run_live(two_gpus(), python="/nonexistent/python")
+    assert len(live.rows) == 1 and live.rows[0]["setting"] == "default"
+    assert live.rows[0]["reason"].startswith(runner.HOROVOD_MISSING)
+    assert live.message.startswith("Live sweep stopped: Horovod missing")
+
+
+def test_live_log_table_shows_connections_or_the_script_lines(tmp_path):
+    live = nl.run_live(two_gpus(), launcher=fake_launcher(tmp_path, GOOD))
+    assert nl.live_log_table(live).splitlines()[2].split() == ["P2P", "P2P/IPC", "1", "0->1"]
+    cpu = nl.run_live(Machine(mode="reference", gpu_count=0),
+                      launcher=fake_launcher(tmp_path, GOOD.replace('print("[0]<stderr>', '# ')))
+    text = nl.live_log_table(cpu)
+    assert text.startswith("No NCCL connection lines") and "SUMMARY images_per_sec_median=1800.0" in text
+    assert nl.live_log_table(nl.LiveRuns("x", [], [], None)) == "No log: the run did not start."
