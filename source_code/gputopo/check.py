@@ -1,0 +1,631 @@
+"""Preflight check for the course: `python -m gputopo.check [--json] [--skip-smoke]`.
+
+Prints one page of findings, one line each:
+
+    PASS|WARN|FAIL  <item>: <finding> — fix: <fix>
+
+and exits 0 when the course can run (live, or in reference mode on a machine without GPUs),
+1 when something blocks it, 2 on bad command-line input.
+
+What counts as blocking: a problem that would make a cell fail or make a live lesson teach
+the wrong thing (no peer access between the pair the course uses, Horovod built without
+NCCL operations on a GPU node, a Horovod install that cannot all-reduce, no JupyterLab, a
+full disk). What merely sends a part of the course to the recorded reference data (no GPU,
+no nvcc, no Horovod, no dataset) is a WARN.
+
+Standard library only: it must run on a bare cluster node before anything is installed.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import namedtuple
+from pathlib import Path
+
+PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
+NONE_NEEDED = "none needed"
+GiB = 2**30
+
+SHM_WARN_BYTES = 1 * GiB  # below this NCCL's SHM transport can fail to allocate its buffers
+DISK_FAIL_BYTES = GiB // 2  # results, executed notebooks, CUDA builds: a few hundred MB
+DISK_WARN_BYTES = 2 * GiB
+SMOKE_TIMEOUT_S = 120  # ~10 s on a quiet node; TensorFlow's import dominates on small CPUs
+
+Finding = namedtuple("Finding", "status item finding fix")
+
+_ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/gputopo/check.py)
+
+
+def _get(obj, key, default=None):
+    """Read `key` from a dict or an attribute of an object; `default` when absent."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _gib(n):
+    return f"{n / GiB:.1f} GiB"
+
+
+def _gpu_label(i):
+    return f"GPU{i}"
+
+
+# ---------------------------------------------------------------------------------------
+# One function per item; each takes plain inputs and returns Findings, so tests can feed
+# them recorded machines without running anything.
+# ---------------------------------------------------------------------------------------
+
+
+def check_gpus(machine):
+    mode = _get(machine, "mode", "reference")
+    count = _get(machine, "gpu_count", 0) or 0
+    driver = _get(machine, "driver_version")
+    if mode == "reference" or count == 0:
+        reason = _get(machine, "reason") or "no NVIDIA GPU visible"
+        return [Finding(WARN, "GPUs and driver",
+                        f"reference mode ({reason}); every notebook runs and shows the "
+                        "recorded reference systems instead of live measurements",
+                        "none needed for reference mode; for live runs use a node with "
+                        "NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: --gres=gpu:2)")]
+    names = _get(machine, "gpu_names") or []
+    kinds = sorted(set(names))
+    what = ", ".join(f"{names.count(n)} x {n}" for n in kinds) or f"{count} GPU(s)"
+    finding = f"{what}, driver {driver or 'version unknown'}"
+    if mode != "multi-gpu":
+        visible = _get(machine, "visible_gpu_count", count)
+        if visible != count:
+            finding += f" ({visible} visible under CUDA_VISIBLE_DEVICES)"
+        return [Finding(WARN, "GPUs and driver",
+                        f"{finding}; one GPU: pair and collective experiments use the "
+                        "reference systems",
+                        "for live pair experiments use a node with 2 or more GPUs")]
+    return [Finding(PASS, "GPUs and driver", f"{finding} (mode {mode})", NONE_NEEDED)]
+
+
+def check_cuda(machine):
+    mode = _get(machine, "mode", "reference")
+    cuda = _get(machine, "cuda_version")
+    nvcc_path, nvcc_version = _get(machine, "nvcc_path"), _get(machine, "nvcc_version")
+    if nvcc_path:
+        nvcc_text = f"nvcc {nvcc_version or '(version unknown)'} at {nvcc_path}"
+    else:
+        nvcc_text = "no nvcc"
+    if mode == "reference":
+        return [Finding(PASS, "CUDA and nvcc",
+                        f"not needed in reference mode ({nvcc_text})", NONE_NEEDED)]
+    cuda_text = f"driver supports CUDA {cuda}" if cuda else "CUDA version not reported"
+    if not nvcc_path:
+        return [Finding(WARN, "CUDA and nvcc",
+                        f"{cuda_text}; {nvcc_text}: notebooks 4 and 5 cannot build the P2P "
+                        "test and the NCCL benchmark and show reference data",
+                        "install the CUDA toolkit (or use the course container) and put "
+                        "nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH")]
+    return [Finding(PASS, "CUDA and nvcc", f"{cuda_text}; {nvcc_text}", NONE_NEEDED)]
+
+
+def _pair(topology, key):
+    pair = _get(topology, key)
+    if pair is None or len(pair) != 2:
+        return None
+    return int(pair[0]), int(pair[1])
+
+
+def _link(topology, i, j):
+    links = _get(topology, "links") or {}
+    row = links.get(_gpu_label(i)) or {}
+    return row.get(_gpu_label(j))
+
+
+def check_topology(machine):
+    mode = _get(machine, "mode", "reference")
+    if mode == "reference":
+        return [Finding(PASS, "topology",
+                        "reference mode: notebook 2 reads the recorded topologies in "
+                        "source_code/reference_systems/", NONE_NEEDED)]
+    topology = _get(machine, "topology")
+    if topology is None:
+        return [Finding(WARN, "topology",
+                        "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to "
+                        "reference systems",
+                        "run `nvidia-smi topo -m` by hand and see what it prints; update the "
+                        "driver if the subcommand is missing")]
+    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    if best is None:
+        return [Finding(WARN, "topology", "one GPU in the matrix: no pair to compare",
+                        "use a node with 2 or more GPUs for the pair experiments")]
+    b, w = _link(topology, *best), _link(topology, *worst) if worst else None
+    text = f"best pair GPU{best[0]},GPU{best[1]} ({b or '?'})"
+    if worst and worst != best:
+        text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({w or '?'})"
+    else:
+        text += "; every pair has the same link, so best and worst are the same pair"
+    return [Finding(PASS, "topology", text, NONE_NEEDED)]
+
+
+_P2P_MEANING = {
+    "OK": "peer access",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "U": "unknown",
+}
+
+
+def peer_status(p2p_matrix, i, j):
+    """Peer access between GPUs i and j as one `nvidia-smi topo -p2p` code, None if unknown.
+
+    `p2p_matrix` is Machine.p2p_matrix: {"read": {"GPU0": {"GPU1": "OK"}}, "write": {...}}.
+    Read and write, both directions, must be OK for "OK"; otherwise the first code that is
+    not OK ("NS", "CNS", ...) is returned.
+    """
+    cells = []
+    for capability in ("read", "write"):
+        for src, dst in ((i, j), (j, i)):
+            row = ((p2p_matrix or {}).get(capability) or {}).get(_gpu_label(src)) or {}
+            cell = row.get(_gpu_label(dst))
+            if cell is None:
+                return None
+            cells.append(cell.strip())
+    bad = [c for c in cells if c.upper() != "OK"]
+    return bad[0] if bad else "OK"
+
+
+def check_peer_access(machine):
+    mode = _get(machine, "mode", "reference")
+    if mode != "multi-gpu":
+        return [Finding(PASS, "peer access",
+                        "not applicable without 2 GPUs; notebook 4 shows the reference "
+                        "P2P matrices", NONE_NEEDED)]
+    topology = _get(machine, "topology")
+    matrix = _get(machine, "p2p_matrix")
+    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    if best is None:
+        return [Finding(WARN, "peer access", "no GPU pair chosen (topology unreadable)",
+                        "see the topology line")]
+    best_cell = peer_status(matrix, *best)
+    if best_cell is None:
+        notes = _get(machine, "notes") or {}
+        why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
+        return [Finding(WARN, "peer access",
+                        f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair "
+                        f"({why}); notebook 4's P2P test will show it",
+                        "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
+    name = f"GPU{best[0]},GPU{best[1]}"
+    if best_cell.upper() != "OK":
+        meaning = _P2P_MEANING.get(best_cell.upper(), best_cell)
+        return [Finding(FAIL, "peer access",
+                        f"no peer access between the chosen pair {name} "
+                        f"(topo -p2p rw says {best_cell}: {meaning}); NCCL would stage "
+                        "every transfer through host memory and the P2P lessons show nothing",
+                        "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU "
+                        "passthrough, PCIe ACS off for the GPUs' switch), or pick another node")]
+    findings = [Finding(PASS, "peer access", f"chosen pair {name}: read/write peer access OK",
+                        NONE_NEEDED)]
+    if worst and worst != best:
+        worst_cell = peer_status(matrix, *worst)
+        if worst_cell is not None and worst_cell.upper() != "OK":
+            findings.append(Finding(
+                PASS, "peer access",
+                f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access ({worst_cell}); "
+                "expected across CPU sockets, NCCL will use SHM there, which notebook 3 shows",
+                NONE_NEEDED))
+    return findings
+
+
+def inactive_nvlinks(text):
+    """{"GPU0": n}: links `nvidia-smi nvlink -s` lists as <inactive>, per GPU."""
+    counts, gpu = {}, None
+    for line in (text or "").splitlines():
+        m = re.match(r"\s*GPU (\d+):", line)
+        if m:
+            gpu = f"GPU{m.group(1)}"
+            counts[gpu] = 0
+        elif gpu is not None and re.match(r"\s*Link \d+:\s*<inactive>", line):
+            counts[gpu] += 1
+    return counts
+
+
+def _nv_count(link):
+    m = re.fullmatch(r"NV(\d+)", link or "")
+    return int(m.group(1)) if m else 0
+
+
+def check_nvlink(machine):
+    """NVLink state of the chosen pair.
+
+    An <inactive> line alone is not a fault: boards list every link slot the GPU has, and
+    a bridge wires only some (an H100 PCIe pair with NVLink bridges shows 12 of 18 slots
+    active, matching NV12). It is a WARN when a GPU of the pair has NVLink slots but none
+    active, or the two GPUs of the pair have different numbers of active links (a bridge
+    or a lane is down on one side).
+    """
+    item = "NVLink"
+    mode = _get(machine, "mode", "reference")
+    if mode != "multi-gpu":
+        return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
+    text = _get(machine, "nvlink_status_text")
+    active = _get(machine, "nvlink_active_links") or {}
+    inactive = inactive_nvlinks(text)
+    topology = _get(machine, "topology")
+    best = _pair(topology, "best_pair")
+    nv = _nv_count(_link(topology, *best)) if best else 0
+    if text is None:
+        why = (_get(machine, "notes") or {}).get("nvlink", "no output")
+        if nv:
+            return [Finding(WARN, item, f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` "
+                            f"failed ({why})", "run `nvidia-smi nvlink -s` by hand")]
+        return [Finding(PASS, item, f"NVLink state unknown ({why}); topo -m shows no NVLink "
+                        "between the chosen pair", NONE_NEEDED)]
+    if not any(active.values()) and not any(inactive.values()):
+        return [Finding(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe",
+                        NONE_NEEDED)]
+    if best is None:
+        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)",
+                        "see the topology line")]
+    names = [_gpu_label(g) for g in best]
+    counts = [active.get(n, 0) for n in names]
+    slots = [counts[k] + inactive.get(n, 0) for k, n in enumerate(names)]
+    pair_text = f"GPU{best[0]},GPU{best[1]}"
+    problems = [f"{n} has all {slots[k]} links inactive"
+                for k, n in enumerate(names) if slots[k] and counts[k] == 0]
+    if not problems and counts[0] != counts[1]:
+        problems.append(f"{names[0]} has {counts[0]} active links but {names[1]} has "
+                        f"{counts[1]}")
+    if problems:
+        return [Finding(WARN, item, f"chosen pair {pair_text}: " + "; ".join(problems)
+                        + ": an NVLink bridge or link is down",
+                        "reseat the NVLink bridge(s), check `nvidia-smi nvlink -e` for "
+                        "errors; on NVSwitch systems start nvidia-fabricmanager")]
+    finding = f"chosen pair {pair_text}: {counts[0]} links active on each GPU"
+    if nv:
+        finding += f" (topo -m: NV{nv})"
+    unused = max(slots) - counts[0]
+    if unused:
+        finding += (f"; the other {unused} link slots per GPU are <inactive>, not wired by "
+                    "this board or bridge")
+    return [Finding(PASS, item, finding, NONE_NEEDED)]
+
+
+def check_nccl(machine):
+    mode = _get(machine, "mode", "reference")
+    version = _get(machine, "nccl_version")
+    if mode == "reference":
+        return [Finding(PASS, "NCCL",
+                        f"not needed in reference mode ({'NCCL ' + version if version else 'not found'})",
+                        NONE_NEEDED)]
+    if not version:
+        return [Finding(WARN, "NCCL",
+                        "NCCL library not found; live NCCL benchmarks fall back to reference "
+                        "data",
+                        "install NCCL (apt install libnccl2 libnccl-dev, or the nvidia-nccl-cu12 "
+                        "wheel) or use the course container")]
+    return [Finding(PASS, "NCCL", f"NCCL {version}", NONE_NEEDED)]
+
+
+def check_horovod(machine, installed_here):
+    mode = _get(machine, "mode", "reference")
+    build = _get(machine, "horovod")
+    if not build:
+        why = (_get(machine, "notes") or {}).get("horovod") or "not installed"
+        if installed_here:  # the package is there but cannot even report its build
+            return [Finding(FAIL, "Horovod build", f"Horovod is installed but broken ({why})",
+                            "reinstall it: environment/install.sh"
+                            + (" --gpu" if mode == "multi-gpu" else ""))]
+        return [Finding(WARN, "Horovod build",
+                        f"no Horovod ({why}); the CNN cells show the reference runs",
+                        "environment/install.sh (or --gpu on a GPU node) builds Horovod 0.28.1")]
+    version = _get(build, "version") or "?"
+    parts = [f"Horovod {version}"]
+    parts.append("TensorFlow " + ("yes" if _get(build, "tensorflow") else "no"))
+    parts.append("NCCL ops " + ("yes" if _get(build, "nccl") else "no"))
+    controllers = [c for c in ("gloo", "mpi") if _get(build, c)]
+    parts.append("controllers " + ("+".join(c.capitalize() if c == "gloo" else c.upper()
+                                             for c in controllers) or "none"))
+    text = ", ".join(parts)
+    gpu_node = mode == "multi-gpu"  # NCCL needs one GPU per worker
+    problems = []
+    if not _get(build, "tensorflow"):
+        problems.append("no TensorFlow support: the CNN cannot run")
+    if not controllers:
+        problems.append("neither Gloo nor MPI: horovodrun cannot start workers")
+    if gpu_node and not _get(build, "nccl"):
+        problems.append("no NCCL operations: gradients would go through host memory, "
+                        "the NCCL lessons would show nothing")
+    if not installed_here:
+        problems.append(f"this Python ({sys.executable}) has no horovod package; the "
+                        "horovodrun on PATH belongs to another environment")
+    if problems:
+        return [Finding(FAIL, "Horovod build", f"{text}; " + "; ".join(problems),
+                        "rebuild: HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1"
+                        + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
+                        + " pip install --no-cache-dir horovod==0.28.1 "
+                        "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this)")]
+    if not gpu_node and not _get(build, "nccl"):
+        text += " (NCCL not needed without GPUs)"
+    return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
+
+
+def shm_bytes(path="/dev/shm"):
+    """Total size of the filesystem at `path` in bytes, or None when it does not exist."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize
+
+
+def check_shm(size_bytes, path="/dev/shm"):
+    fix = ("start the container with --ipc=host (or --shm-size=8g); on Slurm/Apptainer "
+           "/dev/shm is the host's")
+    if size_bytes is None:
+        return [Finding(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport cannot "
+                        "work", fix)]
+    if size_bytes < SHM_WARN_BYTES:
+        return [Finding(WARN, "/dev/shm",
+                        f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: NCCL's SHM "
+                        "transport (pairs without P2P) can fail with 'unhandled system error'",
+                        fix)]
+    return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}", NONE_NEEDED)]
+
+
+def check_dataset(has=None):
+    """Where Fashion-MNIST is; its content is verified too when numpy is there to read it."""
+    from gputopo import fmnist
+
+    has = importable if has is None else has
+    where = fmnist.find_dataset_dir()
+    if where is None:
+        looked = ", ".join(str(d) for d in fmnist.search_dirs())
+        return [Finding(WARN, "dataset",
+                        f"Fashion-MNIST not found (looked in {looked}); the CNN cells show "
+                        "the reference runs",
+                        "environment/install.sh --with-dataset, or python -m gputopo.fmnist "
+                        "--download, or set FASHION_MNIST_DIR to a folder with the four files")]
+    if not has("numpy"):
+        return [Finding(PASS, "dataset", f"Fashion-MNIST files in {where} (content not "
+                        "verified: numpy missing)", NONE_NEEDED)]
+    try:
+        fmnist.verify(where)
+    except fmnist.DatasetError as exc:
+        first = str(exc).splitlines()[0]
+        return [Finding(FAIL, "dataset", f"Fashion-MNIST in {where} is damaged: {first}",
+                        "delete the folder's four files and fetch them again "
+                        "(python -m gputopo.fmnist --download)")]
+    return [Finding(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK",
+                    NONE_NEEDED)]
+
+
+def check_disk(path=None, free_bytes=None):
+    if path is None:
+        from gputopo.results import results_dir
+        path = results_dir()
+    path = Path(path)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if free_bytes is None:
+        free_bytes = shutil.disk_usage(probe).free
+    text = f"{_gib(free_bytes)} free where results are written ({path})"
+    fix = "free space there, or set GPUTOPO_RESULTS_DIR to a roomier folder"
+    if free_bytes < DISK_FAIL_BYTES:
+        return [Finding(FAIL, "free disk", text + ": results and builds will not fit", fix)]
+    if free_bytes < DISK_WARN_BYTES:
+        return [Finding(WARN, "free disk", text + ": tight for builds and executed notebooks",
+                        fix)]
+    return [Finding(PASS, "free disk", text, NONE_NEEDED)]
+
+
+def importable(module):
+    """True when `import module` works in this interpreter (errors of any kind: False)."""
+    try:
+        importlib.import_module(module)
+    except Exception:  # a broken install raises anything, not only ImportError
+        return False
+    return True
+
+
+def check_jupyter(has=importable):
+    needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
+    missing = [m for m in needed if not has(m)]
+    if "jupyterlab" in missing or "ipykernel" in missing:
+        return [Finding(FAIL, "JupyterLab",
+                        "missing in this Python (" + sys.executable + "): " + ", ".join(missing),
+                        "environment/install.sh, then run make check with the course's .venv")]
+    if missing:
+        return [Finding(FAIL, "JupyterLab",
+                        "JupyterLab importable, but notebooks need: " + ", ".join(missing),
+                        "environment/install.sh")]
+    return [Finding(PASS, "JupyterLab", "JupyterLab, ipykernel, nbclient, nbconvert, numpy "
+                    "and matplotlib import", NONE_NEEDED)]
+
+
+# ---------------------------------------------------------------------------------------
+# The smoke run: two Horovod workers all-reduce one tensor. The worker is this module
+# (`--smoke-worker`), so no file is written anywhere.
+# ---------------------------------------------------------------------------------------
+
+_SMOKE_LINE = re.compile(r"SMOKE rank=(\d+) size=(\d+) sum=([-0-9.e+]+) device=(\S+)")
+
+
+def _smoke_worker():
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.init()
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        gpu = gpus[hvd.local_rank() % len(gpus)]
+        tf.config.set_visible_devices(gpu, "GPU")
+        tf.config.experimental.set_memory_growth(gpu, True)
+    device = "/GPU:0" if gpus else "/CPU:0"
+    with tf.device(device):
+        x = tf.fill([1024], float(hvd.rank() + 1))
+        total = hvd.allreduce(x, op=hvd.Sum)
+    print(f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={float(total[0])} "
+          f"device={'GPU' if gpus else 'CPU'}", flush=True)
+    return 0
+
+
+def smoke_command(machine):
+    """The horovodrun command line and environment of the smoke run."""
+    build = _get(machine, "horovod") or {}
+    cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2"]
+    if _get(build, "gloo"):
+        cmd.append("--gloo")
+    cmd += [sys.executable, "-m", "gputopo.check", "--smoke-worker"]
+    env = dict(os.environ)
+    env["NCCL_NVLS_ENABLE"] = "0"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p)
+    best = _pair(_get(machine, "topology"), "best_pair")
+    if _get(machine, "mode") == "multi-gpu":
+        # The pair the course uses; indices are nvidia-smi's, so only when nothing remaps them.
+        if best and _get(machine, "cuda_visible_devices") is None:
+            env["CUDA_VISIBLE_DEVICES"] = f"{best[0]},{best[1]}"
+    else:
+        # Two ranks on one GPU make NCCL refuse ("duplicate GPU"); test the CPU path instead.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return cmd, env
+
+
+def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=subprocess.run):
+    item = "Horovod smoke run"
+    if not (installed_here and _get(machine, "horovod")):
+        return [Finding(WARN, item, "skipped: no working Horovod in this Python",
+                        "see the Horovod build line")]
+    cmd, env = smoke_command(machine)
+    start = time.monotonic()
+    try:
+        proc = run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                   text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [Finding(FAIL, item, f"2 workers did not finish within {timeout} s (a hang "
+                        "is usually NCCL waiting on a blocked transport)",
+                        "rerun with NCCL_DEBUG=INFO and look at the last 'via' lines")]
+    seconds = time.monotonic() - start
+    lines = {int(m.group(1)): m for m in _SMOKE_LINE.finditer(proc.stdout or "")}
+    ok = (proc.returncode == 0 and set(lines) == {0, 1}
+          and all(int(m.group(2)) == 2 and float(m.group(3)) == 3.0 for m in lines.values()))
+    if not ok:
+        tail = " | ".join((proc.stdout or "").strip().splitlines()[-3:])[-300:]
+        return [Finding(FAIL, item, f"2-worker all-reduce failed (exit {proc.returncode}): "
+                        f"{tail or 'no output'}",
+                        "run the command by hand: " + " ".join(cmd[2:]))]
+    device = lines[0].group(4)
+    return [Finding(PASS, item, f"2 workers all-reduced on {device} in {seconds:.1f} s",
+                    NONE_NEEDED)]
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _detect():
+    """gputopo.detect() as a Machine, or (None, reason) when discovery itself breaks."""
+    try:
+        from gputopo.detect import detect
+        return detect(), None
+    except Exception as exc:  # discovery must never take the check down with it
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=subprocess.run,
+               has=importable):
+    """All findings, in page order. Arguments let tests inject a machine and sizes."""
+    if machine is None:
+        machine, error = _detect()
+        if machine is None:
+            machine = {"mode": "reference", "reason": f"discovery failed: {error}"}
+    findings = []
+    for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink,
+                  check_nccl):
+        findings += check(machine)
+    hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
+    findings += check_horovod(machine, hvd_here)
+    findings += check_shm(shm_bytes() if shm_size is None else shm_size)
+    findings += check_dataset(has)
+    findings += check_disk()
+    findings += check_jupyter(has)
+    if skip_smoke:
+        findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)",
+                                NONE_NEEDED))
+    else:
+        findings += check_smoke(machine, hvd_here, run=smoke_runner)
+    return machine, findings
+
+
+def exit_code(findings):
+    return 1 if any(f.status == FAIL for f in findings) else 0
+
+
+def verdict(machine, findings):
+    fails = [f.item for f in findings if f.status == FAIL]
+    if fails:
+        return "BLOCKED by: " + ", ".join(dict.fromkeys(fails))
+    mode = _get(machine, "mode", "reference")
+    if mode == "reference":
+        return "the course can run, in reference mode (recorded data instead of live GPUs)"
+    return f"the course can run live ({mode}); WARN lines name parts that use reference data"
+
+
+def format_page(machine, findings):
+    mode = _get(machine, "mode", "reference")
+    reason = _get(machine, "reason")
+    lines = [f"gputopo check on {platform.node()} with {sys.executable}: {mode} mode"
+             + (f" ({reason})" if reason else ""), ""]
+    lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
+    counts = {s: sum(f.status == s for f in findings) for s in (PASS, WARN, FAIL)}
+    lines += ["", f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
+              + verdict(machine, findings)]
+    return "\n".join(lines)
+
+
+def as_json(machine, findings):
+    return {
+        "mode": _get(machine, "mode", "reference"),
+        "exit_code": exit_code(findings),
+        "verdict": verdict(machine, findings),
+        "findings": [f._asdict() for f in findings],
+    }
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every command of the course does
+        sys.stderr.write(f"{self.prog}: error: {message} (command line)\n")
+        sys.exit(2)
+
+
+def main(argv=None):
+    parser = _Parser(prog="python -m gputopo.check",
+                     description="Preflight check: can this machine run the course?")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--skip-smoke", action="store_true",
+                        help="skip the ~10 s two-worker Horovod run")
+    parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.smoke_worker:
+        return _smoke_worker()
+    machine, findings = run_checks(skip_smoke=args.skip_smoke)
+    text = json.dumps(as_json(machine, findings), indent=2) if args.json else format_page(
+        machine, findings)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `make check | head`: the reader left, the verdict still counts
+        sys.stdout = open(os.devnull, "w")
+    return exit_code(findings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

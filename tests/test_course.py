@@ -1,0 +1,149 @@
+"""The headless course run: executed copies and one report in a new dated folder each time."""
+
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from gputopo import course
+
+BANNER_REFERENCE = ("No NVIDIA GPU is visible here (nvidia-smi not found): this notebook shows "
+                    "recorded data from real systems (reference mode).")
+
+
+def write_notebook(path, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(c[3:]) if c.startswith("md:")
+                else nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.fixture
+def notebooks(tmp_path):
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "marker.txt").write_text("found relative to the notebook\n")
+    fine = write_notebook(folder / "1.Fine.ipynb", [
+        "md:# A fine notebook",
+        "print(open('marker.txt').read().strip())",  # cwd must be the notebook's folder
+        f"print({BANNER_REFERENCE!r})",
+        "print('host memcpy bandwidth measured live: 9.9 GB/s')",
+        "import os, sys, gputopo\nprint(sys.executable, os.environ['NCCL_NVLS_ENABLE'])",
+    ])
+    broken = write_notebook(folder / "2.Broken.ipynb", [
+        "x = 1",
+        "md:Some text between",
+        "values = [1, 2]\nvalues[5]",
+        "print('never reached')",
+    ])
+    return fine, broken
+
+
+def run_course(*args, results):
+    env = dict(os.environ, GPUTOPO_RESULTS_DIR=str(results))
+    return subprocess.run([sys.executable, "-m", "gputopo.course", *map(str, args)],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_path):
+    fine, broken = notebooks
+    results = tmp_path / "results"
+    done = run_course("--notebooks", fine, broken, "--timeout", "120", results=results)
+
+    assert done.returncode == 1
+    error = done.stderr.strip().splitlines()[-1]
+    assert error == ("python -m gputopo.course: error: 2.Broken.ipynb failed at cell 2 "
+                     "(values = [1, 2]): IndexError: list index out of range")
+    assert "[1/2] 1.Fine.ipynb ... ok in" in done.stdout
+    assert "[2/2] 2.Broken.ipynb ... FAILED in" in done.stdout
+
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    assert run_dir.name.startswith("course-")
+    assert {p.name for p in run_dir.iterdir()} == {
+        "index.html", "summary.json", "1.Fine.html", "1.Fine.ipynb", "2.Broken.html",
+        "2.Broken.ipynb"}
+
+    executed = nbformat.read(str(run_dir / "1.Fine.ipynb"), as_version=4)
+    assert executed.cells[1].outputs[0]["text"] == "found relative to the notebook\n"
+    # The kernel is this interpreter, gputopo imports, and NVLink SHARP stays off.
+    assert executed.cells[4].outputs[0]["text"] == f"{sys.executable} 0\n"
+    broken_run = nbformat.read(str(run_dir / "2.Broken.ipynb"), as_version=4)
+    assert broken_run.cells[2].outputs[-1]["output_type"] == "error"
+    assert broken_run.cells[3].outputs == []  # execution stopped at the failure
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = {row["notebook"]: row for row in summary["notebooks"]}
+    assert rows["1.Fine.ipynb"]["status"] == "ok"
+    assert rows["1.Fine.ipynb"]["reference"] == [[2, BANNER_REFERENCE]]
+    assert rows["1.Fine.ipynb"]["live"] == [[3, "host memcpy bandwidth measured live: 9.9 GB/s"]]
+    assert rows["2.Broken.ipynb"]["failure"]["cell"] == 2
+
+    index = (run_dir / "index.html").read_text()
+    assert "<a href='1.Fine.html'>1.Fine.ipynb</a>" in index
+    assert "failed at cell 2 (values = [1, 2]): IndexError" in index
+    assert "cell 2: " + BANNER_REFERENCE.split(" (")[0] in index
+    assert "found relative to the notebook" in (run_dir / "1.Fine.html").read_text()
+
+    record = json.loads((results / "course.jsonl").read_text().splitlines()[-1])
+    assert record["run_dir"] == str(run_dir) and len(record["notebooks"]) == 2
+
+
+def test_a_second_run_gets_a_new_folder_and_leaves_the_first_alone(notebooks, tmp_path, capsys):
+    fine, _ = notebooks
+    out = tmp_path / "elsewhere"
+    assert course.main(["--notebooks", str(fine), "--out", str(out)]) == 0
+    (first,) = [p for p in out.iterdir() if p.is_dir()]
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+
+    assert course.main(["--notebooks", str(fine), "--out", str(out)]) == 0
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 2 and first in runs
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+    assert len((out / "course.jsonl").read_text().splitlines()) == 2
+    assert "course: report" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, complaint", [
+    (["--notebooks", "/no/such.ipynb"], "no such notebook (/no/such.ipynb)"),
+    (["--timeout", "-3"], "must be more than 0 seconds"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, complaint, tmp_path):
+    done = run_course(*argv, results=tmp_path / "results")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and complaint in done.stderr
+    assert done.stderr.startswith("python -m gputopo.course: error: ")
+    assert not (tmp_path / "results").exists()  # nothing run, nothing written
+
+
+def test_default_order_is_start_here_then_by_number(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    for name in ("10.Last.ipynb", "2.Second.ipynb", "1.First.ipynb"):
+        (tmp_path / "notebooks" / name).write_text("{}")
+    (tmp_path / "Start_Here.ipynb").write_text("{}")
+    names = [p.name for p in course.default_notebooks(tmp_path)]
+    assert names == ["Start_Here.ipynb", "1.First.ipynb", "2.Second.ipynb", "10.Last.ipynb"]
+
+
+def test_live_and_reference_from_tags_and_banner_lines():
+    nb = nbformat.v4.new_notebook()
+    tagged = nbformat.v4.new_output("display_data", data={"text/plain": "a plot"},
+                                    metadata={"gputopo": {"source": "live"}})
+    banner = nbformat.v4.new_output("stream", name="stdout",
+                                    text="2 GPUs are visible here (2 x NVIDIA H200): the "
+                                         "experiments run live on this machine.\n")
+    plain = nbformat.v4.new_output("stream", name="stdout", text="42\n")
+    negated = nbformat.v4.new_output("stream", name="stdout",
+                                     text="Not run live here: nvidia-smi not found\n")
+    nb.cells = [nbformat.v4.new_markdown_cell("reference mode in prose is not an output"),
+                nbformat.v4.new_code_cell("x", outputs=[tagged]),
+                nbformat.v4.new_code_cell("y", outputs=[plain]),
+                nbformat.v4.new_code_cell("z", outputs=[banner]),
+                nbformat.v4.new_code_cell("w", outputs=[negated])]
+    found = course.live_and_reference(nb)
+    assert [i for i, _ in found["live"]] == [1, 3]
+    assert found["reference"] == [(4, "Not run live here: nvidia-smi not found")]
