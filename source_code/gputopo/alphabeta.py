@@ -1,0 +1,263 @@
+"""The latency-bandwidth (alpha-beta) model of a message and of ring collectives.
+
+One message of n bytes over one link takes
+
+    T(n) = alpha + n / beta
+
+alpha (microseconds) is the fixed cost of a message: software, launch, synchronisation,
+the wire's latency; beta (GB/s, GB = 10^9 bytes) is the link's bandwidth. Small messages
+are latency-bound, large ones bandwidth-bound; the size where both terms are equal,
+alpha * beta, is where a link reaches half its bandwidth.
+
+A ring all-reduce of S bytes on n GPUs sends 2(n-1) messages of S/n bytes one after the
+other (reduce-scatter, then all-gather), so
+
+    T(S, n) = 2(n-1) * alpha + 2(n-1)/n * S / beta
+
+This is why nccl-tests reports a "bus bandwidth": busbw = algbw x 2(n-1)/n, where
+algbw = S / T, is the bandwidth each link carries, comparable across GPU counts and with
+the link's peak. The same reasoning gives the other factors (`busbw_factor`).
+
+Functions:
+- `busbw_factor(op, n)`: 2(n-1)/n, (n-1)/n or 1.
+- `ring_steps(op, n)`: how many alpha a ring operation pays one after the other.
+- `fit(sizes_bytes, times_us)`: (alpha_us, beta_gbps) by least squares on T = alpha + n/beta.
+- `ring_allreduce_time_us(size, n, alpha_us, beta_gbps)` and, for any operation,
+  `ring_time_us(op, size, n, alpha_us, beta_gbps)`.
+- `fit_from_table(parsed, op, n)`: per-link alpha and beta from an nccl-tests table
+  (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
+- `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
+
+numpy is imported inside the functions that need it (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+# bytes / (GB/s) -> microseconds: n / (beta * 1e9) seconds = n / (beta * 1e3) us.
+_BYTES_PER_US_PER_GBPS = 1e3
+
+_ALIASES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "bcast": "broadcast",
+    "send_recv": "sendrecv",
+    "alltoall": "alltoall",
+}
+
+
+def _op_name(op: str) -> str:
+    """'all_reduce' for 'all_reduce', 'allreduce', 'all-reduce', 'all_reduce_perf', ..."""
+    if not isinstance(op, str):
+        raise ValueError(f"operation must be a name such as 'all_reduce', not {op!r}")
+    name = op.strip().lower().replace("-", "_")
+    if name.endswith("_perf"):
+        name = name[: -len("_perf")]
+    return _ALIASES.get(name.replace("_", ""), name)
+
+
+def _check_ranks(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"number of GPUs must be a whole number >= 1, not {n!r}")
+    return n
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """busbw / algbw for operation `op` on `n` ranks (the ring algorithm's traffic per link).
+
+    all_reduce: 2(n-1)/n; all_gather, reduce_scatter (and alltoall): (n-1)/n;
+    broadcast, reduce, sendrecv: 1. An unknown operation raises ValueError.
+    """
+    name = _op_name(op)
+    n = _check_ranks(n)
+    if name == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if name in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    if name in ("broadcast", "reduce", "sendrecv"):
+        return 1.0
+    raise ValueError(
+        f"unknown operation {op!r}: expected all_reduce, all_gather, reduce_scatter, "
+        "broadcast, reduce, sendrecv or alltoall"
+    )
+
+
+def ring_steps(op: str, n: int) -> int:
+    """Messages a ring operation sends one after the other, each paying alpha once.
+
+    all_reduce: 2(n-1) (reduce-scatter then all-gather); all_gather, reduce_scatter,
+    broadcast, reduce, alltoall: n-1; sendrecv: 1. Zero on one rank (nothing is sent).
+    """
+    name = _op_name(op)
+    n = _check_ranks(n)
+    busbw_factor(name, n)  # rejects unknown operations
+    if n == 1:
+        return 0
+    if name == "all_reduce":
+        return 2 * (n - 1)
+    if name == "sendrecv":
+        return 1
+    return n - 1
+
+
+def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str = "relative") -> Tuple[float, float]:
+    """(alpha_us, beta_gbps) of T = alpha + n / beta fitted to measured (size, time) pairs.
+
+    Weighting: "relative" (default) minimises the sum of squared *relative* errors
+    ((model - T) / T)^2. Over sizes from 8 B to 1 GiB the times span five orders of
+    magnitude; plain ("absolute") least squares would let the few largest sizes decide
+    everything and leave alpha as noise, while relative errors give every size the same
+    say, so alpha comes from the small sizes and beta from the large ones.
+
+    Both parameters are kept physical: if the unconstrained fit gives alpha < 0, alpha is
+    set to 0 and beta refitted; if it gives no positive bandwidth term (times do not grow
+    with size), beta is infinite and alpha is the weighted mean time. At least two
+    distinct sizes and positive times are needed, else ValueError.
+    """
+    import numpy as np
+
+    if weighting not in ("relative", "absolute"):
+        raise ValueError(f"weighting must be 'relative' or 'absolute', not {weighting!r}")
+    n = np.asarray(list(sizes_bytes), dtype=float)
+    t = np.asarray(list(times_us), dtype=float)
+    if n.shape != t.shape or n.ndim != 1:
+        raise ValueError("sizes and times must be two sequences of the same length")
+    keep = np.isfinite(n) & np.isfinite(t)
+    n, t = n[keep], t[keep]
+    if len(np.unique(n)) < 2:
+        raise ValueError("the fit needs at least two different sizes")
+    if np.any(t <= 0) or np.any(n < 0):
+        raise ValueError("times must be positive and sizes non-negative")
+
+    w = 1.0 / t if weighting == "relative" else np.ones_like(t)
+    # Weighted least squares for T = a + b * n, with b = 1 / (beta in bytes per us).
+    design = np.column_stack([np.ones_like(n), n]) * w[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, t * w, rcond=None)
+    if a < 0:
+        a = 0.0
+        b = float(np.sum(w * w * n * t) / np.sum(w * w * n * n))
+    if b <= 0:
+        b = 0.0
+        a = float(np.sum(w * w * t) / np.sum(w * w))
+    beta_gbps = math.inf if b == 0 else 1.0 / (b * _BYTES_PER_US_PER_GBPS)
+    return float(a), float(beta_gbps)
+
+
+def _scalar_or_array(value: Any):
+    if isinstance(value, (int, float)):
+        return float(value)
+    import numpy as np
+
+    return np.asarray(value, dtype=float)
+
+
+def ring_time_us(op: str, size_bytes: Any, n: int, alpha_us: float, beta_gbps: float):
+    """Model time of a ring operation: ring_steps(op, n) * alpha + busbw_factor(op, n) * S / beta.
+
+    size_bytes may be a number or an array (then an array comes back).
+    """
+    steps = ring_steps(op, n)
+    factor = busbw_factor(op, n) if steps else 0.0
+    size = _scalar_or_array(size_bytes)
+    per_byte = 0.0 if math.isinf(beta_gbps) else 1.0 / (beta_gbps * _BYTES_PER_US_PER_GBPS)
+    return steps * alpha_us + factor * size * per_byte
+
+
+def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: float):
+    """T(S, n) = 2(n-1) * alpha + 2(n-1)/n * S / beta, in microseconds (S in bytes, beta in GB/s)."""
+    return ring_time_us("all_reduce", size_bytes, n, alpha_us, beta_gbps)
+
+
+def _measured(parsed: Dict[str, Any], place: str) -> List[Tuple[int, float]]:
+    if place not in ("out_of_place", "in_place"):
+        raise ValueError(f"place must be 'out_of_place' or 'in_place', not {place!r}")
+    rows = parsed.get("rows") if isinstance(parsed, dict) else None
+    if not rows:
+        raise ValueError("the table has no rows (pass what gputopo.parsers.nccl_tests.parse returns)")
+    pairs = []
+    for row in rows:
+        group = row.get(place)
+        if group is None or row.get("size", 0) <= 0:
+            continue
+        time_us = group.get("time_us")
+        if time_us is not None and time_us > 0:
+            pairs.append((int(row["size"]), float(time_us)))
+    if not pairs:
+        raise ValueError(f"no {place.replace('_', '-')} times in the table")
+    return pairs
+
+
+def fit_from_table(
+    parsed: Dict[str, Any],
+    op: str,
+    n: int,
+    place: str = "out_of_place",
+    min_bytes: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    weighting: str = "relative",
+) -> Tuple[float, float]:
+    """Per-link (alpha_us, beta_gbps) from an nccl-tests table, consistent with the ring model.
+
+    The table's times are fitted as T(S) = A + S / B (see `fit`), then turned into the
+    parameters of one link of the ring:
+        alpha = A / ring_steps(op, n)          (all_reduce: A / 2(n-1))
+        beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n)
+    so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line, and beta is
+    the bus bandwidth the largest sizes approach. Restrict the sizes used with
+    min_bytes / max_bytes; `place` picks the out-of-place or in-place columns.
+    """
+    steps = ring_steps(op, n)
+    if steps == 0:
+        raise ValueError("one rank sends nothing: the ring model needs n >= 2")
+    pairs = [
+        (size, t)
+        for size, t in _measured(parsed, place)
+        if (min_bytes is None or size >= min_bytes) and (max_bytes is None or size <= max_bytes)
+    ]
+    if len(pairs) < 2:
+        raise ValueError("fewer than two sizes left to fit")
+    a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs], weighting=weighting)
+    return a_us / steps, b_gbps * busbw_factor(op, n)
+
+
+def predict_table(
+    parsed: Dict[str, Any],
+    op: str,
+    n: int,
+    alpha_us: Optional[float] = None,
+    beta_gbps: Optional[float] = None,
+    place: str = "out_of_place",
+) -> List[Tuple[int, float, float]]:
+    """Rows of (size_bytes, measured_us, predicted_us) for every size of the table.
+
+    alpha_us / beta_gbps are per-link values (as `fit_from_table` returns); when either is
+    left out, both come from `fit_from_table(parsed, op, n, place=place)`.
+    """
+    if alpha_us is None or beta_gbps is None:
+        alpha_us, beta_gbps = fit_from_table(parsed, op, n, place=place)
+    return [
+        (size, measured, float(ring_time_us(op, size, n, alpha_us, beta_gbps)))
+        for size, measured in _measured(parsed, place)
+    ]
+
+
+def half_bandwidth_size(alpha_us: float, beta_gbps: float) -> float:
+    """Message size (bytes) at which T = alpha + n/beta reaches half of beta: alpha * beta."""
+    if math.isinf(beta_gbps):
+        return math.inf
+    return alpha_us * beta_gbps * _BYTES_PER_US_PER_GBPS
+
+
+__all__: Sequence[str] = (
+    "busbw_factor",
+    "ring_steps",
+    "fit",
+    "ring_time_us",
+    "ring_allreduce_time_us",
+    "fit_from_table",
+    "predict_table",
+    "half_bandwidth_size",
+)

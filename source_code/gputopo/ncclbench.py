@@ -1,0 +1,252 @@
+"""Build and run the course's NCCL collective benchmark (`source_code/nccl_bench/`).
+
+    from gputopo import ncclbench
+    ncclbench.build()                                   # make, once (needs nvcc and NCCL)
+    result = ncclbench.run("all_reduce", max_bytes=1 << 30)
+    result["parsed"]["rows"][-1]["out_of_place"]["busbw"]
+    ncclbench.run("all_reduce", env={"NCCL_P2P_LEVEL": "LOC"})   # force shared memory
+
+`run` returns {"text", "parsed", "env", "json", "command", "returncode", "mode", "source"}:
+the program's output, the table as `gputopo.parsers.nccl_tests.parse` reads it, the NCCL_*
+settings the run had, the program's --json file, and where the data came from. Every live
+run is appended to the results store (`results.append_record("nccl_bench", ...)`).
+
+Reference mode. With fewer than two GPUs (busbw means nothing on one) `run` measures
+nothing: it returns the run recorded on the course's H200 pair for the same operation and
+transport (`source_code/reference_systems/h200-nvswitch-pair/nccl-bench-*.txt`), with
+mode="reference" and `reason` saying why, and appends nothing. Pass reference=False to get
+NcclBenchError instead.
+
+NCCL_NVLS_ENABLE=0 is added to the environment unless it is already set (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from gputopo.parsers import nccl_tests
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "nccl_bench"
+BINARY = BENCH_DIR / "nccl_bench"
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
+REFERENCE_SYSTEM = "h200-nvswitch-pair"
+RESULTS_KIND = "nccl_bench"
+
+# Which recorded file stands in for a run with these NCCL settings (reference mode).
+_TRANSPORT_SUFFIXES = (
+    ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "-sockets"),
+    ({"NCCL_P2P_LEVEL": "LOC"}, "-P2P_LEVEL-LOC"),
+)
+
+
+class NcclBenchError(RuntimeError):
+    """The benchmark could not be built or run, or found wrong results; the message says which."""
+
+
+def build(sms: Optional[Union[str, Iterable[Union[int, str]]]] = None, timeout: float = 900) -> Path:
+    """Run `make` in source_code/nccl_bench and return the path of the program.
+
+    sms: GPU architectures, e.g. "90" or [80, 90] (default: every one from sm_70 to sm_90
+    that the installed nvcc supports). Raises NcclBenchError with make's last lines if
+    nvcc or NCCL is missing or the build fails.
+    """
+    command = ["make", "-C", str(BENCH_DIR)]
+    if sms is not None:
+        text = sms if isinstance(sms, str) else " ".join(str(sm) for sm in sms)
+        if not text.replace(" ", "").isdigit():
+            raise ValueError(f"sms must be architecture numbers such as '80 90', not {sms!r}")
+        command.append(f"SMS={text}")
+    if shutil.which("make") is None:
+        raise NcclBenchError("make is not installed; install build tools (make, nvcc, NCCL) first")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        raise NcclBenchError(f"make did not finish within {timeout:.0f} s") from error
+    if done.returncode != 0 or not BINARY.exists():
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
+        raise NcclBenchError(f"building nccl_bench failed:\n{tail}")
+    return BINARY
+
+
+def _visible_gpu_count() -> Optional[int]:
+    """GPUs this process may use, from gputopo.detect (None if detection fails)."""
+    try:
+        from gputopo import detect
+
+        machine = detect.cached_machine() or detect.detect_once()
+    except Exception:  # detection must never break a notebook
+        return None
+    return int(getattr(machine, "visible_gpu_count", 0) or 0)
+
+
+def _run_env(env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequence[int]]]) -> Dict[str, str]:
+    full = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full.pop(key, None)
+        else:
+            full[str(key)] = str(value)
+    full.setdefault("NCCL_NVLS_ENABLE", "0")
+    if gpus is not None and not isinstance(gpus, int):
+        full["CUDA_VISIBLE_DEVICES"] = ",".join(str(int(g)) for g in gpus)
+    return full
+
+
+def _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path) -> List[str]:
+    if op not in OPS:
+        raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
+    for name, value, low in (("min_bytes", min_bytes, 1), ("max_bytes", max_bytes, 1), ("factor", factor, 2),
+                             ("iters", iters, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
+    if max_bytes < min_bytes:
+        raise ValueError("max_bytes is below min_bytes")
+    args = ["-o", op, "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(factor),
+            "-n", str(iters), "-w", str(warmup), "-d", datatype, "--json", json_path]
+    if isinstance(gpus, int):
+        args += ["-g", str(gpus)]
+    elif gpus is not None:
+        gpus = list(gpus)
+        if len(gpus) < 2:
+            raise ValueError("gpus must name at least two GPUs")
+        args += ["-g", str(len(gpus))]
+    return args
+
+
+def nccl_settings(env: Mapping[str, str]) -> Dict[str, str]:
+    """The NCCL_* (and CUDA_VISIBLE_DEVICES) entries of an environment."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"}
+
+
+def reference_file(op: str = "all_reduce", env: Optional[Mapping[str, str]] = None) -> str:
+    """Name of the recorded H200 run that matches this operation and these NCCL settings."""
+    if op not in OPS:
+        raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
+    suffix = ""
+    for settings, name in _TRANSPORT_SUFFIXES:
+        if all(str((env or {}).get(k, "")) == v for k, v in settings.items()):
+            suffix = name
+            break
+    return f"nccl-bench-{op}{suffix}.txt"
+
+
+def reference_run(op: str = "all_reduce", env: Optional[Mapping[str, str]] = None,
+                  reason: str = "reference data requested") -> Dict[str, Any]:
+    """The recorded H200 run in the same shape as run() returns (mode="reference")."""
+    from gputopo import reference
+
+    name = reference_file(op, env)
+    if REFERENCE_SYSTEM not in reference.list_systems() or name not in reference.files(REFERENCE_SYSTEM):
+        raise NcclBenchError(f"no recorded run {name} in reference_systems/{REFERENCE_SYSTEM}")
+    text = reference.read_text(REFERENCE_SYSTEM, name)
+    return {
+        "text": text,
+        "parsed": nccl_tests.parse(text),
+        "env": dict(env or {}),
+        "json": None,
+        "command": None,
+        "returncode": None,
+        "mode": "reference",
+        "source": f"{REFERENCE_SYSTEM}/{name}",
+        "reason": reason,
+    }
+
+
+def run(
+    op: str = "all_reduce",
+    gpus: Optional[Union[int, Sequence[int]]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    min_bytes: int = 8,
+    max_bytes: int = 128 << 20,
+    factor: int = 2,
+    iters: int = 20,
+    warmup: int = 5,
+    timeout: float = 600,
+    datatype: str = "float",
+    cuda_graph: bool = False,
+    reference: bool = True,
+    record: bool = True,
+) -> Dict[str, Any]:
+    """Run nccl_bench once and return {text, parsed, env, json, command, returncode, mode, source}.
+
+    gpus: None (every visible GPU), a count (the first N), or device numbers such as [0, 3]
+    (set through CUDA_VISIBLE_DEVICES). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
+    cuda_graph=True times the iterations as one CUDA graph (`-G`: no host launch cost);
+    a value of None removes the variable. Builds the program first if it is missing.
+    With fewer than two GPUs see the module docstring (reference mode).
+    Raises NcclBenchError on bad arguments, a failed run, a timeout or wrong results
+    (after recording the run, so nothing measured is lost).
+    """
+    needed = 2
+    if isinstance(gpus, int):
+        needed = max(2, gpus)
+    elif gpus is not None:
+        gpus = [int(g) for g in gpus]
+        needed = max(2, len(gpus))
+    visible = _visible_gpu_count()
+    if visible is not None and visible < needed:
+        why = (f"{visible} GPU(s) visible here and this run needs {needed}: "
+               f"showing the run recorded on {REFERENCE_SYSTEM} instead (reference mode)")
+        if not reference:
+            raise NcclBenchError(why)
+        return reference_run(op, env, reason=why)
+
+    with tempfile.TemporaryDirectory(prefix="nccl_bench-") as scratch:
+        json_path = os.path.join(scratch, "result.json")
+        args = _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+        if cuda_graph:
+            args.append("-G")
+        if not BINARY.exists():
+            build()
+        full_env = _run_env(env, gpus)
+        command = [str(BINARY)] + args
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+        except subprocess.TimeoutExpired as error:
+            raise NcclBenchError(f"nccl_bench did not finish within {timeout:.0f} s") from error
+        stored = None
+        if os.path.exists(json_path):
+            with open(json_path, encoding="utf-8") as handle:
+                stored = json.load(handle)
+
+    problem = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if done.returncode == 2:  # bad arguments or too few GPUs: nothing was measured
+        raise NcclBenchError(problem or "nccl_bench refused its arguments (exit 2)")
+    parsed = None
+    try:
+        parsed = nccl_tests.parse(done.stdout, strict=False)
+    except ValueError:
+        if done.returncode == 0:
+            raise
+    result = {
+        "text": done.stdout,
+        "parsed": parsed,
+        "env": nccl_settings(full_env),
+        "json": stored,
+        "command": " ".join(command[:1] + [a for a in args if a != json_path and a != "--json"]),
+        "returncode": done.returncode,
+        "mode": "live",
+        "source": "this machine",
+    }
+    if record and parsed is not None:
+        from gputopo import results
+
+        results.append_record(RESULTS_KIND, {
+            "op": op,
+            "command": result["command"],
+            "nccl_env": result["env"],
+            "returncode": done.returncode,
+            "metadata": parsed.get("metadata"),
+            "devices": parsed.get("devices"),
+            "rows": parsed.get("rows"),
+            "transports": (stored or {}).get("transports"),
+        })
+    if done.returncode != 0:
+        raise NcclBenchError(problem or f"nccl_bench failed with exit status {done.returncode}")
+    return result

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Runs the measurement set recorded under
+# source_code/reference_systems/h200-nvswitch-pair/ and writes one file per
+# run into DIR: a preamble (date, driver, CUDA, NCCL, exact command), then
+# nccl_bench's output. JSON files and NCCL's INFO logs go to DIR/extra/.
+#
+#   ./record_runs.sh DIR [main|graph]   (after `make`; keep NCCL_NVLS_ENABLE=0 on shared machines)
+# main (default): the plain runs; graph: CUDA-graph runs and a repeat of the sockets run.
+# RUN_TIMEOUT (seconds, default 300) limits each run.
+set -u
+out=${1:?usage: record_runs.sh DIR [main|graph]}
+set_name=${2:-main}
+here=$(cd "$(dirname "$0")" && pwd)
+bench=$here/nccl_bench
+mkdir -p "$out/extra"
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+cuda=$("$nvcc_bin" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+cuda_driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | paste -sd, -)
+
+record() {  # name env-assignments... -- arguments...
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    local cmd=(env "${envs[@]}" "$bench" "$@" --json "$out/extra/$name.json" --nccl-log "$out/extra/$name.nccl-log.txt")
+    local tmp=$out/extra/$name.raw
+    local start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    timeout "${RUN_TIMEOUT:-300}" "${cmd[@]}" >"$tmp" 2>&1
+    local rc=$?
+    local nccl=$(sed -n 's/^# NCCL version \([0-9.]*\) .*/\1/p' "$tmp" | head -n 1)
+    {
+        echo "# date: $start (UTC)"
+        echo "# machine: device tool kind nvidia-h200-x2 ($gpus)"
+        echo "# driver: $driver (CUDA $cuda_driver); CUDA toolkit (nvcc): $cuda; NCCL library: ${nccl:-unknown}"
+        echo "# command: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE ${envs[*]} ./nccl_bench $*"
+        echo "# exit status: $rc"
+        cat "$tmp"
+    } >"$out/$name.txt"
+    rm -f "$tmp"
+    echo "$name: exit $rc"
+}
+
+if [ "$set_name" = main ]; then
+    record nccl-bench-all_reduce -- -o all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce-n100 -- -o all_reduce -b 1M -e 2G -f 2 -w 10 -n 100
+    record nccl-bench-all_reduce-P2P_LEVEL-LOC NCCL_P2P_LEVEL=LOC -- -o all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce-sockets NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -o all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
+    record nccl-bench-all_gather -- -o all_gather -b 8 -e 1G -f 2 -w 5 -n 20
+    record nccl-bench-reduce_scatter -- -o reduce_scatter -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-sendrecv -- -o sendrecv -b 8 -e 512M -f 2 -w 5 -n 20
+    record nccl-bench-broadcast -- -o broadcast -b 8 -e 2G -f 2 -w 5 -n 20
+else
+    record nccl-bench-all_reduce-cuda-graph -- -o all_reduce -b 8 -e 2G -f 2 -n 20 -G
+    record nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph NCCL_P2P_LEVEL=LOC -- -o all_reduce -b 8 -e 256M -f 2 -n 20 -G
+    record nccl-bench-sendrecv-cuda-graph -- -o sendrecv -b 8 -e 512M -f 2 -n 20 -G
+    record nccl-bench-all_reduce-sockets-run2 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -o all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
+fi

@@ -1,0 +1,472 @@
+// nccl_bench: one process drives every chosen GPU through NCCL and measures
+// one collective over a range of sizes.
+//
+// For each size and each placement (out-of-place, then in-place):
+//   1. fill the inputs with the rank- and index-dependent pattern and the
+//      outputs with poison (patterns.h);
+//   2. run the operation once and count the wrong elements on the GPUs;
+//   3. run the warm-up iterations;
+//   4. record a CUDA event on every GPU's stream, issue the timed iterations
+//      back to back (each one a ncclGroupStart/End over all GPUs), record a
+//      second event, and take the slowest GPU's elapsed time / iterations.
+// Checking happens outside the timed batch, so it costs no bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "collectives.h"
+#include "options.h"
+#include "patterns.h"
+#include "report.h"
+#include "transports.h"
+
+std::string where_text(const char* file, int line) {
+    const char* base = std::strrchr(file, '/');
+    return std::string(base ? base + 1 : file) + ":" + std::to_string(line);
+}
+
+namespace {
+
+std::string version_text(int code) {
+    // NCCL >= 2.9 encodes MAJOR*10000 + MINOR*100 + PATCH, older ones *1000 + *100.
+    int major, minor, patch;
+    if (code >= 10000) {
+        major = code / 10000;
+        minor = (code % 10000) / 100;
+        patch = code % 100;
+    } else {
+        major = code / 1000;
+        minor = (code % 1000) / 100;
+        patch = code % 100;
+    }
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+std::string cuda_version_text(int code) {
+    return std::to_string(code / 1000) + "." + std::to_string((code % 1000) / 10);
+}
+
+// Everything one GPU needs; freed in ~Bench.
+struct Gpu {
+    int device = 0;
+    int rank = 0;
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr;
+    cudaEvent_t stop = nullptr;
+    void* send = nullptr;
+    void* recv = nullptr;
+    unsigned long long* wrong = nullptr;
+    cudaGraph_t graph = nullptr;          // --cuda-graph: the captured iterations
+    cudaGraphExec_t graph_exec = nullptr;
+};
+
+class Bench {
+public:
+    Bench(const Options& opt, int ngpus) : opt_(opt), type_(type_info(opt.type)), gpus_(ngpus) {
+        for (int r = 0; r < ngpus; ++r) {
+            gpus_[r].device = r;
+            gpus_[r].rank = r;
+        }
+    }
+
+    ~Bench() { release(); }
+
+    // Frees everything; safe to call twice. Communicators are finalized in
+    // one group (several communicators on one thread), then destroyed; after
+    // a failure they are aborted instead.
+    void release() {
+        bool any_comm = false;
+        for (Gpu& g : gpus_) any_comm = any_comm || g.comm != nullptr;
+        if (any_comm) {
+            if (failed_) {
+                for (Gpu& g : gpus_) {
+                    if (g.comm) ncclCommAbort(g.comm);
+                    g.comm = nullptr;
+                }
+            } else {
+                ncclResult_t status = ncclSuccess;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+                status = ncclGroupStart();
+                for (Gpu& g : gpus_) {
+                    if (g.comm && status == ncclSuccess) status = ncclCommFinalize(g.comm);
+                }
+                ncclResult_t end = ncclGroupEnd();
+                if (status == ncclSuccess) status = end;
+#endif
+                for (Gpu& g : gpus_) {
+                    if (g.comm) {
+                        ncclResult_t s = status == ncclSuccess ? ncclCommDestroy(g.comm) : ncclCommAbort(g.comm);
+                        if (s != ncclSuccess && release_error_.empty()) {
+                            release_error_ = std::string("ncclCommDestroy failed: ") + ncclGetErrorString(s);
+                        }
+                    }
+                    g.comm = nullptr;
+                }
+                if (status != ncclSuccess && release_error_.empty()) {
+                    release_error_ = std::string("ncclCommFinalize failed: ") + ncclGetErrorString(status);
+                }
+            }
+        }
+        drop_graphs();
+        for (Gpu& g : gpus_) {
+            if (cudaSetDevice(g.device) != cudaSuccess) continue;
+            remember(g.send ? cudaFree(g.send) : cudaSuccess, "cudaFree");
+            remember(g.recv ? cudaFree(g.recv) : cudaSuccess, "cudaFree");
+            remember(g.wrong ? cudaFree(g.wrong) : cudaSuccess, "cudaFree");
+            remember(g.start ? cudaEventDestroy(g.start) : cudaSuccess, "cudaEventDestroy");
+            remember(g.stop ? cudaEventDestroy(g.stop) : cudaSuccess, "cudaEventDestroy");
+            remember(g.stream ? cudaStreamDestroy(g.stream) : cudaSuccess, "cudaStreamDestroy");
+            g.send = g.recv = nullptr;
+            g.wrong = nullptr;
+            g.start = g.stop = nullptr;
+            g.stream = nullptr;
+        }
+    }
+
+    void mark_failed() { failed_ = true; }
+    const std::string& release_error() const { return release_error_; }
+
+    std::vector<DeviceInfo> describe() const {
+        std::vector<DeviceInfo> out;
+        for (const Gpu& g : gpus_) {
+            cudaDeviceProp prop;
+            CUDA_CHECK(cudaGetDeviceProperties(&prop, g.device));
+            char bus[32];
+            std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
+                          prop.pciDeviceID);
+            out.push_back(DeviceInfo{g.rank, g.device, prop.name, bus});
+        }
+        return out;
+    }
+
+    void init(std::size_t send_bytes, std::size_t recv_bytes) {
+        std::vector<ncclComm_t> comms(gpus_.size(), nullptr);
+        std::vector<int> devices;
+        for (const Gpu& g : gpus_) devices.push_back(g.device);
+        NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(gpus_.size()), devices.data()));
+        for (std::size_t i = 0; i < gpus_.size(); ++i) gpus_[i].comm = comms[i];
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+            CUDA_CHECK(cudaEventCreate(&g.start));
+            CUDA_CHECK(cudaEventCreate(&g.stop));
+            CUDA_CHECK(cudaMalloc(&g.send, std::max<std::size_t>(send_bytes, 1)));
+            CUDA_CHECK(cudaMalloc(&g.recv, std::max<std::size_t>(recv_bytes, 1)));
+            CUDA_CHECK(cudaMalloc(&g.wrong, sizeof(unsigned long long)));
+        }
+    }
+
+    Measurement measure(const Shape& shape, bool in_place) {
+        Measurement m;
+        m.valid = true;
+        m.wrong = check(shape, in_place);
+        if (opt_.cuda_graph) {
+            // One graph per GPU holding all timed iterations; one untimed
+            // launch of it is the warm-up (it also uploads the graph).
+            capture(shape, in_place);
+            launch_graphs();
+        } else {
+            for (int i = 0; i < opt_.warmup; ++i) issue(shape, in_place);
+        }
+        synchronize();
+
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaEventRecord(g.start, g.stream));
+        }
+        const auto issue_start = std::chrono::steady_clock::now();
+        if (opt_.cuda_graph) {
+            launch_graphs();
+        } else {
+            for (int i = 0; i < opt_.iters; ++i) issue(shape, in_place);
+        }
+        const auto issue_end = std::chrono::steady_clock::now();
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
+        }
+        // How long the host took to issue one iteration: if this is close to
+        // time_us, the GPUs were waiting for the host (launch-bound).
+        m.host_us = std::chrono::duration<double, std::micro>(issue_end - issue_start).count() / opt_.iters;
+        float slowest_ms = 0.0f;
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaEventSynchronize(g.stop));
+            float ms = 0.0f;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
+            slowest_ms = std::max(slowest_ms, ms);
+        }
+        m.time_us = 1000.0 * static_cast<double>(slowest_ms) / opt_.iters;
+        m.algbw = m.time_us > 0.0 ? static_cast<double>(shape.bytes) / (m.time_us * 1000.0) : 0.0;
+        m.busbw = m.algbw * busbw_factor(opt_.op, static_cast<int>(gpus_.size()));
+        if (opt_.cuda_graph) drop_graphs();
+        return m;
+    }
+
+private:
+    // Records opt_.iters iterations into one CUDA graph per GPU. NCCL's
+    // documentation allows capturing its calls; each GPU's stream is captured
+    // separately (thread-local mode, so NCCL's own threads are unaffected).
+    void capture(const Shape& shape, bool in_place) {
+        drop_graphs();
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal));
+        }
+        try {
+            for (int i = 0; i < opt_.iters; ++i) issue(shape, in_place);
+        } catch (...) {
+            for (Gpu& g : gpus_) {  // leave no stream capturing
+                cudaGraph_t partial = nullptr;
+                if (cudaSetDevice(g.device) == cudaSuccess &&
+                    cudaStreamEndCapture(g.stream, &partial) == cudaSuccess && partial) {
+                    cudaGraphDestroy(partial);
+                }
+            }
+            throw;
+        }
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaStreamEndCapture(g.stream, &g.graph));
+        }
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaGraphInstantiate(&g.graph_exec, g.graph, 0));
+        }
+    }
+
+    void launch_graphs() {
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaGraphLaunch(g.graph_exec, g.stream));
+        }
+    }
+
+    void drop_graphs() {
+        for (Gpu& g : gpus_) {
+            if (g.graph_exec == nullptr && g.graph == nullptr) continue;
+            if (cudaSetDevice(g.device) == cudaSuccess) {
+                remember(g.graph_exec ? cudaGraphExecDestroy(g.graph_exec) : cudaSuccess, "cudaGraphExecDestroy");
+                remember(g.graph ? cudaGraphDestroy(g.graph) : cudaSuccess, "cudaGraphDestroy");
+            }
+            g.graph_exec = nullptr;
+            g.graph = nullptr;
+        }
+    }
+
+    void issue(const Shape& shape, bool in_place) {
+        const int n = static_cast<int>(gpus_.size());
+        NCCL_CHECK(ncclGroupStart());
+        for (Gpu& g : gpus_) {
+            RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, type_.bytes);
+            enqueue(opt_.op, b, shape, type_.nccl, g.rank, n, opt_.root, g.comm, g.stream);
+        }
+        NCCL_CHECK(ncclGroupEnd());
+    }
+
+    void synchronize() {
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaStreamSynchronize(g.stream));
+        }
+    }
+
+    // Fills inputs and poisons outputs, runs the operation once, and returns
+    // the number of wrong elements over all ranks.
+    unsigned long long check(const Shape& shape, bool in_place) {
+        const int n = static_cast<int>(gpus_.size());
+        const unsigned m = pattern_modulus(opt_.type, n);
+        const std::size_t elt = type_.bytes;
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, elt);
+            void* input = const_cast<void*>(b.send);
+            if (!in_place) {
+                launch_fill(opt_.type, input, shape.send_count, 0, g.rank, m, g.stream);
+                launch_fill(opt_.type, b.recv, shape.recv_count, 0, -1, m, g.stream);
+            } else {
+                switch (opt_.op) {
+                    case Op::AllGather:  // poison the whole output, then this rank's slot
+                        launch_fill(opt_.type, g.recv, shape.recv_count, 0, -1, m, g.stream);
+                        launch_fill(opt_.type, input, shape.block, 0, g.rank, m, g.stream);
+                        break;
+                    case Op::Broadcast:  // only the root's buffer holds data
+                        launch_fill(opt_.type, g.recv, shape.recv_count, 0,
+                                    g.rank == opt_.root ? g.rank : -1, m, g.stream);
+                        break;
+                    default:  // all_reduce, reduce_scatter: the input fills the buffer
+                        launch_fill(opt_.type, input, shape.send_count, 0, g.rank, m, g.stream);
+                        break;
+                }
+            }
+            CUDA_CHECK(cudaMemsetAsync(g.wrong, 0, sizeof(unsigned long long), g.stream));
+        }
+        issue(shape, in_place);
+        unsigned long long total = 0;
+        for (Gpu& g : gpus_) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, elt);
+            Expectation e{opt_.op, n, g.rank, opt_.root, shape.recv_count, shape.block, m};
+            launch_verify(opt_.type, b.recv, e, g.wrong, g.stream);
+            unsigned long long wrong = 0;
+            CUDA_CHECK(cudaMemcpyAsync(&wrong, g.wrong, sizeof wrong, cudaMemcpyDeviceToHost, g.stream));
+            CUDA_CHECK(cudaStreamSynchronize(g.stream));
+            total += wrong;
+        }
+        return total;
+    }
+
+    Options opt_;
+    TypeInfo type_;
+    std::vector<Gpu> gpus_;
+    bool failed_ = false;
+    std::string release_error_;
+
+    void remember(cudaError_t status, const char* what) {
+        if (status != cudaSuccess && release_error_.empty()) {
+            release_error_ = std::string(what) + " failed: " + cudaGetErrorString(status);
+        }
+    }
+};
+
+std::vector<std::size_t> size_list(const Options& opt) {
+    std::vector<std::size_t> sizes;
+    for (std::size_t s = opt.min_bytes; s <= opt.max_bytes;) {
+        sizes.push_back(s);
+        if (s > opt.max_bytes / opt.factor) break;
+        s *= opt.factor;
+    }
+    return sizes;
+}
+
+int run(int argc, char** argv) {
+    Options opt = parse_options(argc, argv);
+    if (opt.help) {
+        print_usage();
+        return 0;
+    }
+
+    int visible = 0;
+    cudaError_t status = cudaGetDeviceCount(&visible);
+    if (status != cudaSuccess) {
+        throw UsageError(std::string("needs at least 2 GPUs, found none: ") + cudaGetErrorString(status) +
+                         " (cudaGetDeviceCount)");
+    }
+    const int ngpus = opt.ngpus < 0 ? visible : opt.ngpus;
+    if (ngpus > visible) {
+        throw UsageError("asked for " + std::to_string(ngpus) + " GPUs, " + std::to_string(visible) +
+                         " visible (-g)");
+    }
+    if (ngpus < 2) {
+        throw UsageError("needs at least 2 GPUs, found " + std::to_string(ngpus) +
+                         "; bus bandwidth is meaningless on one GPU (" +
+                         (opt.ngpus < 0 ? std::string("visible devices") : std::string("-g")) + ")");
+    }
+    if (opt.op == Op::Broadcast && opt.root >= ngpus) {
+        throw UsageError("root " + std::to_string(opt.root) + " is not a rank of " + std::to_string(ngpus) + " (-r)");
+    }
+
+    const TypeInfo& type = type_info(opt.type);
+    std::vector<Shape> shapes;
+    std::size_t send_bytes = 0, recv_bytes = 0;
+    for (std::size_t s : size_list(opt)) {
+        Shape shape = shape_for(opt.op, s, ngpus, type.bytes);
+        if (shape.elements == 0) continue;
+        if (!shapes.empty() && shapes.back().bytes == shape.bytes) continue;
+        shapes.push_back(shape);
+        send_bytes = std::max(send_bytes, shape.send_count * type.bytes);
+        recv_bytes = std::max(recv_bytes, std::max(shape.send_count, shape.recv_count) * type.bytes);
+    }
+    if (shapes.empty()) {
+        throw UsageError("no size in the range holds one element per rank (-b/-e)");
+    }
+
+    RunInfo info;
+    info.op = op_name(opt.op);
+    info.in_place = has_in_place(opt.op);
+    info.cuda_graph = opt.cuda_graph;
+    info.pid = static_cast<long>(getpid());
+    char host[256] = {0};
+    info.host = gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "localhost";
+    info.type = type.name;
+    info.redop = op_reduces(opt.op) ? "sum" : "none";
+    info.root = opt.op == Op::Broadcast ? opt.root : -1;
+    info.nranks = ngpus;
+    info.factor = busbw_factor(opt.op, ngpus);
+    info.warmup = opt.warmup;
+    info.iters = opt.iters;
+    info.min_bytes = shapes.front().bytes;
+    info.max_bytes = shapes.back().bytes;
+    info.step = opt.factor;
+    info.environment = nccl_environment();  // before NcclLog adds its own settings
+    NcclLog log(opt.nccl_log);
+    info.transport_note = log.reason();
+
+    int code = 0;
+    NCCL_CHECK(ncclGetVersion(&code));
+    info.nccl_version = version_text(code);
+    info.nccl_header = version_text(NCCL_VERSION_CODE);
+    int driver = 0, runtime = 0;
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    info.cuda_driver = cuda_version_text(driver);
+    info.cuda_runtime = cuda_version_text(runtime);
+
+    Bench bench(opt, ngpus);
+    std::vector<Row> rows;
+    unsigned long long wrong = 0;
+    try {
+        info.devices = bench.describe();
+        bench.init(send_bytes, recv_bytes);
+        print_header(info);
+        for (const Shape& shape : shapes) {
+            Row row;
+            row.bytes = shape.bytes;
+            row.count = shape.elements;
+            row.out_of_place = bench.measure(shape, false);
+            if (has_in_place(opt.op)) row.in_place = bench.measure(shape, true);
+            wrong += row.out_of_place.wrong + row.in_place.wrong;
+            print_row(info, row);
+            rows.push_back(row);
+        }
+    } catch (...) {
+        bench.mark_failed();
+        throw;
+    }
+    bench.release();
+    if (!bench.release_error().empty()) throw RuntimeFailure(bench.release_error());
+
+    info.transports = log.transports();
+    info.nccl_env_lines = log.environment_lines();
+    double avg = print_footer(info, rows, wrong);
+    if (!opt.json_path.empty()) write_json(opt.json_path, info, rows, avg, wrong);
+    if (wrong != 0) {
+        std::fprintf(stderr, "nccl_bench: error: %llu wrong elements (see the #wrong columns)\n", wrong);
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const UsageError& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "nccl_bench: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "nccl_bench: error: %s\n", e.what());
+        return 1;
+    }
+}

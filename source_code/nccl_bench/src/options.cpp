@@ -1,0 +1,250 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "check.h"
+
+namespace {
+
+struct OpName {
+    Op op;
+    const char* name;
+};
+
+const OpName kOps[] = {
+    {Op::AllReduce, "all_reduce"},         {Op::AllGather, "all_gather"},
+    {Op::ReduceScatter, "reduce_scatter"}, {Op::Broadcast, "broadcast"},
+    {Op::SendRecv, "sendrecv"},
+};
+
+// Integers up to 2^24 are exact in float, 2^53 in double, 2^11 in half and
+// 2^8 in bfloat16; the integer types are exact up to their maximum (one less
+// for the unsigned ones, whose maximum is the poison value of patterns.cu).
+const TypeInfo kTypes[] = {
+    {DType::Int8, "int8", ncclInt8, 1, 127.0},
+    {DType::Uint8, "uint8", ncclUint8, 1, 254.0},
+    {DType::Int32, "int32", ncclInt32, 4, 2147483647.0},
+    {DType::Uint32, "uint32", ncclUint32, 4, 4294967294.0},
+    {DType::Int64, "int64", ncclInt64, 8, 9.0e15},
+    {DType::Uint64, "uint64", ncclUint64, 8, 9.0e15},
+    {DType::Half, "half", ncclFloat16, 2, 2048.0},
+    {DType::Float, "float", ncclFloat32, 4, 16777216.0},
+    {DType::Double, "double", ncclFloat64, 8, 9007199254740992.0},
+    {DType::Bfloat16, "bfloat16", ncclBfloat16, 2, 256.0},
+};
+
+struct Alias {
+    const char* alias;
+    DType type;
+};
+
+const Alias kTypeAliases[] = {
+    {"float32", DType::Float}, {"fp32", DType::Float},   {"float16", DType::Half},
+    {"fp16", DType::Half},     {"float64", DType::Double}, {"fp64", DType::Double},
+    {"bf16", DType::Bfloat16}, {"int", DType::Int32},    {"char", DType::Int8},
+};
+
+[[noreturn]] void bad(const std::string& what, const std::string& where) {
+    throw UsageError(what + " (" + where + ")");
+}
+
+// "8", "64K", "1M", "2G" (binary multiples, case-insensitive, optional B).
+std::size_t parse_size(const std::string& text, const std::string& where) {
+    if (text.empty() || text[0] < '0' || text[0] > '9') bad("not a size: '" + text + "'", where);
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0) bad("size out of range: '" + text + "'", where);
+    unsigned shift = 0;
+    switch (*end) {
+        case '\0': break;
+        case 'k': case 'K': shift = 10; ++end; break;
+        case 'm': case 'M': shift = 20; ++end; break;
+        case 'g': case 'G': shift = 30; ++end; break;
+        default: bad("not a size: '" + text + "' (use a number with K, M or G)", where);
+    }
+    if (*end == 'B' || *end == 'b') ++end;
+    if (*end != '\0') bad("not a size: '" + text + "' (use a number with K, M or G)", where);
+    if (shift != 0 && value > (std::numeric_limits<unsigned long long>::max() >> shift)) {
+        bad("size out of range: '" + text + "'", where);
+    }
+    return static_cast<std::size_t>(value << shift);
+}
+
+long parse_int(const std::string& text, long lo, long hi, const std::string& where) {
+    errno = 0;
+    char* end = nullptr;
+    long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno != 0) bad("not an integer: '" + text + "'", where);
+    if (value < lo || value > hi) {
+        bad("'" + text + "' is outside " + std::to_string(lo) + ".." + std::to_string(hi), where);
+    }
+    return value;
+}
+
+Op parse_op(const std::string& text, const std::string& where) {
+    for (const OpName& entry : kOps) {
+        if (text == entry.name) return entry.op;
+    }
+    // Accept the nccl-tests binary names too (all_reduce_perf) and dashes.
+    std::string plain = text;
+    for (char& c : plain) {
+        if (c == '-') c = '_';
+    }
+    const std::string suffix = "_perf";
+    if (plain.size() > suffix.size() &&
+        plain.compare(plain.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        plain.resize(plain.size() - suffix.size());
+    }
+    for (const OpName& entry : kOps) {
+        if (plain == entry.name) return entry.op;
+    }
+    bad("unknown operation '" + text +
+            "' (choose all_reduce, all_gather, reduce_scatter, broadcast or sendrecv)",
+        where);
+}
+
+DType parse_type(const std::string& text, const std::string& where) {
+    for (const TypeInfo& entry : kTypes) {
+        if (text == entry.name) return entry.type;
+    }
+    for (const Alias& entry : kTypeAliases) {
+        if (text == entry.alias) return entry.type;
+    }
+    bad("unknown data type '" + text +
+            "' (choose float, double, half, bfloat16, int8, uint8, int32, uint32, int64 or uint64)",
+        where);
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+    for (const OpName& entry : kOps) {
+        if (entry.op == op) return entry.name;
+    }
+    return "?";
+}
+
+const TypeInfo& type_info(DType type) {
+    for (const TypeInfo& entry : kTypes) {
+        if (entry.type == type) return entry;
+    }
+    return kTypes[7];
+}
+
+void print_usage() {
+    std::printf(
+        "usage: nccl_bench [options]\n"
+        "\n"
+        "Measures one NCCL collective across the GPUs of this machine, driven by one\n"
+        "process (ncclCommInitAll + group calls), and prints an nccl-tests-style table\n"
+        "(out-of-place and in-place time, algbw, busbw and wrong elements per size).\n"
+        "\n"
+        "options:\n"
+        "  -o, --op NAME          all_reduce (default), all_gather, reduce_scatter,\n"
+        "                         broadcast or sendrecv\n"
+        "  -b, --minbytes SIZE    smallest size (default 8); suffixes K, M, G = 2^10, 2^20, 2^30\n"
+        "  -e, --maxbytes SIZE    largest size (default 128M)\n"
+        "  -f, --stepfactor N     multiply the size by N from one row to the next (default 2)\n"
+        "  -w, --warmup_iters N   untimed iterations per size before timing (default 5)\n"
+        "  -n, --iters N          timed iterations per size, one batch between CUDA events (default 20)\n"
+        "  -d, --datatype TYPE    float (default), double, half, bfloat16, int8, uint8,\n"
+        "                         int32, uint32, int64, uint64\n"
+        "  -g, --ngpus N          use the first N visible GPUs (default: all; at least 2)\n"
+        "  -r, --root N           root rank of broadcast (default 0)\n"
+        "  -G, --cuda-graph       capture the timed iterations in one CUDA graph per GPU, launch it\n"
+        "                         once untimed (the warm-up), then time one launch: GPU time\n"
+        "                         without the host's launch cost\n"
+        "      --json FILE        also write the table and metadata as JSON\n"
+        "      --nccl-log FILE    keep NCCL's INFO log (read for the transport summary) in FILE\n"
+        "  -h, --help             this text\n"
+        "\n"
+        "SIZE is the total bytes of the operation: the buffer of all_reduce, broadcast and\n"
+        "sendrecv, the gathered output of all_gather, the input of reduce_scatter.\n"
+        "busbw = algbw x 2(n-1)/n (all_reduce), x (n-1)/n (all_gather, reduce_scatter),\n"
+        "x 1 (broadcast, sendrecv). GB = 10^9 bytes.\n"
+        "NCCL_* environment variables are passed to NCCL untouched. If neither NCCL_DEBUG\n"
+        "nor NCCL_DEBUG_FILE is set, NCCL's INFO log goes to a file and the transports it\n"
+        "reports are summarised at the end of the table.\n"
+        "Exit status: 0 all results correct, 1 wrong results or a CUDA/NCCL failure,\n"
+        "2 bad arguments or fewer than 2 GPUs.\n");
+}
+
+Options parse_options(int argc, char** argv) {
+    Options opt;
+    bool min_given = false;
+    bool max_given = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        std::string name = arg;
+        std::string value;
+        bool has_value = false;
+        if (arg.rfind("--", 0) == 0) {
+            std::size_t eq = arg.find('=');
+            if (eq != std::string::npos) {
+                name = arg.substr(0, eq);
+                value = arg.substr(eq + 1);
+                has_value = true;
+            }
+        } else if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-') {
+            name = arg.substr(0, 2);  // -b8 is -b 8
+            value = arg.substr(2);
+            has_value = true;
+        }
+        if (name == "-h" || name == "--help" || name == "-G" || name == "--cuda-graph") {
+            if (has_value) bad("option takes no value", arg);
+            if (name == "-G" || name == "--cuda-graph") {
+                opt.cuda_graph = true;
+            } else {
+                opt.help = true;
+            }
+            continue;
+        }
+        const bool known =
+            name == "-o" || name == "--op" || name == "-b" || name == "--minbytes" ||
+            name == "-e" || name == "--maxbytes" || name == "-f" || name == "--stepfactor" ||
+            name == "-w" || name == "--warmup_iters" || name == "-n" || name == "--iters" ||
+            name == "-d" || name == "--datatype" || name == "-g" || name == "--ngpus" ||
+            name == "-r" || name == "--root" || name == "--json" || name == "--nccl-log";
+        if (!known) bad("unknown option '" + arg + "' (see --help)", "arguments");
+        if (!has_value) {
+            if (i + 1 >= argc) bad("missing value", name);
+            value = argv[++i];
+        }
+        if (name == "-o" || name == "--op") {
+            opt.op = parse_op(value, name);
+        } else if (name == "-b" || name == "--minbytes") {
+            opt.min_bytes = parse_size(value, name);
+            min_given = true;
+        } else if (name == "-e" || name == "--maxbytes") {
+            opt.max_bytes = parse_size(value, name);
+            max_given = true;
+        } else if (name == "-f" || name == "--stepfactor") {
+            opt.factor = static_cast<std::size_t>(parse_int(value, 2, 1 << 20, name));
+        } else if (name == "-w" || name == "--warmup_iters") {
+            opt.warmup = static_cast<int>(parse_int(value, 0, 1000000, name));
+        } else if (name == "-n" || name == "--iters") {
+            opt.iters = static_cast<int>(parse_int(value, 1, 1000000, name));
+        } else if (name == "-d" || name == "--datatype") {
+            opt.type = parse_type(value, name);
+        } else if (name == "-g" || name == "--ngpus") {
+            opt.ngpus = static_cast<int>(parse_int(value, 1, 4096, name));
+        } else if (name == "-r" || name == "--root") {
+            opt.root = static_cast<int>(parse_int(value, 0, 4095, name));
+        } else if (name == "--json") {
+            if (value.empty()) bad("empty file name", name);
+            opt.json_path = value;
+        } else if (name == "--nccl-log") {
+            if (value.empty()) bad("empty file name", name);
+            opt.nccl_log = value;
+        }
+    }
+    if (min_given && !max_given && opt.max_bytes < opt.min_bytes) opt.max_bytes = opt.min_bytes;
+    if (opt.min_bytes == 0) bad("the smallest size must be at least 1 byte", "-b");
+    if (opt.max_bytes < opt.min_bytes) bad("the largest size is below the smallest", "-e");
+    return opt;
+}

@@ -1,0 +1,212 @@
+#include "report.h"
+
+#include <cmath>
+#include <ctime>
+
+#include "check.h"
+
+namespace {
+
+std::string human_bytes(std::size_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    std::size_t value = bytes;
+    while (unit < 4 && value >= 1024 && value % 1024 == 0) {
+        value /= 1024;
+        ++unit;
+    }
+    return std::to_string(value) + " " + units[unit];
+}
+
+void print_measurement(const Measurement& m) {
+    std::printf("  %9.2f %7.2f %7.2f %6llu", m.time_us, m.algbw, m.busbw, m.wrong);
+}
+
+std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out += static_cast<char>(c);
+                }
+        }
+    }
+    return out + "\"";
+}
+
+std::string json_number(double v) {
+    if (!std::isfinite(v)) return "null";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
+
+std::string json_measurement(const Measurement& m) {
+    if (!m.valid) return "null";
+    return "{\"time_us\": " + json_number(m.time_us) + ", \"algbw_gbs\": " + json_number(m.algbw) +
+           ", \"busbw_gbs\": " + json_number(m.busbw) + ", \"wrong\": " + std::to_string(m.wrong) +
+           ", \"host_issue_us\": " + json_number(m.host_us) + "}";
+}
+
+}  // namespace
+
+void print_header(const RunInfo& info) {
+    // The "# Collective:", "NCCL version", "nGpus ... iters:" and "# Rank ..."
+    // lines use the words gputopo's nccl-tests parser reads as metadata.
+    std::printf("# nccl_bench (gputopo course), one process driving %d GPUs (ncclCommInitAll + group calls)\n",
+                info.nranks);
+    std::printf("# Collective: %s\n", info.op.c_str());
+    std::printf("# nGpus %d  minBytes %zu  maxBytes %zu  step: x%zu  datatype: %s  warmup iters: %d  iters: %d  validation: 1\n",
+                info.nranks, info.min_bytes, info.max_bytes, info.step, info.type.c_str(), info.warmup,
+                info.iters);
+    std::printf("# sizes %s to %s; time: CUDA events around %d back-to-back iterations, divided by %d (slowest GPU)\n",
+                human_bytes(info.min_bytes).c_str(), human_bytes(info.max_bytes).c_str(), info.iters,
+                info.iters);
+    if (info.cuda_graph) {
+        std::printf("# CUDA graph mode: the %d iterations are captured in one graph per GPU and launched at once,\n"
+                    "# so the host's launch cost is not in the times (nccl-tests' default launches each iteration)\n",
+                    info.iters);
+    }
+    std::printf("# NCCL version %s (library in use; built against nccl.h %s); CUDA driver %s, runtime %s\n",
+                info.nccl_version.c_str(), info.nccl_header.c_str(), info.cuda_driver.c_str(),
+                info.cuda_runtime.c_str());
+    std::printf("# busbw = algbw x %.4g (factor for %s on %d ranks); GB = 10^9 bytes\n", info.factor,
+                info.op.c_str(), info.nranks);
+    if (info.root >= 0) std::printf("# root rank: %d\n", info.root);
+    std::printf("#\n# Using devices\n");
+    for (const DeviceInfo& d : info.devices) {
+        std::printf("#   Rank %2d Pid %6ld on %s device %2d [%s] %s\n", d.rank, info.pid, info.host.c_str(),
+                    d.device, d.pci_bus_id.c_str(), d.name.c_str());
+    }
+    std::printf("#\n# NCCL environment:");
+    if (info.environment.empty()) std::printf(" (no NCCL_* variable set)");
+    for (const std::string& e : info.environment) std::printf(" %s", e.c_str());
+    std::printf("\n# Transports: %s\n",
+                info.transport_note.empty()
+                    ? "from NCCL's INFO log, listed after the table (connections are made when first needed)"
+                    : info.transport_note.c_str());
+    std::printf("#\n");
+    // Column headers built with the widths of print_row, so they line up.
+    const int groups = info.in_place ? 2 : 1;
+    std::printf("#%11s  %12s  %8s  %6s  %-34s%s\n", "", "", "", "", "          out-of-place",
+                info.in_place ? "           in-place" : "");
+    std::printf("#%11s  %12s  %8s  %6s", "size", "count", "type", "redop");
+    for (int i = 0; i < groups; ++i) std::printf("  %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong");
+    std::printf("\n#%11s  %12s  %8s  %6s", "(B)", "(elements)", "", "");
+    for (int i = 0; i < groups; ++i) {
+        std::printf("  %9s %7s %7s", "(us)", "(GB/s)", "(GB/s)");
+        if (i + 1 < groups) std::printf(" %6s", "");
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+void print_row(const RunInfo& info, const Row& row) {
+    std::printf("%12zu  %12zu  %8s  %6s", row.bytes, row.count, info.type.c_str(), info.redop.c_str());
+    print_measurement(row.out_of_place);
+    if (info.in_place) print_measurement(row.in_place);
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+double print_footer(const RunInfo& info, const std::vector<Row>& rows, unsigned long long wrong) {
+    double sum = 0.0;
+    int n = 0;
+    for (const Row& r : rows) {
+        for (const Measurement* m : {&r.out_of_place, &r.in_place}) {
+            if (m->valid) {
+                sum += m->busbw;
+                ++n;
+            }
+        }
+    }
+    const double avg = n > 0 ? sum / n : 0.0;
+    if (info.transport_note.empty()) {
+        std::printf("# Transports NCCL reported (connections, from its INFO log):");
+        if (info.transports.empty()) std::printf(" none reported");
+        for (const auto& t : info.transports) std::printf(" %s: %d;", t.first.c_str(), t.second);
+        std::printf("\n");
+        for (const std::string& line : info.nccl_env_lines) std::printf("#   NCCL: %s\n", line.c_str());
+    }
+    std::printf("# Wrong elements (all rows, both placements): %llu %s\n", wrong, wrong == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %.4f\n", avg);
+    std::printf("#\n");
+    std::fflush(stdout);
+    return avg;
+}
+
+void write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
+                double avg_busbw, unsigned long long wrong) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) throw RuntimeFailure("cannot write '" + path + "' (--json)");
+    char stamp[64];
+    std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+
+    std::string s = "{\n";
+    s += "  \"tool\": \"nccl_bench\",\n";
+    s += "  \"date\": " + json_string(stamp) + ",\n";
+    s += "  \"op\": " + json_string(info.op) + ",\n";
+    s += "  \"datatype\": " + json_string(info.type) + ",\n";
+    s += "  \"redop\": " + json_string(info.redop) + ",\n";
+    s += "  \"root\": " + std::to_string(info.root) + ",\n";
+    s += "  \"cuda_graph\": " + std::string(info.cuda_graph ? "true" : "false") + ",\n";
+    s += "  \"in_place_measured\": " + std::string(info.in_place ? "true" : "false") + ",\n";
+    s += "  \"nranks\": " + std::to_string(info.nranks) + ",\n";
+    s += "  \"busbw_factor\": " + json_number(info.factor) + ",\n";
+    s += "  \"warmup_iters\": " + std::to_string(info.warmup) + ",\n";
+    s += "  \"iters\": " + std::to_string(info.iters) + ",\n";
+    s += "  \"nccl_version\": " + json_string(info.nccl_version) + ",\n";
+    s += "  \"nccl_header_version\": " + json_string(info.nccl_header) + ",\n";
+    s += "  \"cuda_driver\": " + json_string(info.cuda_driver) + ",\n";
+    s += "  \"cuda_runtime\": " + json_string(info.cuda_runtime) + ",\n";
+    s += "  \"devices\": [";
+    for (std::size_t i = 0; i < info.devices.size(); ++i) {
+        const DeviceInfo& d = info.devices[i];
+        s += std::string(i ? ", " : "") + "{\"rank\": " + std::to_string(d.rank) +
+             ", \"device\": " + std::to_string(d.device) + ", \"name\": " + json_string(d.name) +
+             ", \"pci_bus_id\": " + json_string(d.pci_bus_id) + "}";
+    }
+    s += "],\n  \"environment\": {";
+    for (std::size_t i = 0; i < info.environment.size(); ++i) {
+        const std::string& e = info.environment[i];
+        std::size_t eq = e.find('=');
+        s += std::string(i ? ", " : "") + json_string(e.substr(0, eq)) + ": " +
+             json_string(eq == std::string::npos ? "" : e.substr(eq + 1));
+    }
+    s += "},\n  \"transports\": ";
+    if (info.transport_note.empty()) {
+        s += "{";
+        for (std::size_t i = 0; i < info.transports.size(); ++i) {
+            s += std::string(i ? ", " : "") + json_string(info.transports[i].first) + ": " +
+                 std::to_string(info.transports[i].second);
+        }
+        s += "},\n  \"transport_note\": null,\n";
+    } else {
+        s += "null,\n  \"transport_note\": " + json_string(info.transport_note) + ",\n";
+    }
+    s += "  \"rows\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Row& r = rows[i];
+        s += "    {\"size\": " + std::to_string(r.bytes) + ", \"count\": " + std::to_string(r.count) +
+             ", \"type\": " + json_string(info.type) + ", \"redop\": " + json_string(info.redop) +
+             ", \"out_of_place\": " + json_measurement(r.out_of_place) +
+             ", \"in_place\": " + json_measurement(r.in_place) + "}";
+        s += i + 1 < rows.size() ? ",\n" : "\n";
+    }
+    s += "  ],\n";
+    s += "  \"avg_busbw_gbs\": " + json_number(avg_busbw) + ",\n";
+    s += "  \"wrong_total\": " + std::to_string(wrong) + "\n}\n";
+    const bool ok = std::fputs(s.c_str(), f) >= 0;
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed) throw RuntimeFailure("cannot write '" + path + "' (--json)");
+}

@@ -1,0 +1,146 @@
+"""The alpha-beta model: busbw factors, the fit, the ring prediction, the table fit."""
+
+import math
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from gputopo import alphabeta, reference  # noqa: E402
+from gputopo.parsers import nccl_tests  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "op, n, expected",
+    [
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 8, 14 / 8),
+        ("all_reduce", 1, 0.0),
+        ("all_gather", 8, 7 / 8),
+        ("reduce_scatter", 4, 3 / 4),
+        ("broadcast", 8, 1.0),
+        ("sendrecv", 2, 1.0),
+        ("allreduce", 4, 1.5),          # spellings of the same operation
+        ("all_reduce_perf", 4, 1.5),
+        ("All-Gather", 2, 0.5),
+    ],
+)
+def test_busbw_factor(op, n, expected):
+    assert alphabeta.busbw_factor(op, n) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("op, n", [("all_to_nothing", 2), ("", 2), (None, 2), ("all_reduce", 0), ("all_reduce", 2.5)])
+def test_busbw_factor_rejects_bad_input(op, n):
+    with pytest.raises(ValueError):
+        alphabeta.busbw_factor(op, n)
+
+
+def test_ring_steps():
+    assert alphabeta.ring_steps("all_reduce", 8) == 14
+    assert alphabeta.ring_steps("all_gather", 8) == 7
+    assert alphabeta.ring_steps("sendrecv", 8) == 1
+    assert alphabeta.ring_steps("all_reduce", 1) == 0
+
+
+def _synthetic(alpha_us, beta_gbps, noise, seed=7):
+    sizes = np.array([8 * 2 ** k for k in range(28)], dtype=float)   # 8 B .. 1 GiB
+    times = alpha_us + sizes / (beta_gbps * 1e3)
+    rng = np.random.default_rng(seed)
+    return sizes, times * (1.0 + noise * rng.standard_normal(sizes.size))
+
+
+@pytest.mark.parametrize("alpha_us, beta_gbps", [(12.0, 340.0), (26.0, 3.2), (2.2, 25.0)])
+def test_fit_recovers_known_alpha_and_beta_from_noisy_data(alpha_us, beta_gbps):
+    sizes, times = _synthetic(alpha_us, beta_gbps, noise=0.02)
+    a, b = alphabeta.fit(sizes, times)
+    assert a == pytest.approx(alpha_us, rel=0.05)
+    assert b == pytest.approx(beta_gbps, rel=0.05)
+
+
+def test_fit_is_exact_on_exact_data_with_either_weighting():
+    sizes, times = _synthetic(5.0, 100.0, noise=0.0)
+    for weighting in ("relative", "absolute"):
+        a, b = alphabeta.fit(list(sizes), list(times), weighting=weighting)
+        assert a == pytest.approx(5.0, rel=1e-6)
+        assert b == pytest.approx(100.0, rel=1e-6)
+
+
+def test_relative_weighting_keeps_alpha_where_absolute_loses_it():
+    sizes, times = _synthetic(10.0, 50.0, noise=0.03, seed=3)
+    a_rel, _ = alphabeta.fit(sizes, times)
+    a_abs, _ = alphabeta.fit(sizes, times, weighting="absolute")
+    assert abs(a_rel - 10.0) < abs(a_abs - 10.0)
+
+
+def test_fit_stays_physical():
+    # Times that do not grow with size: no bandwidth term, beta infinite.
+    a, b = alphabeta.fit([8, 16, 32], [5.0, 5.0, 5.0])
+    assert a == pytest.approx(5.0) and math.isinf(b)
+    # A pure bandwidth line with a little noise must not give a negative alpha.
+    a, b = alphabeta.fit([1e6, 2e6, 4e6], [10.0, 19.9, 40.1])
+    assert a >= 0 and b > 0
+
+
+@pytest.mark.parametrize("sizes, times", [([8], [1.0]), ([8, 8], [1.0, 1.1]), ([8, 16], [1.0, -1.0]), ([8], [1.0, 2.0])])
+def test_fit_rejects_unusable_data(sizes, times):
+    with pytest.raises(ValueError):
+        alphabeta.fit(sizes, times)
+
+
+def test_ring_allreduce_time_formula():
+    # 2(n-1) alpha + 2(n-1)/n S / beta, S in bytes, beta in GB/s, result in us.
+    t = alphabeta.ring_allreduce_time_us(1e9, 8, 5.0, 100.0)
+    assert t == pytest.approx(14 * 5.0 + (14 / 8) * 1e9 / 100e3)
+    assert alphabeta.ring_allreduce_time_us(0, 2, 3.0, 10.0) == pytest.approx(6.0)
+    assert alphabeta.ring_allreduce_time_us(1e6, 1, 3.0, 10.0) == 0.0
+    many = alphabeta.ring_allreduce_time_us([0, 1e6], 2, 3.0, 10.0)
+    assert list(many) == pytest.approx([6.0, 6.0 + 1e6 / 10e3])
+
+
+def _table(op, n, alpha_us, beta_gbps, sizes):
+    rows = []
+    for size in sizes:
+        t = alphabeta.ring_time_us(op, size, n, alpha_us, beta_gbps)
+        group = {"time_us": t, "algbw": size / t / 1e3, "busbw": 0.0, "wrong": 0}
+        rows.append({"size": size, "count": size // 4, "type": "float", "redop": "sum",
+                     "out_of_place": group, "in_place": dict(group)})
+    return {"rows": rows, "metadata": {}, "devices": []}
+
+
+@pytest.mark.parametrize("op, n", [("all_reduce", 2), ("all_reduce", 8), ("all_gather", 4), ("sendrecv", 2)])
+def test_fit_from_table_inverts_the_ring_model(op, n):
+    table = _table(op, n, 3.0, 120.0, [8 * 4 ** k for k in range(14)])
+    alpha_us, beta_gbps = alphabeta.fit_from_table(table, op, n)
+    assert alpha_us == pytest.approx(3.0, rel=1e-6)
+    assert beta_gbps == pytest.approx(120.0, rel=1e-6)
+    for size, measured, predicted in alphabeta.predict_table(table, op, n):
+        assert predicted == pytest.approx(measured, rel=1e-6)
+
+
+def test_fit_from_table_rejects_empty_or_single_rank():
+    with pytest.raises(ValueError):
+        alphabeta.fit_from_table({"rows": []}, "all_reduce", 2)
+    with pytest.raises(ValueError):
+        alphabeta.fit_from_table(_table("all_reduce", 2, 1.0, 1.0, [8, 16]), "all_reduce", 1)
+
+
+def test_fit_on_the_v100_reference_table_is_sane():
+    text = reference.read_text("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")
+    parsed = nccl_tests.parse(text)
+    alpha_us, beta_gbps = alphabeta.fit_from_table(parsed, "all_reduce", 8)
+    # 8 GPUs: 14 steps; the table's small-message time is ~48 us, so the latency term
+    # 2(n-1) alpha is tens of microseconds and alpha a few microseconds per step.
+    assert 20 < 14 * alpha_us < 100
+    assert 1 < alpha_us < 10
+    # busbw reaches 129 GB/s at 128 MiB on V100 NVLink rings.
+    assert 60 < beta_gbps < 300
+    rows = alphabeta.predict_table(parsed, "all_reduce", 8, alpha_us, beta_gbps)
+    assert len(rows) == len(parsed["rows"])
+    small = [predicted / measured for size, measured, predicted in rows if size <= 4096]
+    large = [predicted / measured for size, measured, predicted in rows if size >= 32 << 20]
+    assert all(0.8 < r < 1.25 for r in small + large)
+
+
+def test_half_bandwidth_size():
+    assert alphabeta.half_bandwidth_size(10.0, 100.0) == pytest.approx(1e6)
+    assert math.isinf(alphabeta.half_bandwidth_size(1.0, math.inf))

@@ -1,0 +1,273 @@
+"""The NCCL collective benchmark (source_code/nccl_bench) and its Python wrapper.
+
+CI has nvcc and NCCL but no GPU: the program is compiled (in a copy of its folder, for the
+newest architecture only, to keep it quick), `make -n` shows the architecture list, and the
+program's --help, bad arguments and no-GPU exit are checked. Tests marked gpu need two GPUs.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gputopo import ncclbench
+from gputopo.parsers import nccl_tests
+
+BENCH_DIR = ncclbench.BENCH_DIR
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def _nccl_found():
+    done = subprocess.run(["sh", str(BENCH_DIR / "find_nccl.sh")], capture_output=True, text=True)
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+needs_toolchain = pytest.mark.skipif(
+    NVCC is None or shutil.which("make") is None or not _nccl_found(),
+    reason="needs make, nvcc and NCCL (headers and library) to build nccl_bench",
+)
+
+
+def _gpu_count():
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in done.stdout.splitlines()) if done.returncode == 0 else 0
+
+
+def _supported_archs():
+    done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
+    numbers = set()
+    for word in done.stdout.split():
+        if word.startswith("compute_") and word[len("compute_"):].isdigit():
+            numbers.add(int(word[len("compute_"):]))
+    return sorted(n for n in numbers if 70 <= n <= 90)
+
+
+def _copy_sources(destination):
+    shutil.copytree(BENCH_DIR, destination, ignore=shutil.ignore_patterns("build", "nccl_bench"))
+    return destination
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    if NVCC is None or not _nccl_found():
+        pytest.skip("needs nvcc and NCCL to build nccl_bench")
+    folder = _copy_sources(tmp_path_factory.mktemp("nccl_bench") / "src")
+    newest = _supported_archs()[-1]
+    done = subprocess.run(["make", "-C", str(folder), f"SMS={newest}"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return folder / "nccl_bench"
+
+
+def _run(binary, *args, env=None):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=300, env=full)
+
+
+@needs_toolchain
+def test_make_derives_architectures_from_nvcc(tmp_path):
+    folder = _copy_sources(tmp_path / "src")
+    done = subprocess.run(["make", "-n", "-C", str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    archs = _supported_archs()
+    for sm in archs:
+        assert f"code=sm_{sm}" in done.stdout
+    assert f"code=compute_{archs[-1]}" in done.stdout          # PTX of the newest
+    assert "code=sm_100" not in done.stdout and "code=sm_60" not in done.stdout
+
+
+@needs_toolchain
+def test_make_sms_override_and_clean(tmp_path):
+    folder = _copy_sources(tmp_path / "src")
+    done = subprocess.run(["make", "-n", "-C", str(folder), "SMS=80 90"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "code=sm_80" in done.stdout and "code=sm_90" in done.stdout and "code=compute_90" in done.stdout
+    assert "code=sm_86" not in done.stdout
+    (folder / "build").mkdir()
+    (folder / "nccl_bench").write_text("")
+    assert subprocess.run(["make", "-C", str(folder), "clean"], capture_output=True).returncode == 0
+    assert not (folder / "build").exists() and not (folder / "nccl_bench").exists()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_without_nvcc_says_so_in_one_line(tmp_path):
+    folder = _copy_sources(tmp_path / "src")
+    done = subprocess.run(["make", "-C", str(folder), "NVCC="], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "nvcc not found" in errors[0]
+
+
+def test_help(binary):
+    done = _run(binary, "--help")
+    assert done.returncode == 0 and done.stderr == ""
+    for word in ("usage: nccl_bench", "--op", "all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                 "sendrecv", "-b", "-e", "-f", "-w", "-n", "-d", "-g", "--json", "busbw"):
+        assert word in done.stdout
+
+
+def test_no_gpu_is_a_clean_exit_2(binary):
+    # CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on GPU machines too.
+    done = _run(binary, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nccl_bench: error: ") and "2 GPUs" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-o", "alltoall_everything"],
+        ["-b", "1Q"],
+        ["-b", "2G", "-e", "1G"],
+        ["-n", "0"],
+        ["-f", "1"],
+        ["-w", "-3"],
+        ["-d", "complex128"],
+        ["-g", "zero"],
+        ["--bogus"],
+        ["-n"],
+        ["--json="],
+        ["-e", "99999999999999999999"],
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(binary, args):
+    done = _run(binary, *args, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nccl_bench: error: ")
+    assert lines[0].rstrip().endswith(")")                     # "(<where>)"
+
+
+def test_wrapper_checks_arguments():
+    with pytest.raises(ValueError):
+        ncclbench._arguments("gather_all", None, 8, 16, 2, 1, 0, "float", "x.json")
+    with pytest.raises(ValueError):
+        ncclbench._arguments("all_reduce", None, 16, 8, 2, 1, 0, "float", "x.json")
+    args = ncclbench._arguments("all_gather", [0, 3], 8, 1 << 20, 4, 10, 2, "float", "x.json")
+    assert args[:2] == ["-o", "all_gather"] and args[-2:] == ["-g", "2"]
+
+
+def test_wrapper_environment_keeps_nvls_off_and_maps_devices(monkeypatch):
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    env = ncclbench._run_env({"NCCL_P2P_LEVEL": "LOC"}, [0, 3])
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_P2P_LEVEL"] == "LOC"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,3"
+    assert ncclbench._run_env({"NCCL_NVLS_ENABLE": "1"}, None)["NCCL_NVLS_ENABLE"] == "1"
+
+
+def test_reference_file_names():
+    assert ncclbench.reference_file() == "nccl-bench-all_reduce.txt"
+    assert ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"}) == "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"
+    sockets = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+    assert ncclbench.reference_file("all_reduce", sockets) == "nccl-bench-all_reduce-sockets.txt"
+    assert ncclbench.reference_file("sendrecv") == "nccl-bench-sendrecv.txt"
+
+
+def test_reference_mode_without_gpus(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 0)
+    from gputopo import reference
+
+    recorded = ncclbench.REFERENCE_SYSTEM in reference.list_systems() and \
+        ncclbench.reference_file() in reference.files(ncclbench.REFERENCE_SYSTEM)
+    if not recorded:  # before the H200 runs are recorded: a clear error instead
+        with pytest.raises(ncclbench.NcclBenchError):
+            ncclbench.run()
+        return
+    result = ncclbench.run()
+    assert result["mode"] == "reference" and "reference" in result["reason"]
+    assert result["parsed"]["rows"] and result["source"].endswith("nccl-bench-all_reduce.txt")
+    assert not list(tmp_path.iterdir())                       # nothing measured, nothing recorded
+    with pytest.raises(ncclbench.NcclBenchError):
+        ncclbench.run(reference=False)
+
+
+def test_recorded_h200_runs_parse_and_are_correct():
+    from gputopo import reference
+
+    if ncclbench.REFERENCE_SYSTEM not in reference.list_systems():
+        pytest.skip("no recorded H200 runs yet")
+    names = [n for n in reference.files(ncclbench.REFERENCE_SYSTEM) if n.startswith("nccl-bench-")]
+    if not names:
+        pytest.skip("no recorded H200 runs yet")
+    for name in names:
+        parsed = nccl_tests.parse(reference.read_text(ncclbench.REFERENCE_SYSTEM, name))
+        for row in parsed["rows"]:
+            for group in (row["out_of_place"], row["in_place"]):
+                assert group is None or group["wrong"] == 0, (name, row["size"])
+
+
+# ---------------------------------------------------------------- on GPUs
+
+needs_two_gpus = pytest.mark.skipif(_gpu_count() < 2, reason="needs at least two GPUs")
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+@pytest.mark.parametrize("op", ncclbench.OPS)
+def test_every_operation_is_correct_on_gpus(binary, op, tmp_path):
+    json_path = tmp_path / "out.json"
+    done = _run(binary, "-o", op, "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "1",
+                "--json", str(json_path), env={"NCCL_NVLS_ENABLE": "0"})
+    assert done.returncode == 0, done.stderr
+    parsed = nccl_tests.parse(done.stdout)
+    assert parsed["metadata"]["collective"] == op
+    stored = json.loads(json_path.read_text())
+    assert len(stored["rows"]) == len(parsed["rows"])
+    for row, saved in zip(parsed["rows"], stored["rows"]):
+        assert row["size"] == saved["size"]
+        assert row["out_of_place"]["wrong"] == 0 and saved["out_of_place"]["wrong"] == 0
+        assert row["out_of_place"]["busbw"] == pytest.approx(saved["out_of_place"]["busbw_gbs"], abs=0.006)
+        if op == "sendrecv":
+            assert row["in_place"] is None and saved["in_place"] is None
+        else:
+            assert row["in_place"]["wrong"] == 0
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+@pytest.mark.parametrize("datatype", ["half", "bfloat16", "int8", "double"])
+def test_other_types_are_exact(binary, datatype):
+    done = _run(binary, "-d", datatype, "-b", "1K", "-e", "1M", "-f", "32", "-n", "2", "-w", "1",
+                env={"NCCL_NVLS_ENABLE": "0"})
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+def test_wrapper_runs_and_records(monkeypatch, tmp_path, binary):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(ncclbench, "BINARY", Path(binary))
+    result = ncclbench.run("all_reduce", max_bytes=1 << 20, iters=5, warmup=1, env={"NCCL_P2P_LEVEL": "LOC"})
+    assert result["mode"] == "live" and result["returncode"] == 0
+    assert result["env"]["NCCL_P2P_LEVEL"] == "LOC" and result["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert result["parsed"]["rows"][-1]["size"] == 1 << 20
+    assert (tmp_path / "nccl_bench.jsonl").exists()
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+@pytest.mark.parametrize("op", ["all_reduce", "sendrecv"])
+def test_cuda_graph_mode_is_correct_and_not_slower(binary, op, tmp_path):
+    times = {}
+    for mode, extra in (("plain", []), ("graph", ["-G"])):
+        json_path = tmp_path / f"{mode}.json"
+        done = _run(binary, "-o", op, "-b", "8", "-e", "64K", "-f", "8", "-n", "50", "-w", "5",
+                    "--json", str(json_path), *extra, env={"NCCL_NVLS_ENABLE": "0"})
+        assert done.returncode == 0, done.stderr
+        stored = json.loads(json_path.read_text())
+        assert stored["cuda_graph"] is (mode == "graph")
+        times[mode] = min(row["out_of_place"]["time_us"] for row in stored["rows"])
+    # Without the host's launch cost a small message cannot take (much) longer.
+    assert times["graph"] < times["plain"] * 1.2
