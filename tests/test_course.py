@@ -147,3 +147,29 @@ def test_live_and_reference_from_tags_and_banner_lines():
     found = course.live_and_reference(nb)
     assert [i for i, _ in found["live"]] == [1, 3]
     assert found["reference"] == [(4, "Not run live here: nvidia-smi not found")]
+
+
+def test_html_falls_back_when_the_lab_template_is_missing(tmp_path, monkeypatch):
+    # Seen on the H200 machine: nbconvert installed without its data files has no 'lab'
+    # template. The report must still be written, from another template or without HTML.
+    import nbconvert
+
+    real_exporter = nbconvert.HTMLExporter
+    asked = []
+
+    def exporter_without_lab(*args, template_name="lab", **kwargs):
+        asked.append(template_name)
+        if template_name == "lab":
+            raise ValueError("No template sub-directory with name 'lab' found")
+        return real_exporter(*args, template_name=template_name, **kwargs)
+
+    monkeypatch.setattr(nbconvert, "HTMLExporter", exporter_without_lab)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title")]
+    target = tmp_path / "out.html"
+    assert course.write_html(nb, target, tmp_path) is None
+    assert asked[:2] == ["lab", "classic"] and "Title" in target.read_text()
+
+    monkeypatch.setattr(nbconvert, "HTMLExporter", lambda *a, **k: (_ for _ in ()).throw(OSError("gone")))
+    problem = course.write_html(nb, tmp_path / "none.html", tmp_path)
+    assert problem.startswith("no HTML") and "gone" in problem and not (tmp_path / "none.html").exists()

@@ -311,3 +311,12 @@ def test_gputopo_detect_is_the_function_and_banner_is_exported():
     assert gputopo.detect is detect
     assert gputopo.Machine is Machine
     assert callable(gputopo.banner)
+
+
+def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():
+    # Recorded on the H200 pair: nvidia-smi underlines the header with \x1b[4m ... \x1b[0m.
+    from gputopo import reference
+
+    text = reference.read_text("h200-nvswitch-pair", "nvidia-smi-topo-p2p-rw.txt")
+    assert "\x1b[4m" in text
+    assert parse_p2p_status(text) == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}

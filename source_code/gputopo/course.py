@@ -180,9 +180,20 @@ def write_html(nb, path, source_dir):
     """The executed notebook as one HTML file, its images (outputs and markdown) embedded."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(embed_images=True)
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"path": str(source_dir)}})
-    path.write_text(body, encoding="utf-8")
+    resources = {"metadata": {"path": str(source_dir)}}
+    # JupyterLab's template ships as data files of nbconvert's wheel; an install that drops
+    # them (pip --target, some containers) still has the classic or the bare template.
+    problems = []
+    for template in ("lab", "classic", "basic"):
+        try:
+            exporter = HTMLExporter(embed_images=True, template_name=template)
+            body, _ = exporter.from_notebook_node(nb, resources=resources)
+        except Exception as error:  # nbconvert raises ValueError/OSError/TemplateNotFound
+            problems.append(f"{template}: {_first_line(str(error))}")
+            continue
+        path.write_text(body, encoding="utf-8")
+        return None
+    return "no HTML (" + "; ".join(problems) + ")"
 
 
 def _cells_phrase(entries):
@@ -209,8 +220,9 @@ def write_index(run_dir, rows, machine_line, started):
     ]
     for row in rows:
         status_class = "ok" if row["status"] == "ok" else "failed"
-        links = (f"<a href='{esc(row['html'])}'>{esc(row['notebook'])}</a> "
-                 f"<small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small>")
+        title = (f"<a href='{esc(row['html'])}'>{esc(row['notebook'])}</a>" if row["html"]
+                 else esc(row["notebook"]) + " <small>(no HTML export here)</small>")
+        links = f"{title} <small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small>"
         cells = {}
         for kind in ("live", "reference"):
             entries = row[kind]
@@ -286,12 +298,14 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print):
         used_names.add(stem)
         executed = run_dir / f"{stem}.ipynb"
         nbformat.write(nb, str(executed))
-        write_html(nb, run_dir / f"{stem}.html", path.parent)
+        html_problem = write_html(nb, run_dir / f"{stem}.html", path.parent)
+        if html_problem:
+            log(f"    {name}: {html_problem}; the executed notebook is {executed.name}")
         found = live_and_reference(nb)
         status = "ok" if failure is None else (
             f"failed at cell {failure['cell']} ({failure['first_line']}): {failure['error']}")
         rows.append({"notebook": name, "seconds": round(seconds, 1), "status": status,
-                     "failure": failure, "html": f"{stem}.html", "executed": f"{stem}.ipynb",
+                     "failure": failure, "html": None if html_problem else f"{stem}.html", "executed": f"{stem}.ipynb",
                      "live": found["live"], "reference": found["reference"]})
         log(f"{'ok' if failure is None else 'FAILED'} in {seconds:.1f} s "
             f"(live: {_cells_phrase(found['live'])}; reference: "

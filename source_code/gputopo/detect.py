@@ -197,6 +197,9 @@ def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
 _P2P_STATUS_CODES = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"}
 
 
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}.
 
@@ -206,7 +209,8 @@ def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     header: Optional[List[str]] = None
     matrix: Dict[str, Dict[str, str]] = {}
     for line_number, raw_line in enumerate(text.splitlines(), 1):
-        tokens = raw_line.split()
+        # nvidia-smi underlines the header with ANSI escapes on real machines
+        tokens = _ANSI_ESCAPE.sub(" ", raw_line).split()
         if not tokens or tokens[0].rstrip(":") == "Legend":
             if matrix:
                 break  # the legend follows the matrix
