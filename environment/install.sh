@@ -2,36 +2,54 @@
 # The one install script of the course. `make lab`, `make test`, the Dockerfile and the
 # Apptainer definition all call it, so the tested path and the container path cannot drift.
 #
-#   environment/install.sh [--gpu] [--venv DIR] [--with-dataset] [--help]
+# Usage: environment/install.sh [--gpu|--cpu] [--venv DIR] [--with-dataset] [--help]
+#   --gpu           GPU set (tensorflow, Horovod with NCCL operations)
+#   --cpu           CPU set (tensorflow-cpu); the default for a new venv, an existing one keeps its set
+#   --venv DIR      virtual environment to create or reuse (default: .venv at the repo root)
+#   --with-dataset  make sure Fashion-MNIST is on this machine (see step 6)
+#   PYTHON=/path    use this interpreter (must be 3.9, 3.10 or 3.11)
 #
 # Steps (each logged to DIR/install-logs/<step>.log; a failure names the step and its log):
 #   1. find a Python that TensorFlow 2.15 supports (3.11, 3.10, 3.9)   [$PYTHON overrides]
-#   2. create the virtual environment DIR (default .venv) if missing
+#   2. create the virtual environment DIR if missing
 #   3. pip install the pinned requirements (CPU or GPU set), skipped when unchanged
 #   4. build Horovod 0.28.1 from source, skipped when the right build is already there
 #   5. make the course package `gputopo` importable (a .pth file pointing at source_code/)
-#   6. with --with-dataset: install Debian's dataset-fashion-mnist where apt and root exist
+#   6. with --with-dataset: skipped when the loader finds verified data; else Debian's
+#      dataset-fashion-mnist where apt and root exist; else the official download (MD5-checked);
+#      if all fail, a warning (the course still runs in reference mode) naming the ways to get it
+# Running it again skips every step that is already done, and says so.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 venv="$root/.venv"
-flavour=cpu
+flavour=
 with_dataset=0
 horovod_version=0.28.1
+pip_version=24.3.1
 
-usage() { sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '5,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --gpu) flavour=gpu ;;
-    --venv) venv=${2:?--venv needs a directory}; shift ;;
+    --cpu) flavour=cpu ;;
+    --venv) [[ $# -ge 2 && -n $2 ]] || { echo "install.sh: error: --venv needs a directory (try --help)" >&2; exit 2; }
+            venv=$2; shift ;;
     --venv=*) venv=${1#--venv=} ;;
     --with-dataset) with_dataset=1 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "install.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    *) echo "install.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
+case $venv in /*) ;; *) venv="$PWD/$venv" ;; esac
+# Without --gpu/--cpu a venv keeps the set it was built with (`make test` inside the GPU image
+# must not swap tensorflow for tensorflow-cpu); a new venv gets the CPU set.
+if [[ -z $flavour ]]; then
+  [[ -f $venv/.requirements-gpu.sha256 ]] && flavour=gpu || flavour=cpu
+fi
+other=$([[ $flavour == cpu ]] && echo gpu || echo cpu)
 
 say() { printf '[install] %s\n' "$*"; }
 logdir="$venv/install-logs"
@@ -39,15 +57,21 @@ logdir="$venv/install-logs"
 run_step() {
   local name=$1; shift
   mkdir -p "$logdir"
-  local log="$logdir/$name.log"
+  local log="$logdir/$name.log" rc=0
   if [[ -t 1 ]]; then
     # On a terminal show the tool's own progress (pip's bars, the compiler's lines) and keep a log.
-    "$@" 2>&1 | tee "$log"; local rc=${PIPESTATUS[0]}
+    "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
   else
-    # In CI or a docker build: one progress dot every 15 s instead of thousands of lines.
-    "$@" >"$log" 2>&1 & local pid=$!
-    while kill -0 "$pid" 2>/dev/null; do sleep 15; kill -0 "$pid" 2>/dev/null && printf '[install]   ... %s still running (%s)\n' "$name" "$(tail -c 200 "$log" | tr '\n\r' '  ' | tail -c 70)"; done
-    wait "$pid"; local rc=$?
+    # In CI or a docker build: a progress line every 15 s instead of thousands of lines.
+    "$@" >"$log" 2>&1 &
+    local pid=$! t=0
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 1; t=$((t + 1))
+      if ((t % 15 == 0)) && kill -0 "$pid" 2>/dev/null; then
+        printf '[install]   ... %s running for %ds (%s)\n' "$name" "$t" "$(tail -c 300 "$log" | tr '\n\r' '  ' | tail -c 70)"
+      fi
+    done
+    wait "$pid" || rc=$?
   fi
   if ((rc != 0)); then
     echo "[install] FAILED at step '$name' (exit $rc). Full log: $log" >&2
@@ -56,15 +80,21 @@ run_step() {
   fi
 }
 
-# --- 1. interpreter ---------------------------------------------------------------------
+# --- 1-2. interpreter and virtual environment ------------------------------------------
 supported() { "$1" -c 'import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 11) else 1)' >/dev/null 2>&1; }
+no_python() {
+  cat >&2 <<MSG
+install.sh: error: $1
+  TensorFlow 2.15 (pinned because Horovod 0.28.1 needs it) supports Python 3.9, 3.10 and 3.11 only.
+  Options:
+    - install one, e.g. \`apt-get install python3.11 python3.11-venv\` (Debian 12),
+      \`pyenv install 3.11\`, or conda; then re-run, optionally with PYTHON=/path/to/python3.11
+    - or use the course container, which brings its own Python (README: Docker / Apptainer)
+MSG
+  exit 1
+}
 find_python() {
   local candidate
-  if [[ -n ${PYTHON:-} ]]; then
-    if supported "$PYTHON"; then echo "$PYTHON"; return 0; fi
-    echo "install.sh: \$PYTHON=$PYTHON is not Python 3.9, 3.10 or 3.11, which TensorFlow 2.15 needs." >&2
-    return 1
-  fi
   for candidate in python3.11 python3.10 python3.9 python3; do
     if command -v "$candidate" >/dev/null 2>&1 && supported "$candidate"; then command -v "$candidate"; return 0; fi
   done
@@ -74,12 +104,15 @@ find_python() {
 if [[ -x $venv/bin/python ]] && supported "$venv/bin/python"; then
   say "step 1-2: reusing $venv ($("$venv/bin/python" --version 2>&1)); skipped creating it"
 else
-  if ! py=$(find_python); then
-    cat >&2 <<'MSG'
-install.sh: no Python 3.9, 3.10 or 3.11 found; TensorFlow 2.15 (pinned for Horovod 0.28.1) supports only those.
-  Options: install one (e.g. `apt-get install python3.11 python3.11-venv`, `pyenv install 3.11`, or conda),
-  then re-run, optionally with PYTHON=/path/to/python3.11; or use the container (see README: docker / apptainer).
-MSG
+  if [[ -n ${PYTHON:-} ]]; then
+    supported "$PYTHON" || no_python "PYTHON=$PYTHON is not a Python 3.9, 3.10 or 3.11 ($("$PYTHON" --version 2>&1 || echo 'cannot run it'))."
+    py=$PYTHON
+  else
+    py=$(find_python) || no_python "no python3.11, python3.10, python3.9 or python3 of those versions on PATH."
+  fi
+  if ! "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    echo "install.sh: error: $py has no working 'venv'/'ensurepip' module; on Debian/Ubuntu: apt-get install python$v-venv" >&2
     exit 1
   fi
   [[ -e $venv ]] && { say "step 2: $venv exists but holds no usable Python; recreating it"; rm -rf "$venv"; }
@@ -88,17 +121,23 @@ MSG
   mkdir -p "$(dirname "$venv")"
   run_step venv "$py" -m venv "$venv"
 fi
-pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
 
 # --- 3. pinned packages -------------------------------------------------------------------
 reqs=("$here/requirements-common.txt" "$here/requirements-$flavour.txt")
 stamp="$venv/.requirements-$flavour.sha256"
-want=$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)
+want=$( (cat "${reqs[@]}"; echo "pip==$pip_version") | sha256sum | cut -d' ' -f1)
+if [[ -f "$venv/.requirements-$other.sha256" ]]; then
+  # The venv holds the other set: tensorflow and tensorflow-cpu must not share one environment.
+  say "step 3: $venv was built for the $other set; removing its TensorFlow and Horovod first"
+  run_step switch-flavour "${pip[@]}" uninstall -y tensorflow tensorflow-cpu horovod
+  rm -f "$venv/.requirements-$other.sha256"
+fi
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   say "step 3: pinned $flavour requirements already installed; skipped"
 else
   say "step 3: installing pinned $flavour requirements (TensorFlow is a ~250 MB download; a few minutes)"
-  run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==24.3.1"
+  run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
   run_step requirements "${pip[@]}" install --progress-bar on -r "$here/requirements-$flavour.txt"
   echo "$want" >"$stamp"
 fi
@@ -115,35 +154,58 @@ if sys.argv[2] == "gpu":
 PY
 }
 if horovod_ok; then
-  say "step 4: horovod $horovod_version with TensorFlow already built; skipped"
+  say "step 4: horovod $horovod_version built for TensorFlow ($flavour set) already there; skipped the build"
 else
-  say "step 4: building horovod $horovod_version from source (about 3 minutes on 2 cores)"
+  say "step 4: building horovod $horovod_version from source (about 3 minutes on 2 cores; more with --gpu)"
   export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1
   export HOROVOD_WITHOUT_MPI=1
-  # cmake 4 rejects the old policy of Horovod's bundled gloo; the venv's cmake 3.31 comes first on PATH.
+  # cmake 4 rejects the old policy of Horovod's bundled gloo; the venv's cmake 3.x comes first on PATH.
   export PATH="$venv/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=3.5
   export MAKEFLAGS="-j$(nproc)"
   if [[ $flavour == gpu ]]; then
     export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-70,75,80,86,89,90}
   fi
-  run_step horovod "${pip[@]}" install -v --no-build-isolation --no-cache-dir --no-binary=horovod "horovod==$horovod_version"
-  horovod_ok || { echo "[install] FAILED at step 'horovod': built, but 'import horovod.tensorflow' fails. Log: $logdir/horovod.log" >&2; exit 1; }
+  # --force-reinstall: a Horovod that is installed but broken (e.g. built against another
+  # TensorFlow) must be rebuilt, not reported "already satisfied". Its run-time dependencies
+  # are pinned in requirements-common.txt, hence --no-deps.
+  run_step horovod "${pip[@]}" install -v --no-build-isolation --no-cache-dir --no-binary=horovod \
+    --force-reinstall --no-deps "horovod==$horovod_version"
+  if ! "$venv/bin/python" -c 'import horovod.tensorflow' >>"$logdir/horovod.log" 2>&1 || ! horovod_ok; then
+    echo "[install] FAILED at step 'horovod': built, but 'import horovod.tensorflow' or its build checks fail. Log: $logdir/horovod.log" >&2
+    tail -n 15 "$logdir/horovod.log" | sed 's/^/[install]   | /' >&2
+    exit 1
+  fi
 fi
 
 # --- 5. the course package ----------------------------------------------------------------
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$root/source_code" >"$site/gputopo-course.pth"
-say "step 5: gputopo importable from $root/source_code"
+pth="$site/gputopo-course.pth"
+if [[ -f $pth && $(cat "$pth") == "$root/source_code" ]]; then
+  say "step 5: gputopo already importable from $root/source_code; skipped"
+else
+  echo "$root/source_code" >"$pth"
+  say "step 5: gputopo importable from $root/source_code"
+fi
 
 # --- 6. dataset ---------------------------------------------------------------------------
 if ((with_dataset)); then
-  if [[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
-    say "step 6: Fashion-MNIST already in /usr/share/datasets/fashion-mnist; skipped"
-  elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    say "step 6: installing Debian's dataset-fashion-mnist (MIT licence)"
-    run_step dataset bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist'
+  fmnist=("$venv/bin/python" -m gputopo.fmnist)
+  if found=$("${fmnist[@]}" --check 2>/dev/null); then
+    say "step 6: ${found%%:*}; skipped"
+  elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1 \
+       && { apt-cache show dataset-fashion-mnist >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-cache show dataset-fashion-mnist >/dev/null 2>&1; }; }; then
+    say "step 6: installing Debian's dataset-fashion-mnist (MIT licence) into /usr/share/datasets/fashion-mnist"
+    run_step dataset env DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist
+    run_step dataset-check "${fmnist[@]}" --check
   else
-    say "step 6: not root or no apt-get; the loader will look elsewhere (see README: Fashion-MNIST)"
+    say "step 6: no verified Fashion-MNIST here and no apt package to install (not root, no apt, or no such package); trying the official download"
+    if msg=$("${fmnist[@]}" --download 2>&1); then
+      say "step 6: $msg"
+    else
+      # Not fatal: the notebooks still run in reference mode; the dataset tests fail and say why.
+      say "step 6: WARNING: no Fashion-MNIST on this machine and the download failed:"
+      printf '%s\n' "$msg" | sed 's/^/[install]   /'
+    fi
   fi
 fi
-say "done: $venv ready ($flavour)"
+say "done: $venv ready ($flavour set)"

@@ -1,0 +1,79 @@
+# GPU topology course. `make` or `make help` lists the targets.
+# Every target that needs Python installs first through environment/install.sh (the same script
+# the Dockerfile and the Apptainer definition run); a second run skips what is done and says so.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 8888
+# Extra arguments for `jupyter lab` (e.g. LAB_ARGS=--no-browser), and extra pytest arguments.
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+# SKIP_INSTALL=1 runs a target against the existing $(VENV) without calling install.sh.
+SKIP_INSTALL ?=
+CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench
+INSTALL := bash environment/install.sh --venv $(VENV)
+# What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
+# variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
+CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
+
+# NVLink SHARP (NVLS) stays off on the shared H200 machines; see CONTRIBUTING.md.
+export NCCL_NVLS_ENABLE ?= 0
+
+.PHONY: help lab test check course build clean distclean install
+
+help: ## this list
+	@echo "GPU topology course -- make targets:"
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "Variables: PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
+	@echo "Start here: README.md (learners: make lab; instructors: make check, then make course)."
+
+install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinned environment (idempotent)
+	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
+	else $(INSTALL) --with-dataset; fi
+
+lab: install ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a token; prints the URL
+	@token=$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}; \
+	url="http://127.0.0.1:$(PORT)/lab/tree/Start_Here.ipynb?token=$$token"; \
+	echo ""; \
+	echo "[make] JupyterLab is starting. Open this URL in your browser (Ctrl-C here stops it):"; \
+	echo "[make]   $$url"; \
+	echo "[make] On a remote machine first tunnel the port: ssh -L $(PORT):127.0.0.1:$(PORT) <host>"; \
+	echo ""; \
+	exec $(CLEAN_ENV) $(PY) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
+	  --IdentityProvider.token="$$token" --ServerApp.root_dir="$(CURDIR)" \
+	  --ServerApp.default_url=/lab/tree/Start_Here.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
+
+# pytest exit codes: 0 all passed, 1 some failed, 5 no test collected. 5 is a failure here,
+# said in plain words, so CI can never pass on an empty run.
+test: install ## install, then every test: unit tests, nbval on every notebook, CUDA compiles
+	@$(PY) -c 'import pytest, nbval' 2>/dev/null || { echo "[make] $(PY) has no pytest/nbval; run without SKIP_INSTALL" >&2; exit 1; }
+	@bash environment/install-test-tools.sh --venv $(VENV)
+	@echo "[make] $(PY) -m pytest tests --nbval-lax Start_Here.ipynb notebooks/ $(PYTEST_ARGS)"; \
+	rc=0; GPUTOPO_REQUIRE_DATASET=$${GPUTOPO_REQUIRE_DATASET:-1} \
+	  $(CLEAN_ENV) $(PY) -m pytest tests --nbval-lax Start_Here.ipynb notebooks/ $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "[make] FAILED: pytest ran no test (exit 5: nothing collected, or all deselected); that is not a pass" >&2; exit 1; fi; \
+	if [ $$rc -ne 0 ]; then echo "[make] FAILED: pytest exit $$rc (see the summary above)" >&2; fi; \
+	exit $$rc
+
+check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install)
+	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check; \
+	else echo "[make] no $(VENV) yet: running the check with the system python3"; PYTHONPATH=source_code python3 -m gputopo.check; fi
+
+course: install ## instructor: execute every notebook headless; dated report under results/
+	$(CLEAN_ENV) $(PY) -m gputopo.course
+
+build: ## compile the CUDA programs (P2P test, NCCL benchmark); needs nvcc
+	@for d in $(CUDA_DIRS); do \
+	  [ -f $$d/Makefile ] || { echo "[make] $$d/Makefile is missing" >&2; exit 1; }; \
+	  $(MAKE) -C $$d || { echo "[make] FAILED: build in $$d" >&2; exit 1; }; done
+
+clean: ## remove build outputs and caches (keeps the venv and results/)
+	@for d in $(CUDA_DIRS); do [ -f $$d/Makefile ] && $(MAKE) -C $$d clean || true; done
+	rm -rf .pytest_cache build
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean ## also remove the venv (the next make lab/test rebuilds it, Horovod included)
+	rm -rf $(VENV)

