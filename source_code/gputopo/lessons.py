@@ -471,12 +471,21 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
     figure = Figure(figsize=(10, 3.8), layout="constrained")
     left, right = figure.subplots(1, 2)
     ns = list(counts)
-    left.plot(ns, [predicted_busbw(size_bytes, n, alpha_us, beta_gbps) for n in ns], "--", label="ring model")
-    right.plot(ns, [2 * (n - 1) * alpha_us for n in ns], "--", label="ring model: 2(n-1) alpha")
-    right.plot(ns, [2 * math.ceil(math.log2(n)) * alpha_us for n in ns], ":", label="tree model: 2 ceil(log2 n) alpha")
-    for p in points:
-        left.plot(p["n"], measured_at(p["parsed"], size_bytes), "o", label=f"{p['system']} (measured)")
-        right.plot(p["n"], p["small_us"], "o", label=f"{p['system']}, {format_bytes(p['small_bytes'])} (measured)")
+    left.plot(ns, [predicted_busbw(size_bytes, n, alpha_us, beta_gbps) for n in ns], "--", color="0.2", label="ring model")
+    right.plot(ns, [2 * (n - 1) * alpha_us for n in ns], "--", color="0.2", label="ring model: 2(n-1) alpha")
+    right.plot(ns, [2 * math.ceil(math.log2(n)) * alpha_us for n in ns], ":", color="0.5", label="tree model: 2 ceil(log2 n) alpha")
+    # One colour and one legend entry per recorded system; a node measured on 2, 4 and 8 of
+    # its GPUs is one connected series.
+    by_system: Dict[str, List[Dict[str, Any]]] = {}
+    for p in sorted(points, key=lambda p: p["n"]):
+        by_system.setdefault(p["system"], []).append(p)
+    for system, series in by_system.items():
+        gpus = [p["n"] for p in series]
+        (line,) = left.plot(gpus, [measured_at(p["parsed"], size_bytes) for p in series], "o-",
+                            label=f"{system} (measured)")
+        small = format_bytes(series[0]["small_bytes"])
+        right.plot(gpus, [p["small_us"] for p in series], "o-", color=line.get_color(),
+                   label=f"{system}, {small} (measured)")
     left.set(xlabel="GPUs", ylabel="busbw (GB/s)", title=f"bus bandwidth at {format_bytes(size_bytes)}", ylim=(0, None))
     right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message: latency", ylim=(0, None))
     for ax in (left, right):
