@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import nccl_tests
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "nccl_bench"
@@ -49,29 +49,14 @@ class NcclBenchError(RuntimeError):
     """The benchmark could not be built or run, or found wrong results; the message says which."""
 
 
-def build(sms: Optional[Union[str, Iterable[Union[int, str]]]] = None, timeout: float = 900) -> Path:
+def build(sms: Architectures = None, timeout: float = 900) -> Path:
     """Run `make` in source_code/nccl_bench and return the path of the program.
 
     sms: GPU architectures, e.g. "90" or [80, 90] (default: every one from sm_70 to sm_90
     that the installed nvcc supports). Raises NcclBenchError with make's last lines if
     nvcc or NCCL is missing or the build fails.
     """
-    command = ["make", "-C", str(BENCH_DIR)]
-    if sms is not None:
-        text = sms if isinstance(sms, str) else " ".join(str(sm) for sm in sms)
-        if not text.replace(" ", "").isdigit():
-            raise ValueError(f"sms must be architecture numbers such as '80 90', not {sms!r}")
-        command.append(f"SMS={text}")
-    if shutil.which("make") is None:
-        raise NcclBenchError("make is not installed; install build tools (make, nvcc, NCCL) first")
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as error:
-        raise NcclBenchError(f"make did not finish within {timeout:.0f} s") from error
-    if done.returncode != 0 or not BINARY.exists():
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
-        raise NcclBenchError(f"building nccl_bench failed:\n{tail}")
-    return BINARY
+    return make_program(BENCH_DIR, BINARY, sms, timeout, error=NcclBenchError)
 
 
 def _visible_gpu_count() -> Optional[int]:

@@ -29,8 +29,9 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence
 
+from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "p2pBandwidthLatencyTest"
@@ -49,33 +50,14 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def build(sms: Optional[Union[str, int, Iterable[Union[int, str]]]] = None, timeout: float = 900) -> Path:
+def build(sms: Architectures = None, timeout: float = 900) -> Path:
     """Run `make` in source_code/p2pBandwidthLatencyTest and return the path of the program.
 
     sms: GPU architectures, e.g. "90", 90 or [80, 90] (default: every one from sm_70 to
     sm_90 that the installed nvcc supports, plus PTX for the newest). Raises P2PTestError
     with make's last lines if nvcc is missing or the build fails.
     """
-    command = ["make", "-C", str(SOURCE_DIR)]
-    if sms is not None:
-        if isinstance(sms, (str, int)):
-            sms = str(sms).split()
-        names = [str(sm).strip() for sm in sms]
-        if not names or not all(name.isdigit() for name in names):
-            raise P2PTestError(f"sms must be architecture numbers such as [80, 90], not {sms!r}")
-        command.append("SMS=" + " ".join(names))
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise P2PTestError("make is not installed, so the P2P test cannot be built") from None
-    except subprocess.TimeoutExpired:
-        raise P2PTestError(f"make did not finish within {timeout:.0f} s in {SOURCE_DIR}") from None
-    if done.returncode != 0 or not BINARY.exists():
-        raise P2PTestError(
-            f"building the P2P test failed (make exit status {done.returncode}):\n"
-            + _tail(done.stdout + "\n" + done.stderr)
-        )
-    return BINARY
+    return make_program(SOURCE_DIR, BINARY, sms, timeout, error=P2PTestError)
 
 
 def command_for(
