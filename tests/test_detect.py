@@ -320,3 +320,13 @@ def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():
     text = reference.read_text("h200-nvswitch-pair", "nvidia-smi-topo-p2p-rw.txt")
     assert "\x1b[4m" in text
     assert parse_p2p_status(text) == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+
+
+def test_nvlink_link_counts_tells_active_from_inactive_slots():
+    from gputopo import reference
+    from gputopo.detect import nvlink_link_counts
+
+    h100 = nvlink_link_counts(reference.read_text("h100-pcie-nvlink-pair", "nvidia-smi-nvlink-s.txt"))
+    assert h100 == {"GPU0": {"active": 12, "inactive": 6}, "GPU1": {"active": 12, "inactive": 6}}
+    h200 = nvlink_link_counts(reference.read_text("h200-nvswitch-pair", "nvidia-smi-nvlink-s.txt"))
+    assert h200["GPU0"]["active"] == 18 and h200["GPU0"]["inactive"] == 0

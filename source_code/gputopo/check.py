@@ -30,6 +30,8 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from gputopo.detect import nvlink_link_counts
+
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
 GiB = 2**30
@@ -224,19 +226,6 @@ def check_peer_access(machine):
     return findings
 
 
-def inactive_nvlinks(text):
-    """{"GPU0": n}: links `nvidia-smi nvlink -s` lists as <inactive>, per GPU."""
-    counts, gpu = {}, None
-    for line in (text or "").splitlines():
-        m = re.match(r"\s*GPU (\d+):", line)
-        if m:
-            gpu = f"GPU{m.group(1)}"
-            counts[gpu] = 0
-        elif gpu is not None and re.match(r"\s*Link \d+:\s*<inactive>", line):
-            counts[gpu] += 1
-    return counts
-
-
 def _nv_count(link):
     m = re.fullmatch(r"NV(\d+)", link or "")
     return int(m.group(1)) if m else 0
@@ -257,7 +246,7 @@ def check_nvlink(machine):
         return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
     text = _get(machine, "nvlink_status_text")
     active = _get(machine, "nvlink_active_links") or {}
-    inactive = inactive_nvlinks(text)
+    inactive = {gpu: links["inactive"] for gpu, links in nvlink_link_counts(text or "").items()}
     topology = _get(machine, "topology")
     best = _pair(topology, "best_pair")
     nv = _nv_count(_link(topology, *best)) if best else 0

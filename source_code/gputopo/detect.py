@@ -236,18 +236,28 @@ def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     return matrix
 
 
-def count_active_nvlinks(text: str) -> Dict[str, int]:
-    """Active links per GPU in `nvidia-smi nvlink -s` ("Link 4: <inactive>" does not count)."""
-    counts: Dict[str, int] = {}
-    current: Optional[str] = None
+def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
+    """Links per GPU in `nvidia-smi nvlink -s`: {"GPU0": {"active": 12, "inactive": 6}}.
+
+    A link with a speed ("Link 0: 26.562 GB/s") is active; "Link 4: <inactive>" is a slot
+    the board or bridge does not wire (or a link that is down).
+    """
+    counts: Dict[str, Dict[str, int]] = {}
+    current: Optional[Dict[str, int]] = None
     for line in text.splitlines():
         gpu = re.match(r"\s*GPU (\d+):", line)
         if gpu:
-            current = f"GPU{gpu.group(1)}"
-            counts[current] = 0
+            current = counts[f"GPU{gpu.group(1)}"] = {"active": 0, "inactive": 0}
         elif current is not None and re.match(r"\s*Link \d+:\s*[\d.]+\s*GB/s", line):
-            counts[current] += 1
+            current["active"] += 1
+        elif current is not None and re.match(r"\s*Link \d+:\s*<inactive>", line):
+            current["inactive"] += 1
     return counts
+
+
+def count_active_nvlinks(text: str) -> Dict[str, int]:
+    """Active links per GPU in `nvidia-smi nvlink -s` ("Link 4: <inactive>" does not count)."""
+    return {gpu: links["active"] for gpu, links in nvlink_link_counts(text).items()}
 
 
 def parse_horovod_check_build(text: str) -> dict:
