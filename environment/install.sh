@@ -186,6 +186,15 @@ else
   echo "$root/source_code" >"$pth"
   say "step 5: gputopo importable from $root/source_code"
 fi
+# JupyterLab's defaults for a classroom: no pop-up asking to fetch news from the internet
+# (workshop nodes are often offline), no update check.
+lab_settings="$venv/share/jupyter/lab/settings"
+mkdir -p "$lab_settings"
+cat >"$lab_settings/overrides.json" <<'JSON'
+{
+  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}
+}
+JSON
 
 # --- 6. dataset ---------------------------------------------------------------------------
 if ((with_dataset)); then
