@@ -157,10 +157,15 @@ def test_nccl_tables_transports_and_repeats(fake_reference):
     }
 
 
-def test_transport_of_reads_the_table_line():
-    text = "# nccl_bench\n# Transports: P2P/CUMEM/read x4\n"
-    assert lessons.transport_of(text, "nccl-bench-all_reduce.txt") == "default (P2P/CUMEM/read x4)"
+def test_transport_of_reads_the_summary_line_after_the_table():
+    # As nccl_bench prints it (the header's "# Transports: from NCCL's INFO log, ..." line is
+    # an explanation, not a transport, and must not be taken for one).
+    text = ("# Transports: from NCCL's INFO log, listed after the table\n"
+            "# Transports NCCL reported (connections, from its INFO log): P2P/direct pointer: 48; SHM/direct/direct: 8;\n")
+    assert lessons.transport_of(text, "nccl-bench-all_reduce.txt") == "default (P2P/direct pointer, SHM/direct/direct)"
     assert lessons.transport_of(text, "nccl-bench-all_reduce-sockets.txt").startswith("NET")
+    recorded = reference.read_text("h200-nvswitch-pair", "nccl-bench-all_reduce.txt")
+    assert lessons.transport_of(recorded, "nccl-bench-all_reduce.txt") == "default (P2P/direct pointer)"
 
 
 def test_gpu_count_rows_sorted_by_count(fake_reference):
@@ -211,6 +216,7 @@ def test_step_time_and_efficiency():
     assert lessons.scaling_efficiency(10.0, 1.0, overlap=1.0) == 1.0
     with pytest.raises(ValueError):
         lessons.scaling_efficiency(10.0, 1.0, overlap=2)
-    rows = lessons.comm_rows([{"system": "s", "transport": "t", "alpha_us": 3.0, "beta_gbps": 100.0}], 1e6, 2, 10.0)
-    assert rows == [("s", "t", "3.00", "100.0", "16", "0.2%")]
+    rows = lessons.comm_rows([{"system": "s", "transport": "t", "n": 8, "alpha_us": 3.0, "beta_gbps": 100.0}],
+                             1e6, 2, 10.0)
+    assert rows == [("s", "t", 8, "3.00", "100.0", "16", "0.2%")]
     assert not math.isnan(lessons.scaling_efficiency(1.0, 0.0))

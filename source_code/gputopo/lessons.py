@@ -249,7 +249,8 @@ def _latency_keys(found):
 # Collectives (notebook 5)
 
 # Which transport a recorded table used, from its "# Transports:" line or its file name.
-_TRANSPORT_LINE = re.compile(r"^#\s*Transports:\s*(.+?)\s*$", re.MULTILINE)
+# nccl_bench's summary after the table, e.g. "# Transports NCCL reported (...): P2P/direct pointer: 48;"
+_TRANSPORT_LINE = re.compile(r"^#\s*Transports NCCL reported[^:]*:\s*(.+?)\s*$", re.MULTILINE)
 _FILE_TRANSPORTS = (("-sockets", "NET (sockets; P2P and SHM disabled)"),
                     ("-P2P_LEVEL-LOC", "SHM (NCCL_P2P_LEVEL=LOC)"))
 
@@ -261,7 +262,9 @@ def transport_of(text: str, filename: str) -> str:
             return label
     line = _TRANSPORT_LINE.search(text)
     if line:
-        return f"default ({line.group(1)})"
+        # "P2P/direct pointer: 48; SHM/direct/direct: 8;" -> "P2P/direct pointer, SHM/direct/direct"
+        kinds = [part.rsplit(":", 1)[0].strip() for part in line.group(1).split(";") if part.strip()]
+        return f"default ({', '.join(kinds)})"
     return "default (NCCL's choice)"
 
 
@@ -446,13 +449,14 @@ def ring_vs_tree_rows(alpha_us: float, beta_gbps: float, size_bytes: float, coun
 
 def comm_rows(fits: Sequence[Dict[str, Any]], size_bytes: float, n: int, step_ms: float) -> List[Tuple]:
     """For each fitted table: predicted ring all-reduce of size_bytes on n GPUs, and its share
-    of a step of step_ms. Rows: (system, transport, alpha us, beta GB/s, predicted us, share)."""
+    of a step of step_ms. Rows: (system, transport, GPUs the fit came from, alpha us, beta GB/s,
+    predicted us, share)."""
     from gputopo import alphabeta
 
     out = []
     for f in fits:
         t = float(alphabeta.ring_allreduce_time_us(size_bytes, n, f["alpha_us"], f["beta_gbps"]))
-        out.append((f["system"], f["transport"], f"{f['alpha_us']:.2f}", f"{f['beta_gbps']:.1f}",
+        out.append((f["system"], f["transport"], f.get("n"), f"{f['alpha_us']:.2f}", f"{f['beta_gbps']:.1f}",
                     f"{t:.0f}", f"{t / (step_ms * 1e3):.1%}"))
     return out
 
