@@ -145,6 +145,7 @@ Options parse_options(int argc, char **argv) {
     } else if (name == "devices") {
       need_value();
       std::set<int> seen;
+      o.devices.clear();  // a repeated --devices replaces the list, like every other option
       size_t pos = 0;
       while (true) {
         size_t comma = value.find(',', pos);

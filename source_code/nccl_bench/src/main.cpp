@@ -82,8 +82,11 @@ public:
 
     // Frees everything; safe to call twice. Communicators are finalized in
     // one group (several communicators on one thread), then destroyed; after
-    // a failure they are aborted instead.
+    // a failure they are aborted instead. Graphs go first: NCCL (>= 2.26)
+    // waits in ncclCommDestroy/Abort until every graph that uses the
+    // communicator is destroyed.
     void release() {
+        drop_graphs();
         bool any_comm = false;
         for (Gpu& g : gpus_) any_comm = any_comm || g.comm != nullptr;
         if (any_comm) {
@@ -116,7 +119,6 @@ public:
                 }
             }
         }
-        drop_graphs();
         for (Gpu& g : gpus_) {
             if (cudaSetDevice(g.device) != cudaSuccess) continue;
             remember(g.send ? cudaFree(g.send) : cudaSuccess, "cudaFree");
@@ -265,9 +267,14 @@ private:
     void issue(const Shape& shape, bool in_place) {
         const int n = static_cast<int>(gpus_.size());
         NCCL_CHECK(ncclGroupStart());
-        for (Gpu& g : gpus_) {
-            RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, type_.bytes);
-            enqueue(opt_.op, b, shape, type_.nccl, g.rank, n, opt_.root, g.comm, g.stream);
+        try {
+            for (Gpu& g : gpus_) {
+                RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, type_.bytes);
+                enqueue(opt_.op, b, shape, type_.nccl, g.rank, n, opt_.root, g.comm, g.stream);
+            }
+        } catch (...) {
+            ncclGroupEnd();  // close the group before the comms are aborted; the first error wins
+            throw;
         }
         NCCL_CHECK(ncclGroupEnd());
     }

@@ -117,10 +117,22 @@ void verify_as(const void* out, const Expectation& e, unsigned long long* wrong,
 }  // namespace
 
 unsigned pattern_modulus(DType type, int nranks) {
-    // Largest m with nranks * (m - 1) <= exact limit of the type.
+    // Largest prime m other than 13 and 29 (the pattern's factors) with
+    // nranks * (m - 1) <= exact limit of the type. A prime keeps the period at
+    // m elements, never a power of two, so a block moved by a power-of-two
+    // offset cannot match, and 29 * rank tells the ranks apart.
     double limit = type_info(type).exact_limit / static_cast<double>(nranks);
-    double m = std::min<double>(kMaxModulus, limit + 1.0);
-    return m < 2.0 ? 2u : static_cast<unsigned>(m);
+    double bound = std::min<double>(kMaxModulus, limit + 1.0);
+    unsigned m = bound < 2.0 ? 2u : static_cast<unsigned>(bound);
+    auto usable = [](unsigned v) {
+        if (v == 13 || v == 29) return false;
+        for (unsigned d = 2; d * d <= v; ++d) {
+            if (v % d == 0) return false;
+        }
+        return true;
+    };
+    while (m > 2 && !usable(m)) --m;
+    return m;
 }
 
 #define NCCL_BENCH_DISPATCH(type, CALL)                       \
