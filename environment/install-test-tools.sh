@@ -9,7 +9,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv="$here/../.venv"
 while (($#)); do
   case "$1" in
-    --venv) venv=${2:?--venv needs a directory}; shift ;;
+    --venv) [[ -n ${2-} ]] || { echo "install-test-tools.sh: error: --venv needs a directory" >&2; exit 2; }
+            venv=$2; shift ;;
     -h|--help) sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-test-tools.sh: error: unknown option '$1'" >&2; exit 2 ;;
   esac

@@ -7,6 +7,7 @@ One function per diagram; each returns the matplotlib figure so a notebook or a 
 it. Shapes are plain boxes and lines on a 0..1 canvas so anyone can move a box by editing one
 coordinate. Licence of the PNGs: CC BY 4.0 (see images/README.md).
 """
+import argparse
 import os
 import sys
 
@@ -303,7 +304,18 @@ DIAGRAMS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every command of the course does
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv):
+    parser = _Parser(prog="draw_diagrams.py", description=__doc__.split("\n\n")[0],
+                     epilog="diagrams: " + ", ".join(DIAGRAMS))
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="redraw only the diagrams whose name contains NAME (default: all)")
+    argv = parser.parse_args(argv).names
     wanted = [name for name in DIAGRAMS if not argv or any(a in name for a in argv)]
     if not wanted:
         print(f"draw_diagrams.py: error: no diagram matches {argv} (choose from {list(DIAGRAMS)})",

@@ -278,9 +278,15 @@ def _verify_cached(d: Path):
     return _CACHE[key]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every command of the course does
+        sys.stderr.write(f"{self.prog}: error: {message} (command line)\n")
+        sys.exit(2)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gputopo.fmnist",
-                                description="Find and verify the offline Fashion-MNIST files.")
+    p = _Parser(prog="python -m gputopo.fmnist",
+                description="Find and verify the offline Fashion-MNIST files.")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--check", action="store_true", help="say where the data is and verify it (exit 0/1)")
     g.add_argument("--download", nargs="?", const=str(PROJECT_DATA_DIR), metavar="DIR",

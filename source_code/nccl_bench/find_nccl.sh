@@ -4,6 +4,13 @@
 # nvcc, /usr/local/cuda, /usr/local, /usr (and its multiarch lib dir), and the
 # nvidia-nccl-cu* Python wheel of python3 (PyTorch ships one).
 # Header and library must come from the same place.
+# Usage: find_nccl.sh   (no arguments; exit 0 when found, 1 when not)
+
+case ${1-} in
+    '') ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "find_nccl.sh: error: unknown argument '$1' (it takes none; try --help)" >&2; exit 2 ;;
+esac
 
 lib_in() {  # the first libnccl in the given directories
     for d in "$@"; do

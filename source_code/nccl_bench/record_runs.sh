@@ -4,12 +4,21 @@
 # run into DIR: a preamble (date, driver, CUDA, NCCL, exact command), then
 # nccl_bench's output. JSON files and NCCL's INFO logs go to DIR/extra/.
 #
-#   ./record_runs.sh DIR [main|graph]   (after `make`; keep NCCL_NVLS_ENABLE=0 on shared machines)
+# Usage: ./record_runs.sh DIR [main|graph]   (after `make`; keep NCCL_NVLS_ENABLE=0 on shared machines)
 # main (default): the plain runs; graph: CUDA-graph runs and a repeat of the sockets run.
 # RUN_TIMEOUT (seconds, default 300) limits each run.
 set -u
-out=${1:?usage: record_runs.sh DIR [main|graph]}
+case ${1-} in
+    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "record_runs.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    '') echo "record_runs.sh: error: no DIR given (usage: record_runs.sh DIR [main|graph])" >&2; exit 2 ;;
+esac
+out=$1
 set_name=${2:-main}
+case $set_name in
+    main|graph) ;;
+    *) echo "record_runs.sh: error: unknown set '$set_name': expected main or graph (argument 2)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 bench=$here/nccl_bench
 mkdir -p "$out/extra"

@@ -4,10 +4,15 @@
 # 8 B to 4 GiB on 2, 4, ... N GPUs. One file per run in DIR/<n>gpu/, each starting with the
 # date, driver, CUDA, NCCL version and the exact command.
 #
-#   ./record_scaling.sh DIR          (builds both programs for sm_90 first)
+# Usage: ./record_scaling.sh DIR   (builds both programs for sm_90 first)
 # Keep NCCL_NVLS_ENABLE=0 on shared machines (it is forced here).
 set -u
-out=${1:?usage: record_scaling.sh DIR}
+case ${1-} in
+  -h|--help) sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "record_scaling.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  '') echo "record_scaling.sh: error: no DIR given (usage: record_scaling.sh DIR)" >&2; exit 2 ;;
+esac
+out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 p2pdir=$here/../p2pBandwidthLatencyTest
 export NCCL_NVLS_ENABLE=0

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# sweep.sh OUTDIR NAME:ARGS... - the tuning sweep that chose the defaults (run on 2x H200, NVSwitch).
+# Usage: sweep.sh OUTDIR NAME:ARGS...   (e.g. sweep.sh out plain: read:--p2p_read)
+# The tuning sweep that chose the defaults (run on 2x H200, NVSwitch).
 # Builds for sm_90, records the machine, then runs the test under several settings.
 # Every output goes to OUTDIR; a one-line summary of each run goes to stdout.
 set -u
-out=${1:?usage: sweep.sh OUTDIR NAME:ARGS...}; shift
+case ${1-} in
+  -h|--help) sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "sweep.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  '') echo "sweep.sh: error: no OUTDIR given (usage: sweep.sh OUTDIR NAME:ARGS...)" >&2; exit 2 ;;
+esac
+out=$1; shift
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
