@@ -164,7 +164,9 @@ def test_small_dev_shm_warns_with_the_container_fix(fake_nvidia_smi, monkeypatch
 
 
 def test_shm_size_is_read_from_the_filesystem(tmp_path):
-    assert check.shm_bytes(str(tmp_path)) > 0
+    import shutil
+
+    assert check.shm_bytes(str(tmp_path)) == shutil.disk_usage(tmp_path).total > 0
     assert check.shm_bytes(str(tmp_path / "absent")) is None
     assert check.check_shm(None, "/nowhere")[0].status == "WARN"
     assert check.check_shm(2 * 2**30)[0].status == "PASS"
@@ -239,6 +241,15 @@ def test_smoke_run_on_a_gpu_node_uses_the_chosen_pair(fake_nvidia_smi):
     machine = gpu_machine(fake_nvidia_smi)
     cmd, env = check.smoke_command(machine)
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_NVLS_ENABLE"] == "0"
+    # Two workers through Horovod's launcher, Gloo (the build has it), this module as the worker.
+    assert cmd[1:] == ["-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
+                       sys.executable, "-m", "gputopo.check", "--smoke-worker"]
+    # On the V100 server the chosen pair is GPU0-GPU3 (the first NV2 pair of its topo -m), not 0,1.
+    fake_nvidia_smi(V100, gpu_names=["Tesla V100-SXM2-16GB"] * 8)
+    v100 = detect(check_horovod=False)
+    v100.horovod = dict(GPU_BUILD)
+    assert v100.mode == "multi-gpu" and v100.best_pair == [0, 3]
+    assert check.smoke_command(v100)[1]["CUDA_VISIBLE_DEVICES"] == "0,3"
 
 
 def test_one_direction_denied_is_no_peer_access():

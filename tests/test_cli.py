@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputopo import reference
+from gputopo.parsers import PARSERS
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "source_code"
 V100_TOPO = reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "nvidia-smi-topo-m.txt"
@@ -33,23 +34,32 @@ def assert_one_error_line(result, starts_with):
     assert result.stderr.startswith(starts_with)
 
 
+# Each kind with one value read off the recorded file by eye (the numbers are in the file).
 @pytest.mark.parametrize(
-    "kind,system,name,key",
+    "kind,system,name,recorded",
     [
-        ("topo", "v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt", "best_pair"),
-        ("p2p", "rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt", "bandwidth_gbs"),
-        ("nccl-log", "dgx1-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "transports"),
-        ("nccl-tests", "v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt", "rows"),
-        ("horovod", "dgx1-v100", "horovod-cnn-gpus-1-7-default.txt", "epochs"),
+        ("topo", "v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt",
+         lambda out: out["links"]["GPU0"]["GPU3"] == "NV2" and out["best_pair"] == [0, 3]),
+        ("p2p", "rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt",
+         lambda out: out["bandwidth_gbs"]["unidirectional_write"] == [[386.63, 24.23], [24.23, 389.76]]),
+        ("nccl-log", "dgx1-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt",
+         lambda out: out["transports"] == ["P2P"] and out["p2p_level"] == "PIX"),
+        ("nccl-tests", "v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt",
+         lambda out: len(out["rows"]) == 25 and out["rows"][-1]["out_of_place"]["busbw"] == 129.14),
+        ("horovod", "dgx1-v100", "horovod-cnn-gpus-1-7-default.txt",
+         lambda out: [e["images_per_sec"] for e in out["epochs"]]
+         == [98996.51, 98135.64, 97798.09, 96672.95, 95782.78]),
     ],
 )
-def test_each_kind_prints_one_json_object(kind, system, name, key):
+def test_each_kind_prints_one_json_object(kind, system, name, recorded):
     result = run_cli(kind, str(reference.REFERENCE_DIR / system / name), "--json")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.count("\n") == 1  # exactly one line
     parsed = json.loads(result.stdout)
-    assert isinstance(parsed, dict) and key in parsed
+    assert recorded(parsed), parsed
+    # The CLI prints what the library's parser returns, nothing dropped or added.
+    assert parsed == json.loads(json.dumps(PARSERS[kind](reference.read_text(system, name))))
 
 
 def test_topo_values_and_stdin():

@@ -310,7 +310,7 @@ def test_gputopo_detect_is_the_function_and_banner_is_exported():
 
     assert gputopo.detect is detect
     assert gputopo.Machine is Machine
-    assert callable(gputopo.banner)
+    assert gputopo.banner is detect_module.banner
 
 
 def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():

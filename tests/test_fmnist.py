@@ -241,4 +241,6 @@ def test_cli_check_reports_corrupt_file(copy_dir):
 
 def test_cli_needs_an_action():
     r = _cli()
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
+    assert r.stderr.count("\n") == 1  # one line, no usage dump (CONTRIBUTING.md)
+    assert r.stderr.startswith("python -m gputopo.fmnist: error: ") and "--check" in r.stderr

@@ -137,8 +137,20 @@ def test_nccl_tables_and_fit_v100():
     fit = lessons.fit_rows(tables)[0]
     alpha, beta = alphabeta.fit_from_table(table["parsed"], "all_reduce", 8)
     assert fit["alpha_us"] == alpha and fit["beta_gbps"] == beta
-    assert fit["alpha_us"] == pytest.approx(3.637, abs=0.01)
-    assert fit["beta_gbps"] == pytest.approx(112.8, abs=0.1)
+    # The same fit done by hand from the recorded rows: minimise sum(((A + B*S - T) / T)^2) over
+    # all 25 out-of-place rows (2x2 normal equations, solved by Cramer's rule), then per link
+    # alpha = A / 2(n-1) and beta = busbw_factor / B, as alphabeta's docstring defines them.
+    points = [(row["size"], row["out_of_place"]["time_us"]) for row in table["parsed"]["rows"]]
+    assert len(points) == 25
+    u = [1 / t for _, t in points]
+    v = [s / t for s, t in points]
+    uu, uv, vv = sum(x * x for x in u), sum(x * y for x, y in zip(u, v)), sum(y * y for y in v)
+    det = uu * vv - uv * uv
+    a_us = (sum(u) * vv - uv * sum(v)) / det
+    b_us_per_byte = (uu * sum(v) - uv * sum(u)) / det
+    assert a_us > 0 and b_us_per_byte > 0  # the unconstrained fit is already physical
+    assert fit["alpha_us"] == pytest.approx(a_us / 14, rel=1e-6)
+    assert fit["beta_gbps"] == pytest.approx((14 / 8) / (b_us_per_byte * 1e3), rel=1e-6)
     assert fit["small_us"] == 48.46 and fit["small_bytes"] == 8
     assert fit["big_busbw"] == 129.14 and fit["big_bytes"] == 134217728
     assert lessons.nccl_tables("all_gather", systems=["v100-sxm2-8gpu-server"]) == []

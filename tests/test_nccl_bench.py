@@ -179,15 +179,14 @@ def test_reference_mode_without_gpus(monkeypatch, tmp_path):
     monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 0)
     from gputopo import reference
 
-    recorded = ncclbench.REFERENCE_SYSTEM in reference.list_systems() and \
-        ncclbench.reference_file() in reference.files(ncclbench.REFERENCE_SYSTEM)
-    if not recorded:  # before the H200 runs are recorded: a clear error instead
-        with pytest.raises(ncclbench.NcclBenchError):
-            ncclbench.run()
-        return
+    # The H200 runs are recorded (source_code/reference_systems/h200-nvswitch-pair): losing the
+    # file must fail here, not quietly test the "nothing recorded" branch instead.
+    assert ncclbench.reference_file() in reference.files(ncclbench.REFERENCE_SYSTEM)
     result = ncclbench.run()
     assert result["mode"] == "reference" and "reference" in result["reason"]
-    assert result["parsed"]["rows"] and result["source"].endswith("nccl-bench-all_reduce.txt")
+    assert result["source"].endswith("nccl-bench-all_reduce.txt")
+    recorded = nccl_tests.parse(reference.read_text(ncclbench.REFERENCE_SYSTEM, ncclbench.reference_file()))
+    assert result["parsed"] == recorded and len(recorded["rows"]) > 1
     assert not list(tmp_path.iterdir())                       # nothing measured, nothing recorded
     with pytest.raises(ncclbench.NcclBenchError):
         ncclbench.run(reference=False)
@@ -196,13 +195,12 @@ def test_reference_mode_without_gpus(monkeypatch, tmp_path):
 def test_recorded_h200_runs_parse_and_are_correct():
     from gputopo import reference
 
-    if ncclbench.REFERENCE_SYSTEM not in reference.list_systems():
-        pytest.skip("no recorded H200 runs yet")
     names = [n for n in reference.files(ncclbench.REFERENCE_SYSTEM) if n.startswith("nccl-bench-")]
-    if not names:
-        pytest.skip("no recorded H200 runs yet")
+    # One file per operation of the main set at least (record_runs.sh): none must go missing.
+    assert {f"nccl-bench-{op}.txt" for op in ncclbench.OPS} <= set(names), names
     for name in names:
         parsed = nccl_tests.parse(reference.read_text(ncclbench.REFERENCE_SYSTEM, name))
+        assert parsed["rows"], name
         for row in parsed["rows"]:
             for group in (row["out_of_place"], row["in_place"]):
                 assert group is None or group["wrong"] == 0, (name, row["size"])

@@ -222,9 +222,10 @@ def test_recorded_h200_runs_agree_with_their_json():
         run = p2ptest.reference(p2ptest.REFERENCE_SYSTEM, text_file.name)
         parsed = run["parsed"]
         assert parsed["connectivity"] is not None and parsed["devices"]
-        if run["json"] is not None:
-            _assert_text_matches_json(parsed, run["json"])
-            assert run["json"]["verification"]["ok"] is True
+        # Every recorded run was made with --json beside its text (sweep.sh): compare them all.
+        assert run["json"] is not None, f"{text_file.name} has no .json recorded beside it"
+        _assert_text_matches_json(parsed, run["json"])
+        assert run["json"]["verification"]["ok"] is True
 
 
 @pytest.mark.skipif(GPUS > 0, reason="this machine has a GPU, so run() measures")
@@ -233,7 +234,8 @@ def test_run_without_gpu_returns_the_recorded_run(binary, tmp_path, monkeypatch)
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
     result = p2ptest.run(binary=binary)
     assert result["mode"] == "reference" and "no GPU" in result["reason"]
-    assert result["parsed"]["bandwidth_gbs"]["unidirectional_write"]
+    recorded = p2p_parser.parse((H200 / "p2pBandwidthLatencyTest.txt").read_text(encoding="utf-8"))
+    assert result["parsed"] == recorded and recorded["bandwidth_gbs"]["unidirectional_write"]
     assert result["record_path"] is None and not (tmp_path / "results").exists()
     with pytest.raises(p2ptest.P2PTestError, match="no CUDA GPU"):
         p2ptest.run(binary=binary, reference=False)

@@ -1,4 +1,7 @@
 """gputopo.selfcheck, and the expected answers the notebooks' self-check cells use."""
+import json
+from pathlib import Path
+
 import pytest
 
 from gputopo import alphabeta, links, reference
@@ -28,7 +31,19 @@ def test_text_table_aligns_columns():
     assert out.splitlines() == ["x    y", "---  --", "a    1", "bbb  22"]
 
 
-# The notebooks' check cells hold literal expected values; recompute them from the data here.
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def check_cells(prefix):
+    """The source of every `check(answer_...)` cell of the notebook whose name starts with prefix."""
+    (path,) = NOTEBOOKS.glob(f"{prefix}*.ipynb")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    return "\n".join(src for src in sources if "check(answer_" in src)
+
+
+# The notebooks' check cells hold literal expected values; recompute them from the data here,
+# and make sure the literals in the notebooks are those recorded values.
 def test_notebook1_expected_answers():
     assert 2**20 / 50e-6 / 1e9 == pytest.approx(20.97152)
     h100 = reference.load("h100-pcie-nvlink-pair", "p2p")
@@ -39,15 +54,39 @@ def test_notebook1_expected_answers():
     n = 64 * 2**20
     ratio = (alpha_off + n / (beta_off * 1e3)) / (alpha_on + n / (beta_on * 1e3))
     assert ratio == pytest.approx(9.80, abs=0.01)
+    cells = check_cells("1.")
+    assert "check(answer_1, 20.97152," in cells
+    assert f"check(answer_2, {alpha_on:.2f}e-6 * {beta_on:.2f}e9," in cells
+    assert (f"check(answer_3, ({alpha_off:.2f} + 64 * 2**20 / {beta_off:.2f}e3) / "
+            f"({alpha_on:.2f} + 64 * 2**20 / {beta_on:.2f}e3)") in cells
 
 
 def test_notebook2_expected_answers():
     v100 = reference.load("v100-sxm2-8gpu-server", "topo")
     gpus = v100["gpus"]
     pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
-    assert sum(v100["links"][a][b].startswith("NV") for a, b in pairs) == 16
+    nvlink_pairs = sum(v100["links"][a][b].startswith("NV") for a, b in pairs)
+    assert nvlink_pairs == 16
     chosen = ["GPU0", "GPU1", "GPU2", "GPU4"]
     codes = {v100["links"][a][b] for i, a in enumerate(chosen) for b in chosen[i + 1:]}
     assert "SYS" in codes
     assert links.peak_gbs("NV12", "H100") / links.peak_gbs("PIX", "gen5") == pytest.approx(
         300 / (32 * 16 * 128 / 130 / 8))
+    cells = check_cells("2.")
+    assert f"check(answer_1, {nvlink_pairs}, rel=0" in cells
+    assert 'check(answer_2, "SYS",' in cells
+    assert "check(answer_3, 300 / (32 * 16 * 128 / 130 / 8)," in cells
+
+
+def test_notebook4_expected_answers():
+    h100 = reference.load("h100-pcie-nvlink-pair", "p2p")["bandwidth_gbs"]
+    write, staged = h100["unidirectional_write"][0][1], h100["unidirectional_disabled"][0][1]
+    peak = links.peak_gbs("NV12", "NVIDIA H100 PCIe")
+    assert (write, staged, peak) == (256.62, 26.10, 300.0)
+    row0 = reference.load("dgx1-v100", "p2p")["bandwidth_gbs"]["bidirectional_enabled"][0]
+    slow = [j for j, gbs in enumerate(row0) if j != 0 and gbs < 20]
+    assert slow == [5, 6, 7]
+    cells = check_cells("4.")
+    assert f"check(answer_1, {write:.2f} / {peak:.0f}," in cells
+    assert f"check(answer_2, {slow}," in cells
+    assert f"check(answer_3, (1 / {staged:.2f} - 1 / {write:.2f}) * 1e3," in cells
