@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gpus import visible_gpu_count
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -22,15 +24,8 @@ def make(target, results_dir, timeout):
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def gpu_visible():
-    try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def test_make_check_passes_in_reference_mode_without_a_gpu(tmp_path):
-    if gpu_visible():
+    if visible_gpu_count():
         pytest.skip("a GPU is visible: this test covers the no-GPU (reference mode) page")
     done = make("check", tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

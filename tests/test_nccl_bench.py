@@ -15,6 +15,7 @@ import pytest
 
 from gputopo import ncclbench
 from gputopo.parsers import nccl_tests
+from gpus import visible_gpu_count
 
 BENCH_DIR = ncclbench.BENCH_DIR
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -29,16 +30,6 @@ needs_toolchain = pytest.mark.skipif(
     NVCC is None or shutil.which("make") is None or not _nccl_found(),
     reason="needs make, nvcc and NCCL (headers and library) to build nccl_bench",
 )
-
-
-def _gpu_count():
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(line.startswith("GPU ") for line in done.stdout.splitlines()) if done.returncode == 0 else 0
 
 
 def _supported_archs():
@@ -208,7 +199,7 @@ def test_recorded_h200_runs_parse_and_are_correct():
 
 # ---------------------------------------------------------------- on GPUs
 
-needs_two_gpus = pytest.mark.skipif(_gpu_count() < 2, reason="needs at least two GPUs")
+needs_two_gpus = pytest.mark.skipif(visible_gpu_count() < 2, reason="needs at least two GPUs")
 
 
 @pytest.mark.gpu

@@ -17,6 +17,7 @@ import pytest
 
 from gputopo import p2ptest
 from gputopo.parsers import p2p as p2p_parser
+from gpus import visible_gpu_count
 
 SOURCE_DIR = p2ptest.SOURCE_DIR
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -30,17 +31,7 @@ needs_toolchain = pytest.mark.skipif(
 )
 
 
-def _gpu_count():
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(line.startswith("GPU ") for line in done.stdout.splitlines()) if done.returncode == 0 else 0
-
-
-GPUS = _gpu_count()
+GPUS = visible_gpu_count()
 needs_gpu = pytest.mark.skipif(GPUS < 1, reason="no NVIDIA GPU visible (nvidia-smi -L lists none)")
 needs_two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"P2P needs two GPUs; {GPUS} visible")
 
