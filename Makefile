@@ -5,7 +5,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-VENV   ?= .venv
+# FRAMEWORK=pytorch: the course on top of a Python that already has PyTorch (no TensorFlow),
+# in its own venv; empty or tensorflow: the pinned TensorFlow 2.15.1 set in .venv.
+FRAMEWORK ?=
+VENV   ?= $(if $(filter pytorch,$(FRAMEWORK)),.venv-pytorch,.venv)
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
 # Extra arguments for `jupyter lab` (e.g. LAB_ARGS=--no-browser), and extra pytest arguments.
@@ -14,7 +17,7 @@ PYTEST_ARGS ?=
 # SKIP_INSTALL=1 runs a target against the existing $(VENV) without calling install.sh.
 SKIP_INSTALL ?=
 CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench
-INSTALL := bash environment/install.sh --venv $(VENV)
+INSTALL := bash environment/install.sh --venv $(VENV) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 # What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
 CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
@@ -27,7 +30,7 @@ export NCCL_NVLS_ENABLE ?= 0
 help: ## this list
 	@echo "GPU topology course -- make targets:"
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "Variables: PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
+	@echo "Variables: FRAMEWORK=$(FRAMEWORK) (tensorflow|pytorch) PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
 	@echo "Start here: README.md (learners: make lab; instructors: make check, then make course)."
 
 install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinned environment (idempotent)

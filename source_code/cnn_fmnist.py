@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""Data-parallel Fashion-MNIST CNN trained with Horovod (TensorFlow 2 / Keras).
+"""Data-parallel Fashion-MNIST CNN trained with Horovod, in TensorFlow/Keras or in PyTorch.
 
 Run it through Horovod's launcher, one process per GPU (or per CPU slot when there is no GPU):
 
     python -m horovod.runner.launch -np 2 -H localhost:2 python cnn_fmnist.py --epochs 5
+    python -m horovod.runner.launch -np 2 -H localhost:2 python cnn_fmnist.py --framework pytorch
     python -m horovod.runner.launch -np 2 -H localhost:2 --gloo python cnn_fmnist.py \
         --epochs 2 --steps-per-epoch 20            # quick run on CPU
 
-`gputopo.runner.run_experiment()` builds that command for you, picks the GPU pair and the NCCL
-settings, and reads the lines this script prints.
+`gputopo.runner.run_experiment()` builds that command for you, picks the GPU pair, the NCCL
+settings and the framework that is installed, and reads the lines this script prints.
+
+One network, two frameworks
+- `--framework tensorflow` (default) uses horovod.tensorflow.keras; `--framework pytorch` uses
+  horovod.torch. Both build the network from the one LAYERS table below (1,199,882 parameters),
+  read the same shards, apply the same learning-rate rule and print the same lines. Only the
+  start-up, the training loop and the scoring differ: classes _KerasJob and _TorchJob, side by
+  side at the end of this file. Either way Horovod sends the gradients through NCCL on GPUs and
+  through Gloo on the CPU.
 
 What one run does
 - Every process pins one GPU (its local rank) or, with no GPU, runs on the CPU.
 - Each worker reads its own shard of the Fashion-MNIST training set (`gputopo.fmnist`).
 - The learning rate is the base rate times the number of workers, reached after a short linear
-  warm-up (Horovod's LearningRateWarmupCallback), because the global batch grows with workers.
+  warm-up (warmup_lr(); the Keras path uses Horovod's LearningRateWarmupCallback, which applies
+  the same rule), because the global batch grows with workers. Optimizer: Adam.
 - Initial weights are broadcast from rank 0; the loss/accuracy printed are averaged over workers.
 - Each epoch is timed between two barriers that every worker passes, so the time covers the
   slowest worker. images/s = images processed by all workers in the epoch / that wall time.
@@ -27,17 +37,17 @@ Rank 0 prints one line per epoch and one summary line (format fixed by CONTRIBUT
     EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 accuracy=0.8765 workers=2 batch_per_worker=64
     SUMMARY images_per_sec_median=... images_per_sec_min=... images_per_sec_max=... epochs_timed=4 test_accuracy=0.8765 workers=2 batch_per_worker=64
 
-Every rank also prints one `WORKER rank=R size=N ...` line at start-up, so a log shows which
-workers ran.
+Every rank also prints one `WORKER rank=R size=N ... framework=F` line at start-up, so a log
+shows which workers ran.
 
---json-out FILE: rank 0 writes one JSON record of the run to FILE. The file must not exist yet:
-this script never overwrites or appends to an existing file (it refuses with exit status 2
-before training starts). Use a new name per run; `gputopo.runner` does, and appends the record
-to the results store itself.
+--json-out FILE: rank 0 writes one JSON record of the run to FILE (with a `framework` field).
+The file must not exist yet: this script never overwrites or appends to an existing file (it
+refuses with exit status 2 before training starts). Use a new name per run; `gputopo.runner`
+does, and appends the record to the results store itself.
 
-Importing this module starts neither TensorFlow nor Horovod: `parameter_count()` and
-`gradient_bytes()` are computed from the layer table below, and `build_model()` imports
-TensorFlow only when called.
+Importing this module starts neither TensorFlow, PyTorch nor Horovod: `parameter_count()` and
+`gradient_bytes()` are computed from the layer table below, and `build_model()` /
+`build_torch_model()` import their framework only when called.
 """
 
 import argparse
@@ -70,6 +80,9 @@ LAYERS = (
     ("dropout", {"rate": 0.5}),
     ("dense", {"units": NUM_CLASSES, "activation": None}),  # logits; softmax lives in the loss
 )
+
+# The two implementations of the training loop (train() below); the first is the default.
+FRAMEWORKS = ("tensorflow", "pytorch")
 
 DEFAULTS = {
     "batch_size": 64,
@@ -153,6 +166,38 @@ def build_model(seed=None):
     return model
 
 
+def build_torch_model(seed=None):
+    """The same network as build_model(), from the same LAYERS table, as a torch.nn.Sequential.
+
+    PyTorch keeps images channels-first (N, 1, 28, 28); the parameter count is the same because
+    a layer's weights do not depend on the memory layout. Imports PyTorch lazily.
+    """
+    import torch
+    from torch import nn
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    activations = {"relu": nn.ReLU, None: None}
+    modules = []
+    shape = IMAGE_SHAPE  # (height, width, channels), as layer_shapes() counts them
+    for (kind, cfg), (_, out_shape, _) in zip(LAYERS, layer_shapes()):
+        if kind == "conv":
+            modules.append(nn.Conv2d(shape[-1], cfg["filters"], cfg["kernel"]))
+        elif kind == "maxpool":
+            modules.append(nn.MaxPool2d(cfg["pool"]))
+        elif kind == "dropout":
+            modules.append(nn.Dropout(cfg["rate"]))
+        elif kind == "flatten":
+            modules.append(nn.Flatten())
+        elif kind == "dense":
+            modules.append(nn.Linear(shape[0], cfg["units"]))
+        activation = activations[cfg.get("activation")]
+        if activation is not None:
+            modules.append(activation())
+        shape = out_shape
+    return nn.Sequential(*modules)
+
+
 # --------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------
@@ -188,7 +233,8 @@ _non_negative_float = _number_type(float, lambda v: 0 <= v < float("inf"), "a nu
 def make_parser():
     p = _Parser(
         prog=PROG,
-        description="Train a small CNN on Fashion-MNIST with Horovod data parallelism and "
+        description="Train a small CNN on Fashion-MNIST with Horovod data parallelism "
+                    "(TensorFlow/Keras or PyTorch) and "
                     "report whole-job throughput (images/s). Launch with "
                     "`python -m horovod.runner.launch -np N ...`.",
         epilog="--json-out never overwrites: if FILE exists the script stops before training "
@@ -215,6 +261,9 @@ def make_parser():
                    help="random seed for weights and shuffling (default %(default)s)")
     p.add_argument("--test-images", type=_positive_int, default=None,
                    help="score only the first N test images (default: all 10000)")
+    p.add_argument("--framework", choices=FRAMEWORKS, default=FRAMEWORKS[0],
+                   help="tensorflow (horovod.tensorflow.keras) or pytorch (horovod.torch); "
+                        "same network, data, optimizer rule and output (default %(default)s)")
     p.add_argument("--json-out", metavar="FILE", default=None,
                    help="rank 0 writes the run's JSON record to FILE, which must not exist")
     return p
@@ -272,8 +321,21 @@ def _die(message):
 
 
 # --------------------------------------------------------------------------------------------
-# Training (imports TensorFlow and Horovod)
+# Training: what both frameworks share
 # --------------------------------------------------------------------------------------------
+
+def warmup_lr(base_lr, workers, epoch, warmup_epochs):
+    """Learning rate at a fractional `epoch` (epoch 0.5 = half-way through the first one).
+
+    Linear from base_lr at epoch 0 to base_lr x workers at `warmup_epochs`, then constant: the
+    rule of Goyal et al., "Accurate, Large Minibatch SGD" (2017), which Horovod's Keras
+    LearningRateWarmupCallback also applies. The PyTorch path calls this once per step.
+    """
+    target = base_lr * workers
+    if warmup_epochs <= 0 or workers <= 1 or epoch >= warmup_epochs:
+        return target
+    return base_lr * (1 + (workers - 1) * epoch / warmup_epochs)
+
 
 def _as_images(x):
     """Images of shape (N, 28, 28) or (N, 28, 28, 1) -> an array (N, 28, 28, 1), same dtype."""
@@ -287,41 +349,32 @@ def _as_images(x):
     return x
 
 
-def train(args):
-    """Run the training on this process; returns an exit status."""
-    try:
-        import numpy as np
-        import tensorflow as tf
-        import horovod.tensorflow as hvd_tf
-        import horovod.tensorflow.keras as hvd
-    except ImportError as exc:  # message keeps the module name, e.g. "No module named 'horovod'"
-        return _die(f"cannot import TensorFlow/Horovod: {exc}")
+class _Abort(Exception):
+    """A worker cannot go on; train() prints the message as one line and exits 2."""
 
+
+def train(args):
+    """Run the training on this process; returns an exit status.
+
+    The steps are the same for both frameworks; what differs (start-up, the training loop,
+    scoring) is in the two small classes below, _KerasJob and _TorchJob.
+    """
+    job_class = {"tensorflow": _KerasJob, "pytorch": _TorchJob}[args.framework]
+    try:
+        job = job_class()
+    except ImportError as exc:  # message keeps the module name, e.g. "No module named 'horovod'"
+        return _die(f"cannot import {job_class.needs}: {exc}")
     try:
         from gputopo import fmnist
     except ImportError as exc:
         return _die(f"cannot import gputopo.fmnist: {exc} (run from source_code/ or "
                     f"put it on PYTHONPATH)")
+    import numpy as np
 
-    hvd.init()
-    rank, size, local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-
-    # One GPU per process, chosen by local rank; CPU when there is none.
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        if local_rank >= len(gpus):
-            return _die(f"local rank {local_rank} has no GPU: only {len(gpus)} visible "
-                        f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-        mine = gpus[local_rank]
-        tf.config.experimental.set_memory_growth(mine, True)
-        tf.config.set_visible_devices(mine, "GPU")
-        device = f"GPU:{local_rank}"
-    else:
-        # Share the cores between the workers on this host instead of oversubscribing them.
-        cores = os.cpu_count() or 1
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, cores // hvd.local_size()))
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        device = "CPU"
+    try:
+        rank, size, local_rank = job.start()
+    except _Abort as exc:
+        return _die(str(exc))
 
     try:
         (x_train, y_train), (x_test, y_test) = fmnist.load(shard=rank, num_shards=size)
@@ -337,88 +390,47 @@ def train(args):
     x_test = np.array_split(x_test, size)[rank]
     y_test = np.array_split(y_test, size)[rank]
 
-    print(f"WORKER rank={rank} size={size} local_rank={local_rank} device={device} "
-          f"shard_images={len(x_train)} host={platform.node()}", flush=True)
+    print(f"WORKER rank={rank} size={size} local_rank={local_rank} device={job.device} "
+          f"shard_images={len(x_train)} host={platform.node()} framework={args.framework}",
+          flush=True)
 
     # Every worker must run the same number of steps, or the allreduces would not pair up.
-    shard_sizes = hvd_tf.allgather(tf.constant([len(x_train)], dtype=tf.int64),
-                                   name="shard_sizes").numpy()
-    smallest = int(shard_sizes.min())
+    smallest = int(min(job.allgather_int(len(x_train), "shard_sizes")))
     steps = args.steps_per_epoch or smallest // args.batch_size
     if steps < 1:
         return _die(f"--batch-size {args.batch_size} is larger than the smallest shard "
                     f"({smallest} images)")
 
-    tf.keras.utils.set_random_seed(args.seed)  # same initial weights everywhere (rank 0 wins)
-    data = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-            .shuffle(len(x_train), seed=args.seed + rank, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(args.batch_size, drop_remainder=True)
-            .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y),
-                 num_parallel_calls=tf.data.AUTOTUNE)
-            .prefetch(tf.data.AUTOTUNE))
-
-    scaled_lr = args.lr * size
-    model = build_model()
-    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.Adam(learning_rate=scaled_lr))
-    model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-
     images_per_epoch = steps * args.batch_size * size
     epoch_rows = []
+    timer = {}
 
-    def barrier(tag):
-        # A scalar allreduce completes only when every worker has reached it.
-        hvd_tf.allreduce(tf.constant(1.0), op=hvd_tf.Sum, name=f"barrier_{tag}").numpy()
+    def epoch_begins(epoch):
+        job.allreduce_sum([1.0], f"barrier_begin_{epoch}")  # returns once every worker is here
+        timer["start"] = time.perf_counter()
 
-    class EpochTimer(tf.keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            barrier(f"begin_{epoch}")
-            self.start = time.perf_counter()
+    def epoch_ends(epoch):
+        job.allreduce_sum([1.0], f"barrier_end_{epoch}")
+        seconds = time.perf_counter() - timer["start"]
+        epoch_rows.append({"epoch": epoch + 1, "seconds": seconds, "images": images_per_epoch,
+                           "images_per_sec": images_per_epoch / seconds})
 
-        def on_epoch_end(self, epoch, logs=None):
-            barrier(f"end_{epoch}")
-            seconds = time.perf_counter() - self.start
-            epoch_rows.append({"epoch": epoch + 1, "seconds": seconds,
-                               "images": images_per_epoch,
-                               "images_per_sec": images_per_epoch / seconds})
-
-    class Reporter(tf.keras.callbacks.Callback):
-        # Runs after MetricAverageCallback, so the logs hold worker-averaged values.
-        def on_epoch_end(self, epoch, logs=None):
-            row = epoch_rows[-1]
-            row["loss"] = float(logs["loss"])
-            row["accuracy"] = float(logs["accuracy"])
-            row["lr"] = float(tf.keras.backend.get_value(model.optimizer.lr))
-            row["timed"] = epoch > 0 or args.epochs == 1
-            if rank == 0:
-                print(epoch_line(epoch + 1, args.epochs, row["images_per_sec"], row["seconds"],
-                                 row["loss"], row["accuracy"], size, args.batch_size),
-                      flush=True)
-
-    callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-        EpochTimer(),
-        hvd.callbacks.MetricAverageCallback(),
-    ]
-    if args.warmup_epochs > 0 and size > 1:
-        callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
-            initial_lr=scaled_lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps,
-            verbose=0))
-    callbacks.append(Reporter())
+    def report(epoch, loss, accuracy, lr):
+        # loss and accuracy are already averaged over the workers
+        row = epoch_rows[-1]
+        row.update(loss=float(loss), accuracy=float(accuracy), lr=float(lr),
+                   timed=epoch > 0 or args.epochs == 1)
+        if rank == 0:
+            print(epoch_line(epoch + 1, args.epochs, row["images_per_sec"], row["seconds"],
+                             row["loss"], row["accuracy"], size, args.batch_size), flush=True)
 
     started = time.perf_counter()
-    model.fit(data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    job.fit(args, x_train, y_train, steps, size, rank, epoch_begins, epoch_ends, report)
     train_seconds = time.perf_counter() - started
 
     # Test accuracy over the whole test set: each worker scores its part, counts are summed.
-    correct = 0
-    for i in range(0, len(x_test), 1000):
-        logits = model(tf.cast(x_test[i:i + 1000], tf.float32) / 255.0, training=False)
-        correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == y_test[i:i + 1000]))
-    totals = hvd_tf.allreduce(tf.constant([correct, len(x_test)], dtype=tf.float64),
-                              op=hvd_tf.Sum, name="test_counts").numpy()
+    correct = job.count_correct(x_test, y_test)
+    totals = job.allreduce_sum([float(correct), float(len(x_test))], "test_counts")
     test_accuracy = float(totals[0] / totals[1]) if totals[1] else float("nan")
 
     if rank != 0:
@@ -430,6 +442,7 @@ def train(args):
     if args.json_out is not None:
         record = {
             "script": PROG,
+            "framework": args.framework,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "workers": size,
             "batch_per_worker": args.batch_size,
@@ -437,19 +450,18 @@ def train(args):
             "epochs": args.epochs,
             "steps_per_epoch": steps,
             "lr_base": args.lr,
-            "lr_scaled": scaled_lr,
+            "lr_scaled": args.lr * size,
             "warmup_epochs": args.warmup_epochs,
             "seed": args.seed,
-            "device": "GPU" if gpus else "CPU",
+            "device": "CPU" if job.device == "CPU" else "GPU",
             "epochs_detail": epoch_rows,
             "summary": summary,
             "test_images": int(totals[1]),
             "train_seconds": train_seconds,
             "parameters": parameter_count(),
             "gradient_bytes": gradient_bytes(),
-            "versions": {"tensorflow": tf.__version__,
-                         "horovod": _horovod_version(),
-                         "python": platform.python_version()},
+            "versions": dict(job.versions(), horovod=_horovod_version(),
+                             python=platform.python_version()),
             "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "argv": sys.argv[1:],
@@ -464,6 +476,219 @@ def train(args):
         except OSError as exc:
             return _die(f"cannot write --json-out: {exc.strerror} ({args.json_out})")
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Training: TensorFlow / Keras (horovod.tensorflow.keras)
+# --------------------------------------------------------------------------------------------
+
+class _KerasJob:
+    needs = "TensorFlow/Horovod"
+
+    def __init__(self):
+        import tensorflow as tf
+        import horovod.tensorflow as hvd_tf
+        import horovod.tensorflow.keras as hvd
+        self.tf, self.hvd_tf, self.hvd = tf, hvd_tf, hvd
+        self.device = None
+        self.model = None
+
+    def versions(self):
+        return {"tensorflow": self.tf.__version__}
+
+    def start(self):
+        tf, hvd = self.tf, self.hvd
+        hvd.init()
+        local_rank = hvd.local_rank()
+        # One GPU per process, chosen by local rank; CPU when there is none.
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            if local_rank >= len(gpus):
+                raise _Abort(f"local rank {local_rank} has no GPU: only {len(gpus)} visible "
+                             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            mine = gpus[local_rank]
+            tf.config.experimental.set_memory_growth(mine, True)
+            tf.config.set_visible_devices(mine, "GPU")
+            self.device = f"GPU:{local_rank}"
+        else:
+            # Share the cores between the workers on this host instead of oversubscribing them.
+            cores = os.cpu_count() or 1
+            tf.config.threading.set_intra_op_parallelism_threads(max(1, cores // hvd.local_size()))
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+            self.device = "CPU"
+        return hvd.rank(), hvd.size(), local_rank
+
+    def allgather_int(self, value, name):
+        tf = self.tf
+        return self.hvd_tf.allgather(tf.constant([value], dtype=tf.int64), name=name).numpy()
+
+    def allreduce_sum(self, values, name):
+        tf = self.tf
+        return self.hvd_tf.allreduce(tf.constant(values, dtype=tf.float64),
+                                     op=self.hvd_tf.Sum, name=name).numpy()
+
+    def fit(self, args, x_train, y_train, steps, size, rank, epoch_begins, epoch_ends, report):
+        tf, hvd = self.tf, self.hvd
+        tf.keras.utils.set_random_seed(args.seed)  # same initial weights everywhere (rank 0 wins)
+        data = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
+                .shuffle(len(x_train), seed=args.seed + rank, reshuffle_each_iteration=True)
+                .repeat()
+                .batch(args.batch_size, drop_remainder=True)
+                .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y),
+                     num_parallel_calls=tf.data.AUTOTUNE)
+                .prefetch(tf.data.AUTOTUNE))
+        scaled_lr = args.lr * size
+        model = self.model = build_model()
+        optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.Adam(learning_rate=scaled_lr))
+        model.compile(optimizer=optimizer,
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+
+        class EpochTimer(tf.keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                epoch_begins(epoch)
+
+            def on_epoch_end(self, epoch, logs=None):
+                epoch_ends(epoch)
+
+        class Reporter(tf.keras.callbacks.Callback):
+            # Runs after MetricAverageCallback, so the logs hold worker-averaged values.
+            def on_epoch_end(self, epoch, logs=None):
+                report(epoch, logs["loss"], logs["accuracy"],
+                       tf.keras.backend.get_value(model.optimizer.lr))
+
+        callbacks = [
+            hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+            EpochTimer(),
+            hvd.callbacks.MetricAverageCallback(),
+        ]
+        if args.warmup_epochs > 0 and size > 1:
+            # Horovod's callback applies the same rule as warmup_lr() above.
+            callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=scaled_lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps,
+                verbose=0))
+        callbacks.append(Reporter())
+        model.fit(data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks,
+                  verbose=0)
+
+    def count_correct(self, x_test, y_test):
+        import numpy as np
+        tf = self.tf
+        correct = 0
+        for i in range(0, len(x_test), 1000):
+            logits = self.model(tf.cast(x_test[i:i + 1000], tf.float32) / 255.0, training=False)
+            correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == y_test[i:i + 1000]))
+        return correct
+
+
+# --------------------------------------------------------------------------------------------
+# Training: PyTorch (horovod.torch)
+# --------------------------------------------------------------------------------------------
+
+class _TorchJob:
+    needs = "PyTorch/Horovod"
+
+    def __init__(self):
+        import torch
+        import horovod.torch as hvd
+        self.torch, self.hvd = torch, hvd
+        self.device = None
+        self.model = None
+
+    def versions(self):
+        return {"pytorch": self.torch.__version__}
+
+    def start(self):
+        torch, hvd = self.torch, self.hvd
+        hvd.init()
+        local_rank = hvd.local_rank()
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            if local_rank >= count:
+                raise _Abort(f"local rank {local_rank} has no GPU: only {count} visible "
+                             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            torch.cuda.set_device(local_rank)
+            self.where = torch.device("cuda", local_rank)
+            self.device = f"GPU:{local_rank}"
+        else:
+            cores = os.cpu_count() or 1
+            torch.set_num_threads(max(1, cores // hvd.local_size()))
+            self.where = torch.device("cpu")
+            self.device = "CPU"
+        return hvd.rank(), hvd.size(), local_rank
+
+    def allgather_int(self, value, name):
+        torch = self.torch
+        return self.hvd.allgather(torch.tensor([value], dtype=torch.int64), name=name).tolist()
+
+    def allreduce_sum(self, values, name):
+        torch = self.torch
+        return self.hvd.allreduce(torch.tensor(values, dtype=torch.float64),
+                                  op=self.hvd.Sum, name=name).tolist()
+
+    def _images(self, x):
+        """uint8 (N, 28, 28, 1) numpy -> uint8 (N, 1, 28, 28) tensor on this worker's device."""
+        return self.torch.from_numpy(x).permute(0, 3, 1, 2).contiguous().to(self.where)
+
+    def fit(self, args, x_train, y_train, steps, size, rank, epoch_begins, epoch_ends, report):
+        torch, hvd = self.torch, self.hvd
+        import torch.nn.functional as F
+
+        model = self.model = build_torch_model(seed=args.seed).to(self.where)
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * size)
+        # Same initial weights and optimizer state everywhere (rank 0 wins), then wrap the
+        # optimizer so that step() waits for the gradients averaged over all workers.
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+        # The whole shard lives on the device (a few tens of MB); batches are index gathers.
+        images, labels = self._images(x_train), torch.from_numpy(y_train).to(self.where)
+        shuffle = torch.Generator().manual_seed(args.seed + rank)
+        order, position = torch.randperm(len(labels), generator=shuffle), 0
+
+        for epoch in range(args.epochs):
+            model.train()
+            loss_sum = torch.zeros((), device=self.where)
+            hits = torch.zeros((), device=self.where, dtype=torch.int64)
+            epoch_begins(epoch)
+            for step in range(steps):
+                lr = warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                if position + args.batch_size > len(order):  # next pass over the shard
+                    order, position = torch.randperm(len(labels), generator=shuffle), 0
+                pick = order[position:position + args.batch_size].to(self.where)
+                position += args.batch_size
+                x = images[pick].float().div_(255.0)
+                y = labels[pick]
+                optimizer.zero_grad(set_to_none=True)
+                logits = model(x)
+                loss = F.cross_entropy(logits, y)
+                loss.backward()
+                optimizer.step()
+                loss_sum += loss.detach()
+                hits += (logits.argmax(dim=1) == y).sum()
+            if self.where.type == "cuda":
+                torch.cuda.synchronize()  # the epoch ends when its last kernel has finished
+            epoch_ends(epoch)
+            # Averaged over workers, as Keras' MetricAverageCallback does for the other path.
+            loss_total, hits_total = self.allreduce_sum(
+                [loss_sum.item() / steps, hits.item() / (steps * args.batch_size)],
+                f"metrics_{epoch}")
+            report(epoch, loss_total / size, hits_total / size,
+                   warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs))
+
+    def count_correct(self, x_test, y_test):
+        torch = self.torch
+        self.model.eval()
+        correct = 0
+        with torch.no_grad():
+            for i in range(0, len(x_test), 1000):
+                x = self._images(x_test[i:i + 1000]).float().div_(255.0)
+                y = torch.from_numpy(y_test[i:i + 1000]).to(self.where)
+                correct += int((self.model(x).argmax(dim=1) == y).sum().item())
+        return correct
 
 
 def _horovod_version():
