@@ -37,7 +37,9 @@ install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinn
 	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
 	else $(INSTALL) --with-dataset; fi
 
-lab: install ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a token; prints the URL
+lab: ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a token; prints the URL
+	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
+	else $(INSTALL) --with-dataset --with-lab; fi
 	@token=$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}; \
 	url="http://127.0.0.1:$(PORT)/lab/tree/Start_Here.ipynb?token=$$token"; \
 	echo ""; \

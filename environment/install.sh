@@ -13,6 +13,8 @@
 #                   set; with pytorch: build Horovod with Gloo only, even where CUDA is there
 #   --venv DIR      virtual environment to create or reuse (default: .venv at the repo root)
 #   --with-dataset  make sure Fashion-MNIST is on this machine (see step 6)
+#   --with-lab      pytorch: also JupyterLab (requirements-lab.txt; `make lab` asks for it);
+#                   the TensorFlow sets always have it
 #   PYTHON=/path    use this interpreter (tensorflow: 3.9, 3.10 or 3.11; pytorch: one that
 #                   imports torch, default the first python3/python on PATH that does)
 #
@@ -37,6 +39,7 @@ venv="$root/.venv"
 flavour=
 framework=
 with_dataset=0
+with_lab=0
 horovod_version=0.28.1
 pip_version=24.3.1
 
@@ -52,6 +55,7 @@ while (($#)); do
             venv=$2; shift ;;
     --venv=*) venv=${1#--venv=} ;;
     --with-dataset) with_dataset=1 ;;
+    --with-lab) with_lab=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -250,6 +254,7 @@ if [[ $framework == pytorch ]]; then
   # One set for PyTorch hosts; pip is the venv's own (such hosts are often offline, with
   # PIP_FIND_LINKS pointing at a wheel folder).
   reqs=("$here/requirements-pytorch.txt")
+  ((with_lab)) && reqs+=("$here/requirements-lab.txt")
   stamp="$venv/.requirements-pytorch.sha256"
   want=$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)
   set_name=pytorch
@@ -269,7 +274,7 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   say "step 3: pinned $set_name requirements already installed; skipped"
 elif [[ $framework == pytorch ]]; then
   say "step 3: installing the course's packages next to PyTorch (no TensorFlow)"
-  run_step requirements "${pip[@]}" install --progress-bar on -r "${reqs[0]}"
+  run_step requirements "${pip[@]}" install --progress-bar on "${reqs[@]/#/--requirement=}"
   echo "$want" >"$stamp"
 else
   say "step 3: installing pinned $flavour requirements (TensorFlow is a ~250 MB download; a few minutes)"

@@ -34,6 +34,7 @@ test suite checks them against the recorded DGX-1 logs in reference_systems/.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import re
@@ -48,6 +49,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 SOURCE_DIR = Path(__file__).resolve().parents[1]
 SCRIPT = SOURCE_DIR / "cnn_fmnist.py"
 RESULT_KIND = "horovod_cnn"
+
+# The CNN's two implementations (cnn_fmnist.FRAMEWORKS); the first one found is used.
+FRAMEWORKS = ("tensorflow", "pytorch")
 
 MODE_GPU = "gpu-nccl"
 MODE_CPU = "cpu-gloo"
@@ -235,6 +239,7 @@ class RunResult:
     note: Optional[str] = None
     record: Optional[Dict[str, Any]] = None  # the script's --json-out record
     log_path: Optional[str] = None
+    framework: Optional[str] = None  # "tensorflow" or "pytorch"; None when nothing ran
 
     @property
     def images_per_sec_median(self) -> Optional[float]:
@@ -278,28 +283,63 @@ def _check_gpus(gpus, np_, gpu_count) -> Optional[str]:
     return None
 
 
-_HOROVOD_CHECK = ("import importlib.util as u, sys; "
-                  "sys.exit(0 if u.find_spec('horovod') and u.find_spec('horovod.tensorflow') "
-                  "and u.find_spec('horovod.runner.launch') else 3)")
+# Which frameworks Horovod was built for, read from its compiled extensions (nothing heavy is
+# imported: finding the files is enough, and importing TensorFlow would take seconds).
+_HOROVOD_PROBE = r"""
+import glob, importlib.util as u, os, sys
+spec = u.find_spec("horovod")
+if spec is None or spec.origin is None or u.find_spec("horovod.runner.launch") is None:
+    sys.exit("No module named 'horovod'" if spec is None else "horovod has no runner.launch")
+root = os.path.dirname(spec.origin)
+built = {"tensorflow": ("tensorflow", "tensorflow/mpi_lib*.so"),
+         "pytorch": ("torch", "torch/mpi_lib_v2*.so")}
+print(" ".join(name for name, (module, lib) in built.items()
+               if u.find_spec(module) and glob.glob(os.path.join(root, lib))))
+"""
+_probe_cache: Dict[str, Tuple[List[str], Optional[str]]] = {}
 
 
-def _check_horovod(python: str, env: Dict[str, str]) -> Optional[str]:
-    """None if `python` can import Horovod (with TensorFlow support), else a one-line reason."""
+def horovod_frameworks(python: Optional[str] = None,
+                       env: Optional[Dict[str, str]] = None) -> Tuple[List[str], Optional[str]]:
+    """(frameworks Horovod can train with in `python`, in FRAMEWORKS order; None or why none).
+
+    ["tensorflow"], ["pytorch"], both, or [] with a one-line reason. Cached per interpreter.
+    """
+    python = python or sys.executable
+    if python in _probe_cache:
+        return _probe_cache[python]
     try:
-        done = subprocess.run([python, "-c", _HOROVOD_CHECK], env=env, capture_output=True,
+        done = subprocess.run([python, "-c", _HOROVOD_PROBE], env=env, capture_output=True,
                               text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
     except FileNotFoundError:
-        return f"interpreter not found: {python}"
+        return [], f"interpreter not found: {python}"
     except subprocess.TimeoutExpired:
-        return f"importing horovod in {python} took over {HOROVOD_CHECK_TIMEOUT_S:.0f} s"
+        return [], f"looking for horovod in {python} took over {HOROVOD_CHECK_TIMEOUT_S:.0f} s"
     except OSError as exc:
-        return f"cannot run {python}: {exc}"
-    if done.returncode == 0:
-        return None
-    detail = (done.stderr or done.stdout).strip().splitlines()
-    return (f"{python} cannot import horovod.tensorflow"
-            + (f" ({_one_line(detail[-1], 120)})" if detail else "")
-            + "; install it with environment/install.sh")
+        return [], f"cannot run {python}: {exc}"
+    found = [f for f in FRAMEWORKS if f in done.stdout.split()] if done.returncode == 0 else []
+    why = None
+    if not found:
+        detail = (done.stderr or "").strip().splitlines()
+        why = (f"{python} has no Horovod built for TensorFlow or PyTorch"
+               + (f" ({_one_line(detail[-1], 120)})" if done.returncode and detail else "")
+               + "; install it with environment/install.sh (--framework tensorflow or pytorch)")
+    _probe_cache[python] = (found, why)
+    return found, why
+
+
+def pick_framework(python: Optional[str] = None, wanted: Optional[str] = None,
+                   env: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
+    """(framework to run, None) or (None, one-line reason). TensorFlow first when both are there."""
+    found, why = horovod_frameworks(python, env)
+    if wanted is not None:
+        if wanted not in FRAMEWORKS:
+            return None, f"unknown framework {wanted!r} (choose from {', '.join(FRAMEWORKS)})"
+        if wanted not in found:
+            return None, (f"Horovod in {python or sys.executable} is not built for {wanted} "
+                          f"(found: {', '.join(found) or 'none'})")
+        return wanted, None
+    return (found[0], None) if found else (None, why)
 
 
 _HOROVOD_MISSING_PATTERN = re.compile(r"No module named '?horovod|horovod\S* is not installed",
@@ -430,7 +470,8 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
                    steps_per_epoch: Optional[int] = None, batch_size: Optional[int] = None,
                    timeout: float = DEFAULT_TIMEOUT_S, launcher: Optional[Sequence[str]] = None,
                    *, python: Optional[str] = None, machine=None, seed: Optional[int] = None,
-                   extra_args: Sequence[str] = (), record: bool = True) -> RunResult:
+                   extra_args: Sequence[str] = (), record: bool = True,
+                   framework: Optional[str] = None) -> RunResult:
     """Train the CNN with `np` Horovod workers on `gpus` (or on the CPU when none is visible).
 
     env: NCCL settings for this run, e.g. {"NCCL_P2P_LEVEL": "LOC"}.
@@ -439,6 +480,8 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     python: the interpreter for the launcher and the workers (default: this one).
     machine: a detect() result to check GPU indices against (default: detect it).
     gpus=None runs on the CPU even where GPUs exist.
+    framework: "tensorflow" or "pytorch"; None takes the one Horovod is built for (TensorFlow
+    when both are). With a `launcher` (tests), None means the script's default.
     Returns a RunResult; it never raises for a failed run and never waits beyond `timeout`.
     """
     python = python or sys.executable
@@ -489,6 +532,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
         script_args += ["--seed", str(seed)]
     script_args += list(extra_args)
 
+    chosen: Dict[str, str] = {}
     full_env = {k: v for k, v in os.environ.items() if k not in CONTROLLED_VARIABLES}
     full_env.update(run_env)
 
@@ -507,7 +551,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
             log_tail=_tail(log), command=command or [], env=run_env,
             duration=round(time.monotonic() - started, 3), batch_per_worker=batch_size,
             epochs_requested=epochs, steps_per_epoch=steps_per_epoch, note=note, record=rec,
-            log_path=log_path)
+            log_path=log_path, framework=chosen.get("framework"))
         if record:
             from . import results
             stored = result.as_dict()
@@ -519,9 +563,14 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
         return finish(False, f"{BAD_GPU}: {problem}", BAD_GPU)
 
     if launcher is None:
-        missing = _check_horovod(python, full_env)
+        name, missing = pick_framework(python, framework, full_env)
         if missing is not None:
             return finish(False, f"{HOROVOD_MISSING}: {missing}", HOROVOD_MISSING)
+        chosen["framework"] = name
+    elif framework is not None:
+        chosen["framework"] = framework
+    if chosen.get("framework"):
+        script_args += ["--framework", chosen["framework"]]
 
     run_dir = _run_dir()
     log_path = run_dir / "output.log"
@@ -579,14 +628,26 @@ def _transports_text(transports: Sequence[str]) -> str:
     return "+".join(transports) if transports else ""
 
 
+def setting_tag(variables: Dict[str, str]) -> str:
+    """File-name form of a setting: 'default', 'NCCL_P2P_LEVEL-NVL', 'NCCL_P2P_DISABLE-1_...'."""
+    if not variables:
+        return "default"
+    return "_".join(f"{k}-{v}" for k, v in sorted(variables.items()))
+
+
 def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
-          settings: Sequence[Tuple[str, Dict[str, str]]] = SETTINGS, *, machine=None,
-          **run_kwargs) -> List[Dict[str, Any]]:
-    """Run every pair under every setting; one row per run (see run_experiment for kwargs).
+          settings: Sequence[Tuple[str, Dict[str, str]]] = SETTINGS, *, repeats: int = 1,
+          machine=None, progress=None, on_run=None, **run_kwargs) -> List[Dict[str, Any]]:
+    """Run every pair under every setting `repeats` times; one row per run.
 
     pairs=None takes the best and the worst pair of this machine's `nvidia-smi topo -m`.
     Needs at least two GPUs (on fewer, reference_sweep() shows recorded results) unless
-    pairs is given explicitly.
+    pairs is given explicitly. The repeats of one setting are spread over the sweep (setting
+    1..5, then again), so a drift of the machine does not land on one setting only.
+    progress: a function called with one line after each run (e.g. print); on_run: one
+    called with each row as soon as its run has finished.
+    Other keyword arguments go to run_experiment(). summarize() turns the rows into one row
+    per (pair, setting) with the median and range over the repeats.
     """
     machine = _machine(machine)
     if pairs is None:
@@ -598,27 +659,88 @@ def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
         pairs = [tuple(best)] + ([tuple(worst)] if worst and tuple(worst) != tuple(best) else [])
     vendor = local_cpu_vendor()
     rows = []
-    for pair in pairs:
-        link = machine.link_between(*pair) if hasattr(machine, "link_between") else None
-        for name, variables in settings:
-            result = run_experiment(gpus=tuple(pair), env=dict(variables), machine=machine,
-                                    **run_kwargs)
-            rows.append({
-                "system": "this machine",
-                "pair": _pair_text(pair),
-                "link": link,
-                "setting": name,
-                "env": dict(variables),
-                "expected_transport": expected_transport(variables, path_type_of_link(link),
-                                                         vendor),
-                "transports": _transports_text(result.transports),
-                "p2p_level_in_log": result.p2p_level,
-                "batch_per_worker": result.batch_per_worker,
-                "images_per_sec_median": result.images_per_sec_median,
-                "ok": result.ok,
-                "reason": result.reason,
-            })
+    total = len(pairs) * len(settings) * repeats
+    for repeat in range(1, repeats + 1):
+        for pair in pairs:
+            link = machine.link_between(*pair) if (hasattr(machine, "link_between")
+                                                   and len(pair) == 2) else None
+            for name, variables in settings:
+                result = run_experiment(gpus=tuple(pair), env=dict(variables), machine=machine,
+                                        **run_kwargs)
+                row = {
+                    "system": "this machine",
+                    "source": "live",
+                    "pair": _pair_text(pair),
+                    "link": link,
+                    "setting": name,
+                    "env": dict(variables),
+                    "repeat": repeat,
+                    "framework": result.framework,
+                    "expected_transport": expected_transport(variables, path_type_of_link(link),
+                                                             vendor),
+                    "transports": _transports_text(result.transports),
+                    "p2p_level_in_log": result.p2p_level,
+                    "batch_per_worker": result.batch_per_worker,
+                    "images_per_sec_median": result.images_per_sec_median,
+                    "test_accuracy": (result.summary or {}).get("test_accuracy"),
+                    "ok": result.ok,
+                    "reason": result.reason,
+                    "log_path": result.log_path,
+                    "record": result.record,
+                }
+                rows.append(row)
+                if on_run is not None:
+                    on_run(row)
+                if progress is not None:
+                    done = f"{row['images_per_sec_median']:,.0f} images/s" if result.ok else \
+                        result.reason
+                    progress(f"[{len(rows)}/{total}] GPUs {row['pair']} {name} (repeat {repeat}): "
+                             f"{done}" + (f", NCCL: {row['transports']}" if row["transports"] else "")
+                             + f" ({result.duration:.0f} s)")
+                if (repeat == 1 and not result.ok and result.category == HOROVOD_MISSING):
+                    return rows  # nothing else can run either
     return rows
+
+
+def summarize(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row per (system, pair, setting, batch, framework): the median over the repeats of each
+    run's median images/s, the lowest and highest of them, how many runs succeeded, and the
+    transports NCCL chose (all that any run's log showed). Order of first appearance.
+
+    `images_per_sec_min` / `_max` are the range over repeats (each run's median epoch), which
+    is what says whether two settings differ: a difference smaller than the range is noise.
+    """
+    groups: Dict[Tuple, List[Dict[str, Any]]] = {}
+    for row in rows:
+        key = (row.get("system"), row["pair"], row["setting"], row.get("batch_per_worker"),
+               row.get("framework"))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for group in groups.values():
+        good = [r for r in group if r.get("ok") and r.get("images_per_sec_median") is not None]
+        rates = [r["images_per_sec_median"] for r in good]
+        transports: List[str] = []
+        for r in group:
+            for t in (r.get("transports") or "").split("+"):
+                if t and t not in transports:
+                    transports.append(t)
+        first = dict(group[0])
+        for key in ("repeat", "log_path", "record", "epochs_shown"):
+            first.pop(key, None)
+        first.update({
+            "runs": len(group), "runs_ok": len(good),
+            "images_per_sec_median": statistics.median(rates) if rates else None,
+            "images_per_sec_min": min(rates) if rates else None,
+            "images_per_sec_max": max(rates) if rates else None,
+            "transports": "+".join(transports),
+            "ok": bool(good),
+            "reason": "ok" if good else group[-1].get("reason", ""),
+        })
+        accuracies = [r["test_accuracy"] for r in good if r.get("test_accuracy") is not None]
+        if accuracies:
+            first["test_accuracy"] = statistics.median(accuracies)
+        out.append(first)
+    return out
 
 
 # The recorded runs in reference_systems/: folder -> facts the logs do not print themselves.
@@ -794,3 +916,138 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
     if tallest:
         ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
     return ax
+
+
+# ------------------------------------------------------------------------------------------
+# Command line: record a sweep (what reference_systems/h200-nvswitch-pair/horovod-cnn/ holds)
+# ------------------------------------------------------------------------------------------
+
+def record_name(framework: Optional[str], batch: int, gpus: Sequence[int], variables: Dict[str, str],
+                repeat: int) -> str:
+    """'horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-NVL-r2' (no extension)."""
+    return (f"horovod-cnn-{framework or 'unknown'}-b{batch}-gpus-{'-'.join(map(str, gpus))}-"
+            f"{setting_tag(variables)}-r{repeat}")
+
+
+def _parse_pair(text: str) -> Tuple[int, ...]:
+    try:
+        gpus = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1, got {text!r}") from None
+    if not gpus or min(gpus) < 0:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1, got {text!r}")
+    return gpus
+
+
+def _cli_parser():
+    from gputopo.cliutil import OneLineParser
+    parser = OneLineParser(
+        prog="python -m gputopo.runner",
+        description="Train the course's Horovod CNN under NCCL settings, several times each, and "
+                    "print the median and range of images/s per setting. With --record-dir, "
+                    "every run's full log (NCCL INFO lines included) and JSON record are kept "
+                    "there under names that say framework, batch, GPUs, setting and repeat.")
+    parser.add_argument("--gpus", type=_parse_pair, action="append", metavar="I,J",
+                        help="GPUs to run on (nvidia-smi indices); repeat for several pairs; "
+                             "default: this machine's best and worst pair. One index = one worker")
+    parser.add_argument("--settings", default="all",
+                        help="comma-separated setting numbers 1-%d of %s, or 'all' (default)"
+                             % (len(SETTINGS), ", ".join(f"{i + 1}={n}" for i, (n, _) in
+                                                        enumerate(SETTINGS))))
+    parser.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3)")
+    parser.add_argument("--batch-size", type=int, default=None, help="images per GPU per step")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs per run")
+    parser.add_argument("--framework", choices=FRAMEWORKS, default=None,
+                        help="default: the one Horovod is built for (TensorFlow when both)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help="seconds per run before it is killed (default %(default)s)")
+    parser.add_argument("--record-dir", metavar="DIR", default=None,
+                        help="keep each run's log (.txt) and record (.json) in DIR; an existing "
+                             "file is never overwritten (the run stops first)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import json
+    import shutil
+    from gputopo.cliutil import UsageError
+
+    parser = _cli_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.repeats < 1:
+            raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+        if args.settings == "all":
+            settings = list(SETTINGS)
+        else:
+            try:
+                settings = [SETTINGS[int(n) - 1] for n in args.settings.split(",")]
+                if any(int(n) < 1 for n in args.settings.split(",")):
+                    raise IndexError
+            except (ValueError, IndexError):
+                raise UsageError(f"--settings: expected numbers 1-{len(SETTINGS)} or 'all', "
+                                 f"got {args.settings!r}") from None
+        if args.record_dir and not os.path.isdir(args.record_dir):
+            raise UsageError(f"--record-dir does not exist ({args.record_dir})")
+    except UsageError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+
+    machine = _machine(None)
+    kwargs = {"batch_size": args.batch_size, "epochs": args.epochs, "timeout": args.timeout,
+              "framework": args.framework}
+    pairs = args.gpus
+    if pairs is None and (getattr(machine, "gpu_count", 0) or 0) < 2:
+        print(f"{parser.prog}: error: a sweep needs two GPUs and this machine has "
+              f"{getattr(machine, 'gpu_count', 0) or 0}; give --gpus I for a one-GPU run",
+              file=sys.stderr)
+        return 2
+    by_pair: Dict[int, List[Tuple[int, ...]]] = {}
+    for pair in pairs or []:
+        by_pair.setdefault(len(pair), []).append(pair)
+    groups = sorted(by_pair.items()) or [(2, None)]
+
+    def keep(row):
+        if not args.record_dir:
+            return
+        gpus = [int(g) for g in row["pair"].split(",")]
+        base = os.path.join(args.record_dir, record_name(row.get("framework"),
+                                                         row["batch_per_worker"], gpus,
+                                                         row["env"], row["repeat"]))
+        for ext, source in ((".txt", row.get("log_path")), (".json", None)):
+            target = base + ext
+            if os.path.exists(target):
+                raise FileExistsError(target)
+            if ext == ".txt" and source:
+                shutil.copyfile(source, target)
+            elif ext == ".json" and row.get("record") is not None:
+                with open(target, "x", encoding="utf-8") as fh:
+                    json.dump(row["record"], fh, indent=1, sort_keys=True)
+                    fh.write("\n")
+
+    rows: List[Dict[str, Any]] = []
+    try:
+        for np_, group_pairs in groups:
+            # One worker has no peer: only the default setting means anything there.
+            rows += sweep(pairs=group_pairs, settings=settings if np_ > 1 else settings[:1],
+                          repeats=args.repeats, machine=machine,
+                          progress=lambda line: print(line, flush=True), on_run=keep,
+                          np=np_, **kwargs)
+    except FileExistsError as exc:
+        print(f"{parser.prog}: error: {exc} exists; not overwritten (use a new --record-dir)",
+              file=sys.stderr)
+        return 2
+    table = [(r["pair"], r["setting"], r.get("framework") or "-", r.get("batch_per_worker"),
+              r.get("transports") or "-", f"{r['runs_ok']}/{r['runs']}",
+              "-" if r["images_per_sec_median"] is None else f"{r['images_per_sec_median']:,.0f}",
+              "-" if r["images_per_sec_min"] is None else
+              f"{r['images_per_sec_min']:,.0f}-{r['images_per_sec_max']:,.0f}")
+             for r in summarize(rows)]
+    from gputopo.selfcheck import text_table
+    print(text_table(table, header=("GPUs", "setting", "framework", "batch", "NCCL transport",
+                                    "runs ok", "images/s median", "range")))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
