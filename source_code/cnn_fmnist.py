@@ -662,7 +662,7 @@ class _TorchJob:
                 position += args.batch_size
                 x = images[pick].float().div_(255.0)
                 y = labels[pick]
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 logits = model(x)
                 loss = F.cross_entropy(logits, y)
                 loss.backward()

@@ -97,20 +97,27 @@ _RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/(\S+\.
 
 
 def recorded_runs() -> List[Dict[str, Any]]:
-    """runner.reference_sweep() rows, each with the lowest and highest epoch images/s of its log.
+    """One row per (system, pair, setting, batch, framework) of the recorded runs.
 
-    Rows that come from the summary CSV (no log) get None for both.
+    The course's own H200 recordings hold three runs per setting: median and range over those
+    runs (`range_over` "3 runs"). The DGX logs of the old lab are one run each: their range is
+    over that run's epochs (`range_over` "epochs of 1 run"), a weaker measure of noise.
     """
     from gputopo import reference
     rows = []
-    for row in runner.reference_sweep():
+    for row in runner.summarize(runner.reference_sweep()):
         row = dict(row)
-        row["images_per_sec_min"] = row["images_per_sec_max"] = None
-        match = _RECORDED_FILE.match(row.get("reason", ""))
-        if match:
-            epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
-            rates = [e["images_per_sec"] for e in epochs]
-            row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
+        if row["runs"] > 1:
+            row["range_over"] = f"{row['runs_ok']} runs"
+        else:
+            row["images_per_sec_min"] = row["images_per_sec_max"] = None
+            row["range_over"] = "-"
+            match = _RECORDED_FILE.match(row.get("reason", ""))
+            if match:
+                epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
+                rates = [e["images_per_sec"] for e in epochs]
+                row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
+                row["range_over"] = "epochs of 1 run"
         rows.append(row)
     return rows
 
@@ -128,7 +135,7 @@ def _rate(value: Optional[float]) -> str:
 
 
 def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
-    """The transport NCCL chose beside the throughput, one line per run.
+    """The transport NCCL chose beside the throughput, one line per setting (or per run).
 
     Refuses rows with different batch sizes: images/s of different batches do not compare.
     """
@@ -141,12 +148,30 @@ def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
         spread = "-"
         if row.get("images_per_sec_min") is not None:
             spread = f"{_rate(row['images_per_sec_min'])}-{_rate(row['images_per_sec_max'])}"
-        chosen = row.get("transports") or ("(no log)" if row.get("ok") else "failed")
+        chosen = row.get("transports") or ("no NCCL (one GPU)" if "," not in str(row["pair"])
+                                           else "(no log)" if row.get("ok") else "failed")
         table.append((row["pair"], row.get("link") or "?", row["setting"],
-                      row.get("expected_transport") or "?", chosen,
-                      _rate(row.get("images_per_sec_median")) if row.get("ok") else "-", spread))
-    return text_table(table, header=("GPUs", "link", "setting", "expected", "NCCL log says",
-                                     "images/s (median)", "epoch range"))
+                      row.get("framework") or "?", row.get("expected_transport") or "?", chosen,
+                      _rate(row.get("images_per_sec_median")) if row.get("ok") else "-", spread,
+                      row.get("range_over") or (f"{row['runs_ok']} runs" if row.get("runs") else "-")))
+    return text_table(table, header=("GPUs", "link", "setting", "framework", "expected",
+                                     "NCCL log says", "images/s (median)", "range", "range over"))
+
+
+def differs(rows: Sequence[Dict[str, Any]], setting: str, baseline: str = "default") -> str:
+    """Whether `setting` differs from `baseline` beyond the noise of repeated runs.
+
+    A difference counts only when the two ranges (lowest to highest run) do not overlap;
+    otherwise it is within what repeating the same setting already gives.
+    """
+    a = next(r for r in rows if r["setting"] == baseline)
+    b = next(r for r in rows if r["setting"] == setting)
+    change = (b["images_per_sec_median"] / a["images_per_sec_median"] - 1) * 100
+    if None in (a.get("images_per_sec_min"), b.get("images_per_sec_min")):
+        return f"{change:+.1f} % (no range known: cannot tell from noise)"
+    apart = b["images_per_sec_max"] < a["images_per_sec_min"] or b["images_per_sec_min"] > a["images_per_sec_max"]
+    return f"{change:+.1f} % " + ("(ranges apart: a real difference)" if apart
+                                 else "(ranges overlap: within the noise of repeated runs)")
 
 
 @dataclasses.dataclass
@@ -157,11 +182,15 @@ class LiveRuns:
     command: List[str]
     log_path: Optional[str]
     result: Optional[runner.RunResult] = None  # the CPU run (None after a GPU sweep)
+    source: str = "live"  # "live", or "reference" when nothing ran and recorded data stands in
+    runs: Optional[List[Dict[str, Any]]] = None  # every run of a GPU sweep (rows: per setting)
 
 
 def _row_of_cpu_run(result: runner.RunResult) -> Dict[str, Any]:
     return {"system": "this machine (CPU)", "pair": "CPU x2", "link": "none (two processes)",
             "setting": "default", "env": {}, "expected_transport": "no NCCL",
+            "framework": result.framework, "source": "live", "runs": 1,
+            "runs_ok": int(result.ok), "range_over": "epochs of 1 run",
             "transports": "Gloo, no NCCL" if result.ok else "",
             "batch_per_worker": result.batch_per_worker,
             "images_per_sec_median": result.images_per_sec_median,
@@ -171,42 +200,46 @@ def _row_of_cpu_run(result: runner.RunResult) -> Dict[str, Any]:
 
 
 def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner.DEFAULT_TIMEOUT_S,
-             **run_kwargs) -> LiveRuns:
+             repeats: int = 3, progress=print, **run_kwargs) -> LiveRuns:
     """The live part of the notebook, whatever the machine has.
 
-    Two or more GPUs: runner.sweep() over the best and worst pair; the default setting runs
-    first, and when that fails because Horovod (or its TensorFlow part) is missing, the other
-    settings are not tried. Fewer GPUs: one short CPU run with Gloo (a pair needs two GPUs).
+    Two or more GPUs: runner.sweep() over the best and worst pair, every setting `repeats`
+    times, summarized to median and range per setting (a progress line per run); when the
+    first run fails (e.g. Horovod missing) the others are not tried and `source` says the
+    notebook shows recorded data. Fewer GPUs: one short CPU run with Gloo (a pair needs two GPUs).
     """
     from gputopo import results
 
     if (getattr(machine, "gpu_count", 0) or 0) >= 2 and getattr(machine, "best_pair", None):
         before = len(results.load_records(runner.RESULT_KIND))
-        rows = runner.sweep(settings=runner.SETTINGS[:1], machine=machine, timeout=gpu_timeout,
-                            **run_kwargs)
-        if all(not r["ok"] and r["reason"].startswith(runner.HOROVOD_MISSING) for r in rows):
-            message = f"Live sweep stopped: {rows[0]['reason']}. The recorded runs below still show every setting."
+        runs = runner.sweep(machine=machine, timeout=gpu_timeout, repeats=repeats,
+                            progress=progress, **run_kwargs)
+        rows = runner.summarize(runs)
+        good = sum(r["ok"] for r in runs)
+        framework = next((r["framework"] for r in runs if r.get("framework")), None)
+        if good == 0:
+            message = (f"The live GPU sweep did not run: {runs[0]['reason']}. The recorded runs "
+                       f"below show every setting instead (recorded data, not this machine).")
+            source = "reference"
         else:
-            rows += runner.sweep(settings=runner.SETTINGS[1:], machine=machine, timeout=gpu_timeout,
-                                 **run_kwargs)
-            order = {name: i for i, (name, _) in enumerate(runner.SETTINGS)}
-            pairs = [r["pair"] for r in rows]
-            rows.sort(key=lambda r: (pairs.index(r["pair"]), order[r["setting"]]))
-            good = sum(r["ok"] for r in rows)
-            message = f"Live sweep on this machine: {good} of {len(rows)} runs succeeded."
+            message = (f"Live sweep on this machine with {framework}: {good} of {len(runs)} runs "
+                       f"succeeded ({repeats} per setting).")
+            source = "live"
         new = results.load_records(runner.RESULT_KIND)[before:]
         last = new[-1] if new else {}
-        return LiveRuns(message, rows, last.get("command") or [], last.get("log_path"))
+        return LiveRuns(message, rows, last.get("command") or [], last.get("log_path"),
+                        source=source, runs=runs)
 
     result = runner.run_experiment(gpus=None, machine=machine, timeout=cpu_timeout, **run_kwargs)
     gpus = getattr(machine, "gpu_count", 0) or 0
     why = "no GPU is visible" if gpus == 0 else "a GPU pair needs two GPUs and this machine has one"
     if result.ok:
-        message = (f"One live run on the CPU ({why}): two Horovod workers, Gloo all-reduce, "
-                   f"{result.duration:.0f} s in all.")
+        message = (f"One live run on the CPU ({why}) with {result.framework}: two Horovod "
+                   f"workers, Gloo all-reduce, {result.duration:.0f} s in all.")
     else:
         message = f"The live CPU run did not finish: {result.reason}"
-    return LiveRuns(message, [_row_of_cpu_run(result)], result.command, result.log_path, result)
+    return LiveRuns(message, [_row_of_cpu_run(result)], result.command, result.log_path, result,
+                    source="live" if result.ok else "reference")
 
 
 def live_log_table(live: LiveRuns) -> str:

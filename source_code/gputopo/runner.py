@@ -189,6 +189,8 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     level = legacy_level_name(level) if level is not None else default_p2p_level(cpu_vendor)
     if level == "LOC":
         return fallback
+    if level is None and path_type == "NVL":
+        return "P2P"  # both possible defaults (PXB, SYS) lie beyond NVL
     if path_type is None or level is None:
         return None
     if level not in PATH_ORDER or path_type not in PATH_ORDER:
@@ -358,7 +360,10 @@ def classify_failure(log: str, exit_status: Optional[int]) -> Tuple[str, str]:
             if pattern.search(line):
                 return category, f"{category}: {_one_line(line)}"
     lines = [ln for ln in log.splitlines() if ln.strip()]
-    last = _one_line(lines[-1]) if lines else "no output"
+    # A worker's own error (e.g. "[0]<stderr>:TypeError: ...") says more than the launcher's
+    # closing lines, which only repeat that a process exited.
+    worker_errors = [ln for ln in lines if re.search(r"<stderr>:\s*\w*(Error|Exception)\b", ln)]
+    last = _one_line((worker_errors or lines)[-1]) if lines else "no output"
     if exit_status == 0:
         return OTHER, f"{OTHER}: exit status 0 but no SUMMARY line in the output ({last})"
     return OTHER, f"{OTHER}: exit status {exit_status}: {last}"
@@ -697,8 +702,11 @@ def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
                     progress(f"[{len(rows)}/{total}] GPUs {row['pair']} {name} (repeat {repeat}): "
                              f"{done}" + (f", NCCL: {row['transports']}" if row["transports"] else "")
                              + f" ({result.duration:.0f} s)")
-                if (repeat == 1 and not result.ok and result.category == HOROVOD_MISSING):
-                    return rows  # nothing else can run either
+                if len(rows) == 1 and not result.ok:
+                    # The first run (the default setting) failed: the others share its cause.
+                    if progress is not None:
+                        progress("the first run failed; the other settings were not tried")
+                    return rows
     return rows
 
 
@@ -734,7 +742,8 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
             "images_per_sec_max": max(rates) if rates else None,
             "transports": "+".join(transports),
             "ok": bool(good),
-            "reason": "ok" if good else group[-1].get("reason", ""),
+            "reason": (group[0].get("reason", "") if len(group) == 1
+                       else "ok" if good else group[-1].get("reason", "")),
         })
         accuracies = [r["test_accuracy"] for r in good if r.get("test_accuracy") is not None]
         if accuracies:
@@ -749,10 +758,15 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 # A100 joins every pair through NVSwitch. CPUs: DGX-1 has Intel Xeon (Broadwell), DGX A100
 # has AMD EPYC. See reference_systems/README.md.
 REFERENCE_RUNS = {
+    "h200-nvswitch-pair": {"label": "2x H200 NVSwitch", "cpu_vendor": None,
+                           "links": {"0,1": ("NV18 (18 NVLink4 links via NVSwitch)", "NVL"),
+                                     "0": ("one GPU", None)}},
     "dgx1-v100": {"label": "DGX-1 V100", "cpu_vendor": "GenuineIntel",
+                  "nvls": "did not exist (V100: no NVLS)",
                   "links": {"0,3": ("NVLink", "NVL"), "1,7": ("no NVLink; PCIe across CPU "
                                                               "sockets (SYS)", "SYS")}},
     "dgx1-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
+                  "nvls": "did not exist (A100: no NVLS)",
                   "links": {"0,3": ("NVLink via NVSwitch", "NVL")}},
 }
 
@@ -790,6 +804,65 @@ def _reference_summary_rows() -> List[Tuple[str, Dict[str, str]]]:
     return out
 
 
+# The course's own recordings: <system>/horovod-cnn/<record_name()>.txt (log) and .json (record).
+CNN_RUNS_FOLDER = "horovod-cnn"
+_RECORD_NAME = re.compile(r"horovod-cnn-(?P<framework>[a-z]+)-b(?P<batch>\d+)-gpus-"
+                          r"(?P<gpus>\d+(?:-\d+)*)-(?P<tag>[A-Za-z].*)-r(?P<repeat>\d+)\.txt$")
+
+
+def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
+    """How a recorded run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'NCCL default', or
+    'did not exist' for NCCL before 2.17 (NVLS came with 2.17 and Hopper NVSwitch systems)."""
+    value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
+    if value is not None:
+        return "off (NCCL_NVLS_ENABLE=0)" if value.strip() == "0" else f"NCCL_NVLS_ENABLE={value}"
+    if nccl_version:
+        parts = re.findall(r"\d+", nccl_version)
+        if len(parts) >= 2 and (int(parts[0]), int(parts[1])) < (2, 17):
+            return "did not exist (NCCL < 2.17)"
+    return "NCCL default"
+
+
+def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
+    """One row per run recorded by `python -m gputopo.runner --record-dir` for `system`
+    (reference_systems/<system>/horovod-cnn/), in the shape of sweep() rows."""
+    from . import reference
+    folder = Path(reference.__file__).resolve().parents[1] / "reference_systems" / system / CNN_RUNS_FOLDER
+    facts = REFERENCE_RUNS.get(system, {"label": system, "cpu_vendor": None, "links": {}})
+    known = {setting_tag(env): (name, env) for name, env in SETTINGS}
+    rows = []
+    for log_file in sorted(folder.glob("horovod-cnn-*.txt")) if folder.is_dir() else []:
+        match = _RECORD_NAME.match(log_file.name)
+        if not match or match.group("tag") not in known:
+            continue
+        name, variables = known[match.group("tag")]
+        record = _read_record(log_file.with_suffix(".json")) or {}
+        log = log_file.read_text(encoding="utf-8", errors="replace")
+        nccl = _parse_nccl(log)
+        epochs_rows, summary = _parse_throughput(log)
+        summary = record.get("summary") or summary or {}
+        pair = match.group("gpus").replace("-", ",")
+        link, path_type = facts["links"].get(pair, (None, None))
+        rows.append({
+            "system": facts["label"], "source": "recorded", "pair": pair, "link": link,
+            "setting": name, "env": dict(variables), "repeat": int(match.group("repeat")),
+            "framework": match.group("framework"),
+            "expected_transport": (expected_transport(variables, path_type, facts["cpu_vendor"])
+                                   if "," in pair else "none (one GPU)"),
+            "transports": _transports_text(nccl["transports"]),
+            "p2p_level_in_log": nccl["p2p_level"],
+            "nccl_version": nccl["nccl_version"],
+            "nvls": nvls_state(record.get("nccl_env"), nccl["nccl_version"]),
+            "batch_per_worker": int(match.group("batch")),
+            "workers": record.get("workers") or len(pair.split(",")),
+            "images_per_sec_median": summary.get("images_per_sec_median"),
+            "test_accuracy": summary.get("test_accuracy"),
+            "ok": summary.get("images_per_sec_median") is not None,
+            "reason": f"recorded: reference_systems/{system}/{CNN_RUNS_FOLDER}/{log_file.name}",
+        })
+    return rows
+
+
 def reference_sweep() -> List[Dict[str, Any]]:
     """The sweep table built from the recorded DGX-1 V100 / DGX A100 logs (no GPU needed).
 
@@ -803,6 +876,8 @@ def reference_sweep() -> List[Dict[str, Any]]:
     summary_rows = _reference_summary_rows()
     rows, seen = [], set()
     for system, facts in REFERENCE_RUNS.items():
+        if system not in ("dgx1-v100", "dgx1-a100"):
+            continue  # the course's own recordings come from recorded_cnn_runs() below
         nccl_logs = reference.load_all(system, "nccl-log")
         throughput = reference.load_all(system, "horovod")
         for name in sorted(nccl_logs):
@@ -820,6 +895,10 @@ def reference_sweep() -> List[Dict[str, Any]]:
             seen.add((system, pair, setting.split(" ")[0]))
             rows.append({
                 "system": facts["label"],
+                "source": "recorded",
+                "framework": "tensorflow",
+                "nccl_version": nccl["nccl_version"],
+                "nvls": facts.get("nvls") or nvls_state(None, nccl["nccl_version"]),
                 "pair": pair,
                 "link": link,
                 "setting": setting,
@@ -846,6 +925,10 @@ def reference_sweep() -> List[Dict[str, Any]]:
         link, path_type = facts["links"].get(row["gpus"], (None, None))
         rows.append({
             "system": facts["label"],
+            "source": "recorded",
+            "framework": "tensorflow",
+            "nccl_version": None,
+            "nvls": facts.get("nvls") or "NCCL default",
             "pair": row["gpus"],
             "link": link,
             "setting": "default",
@@ -860,10 +943,13 @@ def reference_sweep() -> List[Dict[str, Any]]:
             "reason": f"recorded: reference_systems/{label} (approximate value, no NCCL log "
                       f"published)",
         })
+    for system in REFERENCE_RUNS:
+        rows += recorded_cnn_runs(system)
     order = {name: i for i, (name, _) in enumerate(SETTINGS)}
     systems = [facts["label"] for facts in REFERENCE_RUNS.values()]
-    rows.sort(key=lambda r: (systems.index(r["system"]), r["pair"],
-                             order.get(r["setting"].split(" ")[0], len(order)), r["setting"]))
+    rows.sort(key=lambda r: (systems.index(r["system"]), r.get("batch_per_worker") or 0, r["pair"],
+                             order.get(r["setting"].split(" ")[0], len(order)), r["setting"],
+                             r.get("repeat") or 0))
     return rows
 
 
