@@ -45,6 +45,15 @@ LIVE_PATTERNS = re.compile(
     re.IGNORECASE)
 
 
+def show(text, source):
+    """Display `text` in a notebook with the tag this report reads: source "live" (measured on
+    this machine now) or "reference" (recorded on another machine). Returns nothing."""
+    if source not in ("live", "reference"):
+        raise ValueError(f"source must be 'live' or 'reference', got {source!r}")
+    from IPython.display import display
+    display({"text/plain": str(text)}, raw=True, metadata={"gputopo": {"source": source}})
+
+
 class UsageError(Exception):
     """Bad input on the command line; main() prints it as one line and exits 2."""
 

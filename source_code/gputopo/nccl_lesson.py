@@ -93,7 +93,7 @@ def channel_table(parsed: Dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------
 
 # "recorded: [reference_systems/]<system>/<file>.txt": the log a reference_sweep() row came from.
-_RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/(\S+\.txt)$")
+_RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/([^/\s]+\.txt)$")
 
 
 def recorded_runs() -> List[Dict[str, Any]]:
@@ -113,7 +113,11 @@ def recorded_runs() -> List[Dict[str, Any]]:
             row["images_per_sec_min"] = row["images_per_sec_max"] = None
             row["range_over"] = "-"
             match = _RECORDED_FILE.match(row.get("reason", ""))
-            if match:
+            if row.get("epoch_rates"):
+                rates = row["epoch_rates"]
+                row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
+                row["range_over"] = "epochs of 1 run"
+            elif match:
                 epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
                 rates = [e["images_per_sec"] for e in epochs]
                 row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
@@ -288,3 +292,43 @@ def relative_change(rows: Sequence[Dict[str, Any]], baseline: str) -> List[Tuple
     base = next(r for r in rows if r["setting"] == baseline)["images_per_sec_median"]
     return [(r["pair"], r["setting"], f"{(r['images_per_sec_median'] / base - 1) * 100:+.1f} %")
             for r in rows if r.get("images_per_sec_median") is not None]
+
+
+# The course's NCCL benchmark on the same H200 pair, one all_reduce table per transport
+# (reference_systems/h200-nvswitch-pair/, notebook 5 plots them).
+TRANSPORT_BENCHMARKS = (
+    ("P2P (default)", "nccl-bench-all_reduce.txt"),
+    ("SHM (NCCL_P2P_LEVEL=LOC)", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"),
+    ("NET/Socket (P2P and SHM disabled)", "nccl-bench-all_reduce-sockets.txt"),
+)
+
+
+def time_at_size(rows: Sequence[Dict[str, Any]], size: float) -> float:
+    """Out-of-place time (us) of an nccl-tests table at `size` bytes, interpolated linearly
+    between the two measured sizes around it (the table doubles the size each row)."""
+    points = sorted((r["size"], r["out_of_place"]["time_us"]) for r in rows
+                    if r["out_of_place"].get("time_us") is not None)
+    for (s0, t0), (s1, t1) in zip(points, points[1:]):
+        if s0 <= size <= s1:
+            return t0 + (t1 - t0) * (size - s0) / (s1 - s0)
+    raise ValueError(f"{size:.0f} bytes lies outside the measured sizes "
+                     f"{points[0][0]}-{points[-1][0]}")
+
+
+def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
+                            system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str]]:
+    """(transport, busbw at that size, measured all_reduce time, share of one training step)
+    for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables.
+
+    The share is an upper bound of what the transfer adds to a step: Horovod starts reducing
+    the first gradients while backpropagation is still computing the others.
+    """
+    from gputopo import reference
+    out = []
+    for label, filename in TRANSPORT_BENCHMARKS:
+        rows = reference.load(system, "nccl-tests", filename=filename)["rows"]
+        us = time_at_size(rows, gradient_bytes)
+        busbw = gradient_bytes / (us * 1e-6) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
+        out.append((label, f"{busbw:,.1f} GB/s", f"{us / 1e3:.3f} ms",
+                    f"{us / 1e3 / step_ms * 100:.1f} %"))
+    return out

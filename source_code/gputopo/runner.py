@@ -857,6 +857,8 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
             "workers": record.get("workers") or len(pair.split(",")),
             "images_per_sec_median": summary.get("images_per_sec_median"),
             "test_accuracy": summary.get("test_accuracy"),
+            # the timed epochs: the first (start-up) counts only when it is the only one
+            "epoch_rates": [e["images_per_sec"] for e in (epochs_rows[1:] or epochs_rows)],
             "ok": summary.get("images_per_sec_median") is not None,
             "reason": f"recorded: reference_systems/{system}/{CNN_RUNS_FOLDER}/{log_file.name}",
         })
@@ -958,6 +960,7 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
 
     Each bar is labelled with the transport NCCL chose and the batch size per worker, so rows
     with different batch sizes are never compared silently. Failed runs show as empty slots.
+    Rows from summarize() (several runs) get an error bar from the lowest to the highest run.
     """
     import matplotlib.pyplot as plt
 
@@ -983,7 +986,11 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
             if not row.get("ok") or value is None:
                 ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7)
                 continue
-            ax.bar(x, value, width, color=f"C{s_index}",
+            low, high = row.get("images_per_sec_min"), row.get("images_per_sec_max")
+            spread = None
+            if low is not None and high is not None and row.get("runs", 1) > 1:
+                spread = [[value - low], [high - value]]  # error bar: lowest to highest run
+            ax.bar(x, value, width, color=f"C{s_index}", yerr=spread, capsize=3,
                    label=setting if g_index == 0 or setting not in
                    ax.get_legend_handles_labels()[1] else None)
             label = row.get("transports") or "no log"
@@ -998,7 +1005,8 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), title="setting", title_fontsize=8)
-    tallest = max((r.get("images_per_sec_median") or 0) for r in rows) if rows else 0
+    tallest = max((r.get("images_per_sec_max") or r.get("images_per_sec_median") or 0)
+                  for r in rows) if rows else 0
     if tallest:
         ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
     return ax
