@@ -298,18 +298,20 @@ built = {"tensorflow": ("tensorflow", "tensorflow/mpi_lib*.so"),
 print(" ".join(name for name, (module, lib) in built.items()
                if u.find_spec(module) and glob.glob(os.path.join(root, lib))))
 """
-_probe_cache: Dict[str, Tuple[List[str], Optional[str]]] = {}
+_probe_cache: Dict[Tuple[str, Optional[str]], Tuple[List[str], Optional[str]]] = {}
 
 
 def horovod_frameworks(python: Optional[str] = None,
                        env: Optional[Dict[str, str]] = None) -> Tuple[List[str], Optional[str]]:
     """(frameworks Horovod can train with in `python`, in FRAMEWORKS order; None or why none).
 
-    ["tensorflow"], ["pytorch"], both, or [] with a one-line reason. Cached per interpreter.
+    ["tensorflow"], ["pytorch"], both, or [] with a one-line reason. Cached per interpreter
+    and PYTHONPATH.
     """
     python = python or sys.executable
-    if python in _probe_cache:
-        return _probe_cache[python]
+    key = (python, (env if env is not None else os.environ).get("PYTHONPATH"))
+    if key in _probe_cache:
+        return _probe_cache[key]
     try:
         done = subprocess.run([python, "-c", _HOROVOD_PROBE], env=env, capture_output=True,
                               text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
@@ -326,7 +328,7 @@ def horovod_frameworks(python: Optional[str] = None,
         why = (f"{python} has no Horovod built for TensorFlow or PyTorch"
                + (f" ({_one_line(detail[-1], 120)})" if done.returncode and detail else "")
                + "; install it with environment/install.sh (--framework tensorflow or pytorch)")
-    _probe_cache[python] = (found, why)
+    _probe_cache[key] = (found, why)
     return found, why
 
 

@@ -1,0 +1,198 @@
+"""The CNN's two frameworks: the shared learning-rate rule, the PyTorch network, which
+framework Horovod is built for, and what the runner passes on. No GPU, no real Horovod.
+"""
+import json
+import sys
+import textwrap
+
+import pytest
+
+import cnn_fmnist
+from gputopo import runner
+from gputopo.detect import Machine
+
+
+@pytest.fixture(autouse=True)
+def results_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
+
+
+def test_warmup_goes_linearly_from_base_to_workers_times_base():
+    # Goyal et al. 2017: lr(e) = base * (1 + (n - 1) * e / warmup) during the warm-up, then n * base.
+    assert cnn_fmnist.warmup_lr(0.001, 2, 0.0, 1.0) == pytest.approx(0.001)
+    assert cnn_fmnist.warmup_lr(0.001, 2, 0.5, 1.0) == pytest.approx(0.0015)
+    assert cnn_fmnist.warmup_lr(0.001, 4, 1.0, 2.0) == pytest.approx(0.0025)
+    assert cnn_fmnist.warmup_lr(0.001, 4, 2.0, 2.0) == pytest.approx(0.004)
+    assert cnn_fmnist.warmup_lr(0.001, 4, 3.7, 2.0) == pytest.approx(0.004)
+    assert cnn_fmnist.warmup_lr(0.001, 4, 0.0, 0.0) == pytest.approx(0.004)  # no warm-up
+    assert cnn_fmnist.warmup_lr(0.001, 1, 0.3, 1.0) == pytest.approx(0.001)  # one worker
+
+
+def test_framework_option_and_its_error():
+    assert cnn_fmnist.parse_args([]).framework == "tensorflow"
+    assert cnn_fmnist.parse_args(["--framework", "pytorch"]).framework == "pytorch"
+    assert cnn_fmnist.main(["--framework", "jax"]) == 2
+
+
+def test_torch_network_matches_the_layer_table():
+    torch = pytest.importorskip("torch")
+    model = cnn_fmnist.build_torch_model(seed=1)
+    by_hand = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (12 * 12 * 64 * 128 + 128) + (128 * 10 + 10)
+    assert sum(p.numel() for p in model.parameters()) == by_hand
+    assert model(torch.zeros(3, 1, 28, 28)).shape == (3, 10)
+
+
+def fake_site(root, frameworks):
+    """A folder to put on PYTHONPATH: a horovod package built for `frameworks`, and stand-ins
+    for the frameworks themselves (only their presence is probed)."""
+    hvd = root / "horovod"
+    (hvd / "runner").mkdir(parents=True)
+    (hvd / "__init__.py").write_text("")
+    (hvd / "runner" / "__init__.py").write_text("")
+    (hvd / "runner" / "launch.py").write_text("")
+    libs = {"tensorflow": ("tensorflow", "mpi_lib.cpython-311-x86_64-linux-gnu.so"),
+            "pytorch": ("torch", "mpi_lib_v2.cpython-311-x86_64-linux-gnu.so")}
+    for name, (sub, lib) in libs.items():
+        (hvd / sub).mkdir()
+        (hvd / sub / "__init__.py").write_text("")
+        if name in frameworks:
+            (hvd / sub / lib).write_bytes(b"")
+    # PyTorch itself: only its presence is probed (TensorFlow is the venv's own, if any)
+    (root / "torch").mkdir()
+    (root / "torch" / "__init__.py").write_text("")
+    return str(root)
+
+
+@pytest.mark.parametrize("built,expected", [
+    (["pytorch"], ["pytorch"]),
+    (["tensorflow", "pytorch"], ["tensorflow", "pytorch"]),
+    ([], []),
+])
+def test_probe_reads_horovods_compiled_extensions(tmp_path, built, expected):
+    env = {"PYTHONPATH": fake_site(tmp_path, built), "PATH": "/usr/bin:/bin"}
+    found, why = runner.horovod_frameworks(sys.executable, env)
+    if "tensorflow" in built and not _has_tensorflow():
+        expected = [f for f in expected if f != "tensorflow"]
+    assert found == expected
+    assert (why is None) == bool(expected)
+    if not expected:
+        assert "environment/install.sh" in why
+
+
+def _has_tensorflow():
+    import importlib.util
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def test_pick_prefers_tensorflow_and_honours_a_wish(tmp_path):
+    if not _has_tensorflow():
+        pytest.skip("needs TensorFlow importable to stand for a both-frameworks Horovod")
+    env = {"PYTHONPATH": fake_site(tmp_path, ["tensorflow", "pytorch"])}
+    assert runner.pick_framework(sys.executable, None, env) == ("tensorflow", None)
+    assert runner.pick_framework(sys.executable, "pytorch", env) == ("pytorch", None)
+    name, why = runner.pick_framework(sys.executable, "mxnet", env)
+    assert name is None and "unknown framework 'mxnet'" in why
+
+
+def test_a_missing_framework_is_named(tmp_path):
+    env = {"PYTHONPATH": fake_site(tmp_path, ["pytorch"])}
+    name, why = runner.pick_framework(sys.executable, "tensorflow", env)
+    assert name is None
+    assert "not built for tensorflow" in why and "found: pytorch" in why
+
+
+def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
+    seen = tmp_path / "seen.json"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(textwrap.dedent(f"""\
+        import json, sys
+        json.dump(sys.argv[1:], open({str(seen)!r}, "w"))
+        print("[0]<stdout>:EPOCH 1/1 images_per_sec=10.0 seconds=1.000 loss=1.0000 accuracy=0.5000 workers=2 batch_per_worker=8")
+        print("[0]<stdout>:SUMMARY images_per_sec_median=10.0 images_per_sec_min=10.0 images_per_sec_max=10.0 epochs_timed=1 test_accuracy=0.5000 workers=2 batch_per_worker=8")
+        """))
+    machine = Machine(mode="reference", reason="none", gpu_count=0)
+    result = runner.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)],
+                                   framework="pytorch", timeout=60)
+    assert result.ok, result.reason
+    argv = json.loads(seen.read_text())
+    assert argv[argv.index("--framework") + 1] == "pytorch"
+    assert result.framework == "pytorch"
+
+
+def run_row(setting, rate, repeat, transports="P2P", ok=True, pair="0,1"):
+    return {"system": "s", "pair": pair, "setting": setting, "batch_per_worker": 64,
+            "framework": "pytorch", "images_per_sec_median": rate if ok else None,
+            "transports": transports, "ok": ok, "repeat": repeat, "reason": "ok" if ok else "other: x"}
+
+
+def test_summarize_gives_median_and_range_over_repeats():
+    rows = [run_row("default", 100.0, 1), run_row("LOC", 80.0, 1, "SHM"),
+            run_row("default", 130.0, 2), run_row("LOC", 90.0, 2, "SHM"),
+            run_row("default", 110.0, 3), run_row("LOC", 0, 3, "", ok=False)]
+    summary = runner.summarize(rows)
+    assert [r["setting"] for r in summary] == ["default", "LOC"]
+    default, loc = summary
+    assert (default["images_per_sec_median"], default["images_per_sec_min"],
+            default["images_per_sec_max"], default["runs"], default["runs_ok"]) == (110.0, 100.0, 130.0, 3, 3)
+    assert (loc["images_per_sec_median"], loc["runs_ok"], loc["transports"]) == (85.0, 2, "SHM")
+    assert "repeat" not in default
+
+
+def test_differs_needs_ranges_apart():
+    from gputopo import nccl_lesson as nl
+    rows = [{"setting": "default", "images_per_sec_median": 100.0, "images_per_sec_min": 95.0, "images_per_sec_max": 105.0},
+            {"setting": "close", "images_per_sec_median": 96.0, "images_per_sec_min": 90.0, "images_per_sec_max": 99.0},
+            {"setting": "far", "images_per_sec_median": 75.0, "images_per_sec_min": 70.0, "images_per_sec_max": 80.0},
+            {"setting": "one run", "images_per_sec_median": 90.0, "images_per_sec_min": None, "images_per_sec_max": None}]
+    assert nl.differs(rows, "close").startswith("-4.0 %") and "overlap" in nl.differs(rows, "close")
+    assert nl.differs(rows, "far").startswith("-25.0 %") and "apart" in nl.differs(rows, "far")
+    assert "cannot tell" in nl.differs(rows, "one run")
+
+
+def test_record_names_parse_back():
+    name = runner.record_name("pytorch", 512, [0, 1], {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 2)
+    assert name == "horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r2"
+    match = runner._RECORD_NAME.match(name + ".txt")
+    assert match.group("framework", "batch", "gpus", "tag", "repeat") == (
+        "pytorch", "512", "0-1", "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1", "2")
+    single = runner._RECORD_NAME.match(runner.record_name("pytorch", 64, [3], {}, 1) + ".txt")
+    assert single.group("gpus", "tag") == ("3", "default")
+
+
+def test_the_recorded_h200_runs_read_back():
+    """reference_systems/h200-nvswitch-pair/horovod-cnn/: 3 runs of each setting on GPUs 0,1
+    and one run on GPU 0 at batch 64, every log naming the transport the setting implies."""
+    runs = [r for r in runner.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == 64]
+    pair = [r for r in runs if r["pair"] == "0,1"]
+    assert len(pair) == 15 and len([r for r in runs if r["pair"] == "0"]) == 1
+    by_setting = {}
+    for r in pair:
+        by_setting.setdefault(r["setting"], []).append(r)
+    assert sorted(len(v) for v in by_setting.values()) == [3] * 5
+    want = {"default": "P2P", "NCCL_P2P_LEVEL=NVL": "P2P", "NCCL_P2P_LEVEL=PIX": "P2P",
+            "NCCL_P2P_LEVEL=LOC": "SHM", "P2P and SHM disabled": "NET"}
+    for setting, rows in by_setting.items():
+        assert {r["transports"] for r in rows} == {want[setting]}, setting
+        assert all(r["expected_transport"] == want[setting] for r in rows)
+    assert all(r["framework"] == "pytorch" and r["nccl_version"] == "2.28.3" for r in runs)
+    assert all(r["nvls"] == "off (NCCL_NVLS_ENABLE=0)" for r in runs)
+    assert all(0.88 < r["test_accuracy"] < 0.95 for r in runs)
+
+
+def test_nvls_state_labels():
+    assert runner.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "off (NCCL_NVLS_ENABLE=0)"
+    assert runner.nvls_state({}, "2.4.8") == "did not exist (NCCL < 2.17)"
+    assert runner.nvls_state({}, "2.19.3") == "NCCL default"
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--settings", "6"], "expected numbers 1-5"),
+    (["--settings", "0"], "expected numbers 1-5"),
+    (["--gpus", "a,b"], "expected GPU indices"),
+    (["--record-dir", "/nonexistent/dir"], "--record-dir does not exist"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, words, capsys):
+    assert runner.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and err[0].startswith("python -m gputopo.runner: error:")
