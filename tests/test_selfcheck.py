@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from gputopo import alphabeta, links, reference
-from gputopo.selfcheck import check, text_table
+from gputopo.selfcheck import check, compare, predict, text_table
 
 
 def test_unanswered_prints_a_reminder(capsys):
@@ -21,9 +21,42 @@ def test_right_answers_pass(capsys):
 
 
 @pytest.mark.parametrize("answer, expected", [(2.097, 20.97152), ("PIX", "SYS"), ([0, 4], [0, 3]), ("16", 16)])
-def test_wrong_answers_fail_with_the_hint(answer, expected):
-    with pytest.raises(AssertionError, match="units"):
-        check(answer, expected, hint="check the units")
+def test_wrong_answers_explain_and_never_raise(answer, expected, capsys):
+    # A wrong answer must not stop "Run All" (issue 15): it prints the hint and returns False.
+    assert check(answer, expected, hint="check the units") is False
+    out = capsys.readouterr().out
+    assert "Not right yet" in out and "check the units" in out and "Correct" not in out
+
+
+@pytest.mark.parametrize("answer, expected, diagnosis", [
+    (2.097152, 20.97152, "10^-1"),                      # micro taken as 1e-5
+    (20.97152 * 1e3, 20.97152, "10^3"),                 # GB/s against MB/s
+    (20.97152 * 2**30 / 1e9, 20.97152, "2**30 / 10**9"),  # GiB against GB
+    (2 * 20.97152, 20.97152, "factor of 2"),
+    (-20.97152, 20.97152, "sign"),
+])
+def test_wrong_numbers_get_a_diagnosis(answer, expected, diagnosis, capsys):
+    assert check(answer, expected, rel=1e-3) is False
+    assert diagnosis in capsys.readouterr().out
+
+
+def test_right_answer_returns_true():
+    assert check(16, 16, rel=0) is True
+
+
+def test_predict_then_compare(capsys):
+    store = {}
+    assert predict("busbw at 1 MiB", None, store=store) is None
+    assert "No prediction" in capsys.readouterr().out
+    predict("busbw at 1 MiB", 100.0, "GB/s", store=store)
+    assert compare("busbw at 1 MiB", 110.0, "GB/s", store=store) == pytest.approx(1.1)
+    assert "close to the prediction" in capsys.readouterr().out
+    assert compare("busbw at 1 MiB", 20.0, store=store) == pytest.approx(0.2)
+    assert "what did the model leave out" in capsys.readouterr().out
+    predict("transport", "P2P", store=store)
+    compare("transport", "shm", store=store)
+    assert "different" in capsys.readouterr().out
+    assert compare("never predicted", 1.0, store=store) is None
 
 
 def test_text_table_aligns_columns():

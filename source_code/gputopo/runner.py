@@ -630,7 +630,7 @@ REFERENCE_RUNS = {
     "dgx1-v100": {"label": "DGX-1 V100", "cpu_vendor": "GenuineIntel",
                   "links": {"0,3": ("NVLink", "NVL"), "1,7": ("no NVLink; PCIe across CPU "
                                                               "sockets (SYS)", "SYS")}},
-    "dgx1-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
+    "dgx-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
                   "links": {"0,3": ("NVLink via NVSwitch", "NVL")}},
 }
 
