@@ -95,7 +95,8 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
     store = _PREDICTIONS if store is None else store
     predicted = store.get(name)
     if predicted is None:
-        print(f"Measured {name}: {measured!r}{(' ' + unit) if unit else ''} (no prediction was recorded).")
+        shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)
+        print(f"Measured {name}: {shown}{(' ' + unit) if unit else ''} (no prediction was recorded).")
         return None
     if isinstance(predicted, str) or isinstance(measured, str):
         same = str(predicted).strip().upper() == str(measured).strip().upper()
