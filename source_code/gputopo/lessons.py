@@ -681,3 +681,28 @@ def multinode_rows(busbw_in_node_gbps: float, alpha_in_node_us: float, nic_gbps_
                                                         busbw_in_node_gbps, alpha_net_us, nic_gbps_per_gpu))
         out.append((gpus_per_node * nodes, nodes, f"{busbw:.1f}", f"{t:.0f}"))
     return out
+
+
+def compare_repeats(baseline: Sequence[float], other: Sequence[float]) -> Dict[str, Any]:
+    """Is `other` different from `baseline`, given the run-to-run spread of both?
+
+    Each argument holds repeated measurements of one setting (images/s of several runs or
+    epochs). Returns {"change": relative change of the medians, "baseline_range",
+    "other_range": (min, max), "spread": the larger relative range of the two
+    ((max - min) / median), "verdict"}. The verdict is "beyond the run-to-run spread" only when
+    the two ranges do not overlap and the change is larger than the larger spread; otherwise
+    "within the run-to-run spread": a -3.9 % and a -6.3 % change are judged by the same rule,
+    not by their size alone. At least two values each, else ValueError.
+    """
+    import statistics
+
+    if len(baseline) < 2 or len(other) < 2:
+        raise ValueError("give at least two repeated measurements of each setting")
+    b_med, o_med = statistics.median(baseline), statistics.median(other)
+    b_range, o_range = (min(baseline), max(baseline)), (min(other), max(other))
+    spread = max((b_range[1] - b_range[0]) / b_med, (o_range[1] - o_range[0]) / o_med)
+    change = o_med / b_med - 1
+    separate = o_range[1] < b_range[0] or o_range[0] > b_range[1]
+    verdict = ("beyond the run-to-run spread" if separate and abs(change) > spread
+               else "within the run-to-run spread")
+    return {"change": change, "baseline_range": b_range, "other_range": o_range, "spread": spread, "verdict": verdict}
