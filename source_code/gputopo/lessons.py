@@ -1,4 +1,4 @@
-"""Glue for notebooks 4 and 5: recorded systems side by side, efficiency and step-time tables.
+"""Glue for notebooks 2, 4 and 5: recorded systems side by side, efficiency and step-time tables.
 
 Nothing here measures, parses text formats or draws a single plot type of its own: it puts
 together what `gputopo.reference`, `gputopo.links`, `gputopo.alphabeta`, `gputopo.plots` and
@@ -6,9 +6,14 @@ together what `gputopo.reference`, `gputopo.links`, `gputopo.alphabeta`, `gputop
 
     from gputopo import lessons
     lessons.reference_p2p()                    # every recorded P2P test, merged per system
-    lessons.efficiency_rows(parsed, link, gpu) # measured / peak for each GPU pair
+    lessons.efficiency_rows(parsed, link, gpu, lessons.peer_access(parsed, system))
+                                               # measured / peak for each GPU pair; pairs without
+                                               # peer access are labelled staged, never "P2P"
+    lessons.v100_wirings()                     # the DGX-1 and the 2019 blog server: same GPUs, two wirings
     lessons.side_by_side("bidirectional_enabled")   # one heatmap per system, one figure
-    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport
+    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport and NVLS state
+    lessons.multinode_rows(...)                # the ring beyond one node, bounded by the NIC
+    lessons.compare_repeats(a, b)              # a change against the run-to-run spread
     lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
 
 numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
