@@ -91,7 +91,7 @@ def host_staging_vs_p2p():
            offset=(-0.09, 0.0))
     _arrow(ax, (0.58, 0.78), (0.76, 0.3), "#c44e52", "copy 2\nhost to GPU1", rad=-0.25,
            offset=(0.09, 0.0))
-    ax.text(0.5, 0.04, "time ~ 2 x (latency + n / PCIe bandwidth), plus the CPU's memory traffic",
+    ax.text(0.5, 0.04, "time ~ 2 x latency + n / PCIe bandwidth (chunks pipelined through host memory)",
             ha="center", fontsize=8.5)
 
     # Right: GPU0 -> NVLink or PCIe switch -> GPU1
