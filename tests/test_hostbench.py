@@ -135,3 +135,21 @@ def test_measure_all_within_budget():
                                      (3000, "3000 B"), (2 ** 30, "1 GiB")])
 def test_format_bytes(n, text):
     assert hostbench.format_bytes(n) == text
+
+
+@pytest.mark.gpu
+def test_gpu_paths_live_on_two_gpus():
+    from gpus import visible_gpu_count
+
+    import gputopo
+    from gputopo import p2ptest
+
+    if visible_gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    if not p2ptest.BINARY.exists():
+        p2ptest.build()
+    result = hostbench.gpu_paths(gputopo.detect(check_horovod=False))
+    assert result["mode"] == "live" and result["reason"] is None, result["reason"]
+    (alpha_on, beta_on), (alpha_off, beta_off) = result["paths"].values()
+    # Whatever the link: a direct copy is never slower to start than a staged one.
+    assert 0 < alpha_on < alpha_off and beta_on > 0 and beta_off > 0

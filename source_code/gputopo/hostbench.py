@@ -280,6 +280,11 @@ def fit_regimes(series: Series, cache_bytes: Optional[int]) -> Dict[str, Tuple[f
 
 # --- GPU copies: the course's P2P program, else a recorded run ----------------------------
 
+# 256 MiB per copy: enough to reach the plateau on NVLink (notebook 4 shows 394.6 at 256 MiB
+# against 396.5 GB/s at 1 GiB on the H200 pair) and quick enough for notebook 1.
+GPU_COPY_OPTIONS = ("--numElems=67108864",)
+
+
 def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object]:
     """GPU0 -> GPU1 latency and bandwidth with P2P enabled and disabled, and where they came from.
 
@@ -300,7 +305,7 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
         reason = "the course's P2P program is not built (notebook 4 builds it, or `make -C source_code/p2pBandwidthLatencyTest`)"
     else:
         try:
-            result = p2ptest.run(devices=list(devices), reference=False)
+            result = p2ptest.run(devices=list(devices), extra=list(GPU_COPY_OPTIONS), reference=False)
         except Exception as error:   # a failed run must not stop notebook 1
             reason = f"the P2P program failed: {str(error).splitlines()[0][:160]}"
     if result is None:
