@@ -11,6 +11,8 @@ from gputopo.selfcheck import check, compare, predict, text_table
 def test_unanswered_prints_a_reminder(capsys):
     assert check(None, 3.0) is None
     assert "Not answered yet" in capsys.readouterr().out
+    check(None, 3.0, solution="below")
+    assert "collapsed block below" in capsys.readouterr().out
 
 
 def test_right_answers_pass(capsys):

@@ -48,18 +48,20 @@ def _how_far(answer, expected) -> str:
     return f" It is {ratio:.3g} times the expected value."
 
 
-def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "") -> Optional[bool]:
+def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "",
+          solution: str = "above") -> Optional[bool]:
     """Print whether `answer` matches `expected`; None means "not answered yet".
 
     Numbers match within `rel` (relative) or `abs_tol`; strings ignore case and surrounding
     spaces; lists and tuples match item by item. A mismatch prints `hint` and a diagnosis of
     how far off the answer is (a power of ten, a binary/decimal factor, a factor of two),
     never raising, so the notebook keeps running. Returns True (right), False (wrong) or
-    None (not answered).
+    None (not answered). `solution` says where the notebook's collapsed solution is
+    ("above" or "below"), for the reminder.
     """
     if answer is None or answer is Ellipsis:
         print("Not answered yet: replace None with your answer and run both cells again "
-              "(the solution is in the collapsed block below the exercise).")
+              f"(the solution is in the collapsed block {solution}).")
         return None
     if not _same(answer, expected, rel, abs_tol):
         print(f"Not right yet: {answer!r}.{_how_far(answer, expected)} {hint}".rstrip()
