@@ -153,3 +153,8 @@ def test_gpu_paths_live_on_two_gpus():
     (alpha_on, beta_on), (alpha_off, beta_off) = result["paths"].values()
     # Whatever the link: a direct copy is never slower to start than a staged one.
     assert 0 < alpha_on < alpha_off and beta_on > 0 and beta_off > 0
+
+
+def test_gpu_paths_plan_says_why_before_running_anything():
+    assert "0 GPU(s)" in hostbench.gpu_paths_plan(None)
+    assert hostbench._two_paths({"latency_us": {}, "bandwidth_gbs": {}}) is None

@@ -285,6 +285,35 @@ def fit_regimes(series: Series, cache_bytes: Optional[int]) -> Dict[str, Tuple[f
 GPU_COPY_OPTIONS = ("--numElems=67108864",)
 
 
+def _two_paths(parsed) -> Optional[Dict[str, Tuple[float, float]]]:
+    """{path: (latency us, bandwidth GB/s)} of GPU0 -> GPU1, P2P and staged; None if missing."""
+    try:
+        return {
+            "P2P enabled (GPU0 -> GPU1)": (parsed["latency_us"]["write_gpu"][0][1],
+                                           parsed["bandwidth_gbs"]["unidirectional_write"][0][1]),
+            "P2P disabled, staged (GPU0 -> GPU1)": (parsed["latency_us"]["disabled_gpu"][0][1],
+                                                    parsed["bandwidth_gbs"]["unidirectional_disabled"][0][1]),
+        }
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def gpu_paths_plan(machine=None) -> Optional[str]:
+    """None when `gpu_paths` will measure live; otherwise why it will show the recorded run.
+
+    Cheap (runs nothing), so a notebook can say in its banner which of the two it shows.
+    """
+    from gputopo import p2ptest
+
+    count = getattr(machine, "visible_gpu_count", 0) if machine is not None else 0
+    if count < 2:
+        return f"{count} GPU(s) visible here; a GPU-to-GPU copy needs two"
+    if not p2ptest.BINARY.exists():
+        return ("the course's P2P program is not built (notebook 4 builds it, or "
+                "`make -C source_code/p2pBandwidthLatencyTest`)")
+    return None
+
+
 def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object]:
     """GPU0 -> GPU1 latency and bandwidth with P2P enabled and disabled, and where they came from.
 
@@ -296,32 +325,23 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
     """
     from gputopo import p2ptest
 
-    reason = None
-    count = getattr(machine, "visible_gpu_count", 0) if machine is not None else 0
+    reason = gpu_paths_plan(machine)
     result = None
-    if count < 2:
-        reason = f"{count} GPU(s) visible here; a GPU-to-GPU copy needs two"
-    elif not p2ptest.BINARY.exists():
-        reason = "the course's P2P program is not built (notebook 4 builds it, or `make -C source_code/p2pBandwidthLatencyTest`)"
-    else:
+    if reason is None:
         try:
             result = p2ptest.run(devices=list(devices), extra=list(GPU_COPY_OPTIONS), reference=False)
         except Exception as error:   # a failed run must not stop notebook 1
             reason = f"the P2P program failed: {str(error).splitlines()[0][:160]}"
-    if result is None:
+    paths = _two_paths(result["parsed"]) if result is not None else None
+    if result is not None and paths is None:
+        reason = "the live run printed no P2P and staged matrices for GPU0 -> GPU1"
+    if paths is None:
         result = p2ptest.reference()
-    parsed = result["parsed"]
-    i, j = (0, 1)
-    paths = {
-        "P2P enabled (GPU0 -> GPU1)": (parsed["latency_us"]["write_gpu"][i][j],
-                                       parsed["bandwidth_gbs"]["unidirectional_write"][i][j]),
-        "P2P disabled, staged (GPU0 -> GPU1)": (parsed["latency_us"]["disabled_gpu"][i][j],
-                                                parsed["bandwidth_gbs"]["unidirectional_disabled"][i][j]),
-    }
+        paths = _two_paths(result["parsed"])
     source = ("measured here by the course's P2P program" if result["mode"] == "live"
               else f"recorded by the course's P2P program: {result['source']}")
     return {"mode": result["mode"], "source": source, "reason": reason, "paths": paths,
-            "gpu": (parsed.get("devices") or [{}])[0].get("name")}
+            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name")}
 
 
 def measure_all(budget_s: float = 15.0) -> Dict[str, Series]:
