@@ -91,7 +91,7 @@ def host_staging_vs_p2p():
            offset=(-0.09, 0.0))
     _arrow(ax, (0.58, 0.78), (0.76, 0.3), "#c44e52", "copy 2\nhost to GPU1", rad=-0.25,
            offset=(0.09, 0.0))
-    ax.text(0.5, 0.04, "time ~ 2 x (latency + n / PCIe bandwidth), plus the CPU's memory traffic",
+    ax.text(0.5, 0.04, "time ~ 2 x latency + n / PCIe bandwidth (chunks pipelined through host memory)",
             ha="center", fontsize=8.5)
 
     # Right: GPU0 -> NVLink or PCIe switch -> GPU1
@@ -172,7 +172,8 @@ def pcie_tree():
 
 # --- 3. DGX-1 V100 hybrid cube mesh --------------------------------------------------------
 # Edges copied from source_code/reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt
-# (8x V100-SXM2, the DGX-1 V100 wiring): (i, j, number of NVLinks). tests check they match.
+# (the 8x V100-SXM2 server of a 2019 blog post; NOT the DGX-1's wiring, which links 0-4 and
+# not 1-7: see gputopo.lessons.DGX1_V100_NVLINKS): (i, j, number of NVLinks). Tests check them.
 CUBE_MESH_EDGES = [
     (0, 1, 1), (0, 2, 1), (0, 3, 2), (0, 6, 2),
     (1, 2, 2), (1, 3, 1), (1, 7, 2),
@@ -186,7 +187,7 @@ CUBE_MESH_EDGES = [
 
 def dgx1_cube_mesh():
     """Eight V100s, six NVLinks each: two fully connected quads plus one link pair across."""
-    fig, ax = _canvas(8, 5.4, "Hybrid cube mesh of 8x V100 SXM2, as in the DGX-1 V100")
+    fig, ax = _canvas(8, 5.4, "Hybrid cube mesh of the recorded 8x V100 SXM2 server (2019 blog), not the DGX-1 wiring")
     # Left quad 0-3 and right quad 4-7, placed so the cross edges run straight across.
     pos = {0: (0.1, 0.78), 1: (0.38, 0.78), 2: (0.1, 0.3), 3: (0.38, 0.3),
            6: (0.62, 0.78), 7: (0.9, 0.78), 4: (0.62, 0.3), 5: (0.9, 0.3)}

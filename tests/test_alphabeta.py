@@ -146,3 +146,81 @@ def test_fit_on_the_v100_reference_table_is_sane():
 def test_half_bandwidth_size():
     assert alphabeta.half_bandwidth_size(10.0, 100.0) == pytest.approx(1e6)
     assert math.isinf(alphabeta.half_bandwidth_size(1.0, math.inf))
+
+
+# ---------------------------------------------------------------------------------------
+# busbw identity against nccl-tests' own definition (issue 15, item 1)
+#
+# nccl-tests doc/PERFORMANCE.md defines busbw = algbw x factor with, for n ranks:
+# AllReduce 2(n-1)/n; ReduceScatter, AllGather (and AlltoAll in nccl-tests' code) (n-1)/n;
+# Broadcast, Reduce 1. The factors below are written from that document, not from alphabeta.
+PERFORMANCE_MD = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+@pytest.mark.parametrize("op", sorted(PERFORMANCE_MD))
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 16, 72, 256])
+def test_busbw_factor_is_the_nccl_tests_definition(op, n):
+    assert alphabeta.busbw_factor(op, n) == pytest.approx(PERFORMANCE_MD[op](n))
+
+
+def _recorded_tables():
+    from gputopo import reference
+
+    for system in reference.list_systems():
+        for name in reference.find(system, "nccl-tests"):
+            parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
+            op = next((o for o in PERFORMANCE_MD if o in name.replace("-", "_")), None)
+            n = parsed["metadata"].get("n_gpus") or len(parsed["devices"])
+            if op and n:
+                yield system, name, op, n, parsed
+
+
+def test_every_recorded_table_prints_busbw_by_the_nccl_tests_formula():
+    checked = 0
+    for system, name, op, n, parsed in _recorded_tables():
+        for row in parsed["rows"]:
+            for place in ("out_of_place", "in_place"):
+                group = row.get(place)
+                if not group or group["algbw"] < 1.0:   # two printed decimals: small values are rounding
+                    continue
+                assert group["busbw"] == pytest.approx(group["algbw"] * PERFORMANCE_MD[op](n), abs=0.02, rel=2e-3), \
+                    (system, name, row["size"])
+                checked += 1
+    assert checked > 100
+
+
+def test_busbw_is_per_gpu_not_per_link():
+    # The recorded 8x V100 table reaches 129.14 GB/s of busbw over NVLink 2 links of 25 GB/s
+    # each per direction (links.py): busbw is what one GPU moves over all its links, bounded by
+    # its total NVLink bandwidth (6 links, 150 GB/s), never by one link's.
+    from gputopo import links, reference
+
+    rows = reference.load("v100-sxm2-8gpu-server", "nccl-tests")["rows"]
+    busbw = max(r["out_of_place"]["busbw"] for r in rows)
+    one_link = links.peak_gbs("NV1", "V100")
+    all_links = links.peak_gbs("NV6", "V100")
+    assert busbw > 5 * one_link and busbw < all_links
+    # The fit returns that bus bandwidth (and says so in its docstring), not a link rate.
+    _, beta = alphabeta.fit_from_table(reference.load("v100-sxm2-8gpu-server", "nccl-tests"), "all_reduce", 8)
+    assert one_link < beta < all_links
+    assert "not the rate of one link" in alphabeta.fit_from_table.__doc__
+
+
+def test_multinode_ring_is_bounded_by_the_nic():
+    # NVLink busbw of 365 GB/s in a node; a 400 Gb/s NIC per GPU gives 50 GB/s per direction.
+    assert alphabeta.multinode_busbw_gbps(365.0, 50.0, 1) == 365.0
+    assert alphabeta.multinode_busbw_gbps(365.0, 50.0, 2) == 50.0
+    assert alphabeta.multinode_busbw_gbps(20.0, 50.0, 4) == 20.0     # a slow node stays the bound
+    one = alphabeta.multinode_allreduce_time_us(2**30, 8, 1, 4.0, 365.0, 10.0, 50.0)
+    two = alphabeta.multinode_allreduce_time_us(2**30, 8, 2, 4.0, 365.0, 10.0, 50.0)
+    assert one == pytest.approx(14 * 4.0 + 1.75 * 2**30 / 365e3)
+    assert two == pytest.approx(30 * 10.0 + (30 / 16) * 2**30 / 50e3)
+    assert two > 6 * one
+    with pytest.raises(ValueError):
+        alphabeta.multinode_busbw_gbps(365.0, 50.0, 0)

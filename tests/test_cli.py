@@ -42,7 +42,7 @@ def assert_one_error_line(result, starts_with):
          lambda out: out["links"]["GPU0"]["GPU3"] == "NV2" and out["best_pair"] == [0, 3]),
         ("p2p", "rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt",
          lambda out: out["bandwidth_gbs"]["unidirectional_write"] == [[386.63, 24.23], [24.23, 389.76]]),
-        ("nccl-log", "dgx1-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt",
+        ("nccl-log", "dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt",
          lambda out: out["transports"] == ["P2P"] and out["p2p_level"] == "PIX"),
         ("nccl-tests", "v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt",
          lambda out: len(out["rows"]) == 25 and out["rows"][-1]["out_of_place"]["busbw"] == 129.14),

@@ -1,5 +1,6 @@
 """gputopo.lessons: the glue behind notebooks 4 and 5, checked against recorded values."""
 import math
+import re
 import shutil
 
 import pytest
@@ -96,11 +97,17 @@ def test_efficiency_rows_h100():
 
 def test_efficiency_rows_dgx1_row():
     entry = lessons.reference_p2p()["dgx1-v100"]
-    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("dgx1-v100"), entry["gpu"])
+    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("dgx1-v100"), entry["gpu"],
+                                   lessons.peer_access(entry["parsed"], "dgx1-v100"))
     p2p = {r["pair"]: r for r in rows if r["matrix"] == "bidirectional_enabled"}
     assert p2p["0<->3"]["peak_gbs"] == 100.0                       # NV2 x 25 GB/s x 2 directions
     assert p2p["0<->3"]["share"] == pytest.approx(96.85 / 100)
     assert p2p["0<->5"]["peak_gbs"] == pytest.approx(2 * 8 * 16 * 128 / 130 / 8)   # PCIe gen3, both ways
+    # GPU 0 and 5 of the DGX-1 have no NVLink and no peer access: the "P2P=Enabled" cell is a
+    # staged copy (its recorded latency, 18.44 us, is that of P2P disabled), never "P2P".
+    assert p2p["0<->5"]["peer_access"] is False and p2p["0<->3"]["peer_access"] is True
+    assert "no peer access: staged" in p2p["0<->5"]["what"] and "via host" in p2p["0<->5"]["link"]
+    assert all(("no peer access" in r["what"]) == (r["link"].startswith("SYS")) for r in p2p.values())
     table = lessons.efficiency_table(rows, pairs=["0->3"])
     assert table == [("both ways, P2P", "0<->3", "NV2", "96.85", "100.00", "97%"),
                      ("both ways, P2P disabled", "0<->3", "via host", "14.46", "31.51", "46%")]
@@ -108,10 +115,15 @@ def test_efficiency_rows_dgx1_row():
 
 def test_reference_summary_rows():
     rows = {r[0]: r for r in lessons.reference_summary()}
-    assert rows["rtx2080-nvlink-pair"] == ("rtx2080-nvlink-pair", "GPU0-GPU1 NV1", "24.23", "48.37", "5.82",
-                                           "0.92", "20.55", "97%")
-    assert rows["h100-pcie-nvlink-pair"][2:] == ("256.62", "509.35", "26.10", "2.56", "16.59", "86%")
-    assert rows["dgx1-v100"][2:5] == ("-", "48.49", "-")
+    assert rows["rtx2080-nvlink-pair"] == ("rtx2080-nvlink-pair", "NVIDIA sample", "GPU0-GPU1 NV1", "24.23", "48.37",
+                                           "5.82", "0.92", "20.55", "97%")
+    assert rows["h100-pcie-nvlink-pair"][3:] == ("256.62", "509.35", "26.10", "2.56", "16.59", "86%")
+    assert rows["dgx1-v100"][3:6] == ("-", "48.49", "-")
+    # Every row names the program that printed it: the H200 runs are the course's, the
+    # others were published runs of NVIDIA's CUDA sample (reference_systems/README.md).
+    assert {s: r[1] for s, r in rows.items()} == {
+        "dgx1-v100": "NVIDIA sample", "h100-pcie-nvlink-pair": "NVIDIA sample", "rtx2080-nvlink-pair": "NVIDIA sample",
+        "h200-nvswitch-8gpu": "course", "h200-nvswitch-pair": "course"}
 
 
 def test_figures():
@@ -136,7 +148,7 @@ def test_nccl_tables_and_fit_v100():
     assert table["n"] == 8 and table["transport"] == "default (NCCL's choice)"
     fit = lessons.fit_rows(tables)[0]
     alpha, beta = alphabeta.fit_from_table(table["parsed"], "all_reduce", 8)
-    assert fit["alpha_us"] == alpha and fit["beta_gbps"] == beta
+    assert fit["alpha_step_us"] == alpha and fit["busbw_gbps"] == beta
     # The same fit done by hand from the recorded rows: minimise sum(((A + B*S - T) / T)^2) over
     # all 25 out-of-place rows (2x2 normal equations, solved by Cramer's rule), then per link
     # alpha = A / 2(n-1) and beta = busbw_factor / B, as alphabeta's docstring defines them.
@@ -149,8 +161,8 @@ def test_nccl_tables_and_fit_v100():
     a_us = (sum(u) * vv - uv * sum(v)) / det
     b_us_per_byte = (uu * sum(v) - uv * sum(u)) / det
     assert a_us > 0 and b_us_per_byte > 0  # the unconstrained fit is already physical
-    assert fit["alpha_us"] == pytest.approx(a_us / 14, rel=1e-6)
-    assert fit["beta_gbps"] == pytest.approx((14 / 8) / (b_us_per_byte * 1e3), rel=1e-6)
+    assert fit["alpha_step_us"] == pytest.approx(a_us / 14, rel=1e-6)
+    assert fit["busbw_gbps"] == pytest.approx((14 / 8) / (b_us_per_byte * 1e3), rel=1e-6)
     assert fit["small_us"] == 48.46 and fit["small_bytes"] == 8
     assert fit["big_busbw"] == 129.14 and fit["big_bytes"] == 134217728
     assert lessons.nccl_tables("all_gather", systems=["v100-sxm2-8gpu-server"]) == []
@@ -190,8 +202,11 @@ def test_gpu_count_rows_sorted_by_count(fake_reference):
     assert [(r["system"], r["n"]) for r in rows] == [("h200-nvswitch-pair", 2), ("h200-nvswitch-8gpu", 8)]
     assert lessons.common_size(rows, 256 * 2**20) == 134217728
     assert lessons.measured_at(rows[0]["parsed"], 1048576) == 20.56
-    figure = lessons.gpu_count_figure(rows, rows[0]["alpha_us"], rows[0]["beta_gbps"], 2**27, counts=(2, 4, 8))
+    figure = lessons.gpu_count_figure(rows, rows[0]["alpha_step_us"], rows[0]["busbw_gbps"], 2**27, counts=(2, 4, 8))
     assert len(figure.axes) == 2
+    # One node's smallest-message times are no evidence for a tree: no tree curve is drawn.
+    labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
+    assert not any("tree" in label for label in labels)
 
 
 def test_ring_schedule_and_simulation():
@@ -228,7 +243,110 @@ def test_step_time_and_efficiency():
     assert lessons.scaling_efficiency(10.0, 1.0, overlap=1.0) == 1.0
     with pytest.raises(ValueError):
         lessons.scaling_efficiency(10.0, 1.0, overlap=2)
-    rows = lessons.comm_rows([{"system": "s", "transport": "t", "n": 8, "alpha_us": 3.0, "beta_gbps": 100.0}],
+    rows = lessons.comm_rows([{"system": "s", "transport": "t", "n": 8, "alpha_step_us": 3.0, "busbw_gbps": 100.0}],
                              1e6, 2, 10.0)
     assert rows == [("s", "t", 8, "3.00", "100.0", "16", "0.2%")]
     assert not math.isnan(lessons.scaling_efficiency(1.0, 0.0))
+
+
+# ---------------------------------------------------------------------------------------
+# Two 8x V100 servers, wired differently (issue 15, item 3)
+
+def test_dgx1_and_blog_server_are_two_machines():
+    wirings = lessons.v100_wirings()
+    dgx1, blog = wirings[lessons.DGX1_V100], wirings[lessons.BLOG_V100]
+    # Both are hybrid cube meshes: six NVLink 2 links per GPU, 16 linked pairs, 12 without.
+    for topo in (dgx1, blog):
+        for gpu in topo["gpus"]:
+            assert sum(int(code[2:]) for other, code in topo["links"][gpu].items()
+                       if other.startswith("GPU") and code.startswith("NV")) == 6, gpu
+    # ...but not the same pairs: the blog's GPU0-GPU4 is SYS where the DGX-1 has NV2, and its
+    # GPU1-GPU7 NV2 where the DGX-1 has none.
+    diff = {pair: (a, b) for pair, a, b in lessons.wiring_differences(dgx1, blog)}
+    assert diff["0-4"] == ("NV2", "SYS") and diff["1-7"] == ("SYS", "NV2")
+    assert len(diff) > 8
+
+
+def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
+    from gputopo import runner
+
+    dgx1 = lessons.v100_wirings()[lessons.DGX1_V100]["links"]
+    # The recorded DGX-1 P2P row 0 (NVIDIA's sample on a DGX-1): ~48 GB/s both ways = NV1,
+    # ~97 = NV2, ~14.5 = no NVLink.
+    row0 = lessons.reference_p2p()["dgx1-v100"]["parsed"]["bandwidth_gbs"]["bidirectional_enabled"][0]
+    classes = {"NV1": (40, 55), "NV2": (90, 105), "SYS": (10, 20)}
+    for j in range(1, 8):
+        low, high = classes[dgx1["GPU0"][f"GPU{j}"]]
+        assert low < row0[j] < high, j
+    # The recorded DGX-1 Horovod logs ran on pairs 0,3 (NVLink) and 1,7 (no NVLink).
+    assert dgx1["GPU0"]["GPU3"].startswith("NV") and dgx1["GPU1"]["GPU7"] == "SYS"
+    assert runner.REFERENCE_RUNS["dgx1-v100"]["links"]["1,7"][1] == "SYS"
+
+
+def test_blog_server_has_two_sockets_behind_its_single_affinity_column():
+    # Its CPU affinity column shows 0-95 for every GPU (recorded in a container), yet SYS
+    # means crossing sockets, and its PCIe bus ids (nccl-tests' device lines) form two groups
+    # that match the two quads.
+    topo = reference.load("v100-sxm2-8gpu-server", "topo")
+    assert set(topo["cpu_affinity"].values()) == {"0-95"}
+    text = reference.read_text("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")
+    bus = [int(b, 16) for b in re.findall(r"device\s+\d+ \[0x([0-9a-f]+)\]", text)]
+    assert len(bus) == 8
+    low = [i for i, b in enumerate(bus) if b < 0x80]
+    assert low == [0, 1, 2, 3]
+    for i in low:
+        for j in range(4, 8):
+            code = topo["links"][f"GPU{i}"][f"GPU{j}"]
+            assert code in ("SYS", "NV1", "NV2")
+    sys_pairs = [(i, j) for i in range(8) for j in range(i + 1, 8) if topo["links"][f"GPU{i}"][f"GPU{j}"] == "SYS"]
+    assert sys_pairs and all((i < 4) != (j < 4) for i, j in sys_pairs)   # every SYS pair crosses the groups
+
+
+def test_peer_access_from_the_connectivity_matrix():
+    parsed = {"connectivity": [[1, 0], [0, 1]], "devices": [{"index": 0}, {"index": 1}]}
+    assert lessons.peer_access(parsed)(0, 1) is False
+    h100 = lessons.reference_p2p()["h100-pcie-nvlink-pair"]["parsed"]
+    assert lessons.peer_access(h100)(0, 1) is True
+    assert lessons.peer_access({"connectivity": None})(0, 1) is None
+
+
+def test_efficiency_summary_is_short():
+    found = lessons.reference_p2p()
+    rows = lessons.efficiency_summary(found)
+    assert len(rows) < 40
+    dgx1 = [r for r in rows if r[0] == "dgx1-v100"]
+    assert any("no peer access" in r[1] and r[3] == 3 for r in dgx1)
+
+
+# ---------------------------------------------------------------------------------------
+# NVLS state of recorded runs (issue 15, item 2)
+
+def test_every_recorded_nccl_table_has_its_nvls_state():
+    tables = lessons.nccl_tables("all_reduce")
+    states = {(t["system"], t["file"]): t["nvls"] for t in tables}
+    assert states[("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")] == "n/a (no NVSwitch)"
+    h200 = {k: v for k, v in states.items() if k[0].startswith("h200")}
+    assert h200 and set(h200.values()) == {"off (NCCL_NVLS_ENABLE=0)"}
+    assert lessons.nvls_state("NCCL INFO NCCL_NVLS_ENABLE set by environment to 1.") == "on (NCCL_NVLS_ENABLE=1)"
+    assert lessons.nvls_state("nothing about it", None) == "not recorded"
+
+
+def test_multinode_rows():
+    rows = lessons.multinode_rows(365.0, 4.0, 50.0, 10.0, 2**30, 8, (1, 2, 4))
+    assert [r[:3] for r in rows] == [(8, 1, "365.0"), (16, 2, "50.0"), (32, 4, "50.0")]
+    assert int(rows[1][3]) > 6 * int(rows[0][3])
+
+
+def test_compare_repeats_judges_both_changes_by_the_same_rule():
+    # Made-up repeats in the shape of notebook 3's question: a -4 % change whose ranges overlap
+    # is noise; a -6 % change with separate, tight ranges is not.
+    base = [100.0, 102.0, 98.0, 101.0]
+    overlapping = [97.5, 94.0, 99.0, 96.0]
+    separate = [94.0, 93.5, 94.5, 94.2]
+    noisy = lessons.compare_repeats(base, overlapping)
+    assert noisy["verdict"] == "within the run-to-run spread" and noisy["change"] == pytest.approx(96.75 / 100.5 - 1)
+    clear = lessons.compare_repeats(base, separate)
+    assert clear["verdict"] == "beyond the run-to-run spread"
+    assert clear["spread"] == pytest.approx(4 / 100.5)
+    with pytest.raises(ValueError):
+        lessons.compare_repeats([1.0], [2.0, 3.0])

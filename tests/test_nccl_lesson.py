@@ -53,7 +53,7 @@ def test_channel_rows_of_recorded_logs():
     assert nl.channel_rows(shm) == [("SHM", "direct shared memory", 4, "0->1 1->0")]
     p2p = reference.load("dgx1-v100", "nccl-log", filename="horovod-cnn-gpus-0-3-default.txt")
     assert nl.channel_rows(p2p) == [("P2P", "P2P/IPC", 8, "0->1 1->0")]
-    a100 = reference.load("dgx1-a100", "nccl-log", filename="horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt")
+    a100 = reference.load("dgx-a100", "nccl-log", filename="horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt")
     assert [row[:2] for row in nl.channel_rows(a100)] == [("P2P", "P2P/IPC/read")]
     assert nl.channel_table({"channels": []}) == "no NCCL connection lines in this log"
 

@@ -31,8 +31,8 @@ def test_every_reference_log_has_channels_and_known_transports(system, name):
         ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "PIX", ["P2P"], "P2P/IPC"),
         ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt", "LOC", ["SHM"], "direct shared memory"),
         ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt", None, ["SHM"], "direct shared memory"),
-        ("dgx1-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "PIX", ["P2P"], "P2P/IPC/read"),
-        ("dgx1-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt", "LOC", ["SHM"], "direct shared memory"),
+        ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "PIX", ["P2P"], "P2P/IPC/read"),
+        ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt", "LOC", ["SHM"], "direct shared memory"),
     ],
 )
 def test_reference_logs_show_the_p2p_level_effect(system, name, p2p_level, transports, via):

@@ -144,6 +144,19 @@ def test_h100_bandwidth_heatmap_annotates_every_cell():
     assert figure.axes[1].get_ylabel() == "GB/s"
 
 
+def test_heatmap_diagonal_is_not_painted_in_the_top_colour():
+    # "left off the scale" must be visible: the diagonal cells are masked (drawn grey), not
+    # clipped to the scale's maximum, which would paint them the brightest colour.
+    p2p = reference.load("h100-pcie-nvlink-pair", "p2p")
+    figure = plots.p2p_heatmap(p2p["bandwidth_gbs"]["bidirectional_enabled"], "H100 pair")
+    image = figure.axes[0].images[0]
+    data = image.get_array()
+    assert data.mask[0][0] and data.mask[1][1] and not data.mask[0][1]
+    top = image.cmap(1.0)
+    masked = image.cmap(float("nan"))
+    assert tuple(masked) != tuple(top)
+
+
 def test_latency_heatmap_uses_its_unit():
     p2p = reference.load("h100-pcie-nvlink-pair", "p2p")
     figure = plots.p2p_heatmap(p2p["latency_us"]["disabled_gpu"], "latency", unit="us")

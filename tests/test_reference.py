@@ -14,7 +14,7 @@ SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "reference-system
 
 
 def test_the_published_systems_are_all_there():
-    assert {"v100-sxm2-8gpu-server", "dgx1-v100", "dgx1-a100", "h100-pcie-nvlink-pair",
+    assert {"v100-sxm2-8gpu-server", "dgx1-v100", "dgx-a100", "h100-pcie-nvlink-pair",
             "rtx2080-nvlink-pair", "pcie-gen3-8gpu-mxnet"} <= set(reference.list_systems())
 
 

@@ -15,8 +15,13 @@ other (reduce-scatter, then all-gather), so
     T(S, n) = 2(n-1) * alpha + 2(n-1)/n * S / beta
 
 This is why nccl-tests reports a "bus bandwidth": busbw = algbw x 2(n-1)/n, where
-algbw = S / T, is the bandwidth each link carries, comparable across GPU counts and with
-the link's peak. The same reasoning gives the other factors (`busbw_factor`).
+algbw = S / T. busbw is the rate at which each GPU moves data through its bottleneck
+(its NVLink ports, its PCIe link or its network card), so it is comparable across GPU counts
+and with the GPU's *total* NVLink or NIC bandwidth per direction, not with one link's
+(nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
+NVLinks of 25 GB/s each because every GPU drives several links at once. The same reasoning
+gives the other factors (`busbw_factor`). In the model below, alpha is the cost of one ring
+step and beta is that per-GPU bus bandwidth, not the rate of a single link.
 
 Functions:
 - `busbw_factor(op, n)`: 2(n-1)/n, (n-1)/n or 1.
@@ -24,8 +29,10 @@ Functions:
 - `fit(sizes_bytes, times_us)`: (alpha_us, beta_gbps) by least squares on T = alpha + n/beta.
 - `ring_allreduce_time_us(size, n, alpha_us, beta_gbps)` and, for any operation,
   `ring_time_us(op, size, n, alpha_us, beta_gbps)`.
-- `fit_from_table(parsed, op, n)`: per-link alpha and beta from an nccl-tests table
-  (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
+- `fit_from_table(parsed, op, n)`: per-step alpha and bus bandwidth beta from an nccl-tests
+  table (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
+- `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
+  spans several nodes, where each GPU's share of the network card bounds the bus bandwidth.
 - `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
 
 numpy is imported inside the functions that need it (CONTRIBUTING.md).
@@ -199,14 +206,17 @@ def fit_from_table(
     max_bytes: Optional[int] = None,
     weighting: str = "relative",
 ) -> Tuple[float, float]:
-    """Per-link (alpha_us, beta_gbps) from an nccl-tests table, consistent with the ring model.
+    """(alpha_step_us, busbw_gbps) from an nccl-tests table, consistent with the ring model.
 
     The table's times are fitted as T(S) = A + S / B (see `fit`), then turned into the
-    parameters of one link of the ring:
-        alpha = A / ring_steps(op, n)          (all_reduce: A / 2(n-1))
-        beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n)
-    so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line, and beta is
-    the bus bandwidth the largest sizes approach. Restrict the sizes used with
+    parameters of the ring:
+        alpha = A / ring_steps(op, n)          (all_reduce: A / 2(n-1)): the cost of one step
+        beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n): the bus bandwidth
+    so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line. beta is the
+    bus bandwidth the largest sizes approach: what each GPU moves through its bottleneck
+    (all its NVLinks together, its PCIe link, its NIC), not the rate of one link. alpha
+    also holds whatever the measured time includes besides the wire (kernel launch from
+    the host, synchronisation), so it is an effective cost per step, not a link latency. Restrict the sizes used with
     min_bytes / max_bytes; `place` picks the out-of-place or in-place columns.
     """
     steps = ring_steps(op, n)
@@ -233,7 +243,7 @@ def predict_table(
 ) -> List[Tuple[int, float, float]]:
     """Rows of (size_bytes, measured_us, predicted_us) for every size of the table.
 
-    alpha_us / beta_gbps are per-link values (as `fit_from_table` returns); when either is
+    alpha_us / beta_gbps are the per-step alpha and bus bandwidth (as `fit_from_table` returns); when either is
     left out, both come from `fit_from_table(parsed, op, n, place=place)`.
     """
     if alpha_us is None or beta_gbps is None:
@@ -242,6 +252,37 @@ def predict_table(
         (size, measured, float(ring_time_us(op, size, n, alpha_us, beta_gbps)))
         for size, measured in _measured(parsed, place)
     ]
+
+
+def multinode_busbw_gbps(busbw_in_node_gbps: float, nic_gbps_per_gpu: float, nodes: int) -> float:
+    """Bus bandwidth of a ring all-reduce over `nodes` nodes: min(in-node busbw, NIC share).
+
+    Inside one node the ring runs over NVLink (or PCIe) at busbw_in_node_gbps. Once it
+    spans two or more nodes, every GPU's traffic to the next node leaves through a network
+    card, so each GPU moves at most nic_gbps_per_gpu (the NIC bandwidth per direction
+    divided by the GPUs sharing it; NCCL gives every GPU its own ring channels through the
+    nearest NIC). The ring's bus bandwidth is that of its slowest hop. This ignores
+    hierarchical and NVLink-SHARP/CollNet algorithms that reduce inside a node first.
+    """
+    if nodes < 1 or isinstance(nodes, bool) or not isinstance(nodes, int):
+        raise ValueError(f"number of nodes must be a whole number >= 1, not {nodes!r}")
+    if busbw_in_node_gbps <= 0 or nic_gbps_per_gpu <= 0:
+        raise ValueError("bandwidths must be positive")
+    return busbw_in_node_gbps if nodes == 1 else min(busbw_in_node_gbps, nic_gbps_per_gpu)
+
+
+def multinode_allreduce_time_us(size_bytes: Any, gpus_per_node: int, nodes: int, alpha_in_node_us: float,
+                                busbw_in_node_gbps: float, alpha_net_us: float, nic_gbps_per_gpu: float):
+    """Ring all-reduce time over nodes x gpus_per_node GPUs, bounded by the network card.
+
+    One node: the in-node ring model. Several nodes: 2(n-1) steps that each cost the
+    network's alpha (a ring step waits for its slowest hop, which crosses the network), and
+    the bandwidth term at `multinode_busbw_gbps`.
+    """
+    n = _check_ranks(gpus_per_node) * _check_ranks(nodes)
+    busbw = multinode_busbw_gbps(busbw_in_node_gbps, nic_gbps_per_gpu, nodes)
+    alpha = alpha_in_node_us if nodes == 1 else max(alpha_in_node_us, alpha_net_us)
+    return ring_allreduce_time_us(size_bytes, n, alpha, busbw)
 
 
 def half_bandwidth_size(alpha_us: float, beta_gbps: float) -> float:
@@ -260,4 +301,6 @@ __all__: Sequence[str] = (
     "fit_from_table",
     "predict_table",
     "half_bandwidth_size",
+    "multinode_busbw_gbps",
+    "multinode_allreduce_time_us",
 )

@@ -8,13 +8,17 @@ Each function times moving n bytes for a range of n and returns a `Series`: rows
     alpha_us, beta_gbps = alphabeta.fit(series.sizes, series.times_us)
 
 - `host_copy`: numpy.copyto between two preallocated buffers, 8 B .. 256 MiB.
+- `last_level_cache_bytes` and `fit_regimes`: the host copy has two regimes, in the CPU's
+  caches and in DRAM; fit each on its own sizes, never one line over both.
 - `loopback`: a message sent over a local socket pair to a thread that sends it straight
   back (ping-pong); the one-way time is half the round trip. This is the kernel's network
   stack with no wire: the latency of a software path.
-- `device_copy`: host-to-device and, with two GPUs, GPU0-to-GPU1 copies through PyTorch or
-  CuPy, only when one of them is importable and sees a GPU; otherwise an empty Series whose
-  `skipped` says why.
-- `measure_all`: the three above under one time budget (about 15 s by default).
+- `gpu_paths`: GPU0-to-GPU1 latency and bandwidth with P2P enabled and disabled, measured by
+  the course's own P2P program (`gputopo.p2ptest`) when it is built and two GPUs are
+  visible, else the course's recorded H200 run; it says which. (No PyTorch or CuPy: the
+  course installs neither, and a framework's cross-device copy adds its own
+  synchronisation to the time.)
+- `measure_all`: host copy and loopback under one time budget (about 15 s by default).
 
 Every function stops early when its time budget runs out, so a slow or busy machine gives
 fewer sizes rather than a hung notebook; `Series.skipped` then says so. numpy is imported
@@ -33,9 +37,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 KiB = 1024
 MiB = 1024 * KiB
 
-HOST_SIZES = tuple(8 * 4 ** k for k in range(13)) + (256 * MiB,)   # 8 B, 32 B, ... 128 MiB, 256 MiB
+HOST_SIZES = tuple(8 * 4 ** k for k in range(13)) + (64 * MiB, 256 * MiB)   # 8 B, 32 B, ... 128 MiB, 256 MiB
 LOOPBACK_SIZES = tuple(8 * 4 ** k for k in range(12))               # 8 B .. 32 MiB
-DEVICE_SIZES = tuple(8 * 4 ** k for k in range(13))                 # 8 B .. 128 MiB
 
 
 @dataclasses.dataclass
@@ -204,111 +207,149 @@ def loopback(sizes: Sequence[int] = LOOPBACK_SIZES, *, repeats: int = 21, min_re
     return series
 
 
-# --- optional GPU copies -----------------------------------------------------------------
+# --- the last-level cache: where the host copy's second regime begins -----------------------
 
-def _torch_device_copies(sizes, repeats, min_repeats, budget_s, per_size_s) -> List[Series]:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise LookupError("PyTorch is installed but sees no CUDA GPU")
-    largest = max(sizes)
-    host = torch.ones(largest, dtype=torch.uint8).pin_memory()
-    dev0 = torch.empty(largest, dtype=torch.uint8, device="cuda:0")
-    start_event = torch.cuda.Event(enable_timing=True)
-    stop_event = torch.cuda.Event(enable_timing=True)
-
-    def timed(copy: Callable[[int], None], device: str) -> Callable[[int], float]:
-        def once(size: int) -> float:
-            with torch.cuda.device(device):
-                start_event.record()
-                copy(size)
-                stop_event.record()
-                stop_event.synchronize()
-            return start_event.elapsed_time(stop_event) / 1e3   # ms -> s
-        return once
-
-    out = [_sweep("host to GPU0 (PyTorch, pinned)", sizes,
-                  timed(lambda n: dev0[:n].copy_(host[:n], non_blocking=True), "cuda:0"),
-                  repeats=repeats, min_repeats=min_repeats, budget_s=budget_s / 2,
-                  per_size_s=per_size_s)]
-    if torch.cuda.device_count() > 1:
-        dev1 = torch.empty(largest, dtype=torch.uint8, device="cuda:1")
-        out.append(_sweep("GPU0 to GPU1 (PyTorch)", sizes,
-                          timed(lambda n: dev1[:n].copy_(dev0[:n], non_blocking=True), "cuda:0"),
-                          repeats=repeats, min_repeats=min_repeats, budget_s=budget_s / 2,
-                          per_size_s=per_size_s))
-    return out
+def _parse_cache_size(text: str) -> Optional[int]:
+    """'32768K' -> 33554432, '1M' -> 1048576, '512' -> 512 (sysfs cache size format)."""
+    text = text.strip().upper()
+    factor = {"K": KiB, "M": MiB, "G": 1024 * MiB}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * factor if digits.isdigit() else None
 
 
-def _cupy_device_copies(sizes, repeats, min_repeats, budget_s, per_size_s) -> List[Series]:
-    import cupy
-    import numpy as np
+def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> Optional[int]:
+    """Size of the CPU's last-level cache in bytes (the highest `level` under sysfs), or None.
 
-    if cupy.cuda.runtime.getDeviceCount() < 1:
-        raise LookupError("CuPy is installed but sees no CUDA GPU")
-    largest = max(sizes)
-    host = cupy.cuda.alloc_pinned_memory(largest)
-    host_array = np.frombuffer(host, dtype=np.uint8, count=largest)
-    host_array[:] = 1
-    with cupy.cuda.Device(0):
-        dev0 = cupy.empty(largest, dtype=cupy.uint8)
-
-    def timed(copy: Callable[[int], None], device: int) -> Callable[[int], float]:
-        def once(size: int) -> float:
-            with cupy.cuda.Device(device):
-                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record()
-                copy(size)
-                stop.record()
-                stop.synchronize()
-                return cupy.cuda.get_elapsed_time(start, stop) / 1e3
-        return once
-
-    out = [_sweep("host to GPU0 (CuPy, pinned)", sizes,
-                  timed(lambda n: dev0[:n].set(host_array[:n]), 0),
-                  repeats=repeats, min_repeats=min_repeats, budget_s=budget_s / 2,
-                  per_size_s=per_size_s)]
-    if cupy.cuda.runtime.getDeviceCount() > 1:
-        with cupy.cuda.Device(1):
-            dev1 = cupy.empty(largest, dtype=cupy.uint8)
-        out.append(_sweep("GPU0 to GPU1 (CuPy)", sizes,
-                          timed(lambda n: dev1[:n].data.copy_from_device(dev0[:n].data, n), 0),
-                          repeats=repeats, min_repeats=min_repeats, budget_s=budget_s / 2,
-                          per_size_s=per_size_s))
-    return out
-
-
-def device_copy(sizes: Sequence[int] = DEVICE_SIZES, *, repeats: int = 21, min_repeats: int = 3,
-                budget_s: float = 5.0, per_size_s: float = 0.3) -> List[Series]:
-    """GPU copies timed with CUDA events, through PyTorch or else CuPy.
-
-    Returns one Series per path (host to GPU0; GPU0 to GPU1 when two GPUs are visible), or a
-    single empty Series whose `skipped` explains why nothing ran. Never raises for a missing
-    library or GPU.
+    Linux lists each cache of cpu0 as index*/level and index*/size; data copies that fit in
+    the largest one run at cache speed, larger ones at DRAM speed. Falls back to
+    os.sysconf("SC_LEVEL3_CACHE_SIZE") where sysfs has no cache folders.
     """
-    reasons = []
-    for library, run in (("torch", _torch_device_copies), ("cupy", _cupy_device_copies)):
+    import glob
+    import os
+
+    best: Tuple[int, int] = (0, 0)
+    for folder in glob.glob(os.path.join(sysfs, "index*")):
         try:
-            return run(sizes, repeats, min_repeats, budget_s, per_size_s)
-        except ImportError:
-            reasons.append(f"{library} is not installed")
-        except LookupError as error:
-            reasons.append(str(error))
-        except Exception as error:   # a broken driver or library must not stop notebook 1
-            reasons.append(f"{library} failed: {type(error).__name__}: {str(error)[:120]}")
-    return [Series("GPU copies", skipped="skipped: " + "; ".join(reasons))]
+            with open(os.path.join(folder, "level")) as f:
+                level = int(f.read().strip())
+            with open(os.path.join(folder, "size")) as f:
+                size = _parse_cache_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if size and (level, size) > best:
+            best = (level, size)
+    if best[1]:
+        return best[1]
+    try:
+        size = os.sysconf("SC_LEVEL3_CACHE_SIZE")
+        return int(size) if size and size > 0 else None
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def fit_regimes(series: Series, cache_bytes: Optional[int]) -> Dict[str, Tuple[float, float]]:
+    """(alpha_us, beta_gbps) of a host copy in its two regimes: {"cache": ..., "DRAM": ...}.
+
+    A copy of n bytes reads n and writes n, so it stays in cache only while about 2n fits:
+    "cache" fits T = alpha + n / beta to the sizes up to cache_bytes / 2. "DRAM" covers the
+    sizes from cache_bytes up. There the fixed cost is the same call overhead as in the cache
+    (well under a microsecond) and far below the run-to-run noise of a copy that takes
+    milliseconds, so a free fit would turn that noise into a meaningless alpha; only beta is
+    estimated: the bytes of all DRAM sizes over their times (less the cache regime's alpha).
+    A regime without enough sizes (two for "cache", one for "DRAM") is left out.
+
+    One fit over all sizes mixes both regimes and reports a bandwidth that no large copy
+    reaches. Without a known cache size: one fit over all sizes, under "all sizes".
+    """
+    from gputopo import alphabeta
+
+    if not cache_bytes:
+        return {"all sizes": alphabeta.fit(series.sizes, series.times_us)}
+    out: Dict[str, Tuple[float, float]] = {}
+    cached = [(n, t) for n, t in zip(series.sizes, series.times_us) if n <= cache_bytes / 2]
+    if len({n for n, _ in cached}) >= 2:
+        out["cache"] = alphabeta.fit([n for n, _ in cached], [t for _, t in cached])
+    alpha = out["cache"][0] if "cache" in out else 0.0
+    dram = [(n, t) for n, t in zip(series.sizes, series.times_us) if n >= cache_bytes]
+    if dram:
+        busy_us = sum(t - alpha for _, t in dram)
+        if busy_us > 0:
+            out["DRAM"] = (alpha, sum(n for n, _ in dram) / (busy_us * 1e3))
+    return out
+
+
+# --- GPU copies: the course's P2P program, else a recorded run ----------------------------
+
+# 256 MiB per copy: enough to reach the plateau on NVLink (notebook 4 shows 394.6 at 256 MiB
+# against 396.5 GB/s at 1 GiB on the H200 pair) and quick enough for notebook 1.
+GPU_COPY_OPTIONS = ("--numElems=67108864",)
+
+
+def _two_paths(parsed) -> Optional[Dict[str, Tuple[float, float]]]:
+    """{path: (latency us, bandwidth GB/s)} of GPU0 -> GPU1, P2P and staged; None if missing."""
+    try:
+        return {
+            "P2P enabled (GPU0 -> GPU1)": (parsed["latency_us"]["write_gpu"][0][1],
+                                           parsed["bandwidth_gbs"]["unidirectional_write"][0][1]),
+            "P2P disabled, staged (GPU0 -> GPU1)": (parsed["latency_us"]["disabled_gpu"][0][1],
+                                                    parsed["bandwidth_gbs"]["unidirectional_disabled"][0][1]),
+        }
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def gpu_paths_plan(machine=None) -> Optional[str]:
+    """None when `gpu_paths` will measure live; otherwise why it will show the recorded run.
+
+    Cheap (runs nothing), so a notebook can say in its banner which of the two it shows.
+    """
+    from gputopo import p2ptest
+
+    count = getattr(machine, "visible_gpu_count", 0) if machine is not None else 0
+    if count < 2:
+        return f"{count} GPU(s) visible here; a GPU-to-GPU copy needs two"
+    if not p2ptest.BINARY.exists():
+        return ("the course's P2P program is not built (notebook 4 builds it, or "
+                "`make -C source_code/p2pBandwidthLatencyTest`)")
+    return None
+
+
+def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object]:
+    """GPU0 -> GPU1 latency and bandwidth with P2P enabled and disabled, and where they came from.
+
+    Measured live by the course's own P2P program (`gputopo.p2ptest`, CUDA events around
+    queued copy-engine copies, data checked) when it is built and two GPUs are visible;
+    otherwise the run recorded on the course's H200 pair (`p2ptest.reference()`), and the
+    reason. Never raises. Returns {"mode": "live"/"reference", "source", "reason",
+    "paths": {name: (alpha_us, beta_gbps)}}.
+    """
+    from gputopo import p2ptest
+
+    reason = gpu_paths_plan(machine)
+    result = None
+    if reason is None:
+        try:
+            result = p2ptest.run(devices=list(devices), extra=list(GPU_COPY_OPTIONS), reference=False)
+        except Exception as error:   # a failed run must not stop notebook 1
+            reason = f"the P2P program failed: {str(error).splitlines()[0][:160]}"
+    paths = _two_paths(result["parsed"]) if result is not None else None
+    if result is not None and paths is None:
+        reason = "the live run printed no P2P and staged matrices for GPU0 -> GPU1"
+    if paths is None:
+        result = p2ptest.reference()
+        paths = _two_paths(result["parsed"])
+    source = ("measured here by the course's P2P program" if result["mode"] == "live"
+              else f"recorded by the course's P2P program: {result['source']}")
+    return {"mode": result["mode"], "source": source, "reason": reason, "paths": paths,
+            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name")}
 
 
 def measure_all(budget_s: float = 15.0) -> Dict[str, Series]:
-    """Every path this machine offers, within about budget_s seconds in total.
+    """Host copies and loopback transfers on this machine, within about budget_s seconds.
 
-    The budget is shared 40 % host copies, 30 % loopback, 30 % GPU copies (which, when no
-    GPU library is usable, costs nothing).
+    The budget is shared 60 % host copies, 40 % loopback. GPU copies are `gpu_paths`.
     """
     results: Dict[str, Series] = {}
-    results["host"] = host_copy(budget_s=0.4 * budget_s)
-    results["loopback"] = loopback(budget_s=0.3 * budget_s)
-    for series in device_copy(budget_s=0.3 * budget_s):
-        key = "gpu" if not series.rows else ("h2d" if "host to" in series.name else "p2p")
-        results[key] = series
+    results["host"] = host_copy(budget_s=0.6 * budget_s)
+    results["loopback"] = loopback(budget_s=0.4 * budget_s)
     return results

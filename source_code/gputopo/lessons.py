@@ -1,4 +1,4 @@
-"""Glue for notebooks 4 and 5: recorded systems side by side, efficiency and step-time tables.
+"""Glue for notebooks 2, 4 and 5: recorded systems side by side, efficiency and step-time tables.
 
 Nothing here measures, parses text formats or draws a single plot type of its own: it puts
 together what `gputopo.reference`, `gputopo.links`, `gputopo.alphabeta`, `gputopo.plots` and
@@ -6,9 +6,14 @@ together what `gputopo.reference`, `gputopo.links`, `gputopo.alphabeta`, `gputop
 
     from gputopo import lessons
     lessons.reference_p2p()                    # every recorded P2P test, merged per system
-    lessons.efficiency_rows(parsed, link, gpu) # measured / peak for each GPU pair
+    lessons.efficiency_rows(parsed, link, gpu, lessons.peer_access(parsed, system))
+                                               # measured / peak for each GPU pair; pairs without
+                                               # peer access are labelled staged, never "P2P"
+    lessons.v100_wirings()                     # the DGX-1 and the 2019 blog server: same GPUs, two wirings
     lessons.side_by_side("bidirectional_enabled")   # one heatmap per system, one figure
-    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport
+    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport and NVLS state
+    lessons.multinode_rows(...)                # the ring beyond one node, bounded by the NIC
+    lessons.compare_repeats(a, b)              # a change against the run-to-run spread
     lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
 
 numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
@@ -43,20 +48,93 @@ LATENCY_LABELS = {
     "disabled_gpu": "latency, P2P disabled (GPU timed)",
 }
 
+# ---------------------------------------------------------------------------------------
+# Two 8x V100 SXM2 servers with the same GPUs and different wiring (notebook 2).
+#
+# Both are "hybrid cube meshes" (two quads of four, six NVLink 2 links per GPU), but which
+# pairs get two links, one link or none differs:
+# - NVIDIA's DGX-1 with V100: GPU0 has one NVLink to GPUs 1 and 2, two to GPUs 3 and 4, and
+#   none to GPUs 5, 6, 7. Source: NVIDIA DGX-1 with Tesla V100 System Architecture
+#   whitepaper (2017), hybrid cube-mesh figure; GPU0's and GPU1's links are also printed in
+#   the NCCL topology dump of a DGX-1 V100 in NVIDIA/nccl GitHub issue #671 (2022), and the
+#   recorded DGX-1 P2P row (reference_systems/dgx1-v100/) shows the same classes: about
+#   48 GB/s both ways to GPUs 1, 2, about 97 to GPUs 3, 4, about 14.5 to GPUs 5, 6, 7.
+# - The 8x V100 server of the 2019 blog post (reference_systems/v100-sxm2-8gpu-server/): its
+#   recorded `nvidia-smi topo -m` gives GPU0 NV2 to GPUs 3 and 6 and no NVLink to GPU 4.
+DGX1_V100_NVLINKS = {
+    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2,
+    (1, 2): 2, (1, 3): 1, (1, 5): 2,
+    (2, 3): 2, (2, 6): 1,
+    (3, 7): 1,
+    (4, 5): 1, (4, 6): 1, (4, 7): 2,
+    (5, 6): 2, (5, 7): 1,
+    (6, 7): 2,
+}
+DGX1_V100_SOURCE = ("NVIDIA DGX-1 with Tesla V100 System Architecture whitepaper (2017), hybrid cube-mesh "
+                    "figure; GPU0/GPU1 links also in the DGX-1 V100 topology dump of NVIDIA/nccl issue #671")
+DGX1_V100 = "DGX-1 (V100), NVIDIA's wiring"
+BLOG_V100 = "8x V100 server of the 2019 blog (v100-sxm2-8gpu-server)"
+
+
+def _nvlink_topology(nvlinks: Dict[Tuple[int, int], int], gpus: int = 8) -> Dict[str, Any]:
+    """A topo-parser-shaped dict (gpus, links, ...) from {(i, j): NVLink count}; other pairs SYS."""
+    names = [f"GPU{i}" for i in range(gpus)]
+    table: Dict[str, Dict[str, str]] = {a: {} for a in names}
+    for i in range(gpus):
+        for j in range(gpus):
+            if i != j:
+                count = nvlinks.get((min(i, j), max(i, j)))
+                table[f"GPU{i}"][f"GPU{j}"] = f"NV{count}" if count else "SYS"
+    return {"gpus": names, "nics": {}, "links": table, "cpu_affinity": {}, "numa_affinity": {},
+            "gpu_numa_id": {}, "legend": {}}
+
+
+def v100_wirings() -> Dict[str, Dict[str, Any]]:
+    """The two 8x V100 servers of the course, by name: {name: topology dict}.
+
+    The DGX-1 from NVIDIA's published wiring (DGX1_V100_NVLINKS), the blog's server from its
+    recorded `nvidia-smi topo -m`. Both have the shape `gputopo.parsers.topo` returns, so
+    `plots.topology_graph` draws either.
+    """
+    return {DGX1_V100: _nvlink_topology(DGX1_V100_NVLINKS),
+            BLOG_V100: reference.load("v100-sxm2-8gpu-server", "topo")}
+
+
+def wiring_differences(first: Dict[str, Any], second: Dict[str, Any]) -> List[Tuple[str, str, str]]:
+    """(pair "i-j", code in first, code in second) for every GPU pair whose link differs."""
+    out = []
+    gpus = sorted(set(first["gpus"]) & set(second["gpus"]), key=lambda g: int(g[3:]))
+    for k, a in enumerate(gpus):
+        for b in gpus[k + 1:]:
+            x, y = first["links"][a][b], second["links"][a][b]
+            if x != y:
+                out.append((f"{a[3:]}-{b[3:]}", x, y))
+    return out
+
+
 # GPU-to-GPU link codes of recorded systems whose folder has no `nvidia-smi topo -m` file.
 # Each entry names its source; `link_lookup` prefers a recorded topo file when there is one.
 KNOWN_LINKS = {
-    # The DGX-1's own numbering differs from v100-sxm2-8gpu-server's. GPU0 has one NVLink to
-    # GPU1 and GPU2 and two to GPU3 and GPU4; GPU5-7 are reached over PCIe and the CPUs.
+    # The DGX-1's own numbering (not the blog server's): see DGX1_V100_NVLINKS.
     "dgx1-v100": (
-        {(0, 1): "NV1", (0, 2): "NV1", (0, 3): "NV2", (0, 4): "NV2",
-         (0, 5): "SYS", (0, 6): "SYS", (0, 7): "SYS"},
-        "NVIDIA DGX-1 with Tesla V100 System Architecture whitepaper (2017), hybrid cube-mesh figure",
+        {(i, j): _nvlink_topology(DGX1_V100_NVLINKS)["links"][f"GPU{i}"][f"GPU{j}"]
+         for i in range(8) for j in range(8) if i < j},
+        DGX1_V100_SOURCE,
     ),
     "rtx2080-nvlink-pair": (
         {(0, 1): "NV1"},
         "reference_systems/README.md: two RTX 2080 joined by an NVLink bridge (one link)",
     ),
+}
+
+# Peer access of recorded systems whose output lacks the P2P Connectivity Matrix: pairs for
+# which CUDA reports no peer access. On the DGX-1 the pairs without NVLink cross the two CPU
+# sockets (SYS), where CUDA offers no peer access; their "P2P=Enabled" cells fall back to the
+# staged copy, as the recorded latency row shows (18-19 us, like P2P disabled, against about 2).
+NO_PEER_ACCESS = {
+    "dgx1-v100": ({pair for pair, code in KNOWN_LINKS["dgx1-v100"][0].items() if code == "SYS"},
+                  "pairs without NVLink cross the CPU sockets (DGX-1 V100 whitepaper); the recorded "
+                  "P2P=Enabled latencies of 18-19 us to GPUs 5-7 are those of a staged copy"),
 }
 
 
@@ -96,8 +174,41 @@ def reference_p2p(systems: Optional[Sequence[str]] = None) -> Dict[str, Dict[str
             for key in ("devices", "peer_access", "connectivity"):
                 merged[key] = merged[key] or parsed[key]
         found[system] = {"parsed": merged, "files": names, "source_of": source_of,
-                         "gpu": gpu_name(system, merged)}
+                         "gpu": gpu_name(system, merged), "tool": tool_of(reference.read_text(system, names[0]))}
     return found
+
+
+COURSE_TOOL = "the course's p2pBandwidthLatencyTest"
+NVIDIA_TOOL = "NVIDIA's CUDA sample p2pBandwidthLatencyTest"
+
+
+def tool_of(text: str) -> str:
+    """Which program printed a P2P test output: the course's (its banner line, before the
+    matrices, names the course) or NVIDIA's CUDA sample (same matrices, no such line)."""
+    head = text.split("P2P Connectivity Matrix")[0].split("Bandwidth Matrix")[0]
+    return COURSE_TOOL if "(gputopo course)" in head else NVIDIA_TOOL
+
+
+def peer_access(parsed: Dict[str, Any], system: Optional[str] = None) -> Callable:
+    """A function (i, j) -> True / False / None: may GPU i access GPU j's memory directly?
+
+    From the output's P2P Connectivity Matrix (what CUDA reported) when it has one, else
+    from NO_PEER_ACCESS for a recorded system, else None (unknown).
+    """
+    matrix = parsed.get("connectivity")
+    if matrix:
+        order = [d.get("index", k) if isinstance(d, dict) else k for k, d in enumerate(parsed.get("devices") or [])]
+        order = order if len(order) == len(matrix) else list(range(len(matrix)))
+
+        def from_matrix(i, j):
+            if i not in order or j not in order:
+                return None
+            return bool(matrix[order.index(i)][order.index(j)])
+        return from_matrix
+    if system in NO_PEER_ACCESS:
+        blocked = NO_PEER_ACCESS[system][0]
+        return lambda i, j: (min(i, j), max(i, j)) not in blocked
+    return lambda i, j: None
 
 
 def gpu_name(system: str, parsed: Optional[Dict[str, Any]] = None) -> str:
@@ -143,14 +254,19 @@ def labels_of(parsed: Dict[str, Any], key: str) -> Tuple[List[int], List[int]]:
     return rows, columns
 
 
-def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str) -> List[Dict[str, Any]]:
+def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str,
+                    peer: Optional[Callable] = None) -> List[Dict[str, Any]]:
     """Measured bandwidth against the link's peak, one row per GPU pair and matrix.
 
     P2P matrices are held against the NVLink or PCIe peak of the pair's `topo -m` code
     (`links.peak_gbs`); P2P-disabled ones against one PCIe x16 link of the GPU's generation,
-    since a staged copy crosses PCIe twice through host memory. Bidirectional values are held
-    against twice the one-way peak. Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share}.
+    since a staged copy crosses PCIe twice through host memory. A cell of a "P2P=Enabled"
+    matrix for a pair without peer access (`peer(i, j)` is False; default: the output's own
+    connectivity matrix, see `peer_access`) is a staged copy too, and is labelled and held
+    against PCIe like one. Bidirectional values are held against twice the one-way peak.
+    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access}.
     """
+    peer = peer or peer_access(parsed)
     out = []
     for key, (what, factor, p2p_path) in P2P_MATRICES.items():
         matrix = parsed["bandwidth_gbs"].get(key)
@@ -162,15 +278,19 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str) -> List[Di
                 if i == j:
                     continue
                 code = link(i, j)
+                access = peer(i, j)
+                direct = p2p_path and access is not False
                 peak = None
-                if p2p_path and code:
+                if direct and code:
                     peak = links.peak_gbs(code, gpu)
-                elif not p2p_path:
+                elif not direct:
                     peak = links.peak_gbs("PHB", gpu)
                 peak = peak * factor if peak else None
-                out.append({"matrix": key, "what": what, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
-                            "link": (code or "?") if p2p_path else "via host", "measured_gbs": value, "peak_gbs": peak,
-                            "share": value / peak if peak else None})
+                label = what if direct or not p2p_path else f"{what.replace('P2P', 'P2P matrix')}, no peer access: staged"
+                shown_link = (code or "?") if direct else ("via host" if not p2p_path else f"{code or '?'}, via host")
+                out.append({"matrix": key, "what": label, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
+                            "link": shown_link, "measured_gbs": value, "peak_gbs": peak,
+                            "share": value / peak if peak else None, "peer_access": access})
     return out
 
 
@@ -182,11 +302,29 @@ def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[st
              "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
 
 
+def efficiency_summary(found: Dict[str, Dict[str, Any]]) -> List[Tuple]:
+    """One row per system, kind of copy and link: how many cells, and the range of GB/s and
+    of the share of peak. A short view of `efficiency_rows` for many systems at once."""
+    out = []
+    for system, entry in found.items():
+        rows = efficiency_rows(entry["parsed"], link_lookup(system), entry["gpu"], peer_access(entry["parsed"], system))
+        groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for r in rows:
+            groups.setdefault((r["what"], r["link"]), []).append(r)
+        for (what, link_code), members in groups.items():
+            gbs = [m["measured_gbs"] for m in members]
+            shares = [m["share"] for m in members if m["share"] is not None]
+            out.append((system, what, link_code, len(members), f"{min(gbs):.1f}-{max(gbs):.1f}",
+                        f"{min(shares):.0%}-{max(shares):.0%}" if shares else "?"))
+    return out
+
+
 def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Tuple]:
     """One row per recorded system, for its first recorded pair (GPU0 -> GPU1 in practice).
 
-    Columns: system, pair and link, one-way P2P, both ways P2P, one-way P2P disabled (GB/s),
-    P2P latency, P2P-disabled latency (us), and the one-way P2P share of the link's peak.
+    Columns: system, tool (which program printed it: `tool_of`), pair and link, one-way P2P,
+    both ways P2P, one-way P2P disabled (GB/s), P2P latency, P2P-disabled latency (us), and
+    the one-way P2P share of the link's peak.
     """
     found = reference_p2p() if found is None else found
     out = []
@@ -203,9 +341,10 @@ def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List
             r, c = labels_of(parsed, key)
             return f"{matrix[r.index(i)][c.index(j)]:.2f}"
 
-        share = [e["share"] for e in efficiency_rows(parsed, link, entry["gpu"])
+        share = [e["share"] for e in efficiency_rows(parsed, link, entry["gpu"], peer_access(parsed, system))
                  if e["matrix"] == "unidirectional_write" and e["pair"] == f"{i}->{j}" and e["share"]]
-        out.append((system, f"GPU{i}-GPU{j} {link(i, j) or '?'}",
+        out.append((system, "course" if entry.get("tool", tool_of(reference.read_text(system, entry["files"][0]))) == COURSE_TOOL
+                    else "NVIDIA sample", f"GPU{i}-GPU{j} {link(i, j) or '?'}",
                     cell("bandwidth_gbs", "unidirectional_write"), cell("bandwidth_gbs", "bidirectional_enabled"),
                     cell("bandwidth_gbs", "unidirectional_disabled"), cell("latency_us", "write_gpu"),
                     cell("latency_us", "disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
@@ -288,20 +427,47 @@ def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None)
                 continue
             parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
             n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
+            text = reference.read_text(system, name)
             out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
-                        "transport": transport_of(reference.read_text(system, name), name)})
+                        "transport": transport_of(text, name), "nvls": nvls_state(text, system)})
     return out
 
 
+_NVLS_OFF = re.compile(r"NCCL_NVLS_ENABLE(=| set by environment to )0\b")
+
+
+def nvls_state(text: str, system: Optional[str] = None) -> str:
+    """NVLink SHARP (NVLS) state of a recorded NCCL run, from its own text.
+
+    "off (NCCL_NVLS_ENABLE=0)" when the run's header or NCCL's log says so (the course's
+    recording machines keep it off); "n/a (no NVSwitch)" for a machine without NVSwitch,
+    where NCCL has no NVLS to use; otherwise "not recorded".
+    """
+    if _NVLS_OFF.search(text):
+        return "off (NCCL_NVLS_ENABLE=0)"
+    if re.search(r"NCCL_NVLS_ENABLE(=| set by environment to )1\b", text):
+        return "on (NCCL_NVLS_ENABLE=1)"
+    if system is not None:
+        try:
+            machine = reference.describe(system)["machine"]
+        except (KeyError, ValueError, OSError):
+            machine = ""
+        if "nvswitch" not in (system + machine).lower():
+            return "n/a (no NVSwitch)"
+    return "not recorded"
+
+
 def fit_rows(tables: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Per-link alpha (us) and beta (GB/s) of each table, fitted with `alphabeta.fit_from_table`."""
+    """The ring model's alpha per step (us) and bus bandwidth (GB/s) of each table, fitted
+    with `alphabeta.fit_from_table`: keys "alpha_step_us" and "busbw_gbps". The bus bandwidth
+    is what each GPU moves through its bottleneck, not the rate of one link."""
     from gputopo import alphabeta
 
     out = []
     for t in tables:
         alpha, beta = alphabeta.fit_from_table(t["parsed"], t["op"], t["n"])
         rows = t["parsed"]["rows"]
-        out.append({**t, "alpha_us": alpha, "beta_gbps": beta,
+        out.append({**t, "alpha_step_us": alpha, "busbw_gbps": beta,
                     "small_us": rows[0]["out_of_place"]["time_us"], "small_bytes": rows[0]["size"],
                     "big_busbw": rows[-1]["out_of_place"]["busbw"], "big_bytes": rows[-1]["size"]})
     return out
@@ -449,14 +615,14 @@ def ring_vs_tree_rows(alpha_us: float, beta_gbps: float, size_bytes: float, coun
 
 def comm_rows(fits: Sequence[Dict[str, Any]], size_bytes: float, n: int, step_ms: float) -> List[Tuple]:
     """For each fitted table: predicted ring all-reduce of size_bytes on n GPUs, and its share
-    of a step of step_ms. Rows: (system, transport, GPUs the fit came from, alpha us, beta GB/s,
-    predicted us, share)."""
+    of a step of step_ms. Rows: (system, transport, GPUs the fit came from, alpha per step us,
+    busbw GB/s, predicted us, share)."""
     from gputopo import alphabeta
 
     out = []
     for f in fits:
-        t = float(alphabeta.ring_allreduce_time_us(size_bytes, n, f["alpha_us"], f["beta_gbps"]))
-        out.append((f["system"], f["transport"], f.get("n"), f"{f['alpha_us']:.2f}", f"{f['beta_gbps']:.1f}",
+        t = float(alphabeta.ring_allreduce_time_us(size_bytes, n, f["alpha_step_us"], f["busbw_gbps"]))
+        out.append((f["system"], f["transport"], f.get("n"), f"{f['alpha_step_us']:.2f}", f"{f['busbw_gbps']:.1f}",
                     f"{t:.0f}", f"{t / (step_ms * 1e3):.1%}"))
     return out
 
@@ -465,19 +631,20 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
                      counts: Sequence[int] = (2, 4, 8, 16), title: str = ""):
     """Two panels against GPU count: busbw at size_bytes and the smallest message's time.
 
-    points: fitted tables (fit_rows) drawn as measured markers; lines: the ring model with the
-    given per-link alpha and beta, and, for latency, the tree model's 2 ceil(log2 n) alpha.
+    points: fitted tables (fit_rows) drawn as measured markers; dashed lines: the ring model
+    with the given alpha per step and bus bandwidth. No tree curve: inside one node NCCL's
+    tree is a chain, and a single node's smallest-message time includes the host's launch
+    cost, so these points cannot tell a tree from a ring.
     """
     from matplotlib.figure import Figure
 
     from gputopo.plots import format_bytes
 
-    figure = Figure(figsize=(10, 3.8), layout="constrained")
+    figure = Figure(figsize=(10, 4.4), layout="constrained")
     left, right = figure.subplots(1, 2)
     ns = list(counts)
     left.plot(ns, [predicted_busbw(size_bytes, n, alpha_us, beta_gbps) for n in ns], "--", color="0.2", label="ring model")
     right.plot(ns, [2 * (n - 1) * alpha_us for n in ns], "--", color="0.2", label="ring model: 2(n-1) alpha")
-    right.plot(ns, [2 * math.ceil(math.log2(n)) * alpha_us for n in ns], ":", color="0.5", label="tree model: 2 ceil(log2 n) alpha")
     # One colour and one legend entry per recorded system; a node measured on 2, 4 and 8 of
     # its GPUs is one connected series.
     by_system: Dict[str, List[Dict[str, Any]]] = {}
@@ -491,12 +658,56 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
         right.plot(gpus, [p["small_us"] for p in series], "o-", color=line.get_color(),
                    label=f"{system}, {small} (measured)")
     left.set(xlabel="GPUs", ylabel="busbw (GB/s)", title=f"bus bandwidth at {format_bytes(size_bytes)}", ylim=(0, None))
-    right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message: latency", ylim=(0, None))
+    right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message (includes host launch)", ylim=(0, None))
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        # Below the panel, so that no legend covers a curve.
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
     if title:
         figure.suptitle(title)
     return figure
+
+
+def multinode_rows(busbw_in_node_gbps: float, alpha_in_node_us: float, nic_gbps_per_gpu: float, alpha_net_us: float,
+                   size_bytes: float, gpus_per_node: int, node_counts: Sequence[int]) -> List[Tuple]:
+    """(GPUs, nodes, busbw bound GB/s, predicted all-reduce us) for a ring over 1..N nodes.
+
+    Inside one node the fitted in-node alpha and bus bandwidth apply; from two nodes on the
+    network card bounds the bus bandwidth (`alphabeta.multinode_busbw_gbps`).
+    """
+    from gputopo import alphabeta
+
+    out = []
+    for nodes in node_counts:
+        busbw = alphabeta.multinode_busbw_gbps(busbw_in_node_gbps, nic_gbps_per_gpu, nodes)
+        t = float(alphabeta.multinode_allreduce_time_us(size_bytes, gpus_per_node, nodes, alpha_in_node_us,
+                                                        busbw_in_node_gbps, alpha_net_us, nic_gbps_per_gpu))
+        out.append((gpus_per_node * nodes, nodes, f"{busbw:.1f}", f"{t:.0f}"))
+    return out
+
+
+def compare_repeats(baseline: Sequence[float], other: Sequence[float]) -> Dict[str, Any]:
+    """Is `other` different from `baseline`, given the run-to-run spread of both?
+
+    Each argument holds repeated measurements of one setting (images/s of several runs or
+    epochs). Returns {"change": relative change of the medians, "baseline_range",
+    "other_range": (min, max), "spread": the larger relative range of the two
+    ((max - min) / median), "verdict"}. The verdict is "beyond the run-to-run spread" only when
+    the two ranges do not overlap and the change is larger than the larger spread; otherwise
+    "within the run-to-run spread": a -3.9 % and a -6.3 % change are judged by the same rule,
+    not by their size alone. At least two values each, else ValueError.
+    """
+    import statistics
+
+    if len(baseline) < 2 or len(other) < 2:
+        raise ValueError("give at least two repeated measurements of each setting")
+    b_med, o_med = statistics.median(baseline), statistics.median(other)
+    b_range, o_range = (min(baseline), max(baseline)), (min(other), max(other))
+    spread = max((b_range[1] - b_range[0]) / b_med, (o_range[1] - o_range[0]) / o_med)
+    change = o_med / b_med - 1
+    separate = o_range[1] < b_range[0] or o_range[0] > b_range[1]
+    verdict = ("beyond the run-to-run spread" if separate and abs(change) > spread
+               else "within the run-to-run spread")
+    return {"change": change, "baseline_range": b_range, "other_range": o_range, "spread": spread, "verdict": verdict}

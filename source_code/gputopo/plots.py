@@ -285,7 +285,8 @@ def p2p_heatmap(
 
     The colour scale runs from zero to the largest GPU-to-GPU cell; cells where the row and
     column name the same GPU (copies within one GPU) are annotated but kept off the scale,
-    which they would otherwise flatten. None is drawn blank.
+    which they would otherwise flatten, and painted light grey rather than in the scale's top
+    colour. None is drawn blank.
     Row and column labels default to GPU0, GPU1, ...
     """
     import numpy as np
@@ -317,13 +318,20 @@ def p2p_heatmap(
 
     size = max(4.0, 0.55 * max(len(rows), width) + 2.0)
     figure, ax = _new_axes(ax, (size + 1.2, max(2.5, 0.55 * len(rows) + 2.0)))
-    image = ax.imshow(values, cmap="viridis", vmin=low, vmax=high, aspect="auto")
+    import matplotlib
+
+    colours = matplotlib.colormaps["viridis"].copy()
+    colours.set_bad("#e0e0e0")   # masked cells: the diagonal (off the scale) and missing values
+    shown = np.ma.masked_array(values, mask=self_cells | np.isnan(values))
+    image = ax.imshow(shown, cmap=colours, vmin=low, vmax=high, aspect="auto")
     fontsize = 9 if max(len(rows), width) <= 8 else 6
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
             if value is None:
                 continue
             shade = (min(max(float(value), low), high) - low) / (high - low)
+            if self_cells[i, j]:
+                shade = 1.0   # grey background: dark text
             ax.text(
                 j,
                 i,
@@ -412,7 +420,8 @@ def bandwidth_curve(
     ax.set_xlabel("message size")
     ax.set_ylabel(f"bandwidth ({unit})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
+    # Outside the axes, on the right, so that no legend covers a curve however many are drawn.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if title:
         ax.set_title(title)
     return figure

@@ -1,7 +1,7 @@
 """Recorded outputs of real machines, loadable by name.
 
     from gputopo import reference
-    reference.list_systems()                       # ['dgx1-a100', 'dgx1-v100', ...]
+    reference.list_systems()                       # ['dgx-a100', 'dgx1-v100', ...]
     reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from the README)
     reference.load("v100-sxm2-8gpu-server", "topo")          # parsed, as the CLI prints it
     reference.load_all("dgx1-v100", "horovod")               # {file name: parsed}

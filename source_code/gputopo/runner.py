@@ -767,7 +767,7 @@ REFERENCE_RUNS = {
                   "nvls": "did not exist (V100: no NVLS)",
                   "links": {"0,3": ("NVLink", "NVL"), "1,7": ("no NVLink; PCIe across CPU "
                                                               "sockets (SYS)", "SYS")}},
-    "dgx1-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
+    "dgx-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
                   "nvls": "did not exist (A100: no NVLS)",
                   "links": {"0,3": ("NVLink via NVSwitch", "NVL")}},
 }
@@ -880,7 +880,7 @@ def reference_sweep() -> List[Dict[str, Any]]:
     summary_rows = _reference_summary_rows()
     rows, seen = [], set()
     for system, facts in REFERENCE_RUNS.items():
-        if system not in ("dgx1-v100", "dgx1-a100"):
+        if system not in ("dgx1-v100", "dgx-a100"):
             continue  # the course's own recordings come from recorded_cnn_runs() below
         nccl_logs = reference.load_all(system, "nccl-log")
         throughput = reference.load_all(system, "horovod")

@@ -3,9 +3,11 @@
     answer_1 = None            # the learner replaces None with an expression
     check(answer_1, 20.97, rel=0.001)
 
-`check` accepts an unanswered exercise (None) with a reminder, so a notebook still runs top
-to bottom in CI; a wrong answer fails the cell with a hint instead of the expected value.
-Standard library only.
+`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong
+answer an explanation of what to look at (the hint, and how far off the answer is), never an
+exception, so "Run All" and CI's nbval still run every cell. It returns True or False, so a
+learner's own code can branch on it. `predict` records a prediction before a measurement and
+`compare` sets the measurement against it afterwards. Standard library only.
 """
 
 import math
@@ -26,21 +28,94 @@ def _same(answer, expected, rel, abs_tol) -> bool:
     return answer == expected
 
 
-def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "") -> None:
+def _how_far(answer, expected) -> str:
+    """A short diagnosis of a numeric miss: factor off, powers of ten, sign."""
+    if not (isinstance(answer, Number) and isinstance(expected, Number)) or isinstance(answer, bool):
+        return ""
+    if expected == 0 or answer == 0:
+        return ""
+    ratio = answer / expected
+    if ratio < 0:
+        return " The sign is wrong."
+    decades = math.log10(ratio)
+    if abs(decades - round(decades)) < 0.02 and round(decades) != 0:
+        return (f" It is off by exactly 10^{round(decades)}: check the unit conversions "
+                "(us = 1e-6 s, GB = 1e9 bytes, MiB = 2**20 bytes).")
+    for name, factor in (("2**30 / 10**9", 2 ** 30 / 1e9), ("2**20 / 10**6", 2 ** 20 / 1e6), ("2", 2.0)):
+        for shown, r in ((f"{name}", factor), (f"1 / ({name})", 1 / factor)):
+            if math.isclose(ratio, r, rel_tol=0.005):
+                return f" It is off by a factor of {shown}: check binary against decimal units, or a factor of two."
+    return f" It is {ratio:.3g} times the expected value."
+
+
+def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "",
+          solution: str = "above") -> Optional[bool]:
     """Print whether `answer` matches `expected`; None means "not answered yet".
 
     Numbers match within `rel` (relative) or `abs_tol`; strings ignore case and surrounding
-    spaces; lists and tuples match item by item. A mismatch raises AssertionError with
-    `hint`, so a learner running the notebook sees it at once. Returns nothing, so the cell
-    shows only the printed verdict.
+    spaces; lists and tuples match item by item. A mismatch prints `hint` and a diagnosis of
+    how far off the answer is (a power of ten, a binary/decimal factor, a factor of two),
+    never raising, so the notebook keeps running. Returns True (right), False (wrong) or
+    None (not answered). `solution` says where the notebook's collapsed solution is
+    ("above" or "below"), for the reminder.
     """
     if answer is None or answer is Ellipsis:
         print("Not answered yet: replace None with your answer and run both cells again "
-              "(the solution is in the collapsed block above).")
-        return
+              f"(the solution is in the collapsed block {solution}).")
+        return None
     if not _same(answer, expected, rel, abs_tol):
-        raise AssertionError(f"{answer!r} is not right yet. {hint}".strip())
+        print(f"Not right yet: {answer!r}.{_how_far(answer, expected)} {hint}".rstrip()
+              + " Change the answer and run both cells again; the notebook goes on either way.")
+        return False
     print(f"Correct: {answer!r}")
+    return True
+
+
+def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> Optional[float]:
+    """Record a prediction before running a measurement; None means "no prediction made".
+
+    Prints what was predicted, so the notebook shows it beside the measurement below.
+    `store` (a dict) keeps it for `compare`; the module keeps its own when none is given.
+    """
+    store = _PREDICTIONS if store is None else store
+    if value is None or value is Ellipsis:
+        print(f"No prediction for {name} yet: write one down (replace None) before you run the measurement.")
+        store.pop(name, None)
+        return None
+    store[name] = value
+    print(f"Prediction recorded for {name}: {value!r}{(' ' + unit) if unit else ''}")
+    return value
+
+
+def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25) -> Optional[float]:
+    """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
+
+    Within `close` (25 % by default) counts as a good prediction; otherwise it prints how
+    far off, and that the gap is the interesting part: which term of the model was missing?
+    Strings (a transport name) are compared ignoring case. Never raises.
+    """
+    store = _PREDICTIONS if store is None else store
+    predicted = store.get(name)
+    if predicted is None:
+        shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)
+        print(f"Measured {name}: {shown}{(' ' + unit) if unit else ''} (no prediction was recorded).")
+        return None
+    if isinstance(predicted, str) or isinstance(measured, str):
+        same = str(predicted).strip().upper() == str(measured).strip().upper()
+        print(f"{name}: predicted {predicted!r}, measured {measured!r}: "
+              + ("as predicted." if same else "different: what did the prediction leave out?"))
+        return None
+    if not predicted:
+        print(f"{name}: measured {measured!r}; a prediction of 0 cannot be compared.")
+        return None
+    ratio = measured / predicted
+    verdict = ("close to the prediction." if abs(ratio - 1) <= close else
+               f"{ratio:.2g} x the prediction: what did the model leave out?")
+    print(f"{name}: predicted {predicted:.4g}, measured {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}")
+    return ratio
+
+
+_PREDICTIONS: dict = {}
 
 
 def text_table(rows: Iterable[Sequence], header: Optional[Sequence[str]] = None) -> str:
