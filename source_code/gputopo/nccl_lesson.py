@@ -332,3 +332,74 @@ def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
         out.append((label, f"{busbw:,.1f} GB/s", f"{us / 1e3:.3f} ms",
                     f"{us / 1e3 / step_ms * 100:.1f} %"))
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# Reading NCCL's own log
+# ------------------------------------------------------------------------------------------
+
+# What to look for in an NCCL_DEBUG=INFO log, in the order NCCL prints it: (pattern, what the
+# line tells). The first line of rank 0 that matches each pattern is shown.
+LOG_LANDMARKS = (
+    (r"NCCL version", "the library's version and the CUDA it was built for"),
+    (r"_ENABLE set by environment|P2P_LEVEL set by environment|set by environment to",
+     "every NCCL variable read from the environment is echoed"),
+    (r"Bootstrap: Using", "the socket the ranks use to exchange set-up information"),
+    (r"ncclCommInitRank .* Init START", "this rank: CUDA device, NVML (nvidia-smi) index, PCI bus id"),
+    (r"Affinity for GPU|Setting affinity", "CPU cores NCCL's threads may use (the GPU's NUMA node)"),
+    (r"nRanks \d+ nNodes", "the communicator: ranks, nodes, ranks on this node"),
+    (r"Channel 00/\d+ :", "ring 0 of N channels and the order of ranks around it"),
+    (r"Trees \[0\]", "trees per channel: child/child/child -> me -> parent (-1: none)"),
+    (r"coll channels", "channels per algorithm; 'nvls channels' is NVLink SHARP (0 when off)"),
+    (r"Init COMPLETE", "set-up done"),
+    (r"Channel 00/0 : |Channel 00 : ", "the transport of one connection: rank[GPU] -> rank[GPU] via ..."),
+)
+
+
+def annotated_log(text: str, rank: int = 0) -> List[Tuple[str, str]]:
+    """(line, meaning) for each landmark of LOG_LANDMARKS found in rank `rank`'s NCCL INFO lines.
+
+    Launcher prefixes ("[0]<stdout>:") and the host:pid:tid prefix are cut so the line reads
+    as NCCL wrote it.
+    """
+    own = []
+    for line in text.splitlines():
+        prefix = re.match(r"\[(\d+)\]<std(?:out|err)>:", line)
+        if prefix and int(prefix.group(1)) != rank:
+            continue
+        if "NCCL INFO" in line:
+            own.append("NCCL INFO" + line.split("NCCL INFO", 1)[1])
+    out = []
+    for pattern, meaning in LOG_LANDMARKS:
+        hit = next((l for l in own if re.search(pattern, l)), None)
+        if hit is not None:
+            out.append((hit if len(hit) <= 110 else hit[:62] + " ... " + hit[-43:], meaning))
+    return out
+
+
+_RING_CHANNELS = re.compile(r"Channel \d+/(\d+) :\s+\d")
+
+
+def ring_channels(text: str) -> Optional[int]:
+    """How many channels (rings) NCCL opened, from its 'Channel 00/24 : 0 1' lines."""
+    counts = [int(m.group(1)) for m in _RING_CHANNELS.finditer(text)]
+    return max(counts) if counts else None
+
+
+def channel_count_rows() -> List[Tuple[str, str, str, str, str]]:
+    """(system, GPUs, setting, transport, channels) for the first recorded log of each setting."""
+    from gputopo import reference
+    rows, seen = [], set()
+    for row in runner.reference_sweep():
+        path = row.get("reason", "").replace("recorded: ", "", 1)
+        key = (row["system"], row["pair"], row["setting"])
+        if "," not in row["pair"] or not path.startswith("reference_systems/") or key in seen:
+            continue
+        seen.add(key)
+        file = runner.SOURCE_DIR / path
+        if not file.is_file():
+            continue
+        count = ring_channels(file.read_text(encoding="utf-8", errors="replace"))
+        rows.append((row["system"], row["pair"], row["setting"], row.get("transports") or "?",
+                     "?" if count is None else str(count)))
+    return rows

@@ -15,7 +15,8 @@ What run_experiment() does
   controller; on GPUs the gradient allreduce still goes through NCCL.
 - Environment: CUDA_VISIBLE_DEVICES=<the pair>, CUDA_DEVICE_ORDER=PCI_BUS_ID (so indices mean
   what `nvidia-smi topo -m` shows), NCCL_DEBUG=INFO (the log then says which transport NCCL
-  chose), NCCL_NVLS_ENABLE=0, then your `env`. NCCL_P2P_LEVEL, NCCL_P2P_DISABLE and
+  chose), NCCL_NVLS_ENABLE as your shell has it or 0 when unset (never 1), then your `env`.
+  NCCL_P2P_LEVEL, NCCL_P2P_DISABLE and
   NCCL_SHM_DISABLE inherited from the calling shell are removed first, so "default" really is
   NCCL's default.
 - No GPU visible: the same script runs on the CPU with Gloo doing the allreduce, and the
@@ -516,7 +517,9 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
 
     run_env = {
         "NCCL_DEBUG": "INFO",
-        "NCCL_NVLS_ENABLE": "0",
+        # NVLink SHARP: the learner's own setting is kept; unset, it is off (the course never
+        # switches it on: on shared NVSwitch machines it can take the GPUs out of service).
+        "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
         "PYTHONUNBUFFERED": "1",
@@ -687,6 +690,8 @@ def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
                                                              vendor),
                     "transports": _transports_text(result.transports),
                     "p2p_level_in_log": result.p2p_level,
+                    "nccl_version": result.nccl_version,
+                    "nvls": nvls_state(result.env, result.nccl_version),
                     "batch_per_worker": result.batch_per_worker,
                     "images_per_sec_median": result.images_per_sec_median,
                     "test_accuracy": (result.summary or {}).get("test_accuracy"),
