@@ -196,3 +196,18 @@ def test_cli_bad_input_is_one_line_exit_2(args, words, capsys):
     assert runner.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and err[0].startswith("python -m gputopo.runner: error:")
+
+
+@pytest.mark.parametrize("inherited,expected", [(None, "0"), ("1", "1"), ("0", "0")])
+def test_nvls_is_the_learners_choice_and_off_when_unset(tmp_path, monkeypatch, inherited, expected):
+    """Issue: the runner used to force NCCL_NVLS_ENABLE=0 over the learner's own setting."""
+    if inherited is None:
+        monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    else:
+        monkeypatch.setenv("NCCL_NVLS_ENABLE", inherited)
+    seen = tmp_path / "env.json"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
+    machine = Machine(mode="reference", reason="none", gpu_count=0)
+    runner.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    assert json.loads(seen.read_text())["NCCL_NVLS_ENABLE"] == expected

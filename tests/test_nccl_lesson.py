@@ -74,7 +74,9 @@ def test_recorded_runs_carry_epoch_ranges():
 def test_batches_are_never_mixed():
     rows = nl.recorded_runs()
     groups = nl.comparable_groups(rows)
-    assert set(groups) == {("DGX-1 V100", 512), ("DGX A100", 512), ("DGX A100", 8192)}
+    assert set(groups) == {("2x H200 NVSwitch", 64), ("DGX-1 V100", 512), ("DGX A100", 512),
+                           ("DGX A100", 8192)}
+    assert len(groups[("2x H200 NVSwitch", 64)]) == 6  # one GPU, then 5 settings (3 runs each)
     assert len(groups[("DGX-1 V100", 512)]) == 4
     with pytest.raises(ValueError, match="different batch sizes"):
         nl.runs_table([r for r in rows if r["system"] == "DGX A100"])
@@ -141,7 +143,10 @@ def test_run_live_sweeps_every_setting_on_two_gpus(tmp_path):
     live = nl.run_live(two_gpus(), launcher=fake_launcher(tmp_path, GOOD))
     assert [r["setting"] for r in live.rows] == [name for name, _ in runner.SETTINGS]
     assert all(r["ok"] and r["transports"] == "P2P" for r in live.rows)
-    assert live.message == "Live sweep on this machine: 5 of 5 runs succeeded."
+    assert all((r["runs"], r["runs_ok"]) == (3, 3) for r in live.rows)  # three per setting
+    assert [r["repeat"] for r in live.runs] == [1] * 5 + [2] * 5 + [3] * 5  # spread, not bunched
+    assert live.message == "Live sweep on this machine: 15 of 15 runs succeeded (3 per setting)."
+    assert live.source == "live"
     assert live.log_path and live.command and live.result is None
 
 
@@ -149,7 +154,8 @@ def test_run_live_stops_when_horovod_is_missing():
     live = nl.run_live(two_gpus(), python="/nonexistent/python")
     assert len(live.rows) == 1 and live.rows[0]["setting"] == "default"
     assert live.rows[0]["reason"].startswith(runner.HOROVOD_MISSING)
-    assert live.message.startswith("Live sweep stopped: Horovod missing")
+    assert live.message.startswith("The live GPU sweep did not run: Horovod missing")
+    assert live.source == "reference"  # the course report counts the notebook as recorded data
 
 
 def test_live_log_table_shows_connections_or_the_script_lines(tmp_path):
@@ -160,3 +166,42 @@ def test_live_log_table_shows_connections_or_the_script_lines(tmp_path):
     text = nl.live_log_table(cpu)
     assert text.startswith("No NCCL connection lines") and "SUMMARY images_per_sec_median=1800.0" in text
     assert nl.live_log_table(nl.LiveRuns("x", [], [], None)) == "No log: the run did not start."
+
+
+def test_time_at_size_interpolates_between_measured_sizes():
+    rows = [{"size": 4, "out_of_place": {"time_us": 10.0}}, {"size": 8, "out_of_place": {"time_us": 30.0}}]
+    assert nl.time_at_size(rows, 6) == pytest.approx(20.0)
+    assert nl.time_at_size(rows, 4) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="outside the measured sizes"):
+        nl.time_at_size(rows, 9)
+
+
+def test_gradient_allreduce_rows_from_the_recorded_h200_benchmark():
+    # P2P table: 33.31 us at 4 MiB, 47.39 us at 8 MiB (nccl-bench-all_reduce.txt); the CNN's
+    # 4,799,528 bytes lie 14.43 % of the way: 33.31 + 0.1443 * 14.08 = 35.34 us.
+    rows = nl.gradient_allreduce_rows(4_799_528, step_ms=3.534)
+    assert [r[0].split()[0] for r in rows] == ["P2P", "SHM", "NET/Socket"]
+    assert rows[0][2] == "0.035 ms" and rows[0][3] == "1.0 %"
+    assert float(rows[2][2].split()[0]) > 1.5  # sockets: milliseconds, not microseconds
+
+
+def test_reading_nccls_log():
+    log = ("[1]<stdout>:host:2:3 [1] NCCL INFO NCCL version 9.9.9+cuda13.0\n"
+           "[0]<stdout>:host:1:3 [0] NCCL INFO NCCL version 2.28.3+cuda13.0\n"
+           "[0]<stdout>:host:1:3 [0] NCCL INFO Channel 00/24 :    0   1\n"
+           "[0]<stdout>:host:1:3 [0] NCCL INFO Channel 23/24 :    0   1\n"
+           "[0]<stdout>:host:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n")
+    lines = [line for line, _ in nl.annotated_log(log)]
+    assert lines == ["NCCL INFO NCCL version 2.28.3+cuda13.0", "NCCL INFO Channel 00/24 :    0   1",
+                     "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM"]
+    assert nl.ring_channels(log) == 24
+    assert nl.ring_channels("NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM") is None
+
+
+def test_channel_counts_of_the_recorded_logs():
+    # read off the logs by hand: "Channel 00/24" (P2P), "Channel 00/04" (LOC: SHM), "Channel 00/02" (sockets)
+    counts = {(system, setting): n for system, _, setting, _, n in nl.channel_count_rows()}
+    assert counts[("2x H200 NVSwitch", "default")] == "24"
+    assert counts[("2x H200 NVSwitch", "NCCL_P2P_LEVEL=LOC")] == "4"
+    assert counts[("2x H200 NVSwitch", "P2P and SHM disabled")] == "2"
+    assert counts[("DGX A100", "NCCL_P2P_LEVEL=PIX (1)")] == "24"

@@ -303,7 +303,8 @@ def test_reference_sweep_numbers_and_batch_sizes():
     assert a100_default["batch_per_worker"] == 8192
     assert a100_default["transports"] == ""
     assert all(r["batch_per_worker"] is not None for r in rows.values())
-    assert list(rows)[0][0] == "DGX-1 V100"
+    systems = [system for system, _, _ in rows]
+    assert sorted(set(systems), key=systems.index) == ["2x H200 NVSwitch", "DGX-1 V100", "DGX A100"]
 
 
 def test_p2p_level_facts_agree_with_the_reference_logs():
@@ -317,7 +318,7 @@ def test_p2p_level_facts_agree_with_the_reference_logs():
         level = row["env"].get("NCCL_P2P_LEVEL")
         if level is not None:
             assert row["p2p_level_in_log"] == runner.legacy_level_name(level)
-    assert checked == 6
+    assert checked == 6 + 15  # the DGX logs, and the H200 pair's 5 settings x 3 runs
 
 
 def test_p2p_level_facts_table():
@@ -353,7 +354,21 @@ def test_plot_sweep_draws_reference_rows():
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    ax = runner.plot_sweep(runner.reference_sweep())
+    ax = runner.plot_sweep([r for r in runner.reference_sweep() if r["system"].startswith("DGX")])
     labels = [t.get_text() for t in ax.texts]
     assert any("SHM" in t for t in labels) and any("b=8192" in t for t in labels)
     assert len(ax.patches) == 7
+    assert not ax.collections  # one run per bar: no error bars
+
+
+def test_plot_sweep_error_bars_span_the_repeated_runs():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    rows = [r for r in runner.summarize(runner.reference_sweep())
+            if r["system"] == "2x H200 NVSwitch" and r["pair"] == "0,1"]
+    ax = runner.plot_sweep(rows)
+    assert len(ax.patches) == 5
+    spans = sorted(tuple(sorted((seg[0][1], seg[1][1]))) for c in ax.collections for seg in c.get_segments())
+    want = sorted((r["images_per_sec_min"], r["images_per_sec_max"]) for r in rows)
+    assert spans == pytest.approx(want)

@@ -226,8 +226,8 @@ def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner
                        f"below show every setting instead (recorded data, not this machine).")
             source = "reference"
         else:
-            message = (f"Live sweep on this machine with {framework}: {good} of {len(runs)} runs "
-                       f"succeeded ({repeats} per setting).")
+            message = (f"Live sweep on this machine" + (f" with {framework}" if framework else "")
+                       + f": {good} of {len(runs)} runs succeeded ({repeats} per setting).")
             source = "live"
         new = results.load_records(runner.RESULT_KIND)[before:]
         last = new[-1] if new else {}
@@ -377,7 +377,8 @@ def annotated_log(text: str, rank: int = 0) -> List[Tuple[str, str]]:
     return out
 
 
-_RING_CHANNELS = re.compile(r"Channel \d+/(\d+) :\s+\d")
+# "Channel 03/24 :    0   1": ring 3 of 24 and its ranks (connection lines go on with "[" or "->").
+_RING_CHANNELS = re.compile(r"Channel \d+/(\d+) :((?:\s+\d+)+)\s*$", re.MULTILINE)
 
 
 def ring_channels(text: str) -> Optional[int]:

@@ -15,7 +15,8 @@ What run_experiment() does
   controller; on GPUs the gradient allreduce still goes through NCCL.
 - Environment: CUDA_VISIBLE_DEVICES=<the pair>, CUDA_DEVICE_ORDER=PCI_BUS_ID (so indices mean
   what `nvidia-smi topo -m` shows), NCCL_DEBUG=INFO (the log then says which transport NCCL
-  chose), NCCL_NVLS_ENABLE as your shell has it or 0 when unset (never 1), then your `env`.
+  chose), NCCL_NVLS_ENABLE as your shell has it, or 0 when unset (the course never sets 1),
+  then your `env`.
   NCCL_P2P_LEVEL, NCCL_P2P_DISABLE and
   NCCL_SHM_DISABLE inherited from the calling shell are removed first, so "default" really is
   NCCL's default.
