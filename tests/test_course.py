@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -30,8 +32,8 @@ def notebooks(tmp_path):
     fine = write_notebook(folder / "1.Fine.ipynb", [
         "md:# A fine notebook",
         "print(open('marker.txt').read().strip())",  # cwd must be the notebook's folder
-        f"print({BANNER_REFERENCE!r})",
-        "print('host memcpy bandwidth measured live: 9.9 GB/s')",
+        f"from gputopo.course import show\nshow({BANNER_REFERENCE!r}, 'reference')",
+        "show('host memcpy bandwidth measured live: 9.9 GB/s', 'live')",
         "import os, sys, gputopo\nprint(sys.executable, os.environ['NCCL_NVLS_ENABLE'])",
     ])
     broken = write_notebook(folder / "2.Broken.ipynb", [
@@ -129,24 +131,43 @@ def test_default_order_is_start_here_then_by_number(tmp_path):
     assert names == ["Start_Here.ipynb", "1.First.ipynb", "2.Second.ipynb", "10.Last.ipynb"]
 
 
-def test_live_and_reference_from_tags_and_banner_lines():
+def test_live_and_reference_come_from_tags_not_wording():
     nb = nbformat.v4.new_notebook()
-    tagged = nbformat.v4.new_output("display_data", data={"text/plain": "a plot"},
-                                    metadata={"gputopo": {"source": "live"}})
-    banner = nbformat.v4.new_output("stream", name="stdout",
-                                    text="2 GPUs are visible here (2 x NVIDIA H200): the "
-                                         "experiments run live on this machine.\n")
+    tagged_live = nbformat.v4.new_output("display_data", data={"text/plain": "a plot"},
+                                         metadata={"gputopo": {"source": "live"}})
+    # A sentence that sounds live but is untagged: the report must not count it (it counted
+    # "Live sweep stopped: Horovod missing" as live before).
+    sounds_live = nbformat.v4.new_output("stream", name="stdout",
+                                         text="Live sweep stopped: the experiments run live soon.\n")
+    tagged_reference = nbformat.v4.new_output(
+        "display_data", data={"text/plain": "The live GPU sweep did not run: Horovod missing"},
+        metadata={"gputopo": {"source": "reference"}})
     plain = nbformat.v4.new_output("stream", name="stdout", text="42\n")
-    negated = nbformat.v4.new_output("stream", name="stdout",
-                                     text="Not run live here: nvidia-smi not found\n")
     nb.cells = [nbformat.v4.new_markdown_cell("reference mode in prose is not an output"),
-                nbformat.v4.new_code_cell("x", outputs=[tagged]),
-                nbformat.v4.new_code_cell("y", outputs=[plain]),
-                nbformat.v4.new_code_cell("z", outputs=[banner]),
-                nbformat.v4.new_code_cell("w", outputs=[negated])]
+                nbformat.v4.new_code_cell("x", outputs=[tagged_live]),
+                nbformat.v4.new_code_cell("y", outputs=[plain, sounds_live]),
+                nbformat.v4.new_code_cell("z", outputs=[tagged_reference])]
     found = course.live_and_reference(nb)
-    assert [i for i, _ in found["live"]] == [1, 3]
-    assert found["reference"] == [(4, "Not run live here: nvidia-smi not found")]
+    assert found["live"] == [(1, "a plot")]
+    assert found["reference"] == [(3, "The live GPU sweep did not run: Horovod missing")]
+
+
+def test_show_writes_the_tag_the_report_reads(tmp_path):
+    """A real kernel runs show() and show_banner(); the report reads their tags back."""
+    from nbclient import NotebookClient
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from gputopo.course import show, show_banner\n"
+        "from gputopo.detect import Machine\n"
+        "show_banner(Machine(mode='reference', reason='none', gpu_count=0))\n"
+        "show('measured here', 'live')")]
+    env_path = str(Path(course.__file__).resolve().parents[1])
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(
+        env={**os.environ, "PYTHONPATH": env_path})
+    found = course.live_and_reference(nb)
+    assert [i for i, _ in found["reference"]] == [0] and [i for i, _ in found["live"]] == [0]
+    assert found["live"][0][1] == "measured here"
 
 
 def test_html_falls_back_when_the_lab_template_is_missing(tmp_path, monkeypatch):

@@ -14,10 +14,10 @@ and appends one line to results/course.jsonl. Prints one progress line per noteb
 Exit status: 0 when every notebook ran; 1 when one failed, naming the first notebook, its
 cell index and the cell's first source line; 2 on bad command-line input.
 
-Live or reference is read from what the notebooks print: an output carrying metadata
-{"gputopo": {"source": "live" | "reference"}} says so explicitly; otherwise lines in the
-outputs such as the `gputopo.banner()` sentence ("... recorded data from real systems
-(reference mode)", "... the experiments run live on this machine") are recognised.
+Live or reference is read from what the notebooks' code recorded, never from their wording:
+an output carrying metadata {"gputopo": {"source": "live" | "reference"}}, which the notebooks
+write with `show(text, source)` or `show_banner(machine)` below, wherever they either measure
+this machine or fall back to recorded data. Untagged outputs count as neither.
 """
 
 import argparse
@@ -34,17 +34,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 600  # per cell; the longest cells (CNN runs) take a few minutes on CPU
 
-# Phrases in cell outputs that say which kind of data a cell showed. The first pattern of
-# each kind matches the sentences gputopo.detect.banner_for() writes.
-REFERENCE_PATTERNS = re.compile(
-    r"reference mode|recorded data|reference data|reference system|from the reference"
-    r"|\bnot (?:be )?(?:run|measured) live\b|\bnot live\b",
-    re.IGNORECASE)
-LIVE_PATTERNS = re.compile(
-    r"\brun(?:s)? live\b|\blive on this machine\b|\bmeasured live\b|\blive run\b|\(live\)",
-    re.IGNORECASE)
-
-
 def show(text, source):
     """Display `text` in a notebook with the tag this report reads: source "live" (measured on
     this machine now) or "reference" (recorded on another machine). Returns nothing."""
@@ -52,6 +41,12 @@ def show(text, source):
         raise ValueError(f"source must be 'live' or 'reference', got {source!r}")
     from IPython.display import display
     display({"text/plain": str(text)}, raw=True, metadata={"gputopo": {"source": source}})
+
+
+def show_banner(machine):
+    """A notebook's opening sentence (machine.banner()), tagged by what this machine can run:
+    "reference" without a GPU, else "live" (cells that fall back later say so themselves)."""
+    show(machine.banner(), "reference" if machine.mode == "reference" else "live")
 
 
 class UsageError(Exception):
@@ -86,7 +81,7 @@ def _output_text(output):
 
 
 def live_and_reference(nb):
-    """{"live": [(cell_index, evidence)], "reference": [...]} read from a notebook's outputs."""
+    """{"live": [(cell_index, evidence)], "reference": [...]} read from the outputs' tags."""
     found = {"live": [], "reference": []}
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
@@ -96,13 +91,8 @@ def live_and_reference(nb):
             tag = (output.get("metadata") or {}).get("gputopo", {})
             source = tag.get("source") if isinstance(tag, dict) else None
             if source in found:
-                kinds.setdefault(source, f"tagged {source}")
-                continue
-            for line in _output_text(output).splitlines():
-                if REFERENCE_PATTERNS.search(line):
-                    kinds.setdefault("reference", line.strip()[:160])
-                elif LIVE_PATTERNS.search(line):
-                    kinds.setdefault("live", line.strip()[:160])
+                first = _output_text(output).strip().splitlines()
+                kinds.setdefault(source, first[0][:160] if first else f"tagged {source}")
         for kind, evidence in kinds.items():
             found[kind].append((index, evidence))
     return found
@@ -244,8 +234,8 @@ def write_index(run_dir, rows, machine_line, started):
             f"<td>{cells['reference']}</td></tr>")
     total = sum(row["seconds"] for row in rows)
     lines += [f"</table><p>Total {total:.1f} s.</p>",
-              "<p><small>Live/reference is read from the cells' outputs (the gputopo banner "
-              "sentence, or output metadata <code>{\"gputopo\": {\"source\": ...}}</code>).</small></p>",
+              "<p><small>Live/reference is what the notebooks' code recorded: output metadata "
+              "<code>{\"gputopo\": {\"source\": ...}}</code>.</small></p>",
               "</body></html>"]
     (run_dir / "index.html").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
