@@ -34,8 +34,12 @@ install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinn
 	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
 	else $(INSTALL) --with-dataset; fi
 
+# The token reaches JupyterLab through the environment (JUPYTER_TOKEN, which jupyter_server reads),
+# never the command line: any user of a shared node can read a command line with `ps`, while
+# /proc/<pid>/environ is readable only by the owner.
 lab: install ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a token; prints the URL
 	@token=$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}; \
+	export JUPYTER_TOKEN="$$token"; \
 	url="http://127.0.0.1:$(PORT)/lab/tree/Start_Here.ipynb?token=$$token"; \
 	echo ""; \
 	echo "[make] JupyterLab is starting. Open this URL in your browser (Ctrl-C here stops it):"; \
@@ -43,7 +47,7 @@ lab: install ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888),
 	echo "[make] On a remote machine first tunnel the port: ssh -L $(PORT):127.0.0.1:$(PORT) <host>"; \
 	echo ""; \
 	exec $(CLEAN_ENV) $(PY) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
-	  --IdentityProvider.token="$$token" --ServerApp.root_dir="$(CURDIR)" \
+	  --ServerApp.root_dir="$(CURDIR)" \
 	  --ServerApp.default_url=/lab/tree/Start_Here.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 # pytest exit codes: 0 all passed, 1 some failed, 5 no test collected. 5 is a failure here,
