@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from gputopo import proctree
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser
 
@@ -172,7 +173,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="p2ptest-") as folder:
         json_path = Path(folder) / "p2p.json"
         try:
-            done = subprocess.run(
+            done = proctree.run(
                 command + ["--json", str(json_path)],
                 capture_output=True,
                 text=True,
