@@ -241,7 +241,9 @@ def headline(parsed: Dict[str, Any]) -> Dict[str, Optional[float]]:
     def off_diagonal(matrix):
         if not matrix or len(matrix) < 2:
             return []
-        return [value for i, row in enumerate(matrix) for j, value in enumerate(row) if i != j]
+        # None: a cell the program had no number for (N/A, JSON null) is missing, not zero.
+        return [value for i, row in enumerate(matrix) for j, value in enumerate(row)
+                if i != j and value is not None]
 
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
     one_way = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
