@@ -6,7 +6,7 @@
   count is asked.
 - `--inject-fault` (test only) is accepted by both real binaries: with no GPU they get past the
   options and stop at the no-GPU exit, not at "unknown option". What it does needs a GPU:
-  environment/verify_cuda_programs.sh runs it there.
+  source_code/verify_cuda_programs.sh runs it there.
 - Non-finite numbers: small host-only harnesses (tests/cuda_host/*.cpp) link the programs' own
   option and report files, feed NaN and infinities to the real table and JSON writers, and the
   output must be strict JSON (null for those) and tables that the course's parsers read back
