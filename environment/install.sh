@@ -12,7 +12,8 @@
 # Steps (each logged to DIR/install-logs/<step>.log; a failure names the step and its log):
 #   1. find a Python that TensorFlow 2.15 supports (3.11, 3.10, 3.9)   [$PYTHON overrides]
 #   2. create the virtual environment DIR if missing
-#   3. pip install the pinned requirements (CPU or GPU set), skipped when unchanged
+#   3. pip install the locked requirements (CPU or GPU set: requirements-<set>.lock.txt, every
+#      package pinned with its sha256, checked by pip --require-hashes), skipped when unchanged
 #   4. build Horovod 0.28.1 from source, skipped when the right build is already there
 #   5. make the course package `gputopo` importable (a .pth file pointing at source_code/)
 #   6. with --with-dataset: skipped when the loader finds verified data; else Debian's
@@ -124,7 +125,9 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
 
 # --- 3. pinned packages -------------------------------------------------------------------
-reqs=("$here/requirements-common.txt" "$here/requirements-$flavour.txt")
+# The lock (make lock writes it from the .txt pins) is what is installed; the stamp covers both.
+lock="$here/requirements-$flavour.lock.txt"
+reqs=("$here/requirements-common.txt" "$here/requirements-$flavour.txt" "$lock")
 stamp="$venv/.requirements-$flavour.sha256"
 want=$( (cat "${reqs[@]}"; echo "pip==$pip_version") | sha256sum | cut -d' ' -f1)
 if [[ -f "$venv/.requirements-$other.sha256" ]]; then
@@ -138,7 +141,7 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
 else
   say "step 3: installing pinned $flavour requirements (TensorFlow is a ~250 MB download; a few minutes)"
   run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
-  run_step requirements "${pip[@]}" install --progress-bar on -r "$here/requirements-$flavour.txt"
+  run_step requirements "${pip[@]}" install --progress-bar on --require-hashes -r "$lock"
   echo "$want" >"$stamp"
 fi
 
