@@ -164,7 +164,8 @@ else
   export HOROVOD_WITHOUT_MPI=1
   # cmake 4 rejects the old policy of Horovod's bundled gloo; the venv's cmake 3.x comes first on PATH.
   export PATH="$venv/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=3.5
-  export MAKEFLAGS="-j$(nproc)"
+  MAKEFLAGS="-j$(nproc)"
+  export MAKEFLAGS
   if [[ $flavour == gpu ]]; then
     export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-70,75,80,86,89,90}
   fi

@@ -84,7 +84,7 @@ def test_script_is_valid_bash():
 def test_second_run_skips_every_step():
     """On the environment the tests run in (made by install.sh), a re-run does nothing but say so."""
     venv = Path(sys.prefix)
-    if not (venv / f".requirements-cpu.sha256").exists() and not (venv / ".requirements-gpu.sha256").exists():
+    if not (venv / ".requirements-cpu.sha256").exists() and not (venv / ".requirements-gpu.sha256").exists():
         pytest.skip(f"{venv} was not made by environment/install.sh")
     args = ["--venv", str(venv)] + (["--gpu"] if (venv / ".requirements-gpu.sha256").exists() else [])
     r = run(args, timeout=300)

@@ -51,7 +51,7 @@ def test_lock_pins_everything_with_hashes_and_agrees_with_the_top_level_pins(fla
     assert lock.exists(), f"{lock.name} is missing: run `make lock`"
     entries = read_lock(lock)
     assert len(entries) > 50  # JupyterLab and TensorFlow bring well over a hundred
-    for name, version, marker, hashes in entries:
+    for name, version, _marker, hashes in entries:
         assert hashes, f"{name}=={version} has no hash"
         assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), (name, hashes)
     unconditional = {name: version for name, version, marker, _ in entries if not marker}

@@ -27,8 +27,9 @@ fi
 mkdir -p "$top"
 set -o noclobber  # no redirection below ever replaces a file
 
-make -C "$here" SMS=90 -j8 >"$top/build.log" 2>&1 && make -C "$p2pdir" SMS=90 -j8 >>"$top/build.log" 2>&1 ||
-  { echo "build failed:"; tail -20 "$top/build.log"; exit 1; }
+if ! { make -C "$here" SMS=90 -j8 && make -C "$p2pdir" SMS=90 -j8; } >"$top/build.log" 2>&1; then
+  echo "build failed:"; tail -20 "$top/build.log"; exit 1
+fi
 
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
 cuda_driver=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)
