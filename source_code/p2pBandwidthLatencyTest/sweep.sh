@@ -49,8 +49,10 @@ try:
 except Exception as e:
     print(f"{name} rc={rc} {secs}s ({args}) no json: {e}"); sys.exit()
 b, l = j["bandwidth_gbs"], j["latency_us"]
+def num(v):  # null in the JSON: the program had no finite number for the cell
+    return "N/A" if v is None else f"{v:.1f}"
 def off(m):
-    return " ".join(f"{m[i][k]:.1f}" for i in range(len(m)) for k in range(len(m)) if i != k) or f"diag {m[0][0]:.1f}"
+    return " ".join(num(m[i][k]) for i in range(len(m)) for k in range(len(m)) if i != k) or f"diag {num(m[0][0])}"
 parts = [f"{k.replace('unidirectional_','uni_').replace('bidirectional_','bi_')}={off(v)}" for k, v in b.items()]
 parts += [f"{k}={off(v)}" for k, v in l.items() if k.endswith("gpu")]
 print(f"{name} rc={rc} {secs:.1f}s ({args}) ok={j['verification']['ok']} " + " ".join(parts))
