@@ -19,11 +19,13 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc 
 WORKER = "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
          "open({pidfile!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(300)"
 LAUNCHER = """
-    import subprocess, sys, time
+    import os, subprocess, sys, time
     worker = {worker!r}
     middleman = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', %r], "
                  "start_new_session=True)" % worker)
     subprocess.run([sys.executable, "-c", middleman], check=True)
+    while not os.path.exists({pidfile!r}):  # the worker is up (its SIGTERM handler set)
+        time.sleep(0.01)
     print("launched", flush=True)
     {after}
 """
@@ -33,7 +35,7 @@ def launcher(tmp_path, after="time.sleep(300)"):
     pidfile = tmp_path / "worker.pids"
     script = tmp_path / "launch.py"
     script.write_text(textwrap.dedent(LAUNCHER).format(worker=WORKER.format(pidfile=str(pidfile)),
-                                                       after=after))
+                                                       pidfile=str(pidfile), after=after))
     return [sys.executable, str(script)], pidfile
 
 
@@ -66,7 +68,7 @@ def test_timeout_kills_an_orphaned_worker_that_ignores_sigterm(tmp_path):
     cmd, pidfile = launcher(tmp_path)
     began = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired) as caught:
-        proctree.run(cmd, timeout=3, grace=1, capture_output=True, text=True)
+        proctree.run(cmd, timeout=5, grace=1, capture_output=True, text=True)
     assert time.monotonic() - began < 20
     assert "launched" in caught.value.output  # the output so far comes back
     pids = worker_pids(pidfile)
@@ -95,8 +97,8 @@ def test_smoke_run_whose_worker_ignores_sigterm_leaves_nothing(tmp_path, monkeyp
     cmd, pidfile = launcher(tmp_path)
     monkeypatch.setattr(check, "smoke_command", lambda machine: (cmd, dict(os.environ)))
     machine = {"mode": "multi-gpu", "horovod": {"nccl": True}}
-    finding = check.check_smoke(machine, True, timeout=3)[0]
-    assert finding.status == "FAIL" and "did not finish within 3 s" in finding.finding
+    finding = check.check_smoke(machine, True, timeout=5)[0]
+    assert finding.status == "FAIL" and "did not finish within 5 s" in finding.finding
     assert_gone(worker_pids(pidfile))
 
 
