@@ -1,14 +1,17 @@
 """The JupyterLab token never appears on a command line, and the server still requires it.
 
-Starts the real server twice, as learners do: `make lab` (the Makefile's own recipe against the
-venv running these tests) and the Apptainer runscript (the %runscript section of
-environment/course.def run by /bin/sh, with this venv first on PATH). Neither gets JUPYTER_TOKEN
-from the test, so each generates its own token and prints the URL; the test reads the token from
-that URL, starts a kernel through the API (so kernel processes exist too), then checks
+Starts the real server three ways, as learners do: `make lab` (the Makefile's own recipe against
+the venv running these tests), the Apptainer runscript (the %runscript section of
+environment/course.def run by /bin/sh, with this venv first on PATH) and the Dockerfile's CMD
+(its argv as written, with this venv's jupyter, except that it listens on 127.0.0.1 and a free
+port instead of the container's 0.0.0.0:8888, and serves a copy of Start_Here.ipynb). None gets
+JUPYTER_TOKEN from the test, so each makes its own token and prints the URL; the test reads the
+token from that URL, starts a kernel through the API (so kernel processes exist too), then checks
 /proc/<pid>/cmdline of every process of the server: the launcher's session and all descendants.
 Any user of a shared node can read a command line (`ps`); only the owner reads
 /proc/<pid>/environ, which is where the token now travels.
 """
+import json
 import os
 import re
 import shutil
@@ -46,6 +49,14 @@ def runscript():
             lines.append(line)
     assert lines, "environment/course.def has no %runscript"
     return "\n".join(lines)
+
+
+def docker_cmd():
+    """The Dockerfile's CMD (exec form) as a list."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    cmds = [line.split(None, 1)[1] for line in text.splitlines() if line.startswith("CMD ")]
+    assert cmds, "the Dockerfile has no CMD"
+    return json.loads(cmds[-1])
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -123,15 +134,21 @@ def launch(how, port, tmp_path):
         shutil.copy(ROOT / "Start_Here.ipynb", course)
         env.update(GPUTOPO_COURSE_DIR=str(course), PORT=str(port),
                    PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", "")]))
-        cmd = ["sh", "-c", runscript(), "runscript"] + root_flag
         cwd = tmp_path
+        if how == "apptainer-runscript":
+            cmd = ["sh", "-c", runscript(), "runscript"] + root_flag
+        else:
+            cmd = [{"--ip=0.0.0.0": "--ip=127.0.0.1", "--port=8888": f"--port={port}",
+                    "--ServerApp.root_dir=/opt/course": f"--ServerApp.root_dir={course}"}.get(a, a)
+                   for a in docker_cmd()] + root_flag
+            assert f"--port={port}" in cmd and f"--ServerApp.root_dir={course}" in cmd, cmd
     log = open(tmp_path / "lab.log", "w+")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     return proc, log
 
 
-@pytest.mark.parametrize("how", ["make-lab", "apptainer-runscript"])
+@pytest.mark.parametrize("how", ["make-lab", "apptainer-runscript", "docker-cmd"])
 def test_token_only_in_environment_and_still_required(how, tmp_path):
     port = free_port()
     proc, log = launch(how, port, tmp_path)
@@ -144,7 +161,9 @@ def test_token_only_in_environment_and_still_required(how, tmp_path):
             text = log.read()
             if proc.poll() is not None:
                 pytest.fail(f"{how} exited with {proc.returncode}:\n{text[-3000:]}")
-            m = re.search(rf"http://127\.0\.0\.1:{port}/lab/tree/Start_Here\.ipynb\?token=([0-9a-f]+)", text)
+            url = (rf"http://127\.0\.0\.1:{port}/lab/tree/Start_Here\.ipynb" if how != "docker-cmd"
+                   else rf"http://127\.0\.0\.1:{port}/\S*")  # Jupyter's own line in the container log
+            m = re.search(url + r"\?token=([0-9a-f]+)", text)
             if m:
                 token = m.group(1)
                 if status(f"{base}/api/status", token) == 200:
