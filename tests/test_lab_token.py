@@ -71,7 +71,7 @@ def status(url, token=None):
         request.add_header("Authorization", f"token {token}")
     opener = urllib.request.build_opener(NoRedirect)
     try:
-        with opener.open(request, timeout=10) as r:
+        with opener.open(request, timeout=30) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
