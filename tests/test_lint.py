@@ -4,6 +4,7 @@ the shell sections of the Apptainer definition. Zero findings. hadolint runs in
 test_container_files.py. The tools are pinned in environment/requirements-test.txt and
 installed by environment/install-test-tools.sh (`make test`); without them these tests skip
 and say so."""
+import os
 import shutil
 import subprocess
 import sys
@@ -22,20 +23,24 @@ def tool(name):
 
 def shell_scripts():
     found = []
-    for path in sorted(ROOT.rglob("*")):
-        if not path.is_file() or SKIP_DIRS & set(path.relative_to(ROOT).parts):
-            continue
-        if path.suffix == ".sh":
-            found.append(path)
-            continue
-        try:
-            with path.open("rb") as fh:
-                first = fh.readline(200)
-        except OSError:
-            continue
-        if first.startswith(b"#!") and (first.rstrip().endswith((b"/sh", b"/bash", b" bash", b" sh"))):
-            found.append(path)
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            if is_shell_script(path):
+                found.append(path)
     return found
+
+
+def is_shell_script(path):
+    if path.suffix == ".sh":
+        return True
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and first.rstrip().endswith((b"/sh", b"/bash", b" bash", b" sh"))
 
 
 def test_ruff_finds_nothing():
