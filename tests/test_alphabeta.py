@@ -115,7 +115,7 @@ def test_fit_from_table_inverts_the_ring_model(op, n):
     alpha_us, beta_gbps = alphabeta.fit_from_table(table, op, n)
     assert alpha_us == pytest.approx(3.0, rel=1e-6)
     assert beta_gbps == pytest.approx(120.0, rel=1e-6)
-    for size, measured, predicted in alphabeta.predict_table(table, op, n):
+    for _size, measured, predicted in alphabeta.predict_table(table, op, n):
         assert predicted == pytest.approx(measured, rel=1e-6)
 
 

@@ -127,6 +127,7 @@ def test_no_gpu_is_a_clean_exit_2(binary):
         ["-g", "zero"],
         ["--bogus"],
         ["-n"],
+        ["--inject-fault=1"],
         ["--json="],
         ["-e", "99999999999999999999"],
     ],

@@ -108,6 +108,7 @@ def test_no_gpu_exits_2_with_one_line(binary):
         (["--sm_threads=100"], "multiple of 32"),
         (["--json"], "--json needs a file name"),
         (["--p2p_read=1"], "takes no value"),
+        (["--inject-fault=1"], "takes no value"),
         (["stray"], "unexpected argument 'stray'"),
     ],
 )

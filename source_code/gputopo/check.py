@@ -30,6 +30,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from gputopo import proctree
 from gputopo.detect import nvlink_link_counts
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -490,7 +491,7 @@ def smoke_command(machine):
     return cmd, env
 
 
-def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=subprocess.run):
+def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.run):
     item = "Horovod smoke run"
     if not (installed_here and _get(machine, "horovod")):
         return [Finding(WARN, item, "skipped: no working Horovod in this Python",
@@ -530,7 +531,7 @@ def _detect():
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=subprocess.run,
+def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proctree.run,
                has=importable):
     """All findings, in page order. Arguments let tests inject a machine and sizes."""
     if machine is None:

@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Optional, Type, Union
 
+from gputopo import proctree
+
 Architectures = Optional[Union[str, int, Iterable[Union[int, str]]]]
 
 
@@ -36,7 +38,7 @@ def make_program(source_dir: Path, binary: Path, sms: Architectures = None, time
         raise error(f"make is not installed, so {source_dir.name} cannot be built (needs make and nvcc)")
     command = ["make", "-C", str(source_dir)] + ([f"SMS={sms_text}"] if sms_text else [])
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = proctree.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise error(f"make did not finish within {timeout:.0f} s in {source_dir}") from None
     if done.returncode != 0 or not binary.exists():

@@ -21,11 +21,12 @@ import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from gputopo import proctree
 
 # The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
@@ -106,43 +107,24 @@ def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
     """Run argv, capture its output, and turn every failure into one line of text."""
     program = os.path.basename(argv[0])
     try:
-        # A new session lets a timeout kill the tool's children too; otherwise a child
-        # holding the pipe open would keep communicate() waiting after the kill.
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        # proctree stops the tool and every process it started on a timeout (psutil where
+        # installed; the tool's session alone on a bare node).
+        done = proctree.run(list(argv), timeout=timeout, stdin=subprocess.DEVNULL,
+                            capture_output=True)
     except FileNotFoundError:
         return ToolRun(False, "", f"{program} not found")
     except PermissionError:
         return ToolRun(False, "", f"{program} is not executable")
     except OSError as error:
         return ToolRun(False, "", f"{program} could not start ({error.strerror})")
-    try:
-        out_bytes, err_bytes = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_process_group(process)
-        try:
-            process.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass  # a child that left the process group still holds the pipe; stop waiting
         return ToolRun(False, "", f"{program} did not answer within {timeout:g} s")
-    stdout = out_bytes.decode("utf-8", errors="replace")
-    stderr = err_bytes.decode("utf-8", errors="replace")
-    if process.returncode != 0:
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    if done.returncode != 0:
         message = first_line(stderr) or first_line(stdout) or "no message"
-        return ToolRun(False, stdout, f"{program} failed (exit status {process.returncode}): {message}")
+        return ToolRun(False, stdout, f"{program} failed (exit status {done.returncode}): {message}")
     return ToolRun(True, stdout, None)
-
-
-def _kill_process_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, AttributeError):
-        process.kill()
 
 
 def first_line(text: str) -> str:

@@ -334,7 +334,7 @@ def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List
         i = rows[0]
         j = next(c for c in columns if c != i)
 
-        def cell(group, key):
+        def cell(group, key, parsed=parsed, i=i, j=j):  # this iteration's values, bound
             matrix = parsed[group].get(key)
             if not matrix:
                 return "-"
@@ -514,7 +514,7 @@ def simulate_ring_allreduce(values: Sequence[Sequence[float]]) -> Tuple[List[Lis
     sent = 0
     for _, phase, moves in ring_schedule(n):
         outgoing = [(src, dst, chunk, buffers[src][chunk]) for src, dst, chunk in moves]
-        for src, dst, chunk, value in outgoing:
+        for _src, dst, chunk, value in outgoing:
             if phase == "reduce-scatter":
                 buffers[dst][chunk] += value
             else:

@@ -119,7 +119,7 @@ def peak_gbs(link_code: str, generation: Optional[str] = None) -> Optional[float
 def link_table() -> List[Dict[str, object]]:
     """Rows for a notebook table: one per PCIe x16 generation and per GPU's NVLink set."""
     rows: List[Dict[str, object]] = []
-    for name, (transfer_rate, efficiency, source) in PCIE_GENERATIONS.items():
+    for name, (transfer_rate, _efficiency, source) in PCIE_GENERATIONS.items():
         per_direction = pcie_x16_gbs(name)
         rows.append(
             {

@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from gputopo import proctree
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import nccl_tests
 
@@ -192,7 +193,7 @@ def run(
         full_env = _run_env(env, gpus)
         command = [str(BINARY)] + args
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+            done = proctree.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
         except subprocess.TimeoutExpired as error:
             raise NcclBenchError(f"nccl_bench did not finish within {timeout:.0f} s") from error
         stored = None

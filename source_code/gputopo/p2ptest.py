@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from gputopo import proctree
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser
 
@@ -172,7 +173,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="p2ptest-") as folder:
         json_path = Path(folder) / "p2p.json"
         try:
-            done = subprocess.run(
+            done = proctree.run(
                 command + ["--json", str(json_path)],
                 capture_output=True,
                 text=True,
@@ -240,7 +241,9 @@ def headline(parsed: Dict[str, Any]) -> Dict[str, Optional[float]]:
     def off_diagonal(matrix):
         if not matrix or len(matrix) < 2:
             return []
-        return [value for i, row in enumerate(matrix) for j, value in enumerate(row) if i != j]
+        # None: a cell the program had no number for (N/A, JSON null) is missing, not zero.
+        return [value for i, row in enumerate(matrix) for j, value in enumerate(row)
+                if i != j and value is not None]
 
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
     one_way = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")

@@ -1,23 +1,40 @@
 """Results that are never lost: append-only JSON-lines files under results/.
 
 Every experiment appends one line per measurement to `results/<kind>.jsonl`, carrying the
-environment it ran in (host, time, git commit, GPUs, NCCL_* settings). A line is written
-with a single `os.write` on a file opened with O_APPEND and then fsync'ed, so concurrent
-writers never interleave within a line and a crash loses at most the line being written.
-Nothing here ever truncates or replaces a file; tables are rebuilt by reading the lines.
+environment it ran in (host, time, git commit, GPUs, NCCL_* settings). Nothing here ever
+truncates or replaces a file; tables are rebuilt by reading the lines.
+
+Each append holds an exclusive lock on the file while it writes the line (O_APPEND) and
+fsyncs it, so concurrent writers, on one machine or on several machines sharing the folder,
+never interleave or overwrite each other, and a crash loses at most the line being written.
+O_APPEND alone is not enough where results/ lives on NFS (the Apptainer image keeps it in
+$HOME, often NFS): an NFS client computes the end of the file from its cached size, so two
+hosts appending at once can write at the same offset. The lock is
+- fcntl.lockf (POSIX record lock) on the results file itself: NFSv4 has it in the protocol
+  and NFSv3 through the lock manager; the Linux NFS client revalidates its cached size when it
+  takes the lock and flushes the write before it releases it, and the kernel (or the server's
+  lease) drops the lock of a process that dies, so a crash never leaves a stale lock;
+- where the filesystem refuses POSIX locks (ENOLCK: an NFS mount without a lock manager,
+  some FUSE filesystems), a lock directory `<kind>.jsonl.lock` made with os.mkdir, which is
+  atomic on every filesystem, NFS included. A directory left by a writer that died is taken
+  over after STALE_LOCK_S (an append takes milliseconds) by renaming it aside, atomically.
 
 Standard library only (runs on a bare node).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import errno
 import json
 import os
 import platform
 import re
 import socket
 import subprocess
+import time
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -31,6 +48,11 @@ RECORDED_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 
 # Keys append_record() writes itself; a record may not bring its own.
 RESERVED_KEYS = ("kind", "recorded_at", "environment")
+
+# Locking of appends (see the module docstring).
+LOCK_TIMEOUT_S = 60.0   # give up (OSError) if another writer holds the lock this long
+STALE_LOCK_S = 30.0     # a lock directory older than this was left by a writer that died
+_LOCK_POLL_S = 0.01
 
 # A kind or prefix becomes a file or folder name: keep it to one plain path component.
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -144,14 +166,75 @@ def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        written = os.write(descriptor, encoded)
-        if written != len(encoded):
-            # Only a full disk or a signal does this; the torn line is skipped by load_records.
-            raise OSError(f"only {written} of {len(encoded)} bytes reached {path}")
-        os.fsync(descriptor)
+        with _locked(path, descriptor):
+            view = memoryview(encoded)
+            while view:  # the lock keeps the line whole even if a write comes back short
+                written = os.write(descriptor, view)
+                if written <= 0:
+                    raise OSError(f"no progress writing {path}")
+                view = view[written:]
+            os.fsync(descriptor)
     finally:
         os.close(descriptor)
     return path
+
+
+@contextlib.contextmanager
+def _locked(path: Path, descriptor: int):
+    """Hold an exclusive lock on the results file `path` (open for writing as `descriptor`)."""
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        fcntl = None
+    while fcntl is not None:
+        try:
+            fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.EAGAIN):
+                break  # ENOLCK, EOPNOTSUPP, ...: no POSIX locks here; use the lock directory
+            if time.monotonic() > deadline:
+                raise OSError(f"{path} stayed locked by another writer for {LOCK_TIMEOUT_S:g} s") from None
+            time.sleep(_LOCK_POLL_S)
+            continue
+        try:
+            yield
+        finally:
+            fcntl.lockf(descriptor, fcntl.LOCK_UN)
+        return
+    with _lock_directory(path, deadline):
+        yield
+
+
+@contextlib.contextmanager
+def _lock_directory(path: Path, deadline: float):
+    lock = path.with_name(path.name + ".lock")
+    while True:
+        try:
+            os.mkdir(lock)
+            break
+        except FileExistsError:
+            pass
+        try:
+            age = time.time() - os.stat(lock).st_mtime
+        except FileNotFoundError:
+            continue  # released meanwhile
+        if age > STALE_LOCK_S:
+            aside = lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex}")
+            try:
+                os.rename(lock, aside)  # only one waiter wins this; the others retry
+                os.rmdir(aside)
+            except OSError:
+                pass
+            continue
+        if time.monotonic() > deadline:
+            raise OSError(f"{path} stayed locked ({lock} exists) for {LOCK_TIMEOUT_S:g} s; "
+                          f"remove {lock} if no run is writing")
+        time.sleep(_LOCK_POLL_S)
+    try:
+        yield
+    finally:
+        os.rmdir(lock)
 
 
 def load_records(kind: str) -> List[Dict[str, Any]]:

@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -373,66 +372,6 @@ def classify_failure(log: str, exit_status: Optional[int]) -> Tuple[str, str]:
     return OTHER, f"{OTHER}: exit status {exit_status}: {last}"
 
 
-def _descendants(pid: int) -> List[int]:
-    """Every process below `pid` (children first found through /proc); [] where /proc is absent."""
-    children: Dict[int, List[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        # "pid (comm) state ppid ..." where comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) >= 2:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.append(child)
-                todo.append(child)
-    return found
-
-
-def _signal_all(pids: Sequence[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _kill_tree(process: subprocess.Popen) -> None:
-    """Stop the launcher and everything it started: TERM, a grace period, then KILL."""
-    tree = _descendants(process.pid)
-    try:
-        os.killpg(process.pid, signal.SIGTERM)  # our session: start_new_session=True
-    except (ProcessLookupError, PermissionError):
-        pass
-    _signal_all(tree, signal.SIGTERM)
-    try:
-        process.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    tree = sorted(set(tree) | set(_descendants(process.pid)))
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _signal_all(tree, signal.SIGKILL)
-    try:
-        process.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:  # pragma: no cover - KILL cannot be ignored
-        pass
-
-
 def _run_dir():
     from . import results
     return results.new_run_dir("horovod-cnn")
@@ -589,23 +528,19 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     command = build_command(python, np, script_args + ["--json-out", str(json_path)], launcher)
 
     timed_out = False
+    from . import proctree  # stops the launcher and every worker on timeout or Ctrl-C
     with open(log_path, "wb") as log_file:
         try:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+            exit_status = proctree.run(command, timeout=timeout, grace=KILL_GRACE_S,
+                                       stdout=log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=full_env,
-                                       cwd=str(SOURCE_DIR), start_new_session=True)
+                                       cwd=str(SOURCE_DIR)).returncode
         except OSError as exc:
             return finish(False, f"{OTHER}: cannot start {command[0]}: {exc.strerror}", OTHER,
                           command=command, log_path=str(log_path))
-        try:
-            exit_status = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as expired:
             timed_out = True
-            _kill_tree(process)
-            exit_status = process.returncode
-        except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
-            _kill_tree(process)
-            raise
+            exit_status = expired.returncode
     log = log_path.read_text(encoding="utf-8", errors="replace")
     nccl = _parse_nccl(log)
     epochs_rows, summary = _parse_throughput(log)

@@ -5,10 +5,11 @@
 # date, driver, CUDA, NCCL version and the exact command.
 #
 # Usage: ./record_scaling.sh DIR   (builds both programs for sm_90 first)
-# Keep NCCL_NVLS_ENABLE=0 on shared machines (it is forced here).
+# Keep NCCL_NVLS_ENABLE=0 on shared machines (it is forced here). Nothing is overwritten:
+# if DIR/<n>gpu already exists the script says so and stops (exit 2) before building.
 set -u
 case ${1-} in
-  -h|--help) sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "record_scaling.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
   '') echo "record_scaling.sh: error: no DIR given (usage: record_scaling.sh DIR)" >&2; exit 2 ;;
 esac
@@ -16,17 +17,23 @@ out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 p2pdir=$here/../p2pBandwidthLatencyTest
 export NCCL_NVLS_ENABLE=0
-mkdir -p "$out"
-
-make -C "$here" SMS=90 -j8 >"$out/build.log" 2>&1 && make -C "$p2pdir" SMS=90 -j8 >>"$out/build.log" 2>&1 ||
-  { echo "build failed:"; tail -20 "$out/build.log"; exit 1; }
 
 ngpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+top=$out/${ngpus}gpu
+if [ -e "$top" ]; then
+  echo "record_scaling.sh: error: $top already exists; results are never overwritten, use a new DIR (argument 1)" >&2
+  exit 2
+fi
+mkdir -p "$top"
+set -o noclobber  # no redirection below ever replaces a file
+
+if ! { make -C "$here" SMS=90 -j8 && make -C "$p2pdir" SMS=90 -j8; } >"$top/build.log" 2>&1; then
+  echo "build failed:"; tail -20 "$top/build.log"; exit 1
+fi
+
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
 cuda_driver=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd, -)
-top=$out/${ngpus}gpu
-mkdir -p "$top"
 
 # preamble FILE COMMAND...: the facts every recorded file starts with
 preamble() {

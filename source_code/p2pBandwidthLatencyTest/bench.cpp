@@ -192,6 +192,24 @@ void Bench::verify(const Flow &f, bool tiny, uint32_t seed, const char *what) {
                (unsigned)expect);
 }
 
+// Test only (--inject-fault): flips the lowest bit of one element that the copies of `f`
+// wrote, once per run, so that the data check can be seen to catch a wrong element.
+void Bench::inject_fault(const Flow &f, bool tiny) {
+  fault_injected_ = true;
+  Gpu &D = gpus_[f.dst];
+  CUDA_TRY(cudaSetDevice(D.info.ordinal));
+  size_t n = tiny ? (size_t)f.copies : opt_.num_elems;
+  size_t elem = n / 2;
+  int *where = (tiny ? D.slots : D.slots + (size_t)f.first_slot * stride_) + elem;
+  int value = 0;
+  CUDA_TRY(cudaMemcpy(&value, where, sizeof value, cudaMemcpyDeviceToHost));
+  value ^= 1;
+  CUDA_TRY(cudaMemcpy(where, &value, sizeof value, cudaMemcpyHostToDevice));
+  CUDA_TRY(cudaDeviceSynchronize());  // the flipped value is in place before the check
+  std::fprintf(stderr, "%s: --inject-fault: flipped one bit of element %zu in copy 0, "
+               "GPU %d -> GPU %d\n", P2P_PROG, elem, gpus_[f.src].info.ordinal, D.info.ordinal);
+}
+
 BatchResult Bench::run(const std::vector<Flow> &flows, bool tiny, bool use_kernel,
                        const char *what) {
   BatchResult r;
@@ -292,6 +310,7 @@ BatchResult Bench::run(const std::vector<Flow> &flows, bool tiny, bool use_kerne
     r.bytes += (unsigned long long)f.copies * (tiny ? 1 : opt_.num_elems) * sizeof(int);
 
   // 3. Check every destination buffer against the pattern.
+  if (opt_.inject_fault && !fault_injected_) inject_fault(flows[0], tiny);
   for (const Flow &f : flows) verify(f, tiny, seed_of(f.src), what);
   return r;
 }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <set>
 
+#include <unistd.h>
+
 #include "p2p.h"
 
 void p2p_die(int code, const std::string &what) {
@@ -39,7 +41,10 @@ void print_help(FILE *out) {
       "  --sm_threads=N    --sm_copy: threads per block, a multiple of 32 (default 512)\n"
       "  --timeout_s=S     give up waiting on the start flag after S seconds (default 10)\n"
       "  --json FILE       also write every matrix, all samples and metadata as JSON\n"
-      "                    (--json=FILE works too)\n"
+      "                    (--json=FILE works too); FILE must not exist yet\n"
+      "  --inject-fault    test only: flip one bit of one copied element after the first\n"
+      "                    copy batch and before its data check, which must then fail\n"
+      "                    (exit 1, naming the element)\n"
       "\n"
       "GB/s means 10^9 bytes per second. Exit status: 0 success; 1 a data mismatch or a\n"
       "CUDA failure; 2 bad arguments or no GPU to measure.\n");
@@ -98,6 +103,9 @@ Options parse_options(int argc, char **argv) {
     } else if (name == "sm_copy") {
       no_value();
       o.sm_copy = true;
+    } else if (name == "inject-fault") {
+      no_value();
+      o.inject_fault = true;
     } else if (name == "numElems") {
       need_value();
       o.num_elems = (size_t)parse_int(name, value, 1, 1ll << 34, i);
@@ -141,6 +149,9 @@ Options parse_options(int argc, char **argv) {
       }
       if (value.empty())
         p2p_die(EXIT_USAGE, "--json needs a file name (argument " + std::to_string(i) + ")");
+      if (access(value.c_str(), F_OK) == 0)
+        p2p_die(EXIT_USAGE, "--json file " + value + " already exists; results are never "
+                                "overwritten, name a new file (argument " + std::to_string(i) + ")");
       o.json_path = value;
     } else if (name == "devices") {
       need_value();

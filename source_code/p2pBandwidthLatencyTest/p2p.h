@@ -48,7 +48,8 @@ struct Options {
   int sm_blocks = 0;        // SM copy: blocks per copy kernel (0: automatic)
   int sm_threads = 512;     // SM copy: threads per block
   double timeout_s = 10.0;  // the gate kernel gives up after this long
-  std::string json_path;    // --json FILE
+  std::string json_path;    // --json FILE (must not exist: results are never overwritten)
+  bool inject_fault = false; // test only: corrupt one copied element before the data check
   std::string command_line;
 };
 
@@ -142,6 +143,8 @@ class Bench {
   uint32_t seed_ = 0x2545F491u;
   unsigned long long copies_checked_ = 0, bytes_checked_ = 0, mismatches_ = 0;
   int gate_timeouts_ = 0;
+  bool fault_injected_ = false;
+  void inject_fault(const Flow &f, bool tiny);
 };
 
 // ---------------------------------------------------------------- report (report.cpp)
@@ -168,6 +171,9 @@ void print_matrix(FILE *out, const Matrix &m, const std::vector<DeviceInfo> &dev
 void print_connectivity(FILE *out, const std::vector<std::vector<int>> &c,
                         const std::vector<DeviceInfo> &devs);
 // Returns false (and says why on stderr) when the file cannot be written.
+// The file must not exist (opened with O_EXCL): a run never replaces an earlier result.
 bool write_json(const std::string &path, const Report &r, const Options &opt);
+// A JSON number; NaN and infinities (not valid JSON) become null.
+std::string json_number(double v);
 std::string driver_version_string();
 std::string cuda_version_string(int v);

@@ -2,7 +2,11 @@
 // p2pBandwidthLatencyTest, so that one parser reads both) and the --json file.
 #include <dlfcn.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -28,7 +32,12 @@ void print_matrix(FILE *out, const Matrix &m, const std::vector<DeviceInfo> &dev
   std::fprintf(out, "\n");
   for (size_t i = 0; i < devs.size(); ++i) {
     std::fprintf(out, "%6d ", devs[i].ordinal);
-    for (size_t j = 0; j < devs.size(); ++j) std::fprintf(out, "%6.2f ", m.median[i][j]);
+    for (size_t j = 0; j < devs.size(); ++j) {
+      if (std::isfinite(m.median[i][j]))
+        std::fprintf(out, "%6.2f ", m.median[i][j]);
+      else
+        std::fprintf(out, "%6s ", "N/A");  // no number (e.g. a zero-length timing)
+    }
     std::fprintf(out, "\n");
   }
 }
@@ -90,11 +99,18 @@ std::string jstr(const std::string &s) {
   return o + "\"";
 }
 
-std::string jnum(double v) {
+}  // namespace
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";  // JSON has no NaN or Infinity
   char b[40];
   std::snprintf(b, sizeof b, "%.4f", v);
   return b;
 }
+
+namespace {
+
+std::string jnum(double v) { return json_number(v); }
 
 std::string jmatrix(const std::vector<std::vector<double>> &m) {
   std::string o = "[";
@@ -192,10 +208,13 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
     << r.mismatches << ", \"ok\": " << (r.mismatches == 0 ? "true" : "false")
     << "},\n  \"gate_timeouts\": " << r.gate_timeouts << "\n}\n";
 
-  FILE *f = std::fopen(path.c_str(), "w");
+  // O_EXCL: if the file appeared while we measured, refuse rather than replace it.
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  FILE *f = fd < 0 ? nullptr : fdopen(fd, "w");
   if (!f) {
     std::fprintf(stderr, "%s: error: cannot write the JSON file: %s (%s)\n", P2P_PROG,
                  std::strerror(errno), path.c_str());
+    if (fd >= 0) close(fd);
     return false;
   }
   std::string text = j.str();

@@ -152,6 +152,9 @@ def _read_group(cells, lineno):
     time_us, algbw, busbw, wrong = cells
     numbers = {}
     for name, cell in (("time_us", time_us), ("algbw", algbw), ("busbw", busbw)):
+        if cell == "N/A":  # no number (nccl_bench prints N/A for NaN or infinity): missing
+            numbers[name] = None
+            continue
         if not _FLOAT.fullmatch(cell):
             raise ParseError(f"{name} should be a number, not {cell!r}", lineno)
         numbers[name] = float(cell)

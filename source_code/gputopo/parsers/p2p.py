@@ -134,13 +134,14 @@ def _add_row(result, section, table, tokens, lineno):
         )
     if row_index not in labels:
         raise ParseError(f"row {row_index} of {key} names no device of its header", lineno)
-    bad = [cell for cell in cells if not _NUMBER.fullmatch(cell)]
+    bad = [cell for cell in cells if not _NUMBER.fullmatch(cell) and cell != "N/A"]
     if bad:
         raise ParseError(f"row {row_index} of {key} has a cell that is not a number: {bad[0]!r}", lineno)
     if section[0] == "connectivity":
         result["connectivity"].append([int(float(cell)) for cell in cells])
     else:
-        result[section[0]][key].append([float(cell) for cell in cells])
+        # N/A: the program had no number for the cell (NaN or infinity): missing, None.
+        result[section[0]][key].append([None if cell == "N/A" else float(cell) for cell in cells])
     result["row_indices"][key].append(row_index)
     return key, labels, header_lineno, rows_read + 1
 

@@ -163,7 +163,7 @@ public:
             CUDA_CHECK(cudaEventCreate(&g.stop));
             CUDA_CHECK(cudaMalloc(&g.send, std::max<std::size_t>(send_bytes, 1)));
             CUDA_CHECK(cudaMalloc(&g.recv, std::max<std::size_t>(recv_bytes, 1)));
-            CUDA_CHECK(cudaMalloc(&g.wrong, sizeof(unsigned long long)));
+            CUDA_CHECK(cudaMalloc(&g.wrong, 2 * sizeof(unsigned long long)));  // count, first index
         }
     }
 
@@ -315,26 +315,56 @@ private:
                 }
             }
             CUDA_CHECK(cudaMemsetAsync(g.wrong, 0, sizeof(unsigned long long), g.stream));
+            CUDA_CHECK(cudaMemsetAsync(g.wrong + 1, 0xff, sizeof(unsigned long long), g.stream));
         }
         issue(shape, in_place);
+        if (opt_.inject_fault && !fault_injected_) inject_fault(shape, in_place);
         unsigned long long total = 0;
         for (Gpu& g : gpus_) {
             CUDA_CHECK(cudaSetDevice(g.device));
             RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, elt);
             Expectation e{opt_.op, n, g.rank, opt_.root, shape.recv_count, shape.block, m};
             launch_verify(opt_.type, b.recv, e, g.wrong, g.stream);
-            unsigned long long wrong = 0;
-            CUDA_CHECK(cudaMemcpyAsync(&wrong, g.wrong, sizeof wrong, cudaMemcpyDeviceToHost, g.stream));
+            unsigned long long wrong[2] = {0, 0};
+            CUDA_CHECK(cudaMemcpyAsync(wrong, g.wrong, sizeof wrong, cudaMemcpyDeviceToHost, g.stream));
             CUDA_CHECK(cudaStreamSynchronize(g.stream));
-            total += wrong;
+            if (wrong[0] != 0) {
+                std::fprintf(stderr,
+                             "nccl_bench: error: data check failed on rank %d (GPU %d), %s, %zu bytes, %s: "
+                             "%llu of %zu output elements wrong; first at element %llu\n",
+                             g.rank, g.device, op_name(opt_.op), shape.bytes,
+                             in_place ? "in-place" : "out-of-place", wrong[0], shape.recv_count, wrong[1]);
+            }
+            total += wrong[0];
         }
         return total;
+    }
+
+    // Test only (--inject-fault): after the operation and before its check, flips the lowest
+    // bit of one output element of rank 0, once per run, so the check can be seen to fail.
+    void inject_fault(const Shape& shape, bool in_place) {
+        fault_injected_ = true;
+        Gpu& g = gpus_[0];
+        CUDA_CHECK(cudaSetDevice(g.device));
+        CUDA_CHECK(cudaStreamSynchronize(g.stream));
+        RankBuffers b = buffers_for(opt_.op, in_place, g.send, g.recv, shape, g.rank, type_.bytes);
+        if (shape.recv_count == 0) return;
+        const std::size_t element = shape.recv_count / 2;
+        unsigned char* where = static_cast<unsigned char*>(b.recv) + element * type_.bytes;
+        unsigned char byte = 0;  // the lowest byte (little-endian): flipping it changes the value
+        CUDA_CHECK(cudaMemcpy(&byte, where, 1, cudaMemcpyDeviceToHost));
+        byte ^= 1;
+        CUDA_CHECK(cudaMemcpy(where, &byte, 1, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::fprintf(stderr, "nccl_bench: --inject-fault: flipped one bit of element %zu of rank 0's output "
+                     "(%zu bytes, %s)\n", element, shape.bytes, in_place ? "in-place" : "out-of-place");
     }
 
     Options opt_;
     TypeInfo type_;
     std::vector<Gpu> gpus_;
     bool failed_ = false;
+    bool fault_injected_ = false;
     std::string release_error_;
 
     void remember(cudaError_t status, const char* what) {

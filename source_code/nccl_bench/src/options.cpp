@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include <unistd.h>
+
 #include "check.h"
 
 namespace {
@@ -50,6 +52,12 @@ const Alias kTypeAliases[] = {
 
 [[noreturn]] void bad(const std::string& what, const std::string& where) {
     throw UsageError(what + " (" + where + ")");
+}
+
+// Results are never overwritten: an output file that already exists is refused.
+void refuse_existing(const std::string& path, const std::string& option) {
+    if (access(path.c_str(), F_OK) == 0)
+        bad("'" + path + "' already exists; results are never overwritten, name a new file", option);
 }
 
 // "8", "64K", "1M", "2G" (binary multiples, case-insensitive, optional B).
@@ -159,8 +167,12 @@ void print_usage() {
         "  -G, --cuda-graph       capture the timed iterations in one CUDA graph per GPU, launch it\n"
         "                         once untimed (the warm-up), then time one launch: GPU time\n"
         "                         without the host's launch cost\n"
-        "      --json FILE        also write the table and metadata as JSON\n"
+        "      --json FILE        also write the table and metadata as JSON (FILE must not exist)\n"
         "      --nccl-log FILE    keep NCCL's INFO log (read for the transport summary) in FILE\n"
+        "                         (FILE must not exist)\n"
+        "      --inject-fault     test only: flip one bit of one output element of rank 0 after\n"
+        "                         the first checked operation and before its check, which must\n"
+        "                         then fail (exit 1, naming the element)\n"
         "  -h, --help             this text\n"
         "\n"
         "SIZE is the total bytes of the operation: the buffer of all_reduce, broadcast and\n"
@@ -195,10 +207,13 @@ Options parse_options(int argc, char** argv) {
             value = arg.substr(2);
             has_value = true;
         }
-        if (name == "-h" || name == "--help" || name == "-G" || name == "--cuda-graph") {
+        if (name == "-h" || name == "--help" || name == "-G" || name == "--cuda-graph" ||
+            name == "--inject-fault") {
             if (has_value) bad("option takes no value", arg);
             if (name == "-G" || name == "--cuda-graph") {
                 opt.cuda_graph = true;
+            } else if (name == "--inject-fault") {
+                opt.inject_fault = true;
             } else {
                 opt.help = true;
             }
@@ -237,12 +252,16 @@ Options parse_options(int argc, char** argv) {
             opt.root = static_cast<int>(parse_int(value, 0, 4095, name));
         } else if (name == "--json") {
             if (value.empty()) bad("empty file name", name);
+            refuse_existing(value, name);
             opt.json_path = value;
         } else if (name == "--nccl-log") {
             if (value.empty()) bad("empty file name", name);
+            refuse_existing(value, name);
             opt.nccl_log = value;
         }
     }
+    if (!opt.json_path.empty() && opt.json_path == opt.nccl_log)
+        bad("--json and --nccl-log name the same file", "--nccl-log");
     if (min_given && !max_given && opt.max_bytes < opt.min_bytes) opt.max_bytes = opt.min_bytes;
     if (opt.min_bytes == 0) bad("the smallest size must be at least 1 byte", "-b");
     if (opt.max_bytes < opt.min_bytes) bad("the largest size is below the smallest", "-e");

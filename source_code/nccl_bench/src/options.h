@@ -31,8 +31,9 @@ struct Options {
     int iters = 20;
     int ngpus = -1;           // -1: every visible GPU
     int root = 0;             // broadcast root
-    std::string json_path;    // empty: no JSON
-    std::string nccl_log;     // keep NCCL's INFO log here (empty: temporary file)
+    std::string json_path;    // empty: no JSON; must not exist (never overwritten)
+    std::string nccl_log;     // keep NCCL's INFO log here (empty: temporary file); must not exist
+    bool inject_fault = false; // test only: corrupt one output element before the first check
     bool cuda_graph = false;  // time a CUDA graph of the iterations (no launch overhead)
     bool help = false;
 };

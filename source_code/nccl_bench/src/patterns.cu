@@ -87,12 +87,18 @@ __device__ inline double expected_value(const Expectation& e, std::size_t i) {
 template <typename T>
 __global__ void verify_kernel(const T* out, Expectation expect, unsigned long long* wrong) {
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-    unsigned long long mine = 0;
+    unsigned long long mine = 0, first = ~0ull;
     for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
          i < expect.count; i += stride) {
-        if (to_double(out[i]) != expected_value(expect, i)) ++mine;
+        if (to_double(out[i]) != expected_value(expect, i)) {
+            if (mine == 0) first = i;
+            ++mine;
+        }
     }
-    if (mine != 0) atomicAdd(wrong, mine);
+    if (mine != 0) {
+        atomicAdd(&wrong[0], mine);
+        atomicMin(&wrong[1], first);
+    }
 }
 
 unsigned blocks_for(std::size_t count) {

@@ -34,7 +34,8 @@ unsigned pattern_modulus(DType type, int nranks);
 void launch_fill(DType type, void* data, std::size_t count, std::size_t first_index, int rank,
                  unsigned modulus, cudaStream_t stream);
 
-// Adds to *wrong (device memory) the number of elements of out that differ
-// from the expectation.
+// Adds to wrong[0] (device memory) the number of elements of out that differ
+// from the expectation, and lowers wrong[1] (start it at ~0) to the index of the
+// first of them.
 void launch_verify(DType type, const void* out, const Expectation& expect,
                    unsigned long long* wrong, cudaStream_t stream);

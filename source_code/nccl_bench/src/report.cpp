@@ -1,6 +1,11 @@
 #include "report.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 
 #include "check.h"
@@ -18,8 +23,20 @@ std::string human_bytes(std::size_t bytes) {
     return std::to_string(value) + " " + units[unit];
 }
 
+// A table cell: the number, or N/A where there is none (NaN, infinity), as nccl-tests does.
+void print_cell(const char* format, int width, double v) {
+    if (std::isfinite(v))
+        std::printf(format, v);
+    else
+        std::printf(" %*s", width, "N/A");
+}
+
 void print_measurement(const Measurement& m) {
-    std::printf("  %9.2f %7.2f %7.2f %6llu", m.time_us, m.algbw, m.busbw, m.wrong);
+    std::printf(" ");
+    print_cell(" %9.2f", 9, m.time_us);
+    print_cell(" %7.2f", 7, m.algbw);
+    print_cell(" %7.2f", 7, m.busbw);
+    std::printf(" %6llu", m.wrong);
 }
 
 std::string json_string(const std::string& text) {
@@ -123,7 +140,7 @@ double print_footer(const RunInfo& info, const std::vector<Row>& rows, unsigned 
     int n = 0;
     for (const Row& r : rows) {
         for (const Measurement* m : {&r.out_of_place, &r.in_place}) {
-            if (m->valid) {
+            if (m->valid && std::isfinite(m->busbw)) {  // a cell without a number is left out
                 sum += m->busbw;
                 ++n;
             }
@@ -146,8 +163,14 @@ double print_footer(const RunInfo& info, const std::vector<Row>& rows, unsigned 
 
 void write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                 double avg_busbw, unsigned long long wrong) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) throw RuntimeFailure("cannot write '" + path + "' (--json)");
+    // O_EXCL: if the file appeared while we measured, refuse rather than replace it.
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    std::FILE* f = fd < 0 ? nullptr : fdopen(fd, "w");
+    if (f == nullptr) {
+        std::string why = std::strerror(errno);
+        if (fd >= 0) close(fd);
+        throw RuntimeFailure("cannot create '" + path + "': " + why + " (--json)");
+    }
     char stamp[64];
     std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

@@ -1,5 +1,8 @@
 #include "transports.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,9 +31,11 @@ NcclLog::NcclLog(const std::string& keep_path) {
     }
     if (!keep_path.empty()) {
         path_ = keep_path;
-        std::FILE* probe = std::fopen(path_.c_str(), "w");
-        if (probe == nullptr) throw UsageError("cannot write '" + keep_path + "' (--nccl-log)");
-        std::fclose(probe);
+        // O_EXCL: created here, never an existing file (results are never overwritten).
+        int probe = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (probe < 0)
+            throw UsageError("cannot create '" + keep_path + "': " + std::strerror(errno) + " (--nccl-log)");
+        close(probe);
     } else {
         const char* tmpdir = std::getenv("TMPDIR");
         std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/nccl_bench.XXXXXX";

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Regenerates the hash-pinned lock files from the top-level pins (`make lock`):
+#   requirements-cpu.lock.txt     from requirements-cpu.txt (with requirements-common.txt)
+#   requirements-gpu.lock.txt     from requirements-gpu.txt (with requirements-common.txt)
+#   requirements-common.lock.txt  from requirements-common.txt alone (no TensorFlow)
+# Every package, dependencies included, gets an exact version and the sha256 of each of its
+# files on PyPI; install.sh installs them with `pip install --require-hashes`. One lock serves
+# Python 3.9-3.11 on every platform (uv's --universal resolution, markers where they differ).
+# Needs the network (PyPI). uv (pinned below) is installed into a private venv under
+# ${XDG_CACHE_HOME:-~/.cache}/gputopo/ on first use. To update: change a pin in
+# requirements-*.txt (or nothing, to pick up nothing new: pins stay), run `make lock`, review
+# the diff, run `make test`, commit the .txt and .lock.txt files together.
+# Usage: environment/lock.sh [--help]
+set -euo pipefail
+uv_version=0.13.9
+case ${1-} in
+  -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  '') ;;
+  *) echo "lock.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tools=${XDG_CACHE_HOME:-$HOME/.cache}/gputopo/uv-$uv_version
+uv=$tools/bin/uv
+if ! "$uv" --version 2>/dev/null | grep -q "^uv $uv_version"; then
+  echo "[lock] installing uv $uv_version into $tools"
+  python3 -m venv "$tools"
+  "$tools/bin/python" -m pip install --disable-pip-version-check -q "uv==$uv_version"
+fi
+cd "$here"
+for set in cpu gpu common; do
+  echo "[lock] requirements-$set.txt -> requirements-$set.lock.txt"
+  "$uv" pip compile --quiet --universal --python-version 3.9 --generate-hashes \
+    --custom-compile-command "make lock" "requirements-$set.txt" -o "requirements-$set.lock.txt.new"
+  mv "requirements-$set.lock.txt.new" "requirements-$set.lock.txt"
+done
+echo "[lock] done; review with: git diff --stat environment/"

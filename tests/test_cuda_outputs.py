@@ -1,0 +1,201 @@
+"""What the two CUDA programs write, checked without a GPU.
+
+- Never overwritten: `--json` (both programs) and `--nccl-log` (nccl_bench) refuse a file that
+  exists, in one line with exit status 2, before anything is measured; the real binaries are
+  built (newest architecture only) and run here, where option parsing happens before the GPU
+  count is asked.
+- `--inject-fault` (test only) is accepted by both real binaries: with no GPU they get past the
+  options and stop at the no-GPU exit, not at "unknown option". What it does needs a GPU:
+  source_code/verify_cuda_programs.sh runs it there.
+- Non-finite numbers: small host-only harnesses (tests/cuda_host/*.cpp) link the programs' own
+  option and report files, feed NaN and infinities to the real table and JSON writers, and the
+  output must be strict JSON (null for those) and tables that the course's parsers read back
+  with the cells missing (None).
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gputopo import p2ptest
+from gputopo.parsers import nccl_tests, p2p as p2p_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "source_code"
+HARNESS = Path(__file__).resolve().parent / "cuda_host"
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def _nccl_include():
+    done = subprocess.run(["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True)
+    words = done.stdout.split()
+    return words[0] if done.returncode == 0 and words else None
+
+
+needs_nvcc = pytest.mark.skipif(NVCC is None or shutil.which("make") is None,
+                                reason="needs make and nvcc (the CUDA toolkit) to compile the programs")
+
+
+def strict_json(path):
+    """json.load that refuses NaN / Infinity, which Python's json module accepts but JSON lacks."""
+    def refuse(token):
+        raise ValueError(f"{path.name} holds {token}, which is not JSON")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def _newest_arch():
+    done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
+    archs = sorted(int(w[len("compute_"):]) for w in done.stdout.split()
+                   if w.startswith("compute_") and w[len("compute_"):].isdigit())
+    return [a for a in archs if 70 <= a <= 90][-1]
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """Both real programs, built in a copy of their folders (newest architecture only)."""
+    if NVCC is None or shutil.which("make") is None:
+        pytest.skip("needs make and nvcc")
+    built = {}
+    top = tmp_path_factory.mktemp("cuda_programs")
+    for name, folder, binary in (("p2p", "p2pBandwidthLatencyTest", "p2pBandwidthLatencyTest"),
+                                 ("nccl", "nccl_bench", "nccl_bench")):
+        if name == "nccl" and _nccl_include() is None:
+            continue
+        copy = top / folder
+        shutil.copytree(SRC / folder, copy, ignore=shutil.ignore_patterns("build", binary, "*.o"))
+        done = subprocess.run(["make", "-C", str(copy), f"SMS={_newest_arch()}"], capture_output=True,
+                              text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        built[name] = copy / binary
+    return built
+
+
+def _run(binary, *args):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def _one_error_line(done, prog):
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"{prog}: error: ")
+    return lines[0]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("which, option", [("p2p", "--json"), ("nccl", "--json"), ("nccl", "--nccl-log")])
+def test_an_existing_output_file_is_refused_and_kept(programs, tmp_path, which, option):
+    if which not in programs:
+        pytest.skip("NCCL not found: nccl_bench cannot be built")
+    earlier = tmp_path / "earlier-result"
+    earlier.write_text("an earlier run's result\n")
+    for args in ([option, str(earlier)], [f"{option}={earlier}"]):
+        done = _run(programs[which], *args)
+        assert done.returncode == 2, done.stderr
+        prog = "p2pBandwidthLatencyTest" if which == "p2p" else "nccl_bench"
+        line = _one_error_line(done, prog)
+        assert str(earlier) in line and "already exists" in line and "never overwritten" in line
+        assert "GPU" not in line  # refused before anything else, GPU or not
+        assert earlier.read_text() == "an earlier run's result\n"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("which", ["p2p", "nccl"])
+def test_inject_fault_is_an_option_of_both_programs(programs, tmp_path, which):
+    if which not in programs:
+        pytest.skip("NCCL not found: nccl_bench cannot be built")
+    prog = "p2pBandwidthLatencyTest" if which == "p2p" else "nccl_bench"
+    helptext = _run(programs[which], "--help").stdout
+    assert "--inject-fault" in helptext and "test only" in helptext
+    done = _run(programs[which], "--inject-fault")
+    line = _one_error_line(done, prog)
+    assert "unknown option" not in line
+    if "GPU" in line:  # no GPU here: the options were accepted, the GPU count stopped it
+        assert done.returncode == 2
+    bad = _run(programs[which], "--inject-fault=3")
+    assert bad.returncode == 2 and "takes no value" in _one_error_line(bad, prog)
+
+
+def _build_harness(tmp_path, source, folder, *extra):
+    out = tmp_path / source.replace(".cpp", "")
+    sources = [HARNESS / source] + [SRC / folder / f for f in extra]
+    include = [f"-I{SRC / folder}"]
+    done = subprocess.run([NVCC, "-std=c++17", *include, "-o", str(out), *map(str, sources), "-ldl"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@needs_nvcc
+def test_p2p_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing(tmp_path):
+    harness = _build_harness(tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest",
+                             "report.cpp", "options.cpp")
+    out = tmp_path / "p2p.json"
+    done = subprocess.run([str(harness), "--inject-fault", "--json", str(out)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "inject_fault=1" in done.stdout  # the real parser took the flag
+    data = strict_json(out)
+    assert data["bandwidth_gbs"]["unidirectional_write"] == [[1.5, None], [None, 2.25]]
+    assert data["samples"]["unidirectional_write"] == [[[1.5], [None, 3.0]], [[None, None], [2.25]]]
+    assert data["latency_us"]["write_gpu"] == [[None, 4.0], [5.0, 6.0]]
+    assert data["latency_us"]["write_cpu"] == [[7.0, 8.0], [9.0, None]]
+    # The table prints N/A there; the course's parser reads a recorded run with such a cell.
+    assert [line.split() for line in done.stdout.splitlines()[-2:]] == [["0", "1.50", "N/A"],
+                                                                         ["1", "N/A", "2.25"]]
+    # A second write to the same file is refused, and the first is kept.
+    again = subprocess.run([str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert strict_json(out) == data
+
+
+def test_p2p_parser_reads_na_cells_as_missing():
+    from gputopo import reference
+
+    text = reference.read_text("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt")
+    lines = text.splitlines()
+    title = next(i for i, l in enumerate(lines) if l.startswith("Unidirectional P2P=Enabled"))
+    row = title + 2  # the title, the header, then the row of device 0
+    cells = lines[row].split()
+    original = float(cells[2])
+    lines[row] = lines[row].replace(cells[2], "N/A", 1)  # device 0 -> 1, as the program prints it
+    parsed = p2p_parser.parse("\n".join(lines) + "\n")
+    key = next(k for k in parsed["bandwidth_gbs"] if k.startswith("unidirectional_") and "disabled" not in k)
+    assert parsed["bandwidth_gbs"][key][0][1] is None
+    untouched = p2p_parser.parse(text)
+    assert untouched["bandwidth_gbs"][key][0][1] == original
+    # The headline skips the missing cell instead of failing on it (or calling it 0).
+    assert p2ptest.headline(parsed)["one_way_min_gbs"] == untouched["bandwidth_gbs"][key][1][0]
+
+
+@needs_nvcc
+def test_nccl_bench_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing(tmp_path):
+    include = _nccl_include()
+    if include is None:
+        pytest.skip("NCCL headers not found (find_nccl.sh)")
+    harness = tmp_path / "nccl_harness"
+    sources = [HARNESS / "nccl_report_harness.cpp", SRC / "nccl_bench/src/report.cpp",
+               SRC / "nccl_bench/src/options.cpp"]
+    done = subprocess.run([NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}", f"-I{include}", "-o",
+                           str(harness), *map(str, sources)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "nccl.json"
+    done = subprocess.run([str(harness), "--inject-fault", "--json", str(out)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "# inject_fault=1" in done.stdout
+    data = strict_json(out)
+    first, second = data["rows"]
+    assert first["out_of_place"]["algbw_gbs"] is None and first["out_of_place"]["busbw_gbs"] is None
+    assert first["out_of_place"]["host_issue_us"] is None and first["out_of_place"]["time_us"] == 0
+    assert second["out_of_place"]["time_us"] is None and second["out_of_place"]["busbw_gbs"] is None
+    assert data["avg_busbw_gbs"] is None
+    # The table: N/A cells, read back as missing; the average leaves them out: (3.5 + 4.0) / 2.
+    parsed = nccl_tests.parse(done.stdout, strict=False)
+    assert parsed["rows"][0]["out_of_place"]["busbw"] is None
+    assert parsed["rows"][1]["out_of_place"]["time_us"] is None
+    assert parsed["rows"][1]["in_place"]["busbw"] == 4.0
+    assert "# Avg bus bandwidth    : 3.7500" in done.stdout
