@@ -312,7 +312,8 @@ elif [[ $framework == pytorch ]]; then
   export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1
   export HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1
   # CMake 4 refuses the old minimum version of Horovod's bundled gloo without this.
-  export PATH="$venv/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)"
+  export PATH="$venv/bin:$PATH" CMAKE_POLICY_VERSION_MINIMUM=3.5
+  MAKEFLAGS="-j$(nproc)"; export MAKEFLAGS
   if [[ $flavour == gpu ]]; then
     export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME=$cuda_home CUDA_HOME=$cuda_home
     export HOROVOD_NCCL_INCLUDE=$nccl_include HOROVOD_NCCL_LIB=$nccl_lib

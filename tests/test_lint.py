@@ -29,7 +29,14 @@ def shell_scripts():
             path = Path(folder) / name
             if is_shell_script(path):
                 found.append(path)
-    return found
+    return [p for p in found if p not in git_ignored(found)]
+
+
+def git_ignored(paths):
+    """The paths git ignores (a contributor's own scratch scripts, build folders), if in a checkout."""
+    done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--stdin"], capture_output=True,
+                          text=True, input="\n".join(map(str, paths)), timeout=60)
+    return {Path(line) for line in done.stdout.splitlines()} if done.returncode in (0, 1) else set()
 
 
 def is_shell_script(path):

@@ -226,7 +226,7 @@ def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner
                        f"below show every setting instead (recorded data, not this machine).")
             source = "reference"
         else:
-            message = (f"Live sweep on this machine" + (f" with {framework}" if framework else "")
+            message = ("Live sweep on this machine" + (f" with {framework}" if framework else "")
                        + f": {good} of {len(runs)} runs succeeded ({repeats} per setting).")
             source = "live"
         new = results.load_records(runner.RESULT_KIND)[before:]
@@ -389,7 +389,6 @@ def ring_channels(text: str) -> Optional[int]:
 
 def channel_count_rows() -> List[Tuple[str, str, str, str, str]]:
     """(system, GPUs, setting, transport, channels) for the first recorded log of each setting."""
-    from gputopo import reference
     rows, seen = [], set()
     for row in runner.reference_sweep():
         path = row.get("reason", "").replace("recorded: ", "", 1)
