@@ -30,6 +30,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from gputopo import gpus as gpu_model
 from gputopo.detect import nvlink_link_counts
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -84,6 +85,8 @@ def check_gpus(machine):
     kinds = sorted(set(names))
     what = ", ".join(f"{names.count(n)} x {n}" for n in kinds) or f"{count} GPU(s)"
     finding = f"{what}, driver {driver or 'version unknown'}"
+    if _get(machine, "cuda_visible_devices") is not None and not isinstance(machine, dict):
+        finding += "; " + gpu_model.describe_allowed(*gpu_model.from_machine(machine))
     if mode != "multi-gpu":
         visible = _get(machine, "visible_gpu_count", count)
         if visible != count:
@@ -479,11 +482,17 @@ def smoke_command(machine):
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p)
-    best = _pair(_get(machine, "topology"), "best_pair")
+    env[gpu_model.ORDER_VARIABLE] = gpu_model.ORDER_VALUE
+    best = _get(machine, "best_pair") if not isinstance(machine, dict) else None
+    best = best or _pair(_get(machine, "topology"), "best_pair")
     if _get(machine, "mode") == "multi-gpu":
-        # The pair the course uses; indices are nvidia-smi's, so only when nothing remaps them.
-        if best and _get(machine, "cuda_visible_devices") is None:
-            env["CUDA_VISIBLE_DEVICES"] = f"{best[0]},{best[1]}"
+        # The pair the course uses (nvidia-smi indices), inside what this job was given.
+        if best:
+            try:
+                env["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(
+                    list(best), *gpu_model.from_machine(machine))
+            except gpu_model.GpuSelectionError:
+                pass  # the inherited setting stays; the GPU line says which GPUs are allowed
     else:
         # Two ranks on one GPU make NCCL refuse ("duplicate GPU"); test the CPU path instead.
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -27,8 +27,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from gputopo import gpus as gpu_model
+
 # The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
+# Asked in a second query, so that a driver that lacks one of them still gives the inventory.
+LINK_QUERY_FIELDS = ("index", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
+                     "pcie.link.width.current", "mig.mode.current")
 
 # `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
 # copies work, which is what the course's P2P experiments need.
@@ -53,6 +58,8 @@ class Machine:
     reason: Optional[str] = None  # why reference mode; None otherwise
     gpu_count: int = 0  # GPUs nvidia-smi lists
     visible_gpu_count: int = 0  # of those, the ones CUDA_VISIBLE_DEVICES leaves to CUDA
+    gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: gputopo.gpus
+    visibility_problem: Optional[str] = None  # an inherited CUDA_VISIBLE_DEVICES entry CUDA stops at
     gpu_names: List[str] = dataclasses.field(default_factory=list)
     gpu_bus_ids: List[str] = dataclasses.field(default_factory=list)
     driver_version: Optional[str] = None
@@ -72,12 +79,26 @@ class Machine:
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # item -> why it is missing
 
     @property
+    def allowed_indices(self) -> List[int]:
+        """nvidia-smi indices of the GPUs this job may use (CUDA_VISIBLE_DEVICES applied)."""
+        if self.gpus:
+            return [gpu.index for gpu in gpu_model.allowed(self.gpus)]
+        return list(range(self.visible_gpu_count))
+
+    def _pairs(self) -> Tuple[Optional[List[int]], Optional[List[int]]]:
+        topology = self.topology or {}
+        if not self.gpus or len(self.allowed_indices) == self.gpu_count:
+            return topology.get("best_pair"), topology.get("worst_pair")
+        return extreme_pairs(topology, self.allowed_indices)
+
+    @property
     def best_pair(self) -> Optional[List[int]]:
-        return (self.topology or {}).get("best_pair")
+        """The best-linked pair among the GPUs this job may use (nvidia-smi indices)."""
+        return self._pairs()[0]
 
     @property
     def worst_pair(self) -> Optional[List[int]]:
-        return (self.topology or {}).get("worst_pair")
+        return self._pairs()[1]
 
     def link_between(self, first: int, second: int) -> Optional[str]:
         """The `topo -m` code between two GPU indices ("NV12", "SYS"), or None if unknown."""
@@ -167,17 +188,17 @@ def known(value: Optional[str]) -> Optional[str]:
     return None if value is None or value.strip() in _NO_VALUE else value
 
 
-def parse_gpu_query(text: str) -> List[Dict[str, str]]:
-    """Rows of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader`."""
+def parse_gpu_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> List[Dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader`."""
     gpus = []
     for line_number, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
         if not cells or not "".join(cells).strip():
             continue
-        if len(cells) != len(QUERY_FIELDS):
+        if len(cells) != len(fields):
             raise ValueError(
-                f"expected {len(QUERY_FIELDS)} comma-separated fields, got {len(cells)} (line {line_number})"
+                f"expected {len(fields)} comma-separated fields, got {len(cells)} (line {line_number})"
             )
-        row = dict(zip(QUERY_FIELDS, (cell.strip() for cell in cells)))
+        row = dict(zip(fields, (cell.strip() for cell in cells)))
         if not row["index"].isdigit():
             raise ValueError(f"GPU index {row['index']!r} is not a number (line {line_number})")
         gpus.append(row)
@@ -255,6 +276,45 @@ def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
     return counts
 
 
+def nvlink_speeds(text: str) -> Dict[str, float]:
+    """The slowest active link's speed per GPU in `nvidia-smi nvlink -s`: {"GPU0": 26.562}."""
+    speeds: Dict[str, float] = {}
+    current: Optional[str] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = f"GPU{gpu.group(1)}"
+            continue
+        link = re.match(r"\s*Link \d+:\s*([\d.]+)\s*GB/s", line)
+        if current is not None and link:
+            value = float(link.group(1))
+            speeds[current] = min(value, speeds.get(current, value))
+    return speeds
+
+
+def extreme_pairs(topology: dict, indices: Sequence[int]) -> Tuple[Optional[List[int]], Optional[List[int]]]:
+    """Best and worst pair [i, j] among `indices` by the topo parser's rank (ties: lowest i, j)."""
+    from gputopo.parsers.topo import rank_link
+
+    links = (topology or {}).get("links") or {}
+    best = worst = None
+    ordered = sorted(indices)
+    for a, i in enumerate(ordered):
+        for j in ordered[a + 1:]:
+            code = (links.get(f"GPU{i}") or {}).get(f"GPU{j}")
+            if code is None:
+                continue
+            try:
+                rank = rank_link(code)
+            except ValueError:
+                continue
+            if best is None or rank > best[0]:
+                best = (rank, [i, j])
+            if worst is None or rank < worst[0]:
+                worst = (rank, [i, j])
+    return (best[1], worst[1]) if best else (None, None)
+
+
 def count_active_nvlinks(text: str) -> Dict[str, int]:
     """Active links per GPU in `nvidia-smi nvlink -s` ("Link 4: <inactive>" does not count)."""
     return {gpu: links["active"] for gpu, links in nvlink_link_counts(text).items()}
@@ -289,26 +349,6 @@ def parse_horovod_check_build(text: str) -> dict:
 def parse_nvcc_version(text: str) -> Optional[str]:
     release = re.search(r"release\s+([\d.]+)", text)
     return release.group(1) if release else None
-
-
-def count_cuda_visible(value: Optional[str], gpu_count: int) -> int:
-    """How many GPUs CUDA will use under CUDA_VISIBLE_DEVICES=value.
-
-    CUDA takes indices or GPU-/MIG- UUIDs in order and stops at the first entry it cannot
-    use, so "0,7,1" on a 2-GPU machine means one GPU and "" or "-1" means none.
-    """
-    if value is None:
-        return gpu_count
-    used_indices = set()
-    visible = 0
-    for entry in value.split(","):
-        entry = entry.strip()
-        if entry.isdigit() and int(entry) < gpu_count and int(entry) not in used_indices:
-            used_indices.add(int(entry))
-        elif not entry.startswith(("GPU-", "MIG-")):
-            break
-        visible += 1
-    return min(visible, gpu_count)
 
 
 # ---------------------------------------------------------------------------------------
@@ -439,6 +479,64 @@ def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[
     return gpus, None
 
 
+def _number(value: Optional[str]) -> Optional[int]:
+    value = known(value)
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def parse_mig_list(text: str) -> Dict[int, List[str]]:
+    """MIG instance UUIDs per GPU index from `nvidia-smi -L`: {0: ["MIG-...", ...]}."""
+    found: Dict[int, List[str]] = {}
+    current: Optional[int] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = int(gpu.group(1))
+            found.setdefault(current, [])
+            continue
+        mig = re.search(r"\bMIG\b.*\(UUID:\s*(MIG-[^\s)]+)\)", line)
+        if mig and current is not None:
+            found[current].append(mig.group(1))
+    return found
+
+
+def gpu_models(rows: Sequence[Dict[str, str]], nvidia_smi: str, timeout: float,
+               notes: Dict[str, str]) -> List[gpu_model.Gpu]:
+    """gputopo.gpus.Gpu objects from the inventory rows, with PCIe link facts and MIG UUIDs."""
+    models = [gpu_model.Gpu(index=int(row["index"]), name=row.get("name", ""),
+                            bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
+              for row in rows]
+    by_index = {gpu.index: gpu for gpu in models}
+    query = [nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"]
+    result = run_tool(query, timeout)
+    link_rows: List[Dict[str, str]] = []
+    if result.ok:
+        try:
+            link_rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
+        except ValueError as error:
+            notes["pcie"] = f"nvidia-smi's PCIe link query not understood: {error}"
+    else:
+        notes["pcie"] = result.problem or ""
+    for row in link_rows:
+        gpu = by_index.get(int(row["index"]))
+        if gpu is None:
+            continue
+        gpu.pcie_gen_max = _number(row["pcie.link.gen.max"])
+        gpu.pcie_width_max = _number(row["pcie.link.width.max"])
+        gpu.pcie_gen_current = _number(row["pcie.link.gen.current"])
+        gpu.pcie_width_current = _number(row["pcie.link.width.current"])
+        gpu.mig_mode = known(row["mig.mode.current"])
+    if any((gpu.mig_mode or "").lower() == "enabled" for gpu in models):
+        listing = run_tool([nvidia_smi, "-L"], timeout)
+        if listing.ok:
+            for index, uuids in parse_mig_list(listing.stdout).items():
+                if index in by_index:
+                    by_index[index].mig_uuids = uuids
+        else:
+            notes["mig"] = listing.problem or ""
+    return models
+
+
 def _parse_topology(text: str) -> dict:
     # Imported here so that detect stays importable while the parsers package is changing.
     from gputopo.parsers import topo
@@ -507,10 +605,18 @@ def detect(
         machine.gpu_names = [gpu["name"] for gpu in gpus]
         machine.gpu_bus_ids = [known(gpu["pci.bus_id"]) or "unknown" for gpu in gpus]
         machine.driver_version = known(gpus[0]["driver_version"])
-        machine.visible_gpu_count = count_cuda_visible(machine.cuda_visible_devices, machine.gpu_count)
+        machine.gpus = gpu_models(gpus, nvidia_smi, timeout, machine.notes)
+        machine.visibility_problem = gpu_model.apply_visibility(machine.gpus, machine.cuda_visible_devices)
+        machine.visible_gpu_count = len(gpu_model.allowed(machine.gpus))
         _read_nvidia_smi_details(machine, nvidia_smi, timeout)
+        for label, speed in nvlink_speeds(machine.nvlink_status_text or "").items():
+            for gpu in machine.gpus:
+                if gpu.label == label:
+                    gpu.nvlink_gbs_per_link = speed
         if machine.visible_gpu_count == 0:
             problem = f"CUDA_VISIBLE_DEVICES={machine.cuda_visible_devices!r} hides every GPU"
+            if machine.visibility_problem:
+                problem += f" ({machine.visibility_problem})"
     if problem is not None:
         machine.mode, machine.reason = MODE_REFERENCE, problem
     else:
@@ -550,8 +656,12 @@ def banner_for(machine: Machine) -> str:
             "this notebook shows recorded data from real systems (reference mode)."
         )
     visible_note = ""
-    if machine.visible_gpu_count != machine.gpu_count:
-        visible_note = f"; CUDA_VISIBLE_DEVICES leaves {machine.visible_gpu_count} of {machine.gpu_count}"
+    if machine.cuda_visible_devices is not None:
+        gpus, value = gpu_model.from_machine(machine)
+        visible_note = (f"; the course may use {machine.visible_gpu_count} of {machine.gpu_count}: "
+                        f"{gpu_model.describe_allowed(gpus, value)}")
+        if machine.visibility_problem:
+            visible_note += f" ({machine.visibility_problem})"
     if machine.mode == MODE_SINGLE:
         return (
             f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
