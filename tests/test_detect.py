@@ -209,15 +209,20 @@ def test_parse_p2p_status_reads_spaces_and_tabs_alike():
 @pytest.mark.parametrize(
     "text, complaint",
     [
-        (DRIVER_ERROR, "no GPU header"),
-        ("\tGPU0\tGPU1\n", "no rows"),
-        ("\tGPU0\tGPU1\nGPU0\tX\n", "1 cells for 2 columns"),
-        ("\tGPU0\tGPU1\nGPU0\tX\tMAYBE\n", "unknown P2P status 'MAYBE'"),
+        (DRIVER_ERROR, "printed an error instead of a matrix"),
+        ("\tGPU0\tGPU1\n", "rows for 0 of 2 GPUs"),
+        ("\tGPU0\tGPU1\nGPU0\tX\n", "stops after 1 of 2 cells"),
+        ("\tGPU0\tGPU1\nGPU0\tX\tOK\tOK\n", "3 cells for 2 columns"),
     ],
 )
 def test_parse_p2p_status_rejects_bad_text(text, complaint):
     with pytest.raises(ValueError, match=complaint):
         parse_p2p_status(text)
+
+
+def test_parse_p2p_status_keeps_a_code_it_has_never_seen_as_printed():
+    assert parse_p2p_status("\tGPU0\tGPU1\nGPU0\tX\tMAYBE\nGPU1\tCNS\tX\n") == {
+        "GPU0": {"GPU1": "MAYBE"}, "GPU1": {"GPU0": "CNS"}}
 
 
 def test_parse_horovod_check_build():

@@ -215,46 +215,15 @@ def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
     }
 
 
-_P2P_STATUS_CODES = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"}
-
-
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
 def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}.
 
-    Cells are OK (supported), NS / CNS / GNS / TNS (not supported, by chipset, GPU or
-    topology), U (unknown); the diagonal X is left out, as in the topo parser.
+    The `p2p-status` parser's "status" (gputopo.parsers.p2p_status): every code kept as
+    printed, the diagonal X left out; ParseError (a ValueError) for text it cannot read.
     """
-    header: Optional[List[str]] = None
-    matrix: Dict[str, Dict[str, str]] = {}
-    for line_number, raw_line in enumerate(text.splitlines(), 1):
-        # nvidia-smi underlines the header with ANSI escapes on real machines
-        tokens = _ANSI_ESCAPE.sub(" ", raw_line).split()
-        if not tokens or tokens[0].rstrip(":") == "Legend":
-            if matrix:
-                break  # the legend follows the matrix
-            continue
-        if all(re.fullmatch(r"GPU\d+", token) for token in tokens):
-            header = tokens
-            continue
-        if header is None or not re.fullmatch(r"GPU\d+", tokens[0]):
-            continue
-        cells = tokens[1:]
-        if len(cells) != len(header):
-            raise ValueError(
-                f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns (line {line_number})"
-            )
-        unknown = [cell for cell in cells if cell not in _P2P_STATUS_CODES]
-        if unknown:
-            raise ValueError(f"unknown P2P status {unknown[0]!r} in row {tokens[0]} (line {line_number})")
-        matrix[tokens[0]] = {column: cell for column, cell in zip(header, cells) if column != tokens[0]}
-    if header is None:
-        raise ValueError("no GPU header line found in P2P status output")
-    if not matrix:
-        raise ValueError("P2P status header has no rows under it")
-    return matrix
+    from gputopo.parsers import p2p_status
+
+    return p2p_status.parse(text)["status"]
 
 
 def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
