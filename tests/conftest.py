@@ -97,6 +97,13 @@ def recorded_gpus(system):
     return gpus
 
 
+@pytest.fixture(autouse=True)
+def text_path_unless_asked(monkeypatch):
+    """Detection reads nvidia-smi's text in tests (the stand-in's answers, never a real GPU's
+    NVML); tests of the NVML path set GPUTOPO_NVML=1 and put a fake pynvml in sys.modules."""
+    monkeypatch.setenv("GPUTOPO_NVML", "0")
+
+
 @pytest.fixture
 def fake_nvidia_smi(tmp_path, monkeypatch):
     def install(system=None, *, gpu_names=None, outputs=None, fail=None, exit_code=9, hang=False):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
+from gputopo import nvml
 
 # The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
@@ -60,6 +61,7 @@ class Machine:
     visible_gpu_count: int = 0  # of those, the ones CUDA_VISIBLE_DEVICES leaves to CUDA
     gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: gputopo.gpus
     visibility_problem: Optional[str] = None  # an inherited CUDA_VISIBLE_DEVICES entry CUDA stops at
+    facts_from: str = "nvidia-smi"  # "NVML" when inventory, NVLink and P2P came from pynvml
     gpu_names: List[str] = dataclasses.field(default_factory=list)
     gpu_bus_ids: List[str] = dataclasses.field(default_factory=list)
     driver_version: Optional[str] = None
@@ -476,10 +478,15 @@ def gpu_models(rows: Sequence[Dict[str, str]], nvidia_smi: str, timeout: float,
                             bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
               for row in rows]
     by_index = {gpu.index: gpu for gpu in models}
-    query = [nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"]
-    result = run_tool(query, timeout)
     link_rows: List[Dict[str, str]] = []
-    if result.ok:
+    if rows and all(field in rows[0] for field in LINK_QUERY_FIELDS):
+        link_rows, result = list(rows), None  # NVML answered these already
+    else:
+        result = run_tool([nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"],
+                          timeout)
+    if result is None:
+        pass
+    elif result.ok:
         try:
             link_rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
         except ValueError as error:
@@ -555,6 +562,29 @@ def _read_nvidia_smi_details(machine: Machine, nvidia_smi: str, timeout: float) 
     machine.p2p_matrix = matrices or None
 
 
+def _read_nvml_details(machine: Machine, lib) -> None:
+    """NVLink state, P2P status and (when topo -m gave none) the PCIe topology from NVML."""
+    try:
+        counts = nvml.nvlink_counts(lib)
+        machine.nvlink_active_links = {gpu: links["active"] for gpu, links in counts.items()} or \
+            machine.nvlink_active_links
+        machine.p2p_matrix = {capability: nvml.p2p_status(lib, capability) for capability in P2P_CAPABILITIES}
+        for capability in P2P_CAPABILITIES:
+            machine.notes.pop(f"p2p_{capability}", None)
+        if machine.topology is None:
+            paths = nvml.pcie_paths(lib)
+            names = [f"GPU{gpu.index}" for gpu in machine.gpus]
+            if all(code for row in paths.values() for code in row.values()):
+                machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
+                                    "numa_affinity": {}, "gpu_numa_id": {}, "legend": {}, "source": "NVML"}
+                machine.topology["best_pair"], machine.topology["worst_pair"] = extreme_pairs(
+                    machine.topology, [gpu.index for gpu in machine.gpus])
+                machine.notes["topology"] = (machine.notes.get("topology", "") +
+                                             " (PCIe paths from NVML's common ancestors instead)").strip()
+    except Exception as error:  # the text answers stay
+        machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
+
+
 def detect(
     nvidia_smi: str = "nvidia-smi",
     timeout: float = 20,
@@ -563,12 +593,30 @@ def detect(
     horovod_timeout: float = HOROVOD_TIMEOUT_S,
     horovodrun: Optional[str] = None,
     environ: Optional[Dict[str, str]] = None,
+    use_nvml: bool = True,
 ) -> Machine:
-    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
+    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes.
+
+    NVML (pynvml) answers the inventory, NVLink state and P2P status when it loads; the
+    text of nvidia-smi answers otherwise, and is read for the lesson either way.
+    """
     environ = os.environ if environ is None else environ
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
 
-    gpus, problem = gpu_inventory(nvidia_smi, timeout)
+    lib, nvml_problem = nvml.load() if use_nvml else (None, "not asked")
+    gpus: List[Dict[str, str]] = []
+    problem: Optional[str] = None
+    if lib is not None:
+        try:
+            gpus = nvml.inventory(lib)
+            machine.facts_from = "NVML"
+        except Exception as error:  # fall back to the text path below
+            lib, nvml_problem = None, f"NVML inventory failed ({type(error).__name__}: {error})"
+    if lib is None:
+        machine.notes["nvml"] = nvml_problem or ""
+        gpus, problem = gpu_inventory(nvidia_smi, timeout)
+    elif not gpus:
+        problem = "NVML found no GPUs"
     if problem is None:
         machine.gpu_count = len(gpus)
         machine.gpu_names = [gpu["name"] for gpu in gpus]
@@ -578,6 +626,8 @@ def detect(
         machine.visibility_problem = gpu_model.apply_visibility(machine.gpus, machine.cuda_visible_devices)
         machine.visible_gpu_count = len(gpu_model.allowed(machine.gpus))
         _read_nvidia_smi_details(machine, nvidia_smi, timeout)
+        if lib is not None:
+            _read_nvml_details(machine, lib)
         for label, speed in nvlink_speeds(machine.nvlink_status_text or "").items():
             for gpu in machine.gpus:
                 if gpu.label == label:
