@@ -208,6 +208,14 @@ def check_peer_access(machine):
                         f"({why}); notebook 4's P2P test will show it",
                         "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
     name = f"GPU{best[0]},GPU{best[1]}"
+    if best_cell.upper() == "GNS":
+        # The GPUs themselves offer no peer access (GeForce cards do this): nothing to fix.
+        return [Finding(WARN, "peer access",
+                        f"no peer access between the chosen pair {name} (topo -p2p rw says GNS: "
+                        "GPU not supported): these GPUs do not do P2P, so NCCL stages through host "
+                        "memory (SHM) and notebook 4 shows P2P from the recorded systems",
+                        "none on this hardware; for live P2P lessons use data-centre GPUs "
+                        "(or NVLink-bridged pairs)")]
     if best_cell.upper() != "OK":
         meaning = _P2P_MEANING.get(best_cell.upper(), best_cell)
         return [Finding(FAIL, "peer access",

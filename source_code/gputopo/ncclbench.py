@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,6 +45,10 @@ _TRANSPORT_SUFFIXES = (
     ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "-sockets"),
     ({"NCCL_P2P_LEVEL": "LOC"}, "-P2P_LEVEL-LOC"),
 )
+
+
+# nccl_bench's own line when CUDA finds fewer GPUs than it needs (exit status 2).
+_NO_GPU = re.compile(r"needs at least \d+ GPUs, found (?:none|\d+)")
 
 
 class NcclBenchError(RuntimeError):
@@ -222,6 +227,11 @@ def run(
 
     problem = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     if done.returncode == 2:  # bad arguments or too few GPUs: nothing was measured
+        if reference and _NO_GPU.search(problem):
+            # nvidia-smi listed GPUs but CUDA could use none (no driver, a container without
+            # --gpus, a stand-in): say so and show the recorded run, as with too few GPUs.
+            return reference_run(op, env, reason=f"the benchmark could not use the GPUs here ({problem}): "
+                                                 f"showing the run recorded on {REFERENCE_SYSTEM} instead")
         raise NcclBenchError(problem or "nccl_bench refused its arguments (exit 2)")
     parsed = None
     try:
