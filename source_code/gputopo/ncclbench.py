@@ -156,7 +156,8 @@ def reference_run(op: str = "all_reduce", env: Optional[Mapping[str, str]] = Non
         raise NcclBenchError(f"no recorded run {name} in reference_systems/{REFERENCE_SYSTEM}")
     text = reference.read_text(REFERENCE_SYSTEM, name)
     return {
-        "text": text,
+        # A cell that prints the text says first where it comes from.
+        "text": f"# Not measured here: {reason}. Reference mode: {REFERENCE_SYSTEM}/{name}.\n" + text,
         "parsed": nccl_tests.parse(text),
         "env": dict(env or {}),
         "json": None,

@@ -137,6 +137,9 @@ def _reference_result(reason: str, p2p_read: bool, sm_copy: bool, command: list)
         result = reference(REFERENCE_SYSTEM)
     result.update(
         {
+            # A cell that prints the text says first where it comes from.
+            "text": f"Not measured here: {reason}. Reference mode: the run recorded on {result['source']}.\n\n"
+                    + result["text"],
             "reason": reason,
             "command": command,
             "returncode": None,
