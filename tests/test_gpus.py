@@ -192,3 +192,14 @@ def test_hand_made_machines_without_a_gpu_list_still_work():
     assert gpus.child_visible_devices([2], known, value) == "2"
     with pytest.raises(gpus.GpuSelectionError, match="GPU 9 does not exist: this machine has 4 GPU"):
         gpus.child_visible_devices([9], known, value)
+
+
+def test_the_cuda_driver_is_asked_in_a_child_and_answers_in_one_line(monkeypatch):
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "1")
+    count, problem = gpus.cuda_device_count({"CUDA_VISIBLE_DEVICES": ""})
+    if problem is None:  # a machine with a CUDA driver: an empty list hides every device
+        assert count == 0
+    else:
+        assert count is None and "\n" not in problem and problem.startswith("the CUDA driver")
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")
+    assert gpus.cuda_device_count() == (None, None)

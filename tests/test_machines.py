@@ -64,10 +64,15 @@ CASES = [
 IDS = [f"{c[0]}{'-cvd-' + c[1] if c[1] else ''}" for c in CASES]
 
 
+NO_DRIVER = "the CUDA driver library libcuda.so.1 cannot be loaded here"
+
+
 @pytest.fixture
 def machine_of(fake_nvidia_smi, monkeypatch):
     def make(name, visible):
         install_machine(fake_nvidia_smi, name)
+        # what CUDA answers on a stand-in: there is no driver behind the listed GPUs
+        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, NO_DRIVER))
         environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
         if visible is None:
             monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -88,6 +93,8 @@ def test_detect_banner_and_check(machine_of, case):
     if best:
         assert machine.link_between(*best) == best_link and machine.link_between(*worst) == worst_link
     assert words in machine.banner()
+    assert f"but CUDA cannot use {'it' if mode == 'single-gpu' else 'them'} ({NO_DRIVER})" in machine.banner()
+    assert "recorded data" in machine.banner()
     assert dict(summary_rows(machine))["Mode"] == mode
     findings = {f.item: f for f in check.run_checks(machine, skip_smoke=True)[1]}
     assert findings["GPUs and driver"].status == ("WARN" if mode == "single-gpu" else "PASS")

@@ -62,6 +62,7 @@ class Machine:
     gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: gputopo.gpus
     visibility_problem: Optional[str] = None  # an inherited CUDA_VISIBLE_DEVICES entry CUDA stops at
     facts_from: str = "nvidia-smi"  # "NVML" when inventory, NVLink and P2P came from pynvml
+    cuda_devices: Optional[int] = None  # devices the CUDA driver gives this job; None: not known
     gpu_names: List[str] = dataclasses.field(default_factory=list)
     gpu_bus_ids: List[str] = dataclasses.field(default_factory=list)
     driver_version: Optional[str] = None
@@ -632,6 +633,11 @@ def detect(
             for gpu in machine.gpus:
                 if gpu.label == label:
                     gpu.nvlink_gbs_per_link = speed
+        machine.cuda_devices, cuda_problem = gpu_model.cuda_device_count(environ)
+        if cuda_problem:
+            machine.notes["cuda"] = cuda_problem
+        elif machine.cuda_devices == 0:
+            machine.notes["cuda"] = "the CUDA driver reports no device for this job"
         if machine.visible_gpu_count == 0:
             problem = f"CUDA_VISIBLE_DEVICES={machine.cuda_visible_devices!r} hides every GPU"
             if machine.visibility_problem:
@@ -681,15 +687,21 @@ def banner_for(machine: Machine) -> str:
                         f"{gpu_model.describe_allowed(gpus, value)}")
         if machine.visibility_problem:
             visible_note += f" ({machine.visibility_problem})"
+    cuda_note = machine.notes.get("cuda") if not machine.cuda_devices else None
+    pair = machine.best_pair
+    pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}" if pair else ""
+    if cuda_note:
+        count = "One GPU is" if machine.mode == MODE_SINGLE else f"{machine.visible_gpu_count} GPUs are"
+        return (
+            f"{count} listed by nvidia-smi here ({_names_phrase(machine.gpu_names)}{visible_note}{pair_note}), "
+            f"but CUDA cannot use {'it' if machine.mode == MODE_SINGLE else 'them'} ({cuda_note}): the GPU "
+            "programs say so and show recorded data from real systems."
+        )
     if machine.mode == MODE_SINGLE:
         return (
             f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
             "live, and GPU-to-GPU parts show recorded data from real systems."
         )
-    pair = machine.best_pair
-    pair_note = ""
-    if pair:
-        pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}"
     return (
         f"{machine.visible_gpu_count} GPUs are visible here ({_names_phrase(machine.gpu_names)}"
         f"{visible_note}{pair_note}): the experiments run live on this machine."

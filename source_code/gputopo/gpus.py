@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 ORDER_VARIABLE = "CUDA_DEVICE_ORDER"
@@ -202,3 +204,54 @@ def describe_allowed(gpus: Sequence[Gpu], value: Optional[str]) -> str:
     if not usable:
         return f"{VISIBLE_VARIABLE}={value!r} allows no GPU"
     return f"{VISIBLE_VARIABLE}={value} allows " + ", ".join(g.label for g in usable)
+
+
+# Asks the CUDA driver itself how many devices this job can use, in a child process so that
+# the notebook's own process never initialises CUDA (a later fork would inherit it).
+_CUDA_PROBE = """
+import ctypes, sys
+try:
+    lib = ctypes.CDLL("libcuda.so.1")
+except OSError as error:
+    print("nolib", error); sys.exit(0)
+def name(code):
+    text = ctypes.c_char_p()
+    lib.cuGetErrorName(code, ctypes.byref(text))
+    return (text.value or b"?").decode()
+code = lib.cuInit(0)
+if code != 0:
+    print("init", name(code)); sys.exit(0)
+count = ctypes.c_int(0)
+code = lib.cuDeviceGetCount(ctypes.byref(count))
+print("count", count.value) if code == 0 else print("init", name(code))
+"""
+
+
+def cuda_device_count(environ: Optional[Mapping[str, str]] = None, timeout: float = 30) -> Tuple[Optional[int], Optional[str]]:
+    """(devices the CUDA driver gives this job, None) or (None, why CUDA cannot be asked).
+
+    nvidia-smi can list GPUs that CUDA cannot use: no libcuda in a container, a driver and
+    library of different versions, a stand-in nvidia-smi. The job's CUDA_VISIBLE_DEVICES
+    (from `environ`, default os.environ) applies, with PCI bus order. GPUTOPO_CUDA_PROBE=0
+    skips the question: (None, None), nothing known and nothing said.
+    """
+    if os.environ.get("GPUTOPO_CUDA_PROBE", "1") == "0":
+        return None, None
+    env = child_environment(os.environ)
+    env.pop(VISIBLE_VARIABLE, None)
+    source = os.environ if environ is None else environ
+    if source.get(VISIBLE_VARIABLE) is not None:
+        env[VISIBLE_VARIABLE] = source[VISIBLE_VARIABLE]
+    try:
+        done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"the CUDA driver could not be asked ({type(error).__name__})"
+    answer = done.stdout.strip().split(" ", 1)
+    if answer[0] == "count" and len(answer) == 2 and answer[1].isdigit():
+        return int(answer[1]), None
+    if answer[0] == "nolib":
+        return None, "the CUDA driver library libcuda.so.1 cannot be loaded here"
+    if answer[0] == "init" and len(answer) == 2:
+        return None, f"the CUDA driver refuses to start ({answer[1]})"
+    return None, f"the CUDA driver could not be asked (exit status {done.returncode})"

@@ -7,7 +7,7 @@ packet headers and flow control, and NVLink figures are the data rates NVIDIA qu
 Where the figure comes from, in order:
 1. the machine: the PCIe generation and width each GPU's link trained to (NVML, or
    `nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max`) and the per-link NVLink
-   speed `nvidia-smi nvlink -s` prints (`machine_peak`, `pair_peak`);
+   speed `nvidia-smi nvlink -s` prints (`machine_peak`);
 2. this module's table of GPUs and link generations, each entry naming its public source
    (`peak_gbs`, `peak`).
 An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
