@@ -186,3 +186,26 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
         import matplotlib.pyplot as plt
 
         plt.close(plots.topology_graph(machine.topology, title=name))
+
+
+@pytest.mark.parametrize("name, gpu_line, peer", [("rtx4090-pair-no-p2p", "2 x NVIDIA GeForce RTX 4090", "WARN"),
+                                                  ("h20-8gpu-hgx", "8 x NVIDIA H20", "PASS")])
+def test_make_check_page_on_a_stand_in(fake_nvidia_smi, name, gpu_line, peer):
+    import os
+    import subprocess
+    import sys
+
+    install_machine(fake_nvidia_smi, name)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "source_code"), GPUTOPO_CUDA_PROBE="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--json"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    page = json.loads(done.stdout)
+    findings = {f["item"]: f for f in page["findings"]}
+    assert page["mode"] == "multi-gpu"
+    assert findings["GPUs and driver"]["status"] == "PASS" and gpu_line in findings["GPUs and driver"]["finding"]
+    assert findings["peer access"]["status"] == peer
+    # a FAIL, if any, is about this Python's packages, never about the GPUs of the stand-in
+    assert not [f for f in page["findings"] if f["status"] == "FAIL" and f["item"] in
+                ("GPUs and driver", "topology", "peer access", "NVLink", "CUDA and nvcc", "NCCL")]

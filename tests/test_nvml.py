@@ -39,7 +39,7 @@ def fake_pynvml(names, bus_ids, nvlink_text=None, p2p=None, ancestors=None, init
 
     def p2p_status(first, second, index):
         code = (p2p or {}).get(f"GPU{first}", {}).get(f"GPU{second}", "U")
-        return {v: k for k, v in reversed(list(nvml.P2P_CODES.items()))}[code]
+        return {v: k for k, v in nvml.P2P_CODES.items()}[code]
 
     def ancestor(first, second):
         code = (ancestors or {}).get(f"GPU{first}", {}).get(f"GPU{second}")
@@ -122,8 +122,11 @@ def test_nvml_that_does_not_start_falls_back_to_text(fake_nvidia_smi, monkeypatc
 
 
 def test_nvml_status_codes_are_the_ones_nvidia_smi_prints():
-    lib = fake_pynvml(["A", "B"], ["0:1:0.0", "0:2:0.0"], p2p={"GPU0": {"GPU1": "CNS"}, "GPU1": {"GPU0": "TNS"}})
-    assert nvml.p2p_status(lib, "read") == {"GPU0": {"GPU1": "CNS"}, "GPU1": {"GPU0": "TNS"}}
+    lib = fake_pynvml(["A", "B", "C"], ["0:1:0.0", "0:2:0.0", "0:3:0.0"],
+                      p2p={"GPU0": {"GPU1": "CNS", "GPU2": "DR"}, "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
+                           "GPU2": {"GPU0": "OK", "GPU1": "NS"}})
+    assert nvml.p2p_status(lib, "read") == {"GPU0": {"GPU1": "CNS", "GPU2": "DR"}, "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
+                                            "GPU2": {"GPU0": "OK", "GPU1": "NS"}}
     assert nvml.nvlink_counts(lib) == {}  # no NVLink slots at all
 
 

@@ -164,6 +164,7 @@ _P2P_MEANING = {
     "GNS": "GPU not supported",
     "TNS": "topology not supported",
     "NS": "not supported",
+    "DR": "disabled by regkey",
     "U": "unknown",
 }
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-# NVML_P2P_STATUS_* -> the code `nvidia-smi topo -p2p` prints for it.
-P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "NS", 5: "NS", 6: "U"}
+# NVML_P2P_STATUS_* -> the code `nvidia-smi topo -p2p` prints for it ("DR = Disabled by
+# regkey" is in the legend of recent drivers, e.g. the outputs quoted in
+# https://github.com/noonghunna/club-3090/issues/1133).
+P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 # NVML_P2P_CAPS_INDEX_* by the capability names detect uses.
 P2P_CAPABILITY_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "prop": 4}
 # NVML_TOPOLOGY_* -> the code `nvidia-smi topo -m` prints for that common ancestor.
