@@ -569,6 +569,10 @@ def _read_nvml_details(machine: Machine, lib) -> None:
         counts = nvml.nvlink_counts(lib)
         machine.nvlink_active_links = {gpu: links["active"] for gpu, links in counts.items()} or \
             machine.nvlink_active_links
+        for label, speed in nvml.nvlink_speeds(lib).items():
+            for gpu in machine.gpus:
+                if gpu.label == label:
+                    gpu.nvlink_gbs_per_link = speed
         machine.p2p_matrix = {capability: nvml.p2p_status(lib, capability) for capability in P2P_CAPABILITIES}
         for capability in P2P_CAPABILITIES:
             machine.notes.pop(f"p2p_{capability}", None)
@@ -631,7 +635,7 @@ def detect(
             _read_nvml_details(machine, lib)
         for label, speed in nvlink_speeds(machine.nvlink_status_text or "").items():
             for gpu in machine.gpus:
-                if gpu.label == label:
+                if gpu.label == label and gpu.nvlink_gbs_per_link is None:
                     gpu.nvlink_gbs_per_link = speed
         machine.cuda_devices, cuda_problem = gpu_model.cuda_device_count(environ)
         if cuda_problem:

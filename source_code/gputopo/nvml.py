@@ -9,6 +9,7 @@ shapes, the ones the text parsers return:
     inventory(lib)     [{"index": "0", "name", "driver_version", "pci.bus_id", "uuid",
                          "pcie.link.gen.max", ..., "mig.mode.current"}]   (strings, as nvidia-smi)
     nvlink_counts(lib) {"GPU0": {"active": 12, "inactive": 6}}
+    nvlink_speeds(lib) {"GPU0": 26.562}                    (GB/s per link, as `nvlink -s` prints)
     p2p_status(lib, "read")   {"GPU0": {"GPU1": "OK"}}     (codes of `nvidia-smi topo -p2p`)
     pcie_paths(lib)    {"GPU0": {"GPU1": "PHB"}}           (codes of `nvidia-smi topo -m`)
 
@@ -31,6 +32,7 @@ P2P_CAPABILITY_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "prop"
 # NVML_TOPOLOGY_* -> the code `nvidia-smi topo -m` prints for that common ancestor.
 ANCESTOR_CODES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 12.575
+FIELD_NVLINK_SPEED_MBPS_COMMON = 90  # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON: one speed for all links
 
 
 def load() -> Tuple[Optional[Any], Optional[str]]:
@@ -111,6 +113,19 @@ def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:
         if active or inactive:
             counts[f"GPU{index}"] = {"active": active, "inactive": inactive}
     return counts
+
+
+def nvlink_speeds(lib) -> Dict[str, float]:
+    """The common speed of each GPU's NVLinks in GB/s (NVML reports MB/s); GPUs without NVLink left out."""
+    speeds = {}
+    for index, handle in enumerate(_handles(lib)):
+        values = _ask(lib.nvmlDeviceGetFieldValues, handle, [FIELD_NVLINK_SPEED_MBPS_COMMON])
+        if not values or getattr(values[0], "nvmlReturn", 1) != 0:
+            continue
+        megabytes = getattr(values[0].value, "uiVal", 0)
+        if megabytes:
+            speeds[f"GPU{index}"] = megabytes / 1000
+    return speeds
 
 
 def p2p_status(lib, capability: str) -> Dict[str, Dict[str, str]]:
