@@ -97,6 +97,15 @@ def recorded_gpus(system):
     return gpus
 
 
+@pytest.fixture(autouse=True)
+def text_path_unless_asked(monkeypatch):
+    """Detection reads nvidia-smi's text in tests (the stand-in's answers, never a real GPU's
+    NVML or CUDA driver); tests of the NVML path set GPUTOPO_NVML=1 and put a fake pynvml in
+    sys.modules, tests of the CUDA question replace gputopo.gpus.cuda_device_count."""
+    monkeypatch.setenv("GPUTOPO_NVML", "0")
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")  # the machine tests say what CUDA answers
+
+
 @pytest.fixture
 def fake_nvidia_smi(tmp_path, monkeypatch):
     def install(system=None, *, gpu_names=None, outputs=None, fail=None, exit_code=9, hang=False):

@@ -81,8 +81,13 @@ def test_truncated_file_names_file_and_line(tmp_path):
     cut = tmp_path / "cut.txt"
     cut.write_text("\n".join(lines[:20] + [lines[20][:30]]) + "\n")
     result = run_cli("nccl-tests", str(cut), "--json")
-    assert_one_error_line(result, "gputopo nccl-tests: error: row has")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("gputopo nccl-tests: error: truncated input: row has")
+    assert "; last complete section: the row for 128 bytes" in result.stderr
     assert result.stderr.rstrip().endswith(f"({cut}:21)")
+    # the JSON says so too, and holds no rows that could pass for a whole table
+    assert json.loads(result.stdout) == {"truncated": True, "last_complete_section": "the row for 128 bytes",
+                                         "error": json.loads(result.stdout)["error"], "line": 21}
 
 
 def test_missing_file(tmp_path):

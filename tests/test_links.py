@@ -44,6 +44,8 @@ def test_whole_gpu_nvlink_figures_match_the_published_totals():
     assert totals["H100 PCIe + NVLink bridge"] == 600
     assert totals["H200 SXM"] == 900
     assert totals["GeForce RTX 2080 + NVLink bridge"] == 50
+    assert totals["GeForce RTX 3090 + NVLink bridge"] == 112.5
+    assert totals["B200 / GB200"] == 1800
 
 
 def test_pcie_codes_use_the_pcie_generation_of_the_gpu():
@@ -59,11 +61,62 @@ def test_unknown_generation_gives_none_not_a_guess():
     assert links.peak_gbs("X", "nvlink4") is None
 
 
-def test_bad_input_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown topo link code 'QPI'"):
-        links.peak_gbs("QPI", "gen3")
-    with pytest.raises(ValueError, match="unknown link generation 'Radeon'"):
-        links.peak_gbs("NV1", "Radeon")
+def test_bad_input_gives_none_and_one_sentence_never_an_exception():
+    for code, gpu, words in [
+        ("QPI", "gen3", "'QPI' is not a link code"),
+        ("NV1", "Radeon", "'Radeon' is not in the course's table"),
+        ("SYS", "Radeon", "machine reported no PCIe link"),
+        ("NV4", "NVIDIA RTX 6000 Ada Generation", "has no NVLink"),
+        ("PIX", "NVIDIA GB200", "no PCIe generation for NVIDIA GB200"),
+        (None, None, "is not a link code"),
+    ]:
+        assert links.peak_gbs(code, gpu) is None
+        found = links.peak(code, gpu)
+        assert found.gbs is None and found.text() == "?"
+        assert words in found.why and "\n" not in found.why
+
+
+# Per-direction figures worked out by hand from the datasheets named in links.GPU_SPECS.
+@pytest.mark.parametrize(
+    "code, gpu, expected",
+    [
+        ("NV18", "NVIDIA B200", 18 * 50.0),                    # NVLink 5: 1.8 TB/s both ways
+        ("NV18", "NVIDIA GB200", 900.0),
+        ("NV18", "NVIDIA H20", 450.0),
+        ("NV18", "NVIDIA GH200 480GB", 450.0),
+        ("NV4", "NVIDIA GeForce RTX 3090", 56.25),             # 112.5 GB/s both ways
+        ("PHB", "NVIDIA RTX 6000 Ada Generation", 31.51),      # the issue's crash: gen4 x16
+        ("NODE", "NVIDIA L40S", 31.51),
+        ("SYS", "NVIDIA L4", 31.51),
+        ("PIX", "NVIDIA A10G", 31.51),
+        ("PIX", "Tesla T4", 15.75),
+        ("PIX", "NVIDIA GeForce RTX 4090", 31.51),
+        ("PIX", "NVIDIA GeForce RTX 5090", 63.02),
+        ("PIX", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 63.02),
+        ("PIX", "NVIDIA B200", 128.0),                         # PCIe gen6 x16
+        ("PIX", "pcie gen6", 128.0),
+        ("NV12", "NVIDIA A100-SXM4-80GB", 300.0),              # A100 is not taken for A10
+    ],
+)
+def test_newer_gpus_have_sourced_figures(code, gpu, expected):
+    found = links.peak(code, gpu)
+    assert found.gbs == pytest.approx(expected, abs=0.01)
+    assert found.source.startswith(("NVIDIA", "PCI-SIG", "Hopper"))
+
+
+def test_consumer_gpus_without_nvlink_have_no_nvlink_peak():
+    for gpu in ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090", "NVIDIA L40S", "NVIDIA L4", "Tesla T4"):
+        assert links.peak_gbs("NV1", gpu) is None, gpu
+
+
+def test_the_machine_wins_over_the_table():
+    # A B200 on a gen5 host trains its link at gen5; an A100 in an x8 slot has half the lanes.
+    assert links.peak("PIX", "NVIDIA B200", pcie_generation=5, pcie_width=16).gbs == pytest.approx(63.02, abs=0.01)
+    assert links.peak("PIX", "A100", pcie_generation="gen4", pcie_width=8).gbs == pytest.approx(15.75, abs=0.01)
+    assert links.peak("NV18", "NVIDIA H100 80GB HBM3", nvlink_gbs_per_link=26.562).gbs == pytest.approx(478.1, abs=0.1)
+    # A GPU the table does not know still gets a figure when the machine reports its link.
+    found = links.peak("NODE", "Some Future GPU", pcie_generation=4, pcie_width=16)
+    assert found.gbs == pytest.approx(31.51, abs=0.01) and found.source.startswith("this machine")
 
 
 def test_every_link_in_the_reference_topologies_has_a_peak():
@@ -77,8 +130,24 @@ def test_every_link_in_the_reference_topologies_has_a_peak():
 
 def test_link_table_rows_name_a_source_and_a_computation():
     rows = links.link_table()
-    assert len(rows) == len(links.PCIE_GENERATIONS) + len(links.NVLINK_CONFIGURATIONS)
+    assert len(rows) == len(links.TABLE_PCIE_GENERATIONS) + len(links.NVLINK_CONFIGURATIONS)
     for row in rows:
         assert row["source"].startswith(("PCI-SIG", "NVIDIA"))
         assert row["both_directions_gbs"] == pytest.approx(2 * row["per_direction_gbs"], abs=0.011)
         assert " x " in row["how_computed"]
+
+
+def test_efficiency_table_of_an_unknown_gpu_says_why_instead_of_raising():
+    # Notebook 4's table on a 4x RTX 6000 Ada workstation used to stop with ValueError.
+    from gputopo import lessons
+
+    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
+    link = lambda i, j: "NODE"  # noqa: E731
+    ada = lessons.efficiency_rows(entry["parsed"], link, "NVIDIA RTX 6000 Ada Generation")
+    assert {round(r["peak_gbs"], 2) for r in ada if r["matrix"] == "unidirectional_write"} == {31.51}
+    unknown = lessons.efficiency_rows(entry["parsed"], link, "Mystery Accelerator 9000")
+    assert unknown and all(r["peak_gbs"] is None and r["share"] is None for r in unknown)
+    table = lessons.efficiency_table(unknown)
+    notes = [row for row in table if row[0] == "? peak unknown:"]
+    assert notes and all("'Mystery Accelerator 9000' is not in" in row[1] for row in notes)
+    assert all(row[4] == "?" for row in table if row not in notes)

@@ -47,7 +47,7 @@ def test_dgx1_channel_fields():
     assert len(log["channels"]) == 8
     assert log["channels"][0] == {
         "channel": 0, "src": 1, "dst": 0, "src_device": "b000", "dst_device": "6000",
-        "direction": None, "via": "P2P/IPC", "transport": "P2P", "line": 4,
+        "direction": None, "via": "P2P/IPC", "transport": "P2P", "line": 4, "launcher_rank": None,
     }
     assert {channel["channel"] for channel in log["channels"]} == {0, 1, 2, 3}
 
@@ -64,7 +64,7 @@ def test_dgx1_channel_fields():
         ("via SHM/direct/direct", "SHM", None),
         ("[send] via NET/Socket/0", "NET", "send"),
         ("[receive] via NET/IB/0/GDRDMA", "NET", "receive"),
-        ("via NVLS", "other", None),
+        ("via NVLS", "NVLS", None),
     ],
 )
 def test_old_and_new_spellings(tail, transport, direction):

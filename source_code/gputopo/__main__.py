@@ -2,8 +2,13 @@
 
     python -m gputopo topo nvidia-smi-topo.txt --json
     nvidia-smi topo -m | python -m gputopo topo - --json
+    nvidia-smi topo -p2p r | python -m gputopo p2p-status - --json   # {"status": {"GPU0": {...}}}
 
 Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
+Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
+truncated: `gputopo <kind>: error: truncated input: <what>; last complete section: <name>
+(<file>:<line>)`, exit 2, and with --json stdout also holds {"truncated": true,
+"last_complete_section": ..., "error": ...} so that no partial result passes as whole.
 Standard library only (imports gputopo.parsers and nothing heavier), so it runs on a bare
 cluster node before anything is installed.
 """
@@ -20,6 +25,7 @@ _DESCRIPTIONS = {
     "nccl-log": "NCCL_DEBUG=INFO output",
     "nccl-tests": "nccl-tests / course NCCL benchmark table",
     "horovod": "throughput lines of a Horovod CNN run",
+    "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
 }
 USAGE_ERROR = 2
 
@@ -75,6 +81,14 @@ def main(argv=None):
         result = PARSERS[args.kind](text)
     except ParseError as error:
         location = where if error.lineno is None else f"{where}:{error.lineno}"
+        if error.truncated:
+            last = error.last_complete or "none"
+            print(f"{prog}: error: truncated input: {error.what}; last complete section: {last} ({location})",
+                  file=sys.stderr)
+            if args.json:
+                print(json.dumps({"truncated": True, "last_complete_section": error.last_complete,
+                                  "error": error.what, "line": error.lineno}))
+            return USAGE_ERROR
         print(f"{prog}: error: {error.what} ({location})", file=sys.stderr)
         return USAGE_ERROR
     except Exception as error:  # a parser bug: still one line, but not blamed on the input

@@ -31,6 +31,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from gputopo import proctree
+from gputopo import gpus as gpu_model
 from gputopo.detect import nvlink_link_counts
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -85,6 +86,8 @@ def check_gpus(machine):
     kinds = sorted(set(names))
     what = ", ".join(f"{names.count(n)} x {n}" for n in kinds) or f"{count} GPU(s)"
     finding = f"{what}, driver {driver or 'version unknown'}"
+    if _get(machine, "cuda_visible_devices") is not None and not isinstance(machine, dict):
+        finding += "; " + gpu_model.describe_allowed(*gpu_model.from_machine(machine))
     if mode != "multi-gpu":
         visible = _get(machine, "visible_gpu_count", count)
         if visible != count:
@@ -162,6 +165,7 @@ _P2P_MEANING = {
     "GNS": "GPU not supported",
     "TNS": "topology not supported",
     "NS": "not supported",
+    "DR": "disabled by regkey",
     "U": "unknown",
 }
 
@@ -206,6 +210,14 @@ def check_peer_access(machine):
                         f"({why}); notebook 4's P2P test will show it",
                         "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
     name = f"GPU{best[0]},GPU{best[1]}"
+    if best_cell.upper() == "GNS":
+        # The GPUs themselves offer no peer access (GeForce cards do this): nothing to fix.
+        return [Finding(WARN, "peer access",
+                        f"no peer access between the chosen pair {name} (topo -p2p rw says GNS: "
+                        "GPU not supported): these GPUs do not do P2P, so NCCL stages through host "
+                        "memory (SHM) and notebook 4 shows P2P from the recorded systems",
+                        "none on this hardware; for live P2P lessons use data-centre GPUs "
+                        "(or NVLink-bridged pairs)")]
     if best_cell.upper() != "OK":
         meaning = _P2P_MEANING.get(best_cell.upper(), best_cell)
         return [Finding(FAIL, "peer access",
@@ -480,11 +492,17 @@ def smoke_command(machine):
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p)
-    best = _pair(_get(machine, "topology"), "best_pair")
+    env[gpu_model.ORDER_VARIABLE] = gpu_model.ORDER_VALUE
+    best = _get(machine, "best_pair") if not isinstance(machine, dict) else None
+    best = best or _pair(_get(machine, "topology"), "best_pair")
     if _get(machine, "mode") == "multi-gpu":
-        # The pair the course uses; indices are nvidia-smi's, so only when nothing remaps them.
-        if best and _get(machine, "cuda_visible_devices") is None:
-            env["CUDA_VISIBLE_DEVICES"] = f"{best[0]},{best[1]}"
+        # The pair the course uses (nvidia-smi indices), inside what this job was given.
+        if best:
+            try:
+                env["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(
+                    list(best), *gpu_model.from_machine(machine))
+            except gpu_model.GpuSelectionError:
+                pass  # the inherited setting stays; the GPU line says which GPUs are allowed
     else:
         # Two ranks on one GPU make NCCL refuse ("duplicate GPU"); test the CPU path instead.
         env["CUDA_VISIBLE_DEVICES"] = ""

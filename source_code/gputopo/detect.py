@@ -27,9 +27,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo import proctree
+from gputopo import gpus as gpu_model
+from gputopo import nvml
 
 # The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
+# Asked in a second query, so that a driver that lacks one of them still gives the inventory.
+LINK_QUERY_FIELDS = ("index", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
+                     "pcie.link.width.current", "mig.mode.current")
 
 # `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
 # copies work, which is what the course's P2P experiments need.
@@ -54,6 +59,10 @@ class Machine:
     reason: Optional[str] = None  # why reference mode; None otherwise
     gpu_count: int = 0  # GPUs nvidia-smi lists
     visible_gpu_count: int = 0  # of those, the ones CUDA_VISIBLE_DEVICES leaves to CUDA
+    gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: gputopo.gpus
+    visibility_problem: Optional[str] = None  # an inherited CUDA_VISIBLE_DEVICES entry CUDA stops at
+    facts_from: str = "nvidia-smi"  # "NVML" when inventory, NVLink and P2P came from pynvml
+    cuda_devices: Optional[int] = None  # devices the CUDA driver gives this job; None: not known
     gpu_names: List[str] = dataclasses.field(default_factory=list)
     gpu_bus_ids: List[str] = dataclasses.field(default_factory=list)
     driver_version: Optional[str] = None
@@ -73,12 +82,26 @@ class Machine:
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # item -> why it is missing
 
     @property
+    def allowed_indices(self) -> List[int]:
+        """nvidia-smi indices of the GPUs this job may use (CUDA_VISIBLE_DEVICES applied)."""
+        if self.gpus:
+            return [gpu.index for gpu in gpu_model.allowed(self.gpus)]
+        return list(range(self.visible_gpu_count))
+
+    def _pairs(self) -> Tuple[Optional[List[int]], Optional[List[int]]]:
+        topology = self.topology or {}
+        if not self.gpus or len(self.allowed_indices) == self.gpu_count:
+            return topology.get("best_pair"), topology.get("worst_pair")
+        return extreme_pairs(topology, self.allowed_indices)
+
+    @property
     def best_pair(self) -> Optional[List[int]]:
-        return (self.topology or {}).get("best_pair")
+        """The best-linked pair among the GPUs this job may use (nvidia-smi indices)."""
+        return self._pairs()[0]
 
     @property
     def worst_pair(self) -> Optional[List[int]]:
-        return (self.topology or {}).get("worst_pair")
+        return self._pairs()[1]
 
     def link_between(self, first: int, second: int) -> Optional[str]:
         """The `topo -m` code between two GPU indices ("NV12", "SYS"), or None if unknown."""
@@ -149,17 +172,17 @@ def known(value: Optional[str]) -> Optional[str]:
     return None if value is None or value.strip() in _NO_VALUE else value
 
 
-def parse_gpu_query(text: str) -> List[Dict[str, str]]:
-    """Rows of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader`."""
+def parse_gpu_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> List[Dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader`."""
     gpus = []
     for line_number, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
         if not cells or not "".join(cells).strip():
             continue
-        if len(cells) != len(QUERY_FIELDS):
+        if len(cells) != len(fields):
             raise ValueError(
-                f"expected {len(QUERY_FIELDS)} comma-separated fields, got {len(cells)} (line {line_number})"
+                f"expected {len(fields)} comma-separated fields, got {len(cells)} (line {line_number})"
             )
-        row = dict(zip(QUERY_FIELDS, (cell.strip() for cell in cells)))
+        row = dict(zip(fields, (cell.strip() for cell in cells)))
         if not row["index"].isdigit():
             raise ValueError(f"GPU index {row['index']!r} is not a number (line {line_number})")
         gpus.append(row)
@@ -176,46 +199,15 @@ def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
     }
 
 
-_P2P_STATUS_CODES = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"}
-
-
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
 def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}.
 
-    Cells are OK (supported), NS / CNS / GNS / TNS (not supported, by chipset, GPU or
-    topology), U (unknown); the diagonal X is left out, as in the topo parser.
+    The `p2p-status` parser's "status" (gputopo.parsers.p2p_status): every code kept as
+    printed, the diagonal X left out; ParseError (a ValueError) for text it cannot read.
     """
-    header: Optional[List[str]] = None
-    matrix: Dict[str, Dict[str, str]] = {}
-    for line_number, raw_line in enumerate(text.splitlines(), 1):
-        # nvidia-smi underlines the header with ANSI escapes on real machines
-        tokens = _ANSI_ESCAPE.sub(" ", raw_line).split()
-        if not tokens or tokens[0].rstrip(":") == "Legend":
-            if matrix:
-                break  # the legend follows the matrix
-            continue
-        if all(re.fullmatch(r"GPU\d+", token) for token in tokens):
-            header = tokens
-            continue
-        if header is None or not re.fullmatch(r"GPU\d+", tokens[0]):
-            continue
-        cells = tokens[1:]
-        if len(cells) != len(header):
-            raise ValueError(
-                f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns (line {line_number})"
-            )
-        unknown = [cell for cell in cells if cell not in _P2P_STATUS_CODES]
-        if unknown:
-            raise ValueError(f"unknown P2P status {unknown[0]!r} in row {tokens[0]} (line {line_number})")
-        matrix[tokens[0]] = {column: cell for column, cell in zip(header, cells) if column != tokens[0]}
-    if header is None:
-        raise ValueError("no GPU header line found in P2P status output")
-    if not matrix:
-        raise ValueError("P2P status header has no rows under it")
-    return matrix
+    from gputopo.parsers import p2p_status
+
+    return p2p_status.parse(text)["status"]
 
 
 def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
@@ -235,6 +227,45 @@ def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
         elif current is not None and re.match(r"\s*Link \d+:\s*<inactive>", line):
             current["inactive"] += 1
     return counts
+
+
+def nvlink_speeds(text: str) -> Dict[str, float]:
+    """The slowest active link's speed per GPU in `nvidia-smi nvlink -s`: {"GPU0": 26.562}."""
+    speeds: Dict[str, float] = {}
+    current: Optional[str] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = f"GPU{gpu.group(1)}"
+            continue
+        link = re.match(r"\s*Link \d+:\s*([\d.]+)\s*GB/s", line)
+        if current is not None and link:
+            value = float(link.group(1))
+            speeds[current] = min(value, speeds.get(current, value))
+    return speeds
+
+
+def extreme_pairs(topology: dict, indices: Sequence[int]) -> Tuple[Optional[List[int]], Optional[List[int]]]:
+    """Best and worst pair [i, j] among `indices` by the topo parser's rank (ties: lowest i, j)."""
+    from gputopo.parsers.topo import rank_link
+
+    links = (topology or {}).get("links") or {}
+    best = worst = None
+    ordered = sorted(indices)
+    for a, i in enumerate(ordered):
+        for j in ordered[a + 1:]:
+            code = (links.get(f"GPU{i}") or {}).get(f"GPU{j}")
+            if code is None:
+                continue
+            try:
+                rank = rank_link(code)
+            except ValueError:
+                continue
+            if best is None or rank > best[0]:
+                best = (rank, [i, j])
+            if worst is None or rank < worst[0]:
+                worst = (rank, [i, j])
+    return (best[1], worst[1]) if best else (None, None)
 
 
 def count_active_nvlinks(text: str) -> Dict[str, int]:
@@ -271,26 +302,6 @@ def parse_horovod_check_build(text: str) -> dict:
 def parse_nvcc_version(text: str) -> Optional[str]:
     release = re.search(r"release\s+([\d.]+)", text)
     return release.group(1) if release else None
-
-
-def count_cuda_visible(value: Optional[str], gpu_count: int) -> int:
-    """How many GPUs CUDA will use under CUDA_VISIBLE_DEVICES=value.
-
-    CUDA takes indices or GPU-/MIG- UUIDs in order and stops at the first entry it cannot
-    use, so "0,7,1" on a 2-GPU machine means one GPU and "" or "-1" means none.
-    """
-    if value is None:
-        return gpu_count
-    used_indices = set()
-    visible = 0
-    for entry in value.split(","):
-        entry = entry.strip()
-        if entry.isdigit() and int(entry) < gpu_count and int(entry) not in used_indices:
-            used_indices.add(int(entry))
-        elif not entry.startswith(("GPU-", "MIG-")):
-            break
-        visible += 1
-    return min(visible, gpu_count)
 
 
 # ---------------------------------------------------------------------------------------
@@ -421,6 +432,69 @@ def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[
     return gpus, None
 
 
+def _number(value: Optional[str]) -> Optional[int]:
+    value = known(value)
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def parse_mig_list(text: str) -> Dict[int, List[str]]:
+    """MIG instance UUIDs per GPU index from `nvidia-smi -L`: {0: ["MIG-...", ...]}."""
+    found: Dict[int, List[str]] = {}
+    current: Optional[int] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = int(gpu.group(1))
+            found.setdefault(current, [])
+            continue
+        mig = re.search(r"\bMIG\b.*\(UUID:\s*(MIG-[^\s)]+)\)", line)
+        if mig and current is not None:
+            found[current].append(mig.group(1))
+    return found
+
+
+def gpu_models(rows: Sequence[Dict[str, str]], nvidia_smi: str, timeout: float,
+               notes: Dict[str, str]) -> List[gpu_model.Gpu]:
+    """gputopo.gpus.Gpu objects from the inventory rows, with PCIe link facts and MIG UUIDs."""
+    models = [gpu_model.Gpu(index=int(row["index"]), name=row.get("name", ""),
+                            bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
+              for row in rows]
+    by_index = {gpu.index: gpu for gpu in models}
+    link_rows: List[Dict[str, str]] = []
+    if rows and all(field in rows[0] for field in LINK_QUERY_FIELDS):
+        link_rows, result = list(rows), None  # NVML answered these already
+    else:
+        result = run_tool([nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"],
+                          timeout)
+    if result is None:
+        pass
+    elif result.ok:
+        try:
+            link_rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
+        except ValueError as error:
+            notes["pcie"] = f"nvidia-smi's PCIe link query not understood: {error}"
+    else:
+        notes["pcie"] = result.problem or ""
+    for row in link_rows:
+        gpu = by_index.get(int(row["index"]))
+        if gpu is None:
+            continue
+        gpu.pcie_gen_max = _number(row["pcie.link.gen.max"])
+        gpu.pcie_width_max = _number(row["pcie.link.width.max"])
+        gpu.pcie_gen_current = _number(row["pcie.link.gen.current"])
+        gpu.pcie_width_current = _number(row["pcie.link.width.current"])
+        gpu.mig_mode = known(row["mig.mode.current"])
+    if any((gpu.mig_mode or "").lower() == "enabled" for gpu in models):
+        listing = run_tool([nvidia_smi, "-L"], timeout)
+        if listing.ok:
+            for index, uuids in parse_mig_list(listing.stdout).items():
+                if index in by_index:
+                    by_index[index].mig_uuids = uuids
+        else:
+            notes["mig"] = listing.problem or ""
+    return models
+
+
 def _parse_topology(text: str) -> dict:
     # Imported here so that detect stays importable while the parsers package is changing.
     from gputopo.parsers import topo
@@ -470,6 +544,33 @@ def _read_nvidia_smi_details(machine: Machine, nvidia_smi: str, timeout: float) 
     machine.p2p_matrix = matrices or None
 
 
+def _read_nvml_details(machine: Machine, lib) -> None:
+    """NVLink state, P2P status and (when topo -m gave none) the PCIe topology from NVML."""
+    try:
+        counts = nvml.nvlink_counts(lib)
+        machine.nvlink_active_links = {gpu: links["active"] for gpu, links in counts.items()} or \
+            machine.nvlink_active_links
+        for label, speed in nvml.nvlink_speeds(lib).items():
+            for gpu in machine.gpus:
+                if gpu.label == label:
+                    gpu.nvlink_gbs_per_link = speed
+        machine.p2p_matrix = {capability: nvml.p2p_status(lib, capability) for capability in P2P_CAPABILITIES}
+        for capability in P2P_CAPABILITIES:
+            machine.notes.pop(f"p2p_{capability}", None)
+        if machine.topology is None:
+            paths = nvml.pcie_paths(lib)
+            names = [f"GPU{gpu.index}" for gpu in machine.gpus]
+            if all(code for row in paths.values() for code in row.values()):
+                machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
+                                    "numa_affinity": {}, "gpu_numa_id": {}, "legend": {}, "source": "NVML"}
+                machine.topology["best_pair"], machine.topology["worst_pair"] = extreme_pairs(
+                    machine.topology, [gpu.index for gpu in machine.gpus])
+                machine.notes["topology"] = (machine.notes.get("topology", "") +
+                                             " (PCIe paths from NVML's common ancestors instead)").strip()
+    except Exception as error:  # the text answers stay
+        machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
+
+
 def detect(
     nvidia_smi: str = "nvidia-smi",
     timeout: float = 20,
@@ -478,21 +579,54 @@ def detect(
     horovod_timeout: float = HOROVOD_TIMEOUT_S,
     horovodrun: Optional[str] = None,
     environ: Optional[Dict[str, str]] = None,
+    use_nvml: bool = True,
 ) -> Machine:
-    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
+    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes.
+
+    NVML (pynvml) answers the inventory, NVLink state and P2P status when it loads; the
+    text of nvidia-smi answers otherwise, and is read for the lesson either way.
+    """
     environ = os.environ if environ is None else environ
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
 
-    gpus, problem = gpu_inventory(nvidia_smi, timeout)
+    lib, nvml_problem = nvml.load() if use_nvml else (None, "not asked")
+    gpus: List[Dict[str, str]] = []
+    problem: Optional[str] = None
+    if lib is not None:
+        try:
+            gpus = nvml.inventory(lib)
+            machine.facts_from = "NVML"
+        except Exception as error:  # fall back to the text path below
+            lib, nvml_problem = None, f"NVML inventory failed ({type(error).__name__}: {error})"
+    if lib is None:
+        machine.notes["nvml"] = nvml_problem or ""
+        gpus, problem = gpu_inventory(nvidia_smi, timeout)
+    elif not gpus:
+        problem = "NVML found no GPUs"
     if problem is None:
         machine.gpu_count = len(gpus)
         machine.gpu_names = [gpu["name"] for gpu in gpus]
         machine.gpu_bus_ids = [known(gpu["pci.bus_id"]) or "unknown" for gpu in gpus]
         machine.driver_version = known(gpus[0]["driver_version"])
-        machine.visible_gpu_count = count_cuda_visible(machine.cuda_visible_devices, machine.gpu_count)
+        machine.gpus = gpu_models(gpus, nvidia_smi, timeout, machine.notes)
+        machine.visibility_problem = gpu_model.apply_visibility(machine.gpus, machine.cuda_visible_devices)
+        machine.visible_gpu_count = len(gpu_model.allowed(machine.gpus))
         _read_nvidia_smi_details(machine, nvidia_smi, timeout)
+        if lib is not None:
+            _read_nvml_details(machine, lib)
+        for label, speed in nvlink_speeds(machine.nvlink_status_text or "").items():
+            for gpu in machine.gpus:
+                if gpu.label == label and gpu.nvlink_gbs_per_link is None:
+                    gpu.nvlink_gbs_per_link = speed
+        machine.cuda_devices, cuda_problem = gpu_model.cuda_device_count(environ)
+        if cuda_problem:
+            machine.notes["cuda"] = cuda_problem
+        elif machine.cuda_devices == 0:
+            machine.notes["cuda"] = "the CUDA driver reports no device for this job"
         if machine.visible_gpu_count == 0:
             problem = f"CUDA_VISIBLE_DEVICES={machine.cuda_visible_devices!r} hides every GPU"
+            if machine.visibility_problem:
+                problem += f" ({machine.visibility_problem})"
     if problem is not None:
         machine.mode, machine.reason = MODE_REFERENCE, problem
     else:
@@ -532,17 +666,27 @@ def banner_for(machine: Machine) -> str:
             "this notebook shows recorded data from real systems (reference mode)."
         )
     visible_note = ""
-    if machine.visible_gpu_count != machine.gpu_count:
-        visible_note = f"; CUDA_VISIBLE_DEVICES leaves {machine.visible_gpu_count} of {machine.gpu_count}"
+    if machine.cuda_visible_devices is not None:
+        gpus, value = gpu_model.from_machine(machine)
+        visible_note = (f"; the course may use {machine.visible_gpu_count} of {machine.gpu_count}: "
+                        f"{gpu_model.describe_allowed(gpus, value)}")
+        if machine.visibility_problem:
+            visible_note += f" ({machine.visibility_problem})"
+    cuda_note = machine.notes.get("cuda") if not machine.cuda_devices else None
+    pair = machine.best_pair
+    pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}" if pair else ""
+    if cuda_note:
+        count = "One GPU is" if machine.mode == MODE_SINGLE else f"{machine.visible_gpu_count} GPUs are"
+        return (
+            f"{count} listed by nvidia-smi here ({_names_phrase(machine.gpu_names)}{visible_note}{pair_note}), "
+            f"but CUDA cannot use {'it' if machine.mode == MODE_SINGLE else 'them'} ({cuda_note}): the GPU "
+            "programs say so and show recorded data from real systems."
+        )
     if machine.mode == MODE_SINGLE:
         return (
             f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
             "live, and GPU-to-GPU parts show recorded data from real systems."
         )
-    pair = machine.best_pair
-    pair_note = ""
-    if pair:
-        pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}"
     return (
         f"{machine.visible_gpu_count} GPUs are visible here ({_names_phrase(machine.gpu_names)}"
         f"{visible_note}{pair_note}): the experiments run live on this machine."

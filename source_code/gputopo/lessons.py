@@ -254,19 +254,28 @@ def labels_of(parsed: Dict[str, Any], key: str) -> Tuple[List[int], List[int]]:
     return rows, columns
 
 
-def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str,
+def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Any,
                     peer: Optional[Callable] = None) -> List[Dict[str, Any]]:
     """Measured bandwidth against the link's peak, one row per GPU pair and matrix.
 
     P2P matrices are held against the NVLink or PCIe peak of the pair's `topo -m` code
-    (`links.peak_gbs`); P2P-disabled ones against one PCIe x16 link of the GPU's generation,
+    (`links.peak`); P2P-disabled ones against one PCIe x16 link of the GPU's generation,
     since a staged copy crosses PCIe twice through host memory. A cell of a "P2P=Enabled"
     matrix for a pair without peer access (`peer(i, j)` is False; default: the output's own
     connectivity matrix, see `peer_access`) is a staged copy too, and is labelled and held
     against PCIe like one. Bidirectional values are held against twice the one-way peak.
-    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access}.
+    gpu: a GPU name, or a detected Machine (then the PCIe and NVLink figures the machine
+    reported come first, `links.machine_peak`). A peak the course cannot know is None, and the
+    row's `why` says why.
+    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access, why}.
     """
     peer = peer or peer_access(parsed)
+
+    def peak_of(code, i, j):
+        if isinstance(gpu, str) or gpu is None:
+            return links.peak(code, gpu)
+        return links.machine_peak(gpu, i, j, code)
+
     out = []
     for key, (what, factor, p2p_path) in P2P_MATRICES.items():
         matrix = parsed["bandwidth_gbs"].get(key)
@@ -280,26 +289,32 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: str,
                 code = link(i, j)
                 access = peer(i, j)
                 direct = p2p_path and access is not False
-                peak = None
-                if direct and code:
-                    peak = links.peak_gbs(code, gpu)
-                elif not direct:
-                    peak = links.peak_gbs("PHB", gpu)
-                peak = peak * factor if peak else None
+                if direct and not code:
+                    found = links.Peak(None, why=f"the topology names no link between GPU{i} and GPU{j}")
+                else:
+                    found = peak_of(code if direct else "PHB", i, j)
+                peak = found.gbs * factor if found.gbs else None
                 label = what if direct or not p2p_path else f"{what.replace('P2P', 'P2P matrix')}, no peer access: staged"
                 shown_link = (code or "?") if direct else ("via host" if not p2p_path else f"{code or '?'}, via host")
                 out.append({"matrix": key, "what": label, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
                             "link": shown_link, "measured_gbs": value, "peak_gbs": peak,
-                            "share": value / peak if peak else None, "peer_access": access})
+                            "share": value / peak if peak else None, "peer_access": access,
+                            "why": found.why})
     return out
 
 
 def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[str]] = None) -> List[Tuple]:
-    """efficiency_rows as printable tuples (what, pair, link, measured, peak, share)."""
+    """efficiency_rows as printable tuples (what, pair, link, measured, peak, share).
+
+    When a peak is unknown ("?"), one more row per distinct reason says why.
+    """
     chosen = [r for r in rows if pairs is None or r["pair"].replace("<->", "->") in pairs]
-    return [(r["what"], r["pair"], r["link"], f"{r['measured_gbs']:.2f}",
-             "?" if r["peak_gbs"] is None else f"{r['peak_gbs']:.2f}",
-             "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
+    table = [(r["what"], r["pair"], r["link"], f"{r['measured_gbs']:.2f}",
+              "?" if r["peak_gbs"] is None else f"{r['peak_gbs']:.2f}",
+              "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
+    reasons = dict.fromkeys(r.get("why") for r in chosen if r["peak_gbs"] is None and r.get("why"))
+    table += [("? peak unknown:", reason, "", "", "", "") for reason in reasons]
+    return table
 
 
 def efficiency_summary(found: Dict[str, Dict[str, Any]]) -> List[Tuple]:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from gputopo import proctree
+from gputopo import gpus as gpu_model
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import nccl_tests
 
@@ -44,6 +46,10 @@ _TRANSPORT_SUFFIXES = (
     ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "-sockets"),
     ({"NCCL_P2P_LEVEL": "LOC"}, "-P2P_LEVEL-LOC"),
 )
+
+
+# nccl_bench's own line when CUDA finds fewer GPUs than it needs (exit status 2).
+_NO_GPU = re.compile(r"needs at least \d+ GPUs, found (?:none|\d+)")
 
 
 class NcclBenchError(RuntimeError):
@@ -63,9 +69,9 @@ def build(sms: Architectures = None, timeout: float = 900) -> Path:
 def _visible_gpu_count() -> Optional[int]:
     """GPUs this process may use, from gputopo.detect (None if detection fails)."""
     try:
-        from gputopo import detect
+        from gputopo.detect import cached_machine, detect_once
 
-        machine = detect.cached_machine() or detect.detect_once()
+        machine = cached_machine() or detect_once(check_horovod=False)
     except Exception:  # detection must never break a notebook
         return None
     return int(getattr(machine, "visible_gpu_count", 0) or 0)
@@ -79,9 +85,28 @@ def _run_env(env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequenc
         else:
             full[str(key)] = str(value)
     full.setdefault("NCCL_NVLS_ENABLE", "0")
+    full[gpu_model.ORDER_VARIABLE] = gpu_model.ORDER_VALUE
     if gpus is not None and not isinstance(gpus, int):
-        full["CUDA_VISIBLE_DEVICES"] = ",".join(str(int(g)) for g in gpus)
+        # nvidia-smi indices -> the child's CUDA_VISIBLE_DEVICES, inside what this job was given
+        known, value = _gpu_numbering()
+        if known:
+            try:
+                full["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(list(gpus), known, value)
+            except gpu_model.GpuSelectionError as error:
+                raise NcclBenchError(f"gpus {list(gpus)!r}: {error}") from None
+        else:
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(str(int(g)) for g in gpus)
     return full
+
+
+def _gpu_numbering():
+    """(GPUs, inherited CUDA_VISIBLE_DEVICES) from gputopo.detect; ([], None) if unknown."""
+    try:
+        from gputopo.detect import cached_machine, detect_once
+
+        return gpu_model.from_machine(cached_machine() or detect_once(check_horovod=False))
+    except Exception:  # detection must never break a notebook
+        return [], None
 
 
 def _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path) -> List[str]:
@@ -132,7 +157,8 @@ def reference_run(op: str = "all_reduce", env: Optional[Mapping[str, str]] = Non
         raise NcclBenchError(f"no recorded run {name} in reference_systems/{REFERENCE_SYSTEM}")
     text = reference.read_text(REFERENCE_SYSTEM, name)
     return {
-        "text": text,
+        # A cell that prints the text says first where it comes from.
+        "text": f"# Not measured here: {reason}. Reference mode: {REFERENCE_SYSTEM}/{name}.\n" + text,
         "parsed": nccl_tests.parse(text),
         "env": dict(env or {}),
         "json": None,
@@ -161,8 +187,8 @@ def run(
 ) -> Dict[str, Any]:
     """Run nccl_bench once and return {text, parsed, env, json, command, returncode, mode, source}.
 
-    gpus: None (every visible GPU), a count (the first N), or device numbers such as [0, 3]
-    (set through CUDA_VISIBLE_DEVICES). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
+    gpus: None (every visible GPU), a count (the first N), or nvidia-smi indices such as
+    [0, 3] (set through CUDA_VISIBLE_DEVICES, inside the job's own: gputopo.gpus). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
     cuda_graph=True times the iterations as one CUDA graph (`-G`: no host launch cost);
     a value of None removes the variable. Builds the program first if it is missing.
     With fewer than two GPUs see the module docstring (reference mode).
@@ -203,6 +229,11 @@ def run(
 
     problem = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     if done.returncode == 2:  # bad arguments or too few GPUs: nothing was measured
+        if reference and _NO_GPU.search(problem):
+            # nvidia-smi listed GPUs but CUDA could use none (no driver, a container without
+            # --gpus, a stand-in): say so and show the recorded run, as with too few GPUs.
+            return reference_run(op, env, reason=f"the benchmark could not use the GPUs here ({problem}): "
+                                                 f"showing the run recorded on {REFERENCE_SYSTEM} instead")
         raise NcclBenchError(problem or "nccl_bench refused its arguments (exit 2)")
     parsed = None
     try:

@@ -19,19 +19,25 @@ it returns the run recorded on the course's H200 pair (`reference_systems/h200-n
 for the same options, with mode="reference" and `reason` saying why, and appends nothing.
 Pass reference=False to get P2PTestError instead.
 
+GPU numbers. `devices` are nvidia-smi's indices (what `topo -m` and `machine.best_pair`
+show). The program takes CUDA ordinals, so run() translates them under the job's own
+CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER=PCI_BUS_ID (gputopo.gpus), never widening it; a
+GPU the job may not use raises P2PTestError. The result's "gpu_indices" maps each ordinal in
+the output back to nvidia-smi's index.
+
 NCCL_NVLS_ENABLE=0 is added to the environment unless it is already set (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from gputopo import proctree
+from gputopo import gpus as gpu_model
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser
 
@@ -131,6 +137,9 @@ def _reference_result(reason: str, p2p_read: bool, sm_copy: bool, command: list)
         result = reference(REFERENCE_SYSTEM)
     result.update(
         {
+            # A cell that prints the text says first where it comes from.
+            "text": f"Not measured here: {reason}. Reference mode: the run recorded on {result['source']}.\n\n"
+                    + result["text"],
             "reason": reason,
             "command": command,
             "returncode": None,
@@ -159,7 +168,8 @@ def run(
     (mode="reference"). Raises P2PTestError on a failed run or a failed data check.
     """
     use_reference = reference
-    command = command_for(devices, p2p_read, sm_copy, extra, binary)
+    ordinals, index_of = _ordinals(devices)
+    command = command_for(ordinals, p2p_read, sm_copy, extra, binary)
     program = Path(command[0])
     if not program.exists():
         try:
@@ -168,7 +178,7 @@ def run(
             if use_reference:
                 return _reference_result(f"the P2P test could not be built here: {error}", p2p_read, sm_copy, command)
             raise
-    environment = dict(os.environ)
+    environment = gpu_model.child_environment()
     environment.setdefault("NCCL_NVLS_ENABLE", "0")
     with tempfile.TemporaryDirectory(prefix="p2ptest-") as folder:
         json_path = Path(folder) / "p2p.json"
@@ -206,10 +216,34 @@ def run(
         "returncode": done.returncode,
         "stderr": stderr,
         "record_path": None,
+        "gpu_indices": index_of,
     }
     if record:
         result["record_path"] = str(_append(result))
     return result
+
+
+def _ordinals(devices: Optional[Sequence[int]]):
+    """(CUDA ordinals for --devices, {ordinal: nvidia-smi index}) of nvidia-smi indices.
+
+    Without a detected GPU there is nothing to translate: the indices go through unchanged
+    and the program (or reference mode) answers.
+    """
+    from gputopo.detect import cached_machine, detect_once
+
+    try:
+        machine = cached_machine() or detect_once(check_horovod=False)
+        known, value = gpu_model.from_machine(machine)
+    except Exception:  # detection must never break a notebook
+        known, value = [], None
+    index_of = {g.cuda_ordinal: g.index for g in known if g.cuda_ordinal is not None}
+    if devices is None or not known:
+        return devices, index_of
+    try:
+        return gpu_model.cuda_ordinals([int(d) if not isinstance(d, bool) else d for d in devices],
+                                       known, value), index_of
+    except (gpu_model.GpuSelectionError, TypeError, ValueError) as error:
+        raise P2PTestError(f"devices {devices!r}: {error}") from None
 
 
 def _append(result: Dict[str, Any]) -> Path:
@@ -228,6 +262,7 @@ def _append(result: Dict[str, Any]) -> Path:
         "bandwidth_gbs": result["parsed"]["bandwidth_gbs"],
         "latency_us": result["parsed"]["latency_us"],
         "verification": data.get("verification"),
+        "gpu_indices": result.get("gpu_indices"),
         "text": result["text"],
     }
     return results.append_record(RESULTS_KIND, record)

@@ -31,13 +31,13 @@ KIND_PATTERNS = {
     "nvlink-remote": ("nvidia-smi-nvlink-R*.txt",),
     "nvidia-smi": ("nvidia-smi.txt",),
     "simple-p2p": ("simpleP2P*.txt",),
-    "p2p-access": ("nvidia-smi-topo-p2p*.txt",),
+    "p2p-status": ("nvidia-smi-topo-p2p*.txt",),
     "json": ("*.json",),
     "csv": ("*.csv",),
     "notes": ("*.md",),
 }
 # Kinds read_text serves but load cannot turn into data.
-_TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p", "p2p-access",
+_TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
                     "json", "notes"}
 # README table column title -> key returned by describe().
 _README_COLUMNS = {"folder": "system", "machine": "machine", "what": "what",

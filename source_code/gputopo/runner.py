@@ -268,20 +268,21 @@ def _machine(machine):
     return detect_once(check_horovod=False)
 
 
-def _check_gpus(gpus, np_, gpu_count) -> Optional[str]:
-    """None if `gpus` names np_ distinct existing GPUs, else what is wrong (one line)."""
-    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
-        return f"gpus must be a sequence of GPU indices, got {gpus!r}"
-    gpus = list(gpus)
-    for g in gpus:
-        if isinstance(g, bool) or not isinstance(g, int):
-            return f"GPU index {g!r} is not an integer"
-        if not 0 <= g < gpu_count:
-            return (f"GPU {g} does not exist: this machine has {gpu_count} GPU(s), "
-                    f"indices 0-{gpu_count - 1}")
-    if len(set(gpus)) != len(gpus):
-        return f"GPU indices repeat in {tuple(gpus)}"
-    if len(gpus) != np_:
+def _check_gpus(gpus, np_, gpu_count, machine=None) -> Optional[str]:
+    """None if `gpus` names np_ distinct GPUs this job may use, else what is wrong (one line).
+
+    Indices are nvidia-smi's; an inherited CUDA_VISIBLE_DEVICES limits them (gputopo.gpus).
+    """
+    from .gpus import GpuSelectionError, child_visible_devices, from_machine
+    known, value = from_machine(machine) if machine is not None else ([], None)
+    if machine is None or not known:
+        from .gpus import Gpu
+        known, value = [Gpu(index=i, cuda_ordinal=i) for i in range(gpu_count)], None
+    try:
+        child_visible_devices(gpus, known, value)
+    except GpuSelectionError as error:
+        return str(error)
+    if len(list(gpus)) != np_:
         return f"{np_} processes need {np_} GPUs, got {tuple(gpus)}"
     return None
 
@@ -466,9 +467,10 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     }
     problem = None
     if mode == MODE_GPU:
-        problem = _check_gpus(gpu_list, np, visible)
+        problem = _check_gpus(gpu_list, np, visible, machine)
         if problem is None:
-            run_env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_list)
+            from .gpus import child_visible_devices, from_machine
+            run_env["CUDA_VISIBLE_DEVICES"] = child_visible_devices(gpu_list, *from_machine(machine))
             if len(gpu_list) == 2 and hasattr(machine, "link_between"):
                 link = machine.link_between(*gpu_list)
     else:

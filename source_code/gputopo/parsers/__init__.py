@@ -14,12 +14,21 @@ class ParseError(ValueError):
 
     `what` says what is wrong; `lineno` (1-based) says where, when one line is to blame.
     The CLI turns it into `gputopo <kind>: error: <what> (<file>:<line>)`.
+    `truncated` is True when the text simply stops (a run cut short, a paste cut off)
+    inside a matrix or table; `last_complete` then names the last section read whole.
     """
 
-    def __init__(self, what, lineno=None):
+    def __init__(self, what, lineno=None, truncated=False, last_complete=None):
         self.what = what
         self.lineno = lineno
+        self.truncated = truncated
+        self.last_complete = last_complete
         super().__init__(what if lineno is None else f"{what} (line {lineno})")
+
+
+def only_blank_after(lines, index):
+    """Whether every line after lines[index] is blank: the text stops at `index`."""
+    return not any(line.strip() for line in lines[index + 1:])
 
 
 # Imported after ParseError: every parser module imports it from here.
@@ -28,6 +37,7 @@ from .p2p import parse as parse_p2p  # noqa: E402
 from .nccl_log import parse as parse_nccl_log  # noqa: E402
 from .nccl_tests import parse as parse_nccl_tests  # noqa: E402
 from .horovod_log import parse as parse_horovod_log  # noqa: E402
+from .p2p_status import parse as parse_p2p_status  # noqa: E402
 
 # CLI kind name -> parser; the CLI and gputopo.reference both dispatch through this.
 PARSERS = {
@@ -36,6 +46,7 @@ PARSERS = {
     "nccl-log": parse_nccl_log,
     "nccl-tests": parse_nccl_tests,
     "horovod": parse_horovod_log,
+    "p2p-status": parse_p2p_status,
 }
 
 __all__ = [
@@ -46,5 +57,6 @@ __all__ = [
     "parse_nccl_log",
     "parse_nccl_tests",
     "parse_horovod_log",
+    "parse_p2p_status",
     "rank_link",
 ]

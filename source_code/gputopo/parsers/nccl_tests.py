@@ -11,13 +11,18 @@ max_bytes, warmup_iters, iters, validation, collective ("# Collective test start
 all_reduce_perf" or "# Collective: all_reduce" give "all_reduce"), nccl_version,
 out_of_bounds, out_of_bounds_ok, avg_busbw_gbs.
 
+Every line may carry a launcher's prefix (`[1,0]<stdout>:`, horovodrun's `[0]<stdout>:`,
+torchrun's `[rank0]:`, a timestamp): it is taken off first. NCCL INFO lines inside the table
+are skipped; tables of old versions (an `error` column, no `root`) read the same.
+
 A data row with fewer cells than the header means a run cut short. By default that raises
 ParseError naming the line. With strict=False a cut-off *last* row is left out and the
 result says so (truncated=True, truncated_line=N), so the whole rows can still be shown.
 """
 import re
 
-from . import ParseError
+from . import ParseError, only_blank_after
+from .launcher import strip as strip_prefix
 
 _LEADING_COLUMNS = ("size", "count", "type", "redop")
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
@@ -56,7 +61,7 @@ def parse(text, strict=True):
     metadata, devices, rows = {}, [], []
     table = None  # [column layout, header line number, rows read under this header]
     truncated_line = None
-    lines = text.splitlines()
+    lines = [strip_prefix(line) for line in text.splitlines()]
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -64,7 +69,13 @@ def parse(text, strict=True):
             words = stripped.lstrip("#").split()
             if words[:2] == ["size", "count"]:
                 _check_has_rows(table)
-                table = [_read_header(words, lineno), lineno, 0]
+                try:
+                    table = [_read_header(words, lineno), lineno, 0]
+                except ParseError as error:
+                    if not only_blank_after(lines, lineno - 1):
+                        raise
+                    raise ParseError(error.what + ": the text stops inside the header", lineno, truncated=True,
+                                     last_complete=_last_complete(rows)) from None
             else:
                 _read_comment(stripped, metadata, devices)
             continue
@@ -78,7 +89,7 @@ def parse(text, strict=True):
             if strict or _data_follows(lines, lineno):
                 raise ParseError(
                     f"row has {len(cells)} cells but the header has {width} (cut short?): {stripped!r}",
-                    lineno,
+                    lineno, truncated=not _data_follows(lines, lineno), last_complete=_last_complete(rows),
                 )
             truncated_line = lineno
             continue
@@ -91,19 +102,27 @@ def parse(text, strict=True):
         if not text.strip():
             raise ParseError("empty input")
         raise ParseError("no nccl-tests table header found (a '# size count type ...' line)")
-    _check_has_rows(table)
+    _check_has_rows(table, at_end=True)
     return {
         "rows": rows,
         "metadata": metadata,
         "devices": devices,
         "truncated": truncated_line is not None,
         "truncated_line": truncated_line,
+        "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
     }
 
 
-def _check_has_rows(table):
+def _last_complete(rows):
+    if not rows:
+        return "the table header (no row read whole)"
+    return f"the row for {rows[-1]['size']} bytes"
+
+
+def _check_has_rows(table, at_end=False):
     if table is not None and table[2] == 0:
-        raise ParseError("table header is followed by no whole rows", table[1])
+        raise ParseError("table header is followed by no whole rows", table[1], truncated=at_end,
+                         last_complete="the table header" if at_end else None)
 
 
 def _data_follows(lines, lineno):

@@ -7,7 +7,7 @@ each row belongs to (same keys as the matrices, plus "connectivity").
 """
 import re
 
-from . import ParseError
+from . import ParseError, only_blank_after
 
 _BANDWIDTH_TITLE = re.compile(
     r"(Unidirectional|Bidirectional) P2P=(Disabled|Enabled) Bandwidth"
@@ -62,12 +62,24 @@ def parse(text):
     section = None  # (group, key prefix, title, line number) of the section being read
     table = None  # (key, column labels, header line number, rows read) of the table being read
     lines = text.splitlines()
+    done = []  # titles of the sections read whole, in order
+
+    def close(section, table, at_end=False):
+        try:
+            _check_closed(section, table)
+        except ParseError as error:
+            if at_end:
+                raise ParseError(error.what + ": the text stops there", error.lineno, truncated=True,
+                                 last_complete=done[-1] if done else None) from None
+            raise
+        if section is not None and (not done or done[-1] != section[2]):
+            done.append(section[2])
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
         new_section = _section_of(stripped)
         if new_section:
-            _check_closed(section, table)
+            close(section, table)
             section, table = (*new_section, stripped, lineno), None
             continue
         if section is not None:
@@ -75,16 +87,22 @@ def parse(text):
                 continue
             tokens = stripped.split()
             if tokens[0] in _TABLE_CORNERS:
-                _check_closed(None, table)
+                close(None, table)
                 table = _start_table(result, section, tokens, lineno)
                 continue
             if table is not None and tokens[0].isdigit():
-                table = _add_row(result, section, table, tokens, lineno)
+                try:
+                    table = _add_row(result, section, table, tokens, lineno)
+                except ParseError as error:
+                    if "cells but its header has" in error.what and only_blank_after(lines, lineno - 1):
+                        raise ParseError(error.what + ": the text stops there", lineno, truncated=True,
+                                         last_complete=done[-1] if done else None) from None
+                    raise
                 continue
-            _check_closed(section, table)
+            close(section, table)
             section = table = None
         _read_device_line(result, stripped)
-    _check_closed(section, table)
+    close(section, table, at_end=True)
 
     if not result["row_indices"]:
         if not any(line.strip() for line in lines):

@@ -12,7 +12,7 @@ them are empty; link cells are never empty, so they are read in order.
 """
 import re
 
-from . import ParseError
+from . import ParseError, only_blank_after
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NVLINK = re.compile(r"NV(\d+)")
@@ -142,20 +142,29 @@ def _read_rows(lines, header_index, columns, trailing):
             break
         if tokens[0] in rows:
             raise ParseError(f"second row for {tokens[0]}", index + 1)
-        rows[tokens[0]] = _read_row(lines[index], columns, trailing, index + 1)
+        try:
+            rows[tokens[0]] = _read_row(lines[index], columns, trailing, index + 1)
+        except ParseError as error:
+            if not only_blank_after(lines, index) or "link cells" not in error.what:
+                raise
+            last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops in the first row)"
+            raise ParseError(error.what + ": the text stops there", error.lineno, truncated=True,
+                             last_complete=last) from None
         index += 1
     missing = [name for name in columns if name not in rows]
     if missing:
-        if index == len(lines):
+        stops = index == len(lines) or only_blank_after(lines, index - 1)
+        if stops:
             found, lineno = "the end of the input", len(lines)
         elif not lines[index].strip():
             found, lineno = "a blank line", index + 1
         else:
             found, lineno = repr(lines[index].strip()), index + 1
+        last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops at the header)"
         raise ParseError(
             f"matrix has rows for {len(rows)} of {len(columns)} devices "
             f"(missing {', '.join(missing)}); found {found} instead",
-            lineno,
+            lineno, truncated=stops, last_complete=last,
         )
     return rows, index
 

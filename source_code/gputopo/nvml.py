@@ -1,0 +1,155 @@
+"""NVML (through pynvml, the pinned nvidia-ml-py) where it is exact; None where it is not there.
+
+gputopo.detect asks NVML first for the facts a driver knows exactly: the GPU inventory, the
+PCIe link each GPU trained to, NVLink link state, peer-to-peer capability and the PCIe
+common ancestor of a GPU pair. It falls back to the text of `nvidia-smi` (which the course
+also reads for the lesson) when the library does not load. Both paths return the same
+shapes, the ones the text parsers return:
+
+    inventory(lib)     [{"index": "0", "name", "driver_version", "pci.bus_id", "uuid",
+                         "pcie.link.gen.max", ..., "mig.mode.current"}]   (strings, as nvidia-smi)
+    nvlink_counts(lib) {"GPU0": {"active": 12, "inactive": 6}}
+    nvlink_speeds(lib) {"GPU0": 26.562}                    (GB/s per link, as `nvlink -s` prints)
+    p2p_status(lib, "read")   {"GPU0": {"GPU1": "OK"}}     (codes of `nvidia-smi topo -p2p`)
+    pcie_paths(lib)    {"GPU0": {"GPU1": "PHB"}}           (codes of `nvidia-smi topo -m`)
+
+`load()` returns the initialised pynvml module, or (None, why). Setting GPUTOPO_NVML=0 makes
+detection use the text path only (the test suite's stand-in nvidia-smi does so). Standard
+library only besides pynvml itself, which is imported here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+# NVML_P2P_STATUS_* -> the code `nvidia-smi topo -p2p` prints for it ("DR = Disabled by
+# regkey" is in the legend of recent drivers, e.g. the outputs quoted in
+# https://github.com/noonghunna/club-3090/issues/1133).
+P2P_CODES = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
+# NVML_P2P_CAPS_INDEX_* by the capability names detect uses.
+P2P_CAPABILITY_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "prop": 4}
+# NVML_TOPOLOGY_* -> the code `nvidia-smi topo -m` prints for that common ancestor.
+ANCESTOR_CODES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 12.575
+FIELD_NVLINK_SPEED_MBPS_COMMON = 90  # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON: one speed for all links
+
+
+def load() -> Tuple[Optional[Any], Optional[str]]:
+    """(initialised pynvml, None) or (None, why it cannot be used here)."""
+    if os.environ.get("GPUTOPO_NVML", "1") == "0":
+        return None, "NVML not used (GPUTOPO_NVML=0)"
+    try:
+        import pynvml
+    except ImportError:
+        return None, "pynvml (nvidia-ml-py) is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as error:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, f"NVML did not start ({type(error).__name__}: {error})"
+    return pynvml, None
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ask(call, *args, default=None):
+    try:
+        return call(*args)
+    except Exception:  # NVMLError_NotSupported and friends: the fact is unknown
+        return default
+
+
+def _handles(lib) -> List[Any]:
+    return [lib.nvmlDeviceGetHandleByIndex(i) for i in range(lib.nvmlDeviceGetCount())]
+
+
+def inventory(lib) -> List[Dict[str, str]]:
+    """One row per GPU, in the shape of detect.parse_gpu_query (nvidia-smi's strings)."""
+    driver = _text(_ask(lib.nvmlSystemGetDriverVersion, default="[N/A]"))
+    rows = []
+    for index, handle in enumerate(_handles(lib)):
+        pci = _ask(lib.nvmlDeviceGetPciInfo, handle)
+        mig = _ask(lib.nvmlDeviceGetMigMode, handle)
+        current = mig[0] if isinstance(mig, (list, tuple)) and mig else None
+
+        def number(call, handle=handle):
+            value = _ask(call, handle)
+            return "[N/A]" if value is None else str(value)
+
+        rows.append({
+            "index": str(index),
+            "name": _text(_ask(lib.nvmlDeviceGetName, handle, default="")),
+            "driver_version": driver,
+            "pci.bus_id": _text(pci.busId) if pci is not None else "[N/A]",
+            "uuid": _text(_ask(lib.nvmlDeviceGetUUID, handle, default="[N/A]")),
+            "pcie.link.gen.max": number(lib.nvmlDeviceGetMaxPcieLinkGeneration),
+            "pcie.link.width.max": number(lib.nvmlDeviceGetMaxPcieLinkWidth),
+            "pcie.link.gen.current": number(lib.nvmlDeviceGetCurrPcieLinkGeneration),
+            "pcie.link.width.current": number(lib.nvmlDeviceGetCurrPcieLinkWidth),
+            "mig.mode.current": "[N/A]" if current is None else ("Enabled" if current == 1 else "Disabled"),
+        })
+    return rows
+
+
+def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:
+    """Active and inactive NVLink slots per GPU, as detect.nvlink_link_counts reads `nvlink -s`.
+
+    A slot NVML answers for is counted; NotSupported / InvalidArgument end the GPU's list
+    (a GPU without NVLink has no slots at all).
+    """
+    counts = {}
+    for index, handle in enumerate(_handles(lib)):
+        active = inactive = 0
+        for link in range(MAX_LINKS):
+            state = _ask(lib.nvmlDeviceGetNvLinkState, handle, link)
+            if state is None:
+                break
+            if state:
+                active += 1
+            else:
+                inactive += 1
+        if active or inactive:
+            counts[f"GPU{index}"] = {"active": active, "inactive": inactive}
+    return counts
+
+
+def nvlink_speeds(lib) -> Dict[str, float]:
+    """The common speed of each GPU's NVLinks in GB/s (NVML reports MB/s); GPUs without NVLink left out."""
+    speeds = {}
+    for index, handle in enumerate(_handles(lib)):
+        values = _ask(lib.nvmlDeviceGetFieldValues, handle, [FIELD_NVLINK_SPEED_MBPS_COMMON])
+        if not values or getattr(values[0], "nvmlReturn", 1) != 0:
+            continue
+        megabytes = getattr(values[0].value, "uiVal", 0)
+        if megabytes:
+            speeds[f"GPU{index}"] = megabytes / 1000
+    return speeds
+
+
+def p2p_status(lib, capability: str) -> Dict[str, Dict[str, str]]:
+    """The matrix `nvidia-smi topo -p2p <capability>` prints, diagonal left out."""
+    which = P2P_CAPABILITY_INDEX[capability]
+    handles = _handles(lib)
+    matrix = {}
+    for i, first in enumerate(handles):
+        matrix[f"GPU{i}"] = {}
+        for j, second in enumerate(handles):
+            if i != j:
+                status = _ask(lib.nvmlDeviceGetP2PStatus, first, second, which)
+                matrix[f"GPU{i}"][f"GPU{j}"] = P2P_CODES.get(status, "U")
+    return matrix
+
+
+def pcie_paths(lib) -> Dict[str, Dict[str, Optional[str]]]:
+    """The PCIe code of `topo -m` for each GPU pair from their common ancestor (None: unknown)."""
+    handles = _handles(lib)
+    paths = {}
+    for i, first in enumerate(handles):
+        paths[f"GPU{i}"] = {}
+        for j, second in enumerate(handles):
+            if i != j:
+                level = _ask(lib.nvmlDeviceGetTopologyCommonAncestor, first, second)
+                paths[f"GPU{i}"][f"GPU{j}"] = ANCESTOR_CODES.get(level)
+    return paths

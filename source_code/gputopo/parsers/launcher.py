@@ -1,0 +1,43 @@
+"""Prefixes that launchers put before every line a rank prints, and how to take them off.
+
+    mpirun --tag-output          [1,0]<stdout>:text        (job 1, rank 0)
+    mpirun --timestamp-output    Mon Nov 23 04:00:00 2026<stdout>:text, or with --tag-output
+                                 Mon Nov 23 04:00:00 2026[1,0]<stdout>:text
+    horovodrun (Gloo)            [1]<stderr>:text
+    torchrun / torch logging     [rank0]:text, [default0]:text
+    srun --label, torchrun       0: text
+
+`split(line)` returns (rank or None, the line without its prefix). Standard library only.
+"""
+import re
+
+_TIMESTAMP = re.compile(
+    r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}"  # ctime, Open MPI
+    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?)\s?"
+)
+_TAGS = (
+    re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]
+    re.compile(r"^\[(\d+)\]<std(?:out|err)>:"),  # horovodrun with Gloo
+    re.compile(r"^()<std(?:out|err)>:"),  # --timestamp-output without --tag-output
+    re.compile(r"^\[(?:rank|default)(\d+)\]:"),  # torchrun / torch.distributed
+    re.compile(r"^\s*(\d+):\s"),  # srun --label, torchrun's "0:"
+)
+
+
+def split(line):
+    """(rank, text) of one printed line; rank is None when the line has no launcher prefix."""
+    rest = line
+    stamp = _TIMESTAMP.match(rest)
+    if stamp and re.match(r"\[|<std", rest[stamp.end():]):
+        rest = rest[stamp.end():]
+    for tag in _TAGS:
+        found = tag.match(rest)
+        if found:
+            rank = found.group(1)
+            return (int(rank) if rank else None), rest[found.end():]
+    return None, rest
+
+
+def strip(line):
+    """The line without its launcher prefix."""
+    return split(line)[1]

@@ -1,0 +1,205 @@
+"""One GPU numbering (gputopo.gpus): nvidia-smi index, UUID, CUDA ordinal, and the launchers.
+
+The stand-in nvidia-smi replays recorded machines; CUDA_VISIBLE_DEVICES is what a scheduler
+or a user may have set before the course starts: unset, a subset, UUIDs, empty, a typo.
+"""
+
+import importlib
+import json
+import sys
+
+import pytest
+
+from gputopo import check, gpus, ncclbench, p2ptest, runner
+from gputopo.detect import Machine, detect
+
+detect_module = importlib.import_module("gputopo.detect")
+
+H100 = "h100-pcie-nvlink-pair"
+V100 = "v100-sxm2-8gpu-server"
+UUID0 = "GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9"  # GPU 0 of the recorded H100 pair
+UUID1 = "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3"
+
+
+def detected(system, visible, **extra):
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    return detect(check_horovod=False, environ=environ, **extra)
+
+
+@pytest.fixture
+def eight_v100(fake_nvidia_smi):
+    fake_nvidia_smi(V100, gpu_names=["Tesla V100-SXM2-16GB"] * 8)
+
+
+def test_unset_every_gpu_is_allowed_and_ordinal_is_the_index(eight_v100):
+    machine = detected(V100, None)
+    assert machine.allowed_indices == list(range(8))
+    assert [g.cuda_ordinal for g in machine.gpus] == list(range(8))
+    assert gpus.child_visible_devices([0, 3], *gpus.from_machine(machine)) == "0,3"
+    assert "CUDA_VISIBLE_DEVICES" not in machine.banner()
+
+
+def test_a_subset_is_respected_and_never_widened(eight_v100):
+    machine = detected(V100, "2,3")
+    assert (machine.mode, machine.visible_gpu_count, machine.gpu_count) == ("multi-gpu", 2, 8)
+    assert machine.allowed_indices == [2, 3]
+    # the best pair is chosen among the allowed GPUs, not the whole box
+    assert machine.best_pair == [2, 3] and machine.worst_pair == [2, 3]
+    known, value = gpus.from_machine(machine)
+    assert gpus.child_visible_devices([3, 2], known, value) == "3,2"
+    assert gpus.cuda_ordinals([2, 3], known, value) == [0, 1]
+    with pytest.raises(gpus.GpuSelectionError, match=r"GPU 0 is not one this job may use "
+                                                     r"\(CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3\)"):
+        gpus.child_visible_devices([0, 1], known, value)
+    assert "the course may use 2 of 8: CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3" in machine.banner()
+
+
+def test_a_reversed_list_maps_ordinals_back_to_the_right_gpus(fake_nvidia_smi):
+    # The device check of issue 13: CUDA_VISIBLE_DEVICES=1,0, the labelled pair is the measured one.
+    fake_nvidia_smi(H100)
+    machine = detected(H100, "1,0")
+    known, value = gpus.from_machine(machine)
+    assert gpus.cuda_ordinals([0, 1], known, value) == [1, 0]
+    assert gpus.index_of_ordinal(0, known) == 1 and gpus.index_of_ordinal(1, known) == 0
+    assert gpus.child_visible_devices([0, 1], known, value) == "0,1"
+
+
+def test_uuids_and_uuid_prefixes(fake_nvidia_smi):
+    fake_nvidia_smi(H100)
+    machine = detected(H100, f"{UUID1}")
+    assert machine.mode == "single-gpu" and machine.allowed_indices == [1]
+    known, value = gpus.from_machine(machine)
+    assert gpus.child_visible_devices([1], known, value) == UUID1  # named as the job named it
+    with pytest.raises(gpus.GpuSelectionError, match="GPU 0 is not one"):
+        gpus.child_visible_devices([0], known, value)
+    machine = detected(H100, "GPU-9b1446e2,GPU-6968dfc2")
+    assert machine.allowed_indices == [1, 0] and machine.visibility_problem is None
+
+
+def test_empty_hides_every_gpu(fake_nvidia_smi):
+    fake_nvidia_smi(H100)
+    machine = detected(H100, "")
+    assert machine.mode == "reference" and machine.visible_gpu_count == 0
+    assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in machine.reason
+    with pytest.raises(gpus.GpuSelectionError, match="allows no GPU"):
+        gpus.child_visible_devices([0], *gpus.from_machine(machine))
+
+
+@pytest.mark.parametrize("value, allowed, bad", [("0,x,1", [0], "'x'"), ("1,7", [1], "'7'"),
+                                                 ("0,0", [0], "twice"), ("GPU-nope", [], "'GPU-nope'")])
+def test_a_typo_stops_the_list_where_cuda_stops_it(fake_nvidia_smi, value, allowed, bad):
+    fake_nvidia_smi(H100)
+    machine = detected(H100, value)
+    assert machine.allowed_indices == allowed
+    assert bad in machine.visibility_problem and "CUDA ignores it" in machine.visibility_problem
+    assert bad in (machine.reason or machine.banner())
+
+
+def test_mig_uuids_are_found_through_nvidia_smi_list(fake_nvidia_smi):
+    listing = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa1111-0000-0000-0000-000000000000)\n"
+               "  MIG 3g.20gb     Device  0: (UUID: MIG-11111111-2222-3333-4444-555555555555)\n"
+               "  MIG 3g.20gb     Device  1: (UUID: MIG-66666666-7777-8888-9999-000000000000)\n"
+               "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbbb2222-0000-0000-0000-000000000000)\n")
+    script = fake_nvidia_smi(H100, outputs={"-L": listing})
+    answers = json.loads((script.parent / "answers.json").read_text())
+    answers["gpus"][0]["mig.mode.current"] = "Enabled"
+    answers["gpus"][1]["mig.mode.current"] = "Disabled"
+    (script.parent / "answers.json").write_text(json.dumps(answers))
+    machine = detected(H100, "MIG-66666666-7777-8888-9999-000000000000")
+    assert machine.gpus[0].mig_uuids[1].startswith("MIG-6666")
+    assert machine.allowed_indices == [0] and machine.mode == "single-gpu"
+
+
+def test_pcie_link_facts_come_from_the_machine(fake_nvidia_smi):
+    from gputopo import links
+
+    script = fake_nvidia_smi(H100)
+    answers = json.loads((script.parent / "answers.json").read_text())
+    for gpu in answers["gpus"]:
+        gpu.update({"pcie.link.gen.max": "4", "pcie.link.width.max": "8",
+                    "pcie.link.gen.current": "1", "pcie.link.width.current": "8"})
+    (script.parent / "answers.json").write_text(json.dumps(answers))
+    machine = detected(H100, None)
+    assert (machine.gpus[0].pcie_gen_max, machine.gpus[0].pcie_width_max) == (4, 8)
+    found = links.machine_peak(machine, 0, 1, "PHB")
+    assert found.gbs == pytest.approx(16 * 8 * 128 / 130 / 8) and found.source.startswith("this machine")
+    # NVLink: the recorded nvlink -s says 26.562 GB/s per link
+    assert links.machine_peak(machine, 0, 1).gbs == pytest.approx(12 * 26.562)
+
+
+# ---------------------------------------------------------------- the launchers
+
+
+def test_runner_refuses_a_gpu_outside_the_job_and_passes_the_inherited_names(eight_v100, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
+    seen = tmp_path / "seen.json"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text("import json, os, sys\n"
+                        f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('CUDA_')}}, open({str(seen)!r}, 'w'))\n"
+                        "sys.exit(1)\n")
+    machine = detected(V100, "4,5,6,7")
+    bad = runner.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    assert bad.category == runner.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
+    assert not seen.exists()
+    runner.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    env = json.loads(seen.read_text())
+    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("5,7", "PCI_BUS_ID")
+
+
+def test_p2ptest_translates_nvidia_smi_indices_to_cuda_ordinals(eight_v100, tmp_path, monkeypatch):
+    monkeypatch.setattr(detect_module, "_cached", detected(V100, "6,2,5"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,2,5")
+    seen = tmp_path / "seen.json"
+    program = tmp_path / "fake-p2p"
+    program.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                       f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() "
+                       f"if k.startswith('CUDA_')}}}}, open({str(seen)!r}, 'w'))\n"
+                       "sys.stderr.write('no CUDA GPU is visible, nothing to measure\\n'); sys.exit(2)\n")
+    program.chmod(0o755)
+    result = p2ptest.run(devices=[5, 6], binary=program)
+    got = json.loads(seen.read_text())
+    assert "--devices=2,0" in got["argv"]  # GPU5 is CUDA ordinal 2, GPU6 ordinal 0
+    assert (got["env"]["CUDA_VISIBLE_DEVICES"], got["env"]["CUDA_DEVICE_ORDER"]) == ("6,2,5", "PCI_BUS_ID")
+    assert result["mode"] == "reference" and "no GPU here" in result["reason"]
+    with pytest.raises(p2ptest.P2PTestError, match="GPU 0 is not one this job may use"):
+        p2ptest.run(devices=[0, 5], binary=program)
+
+
+def test_ncclbench_child_sees_only_the_gpus_asked_for_inside_the_job(eight_v100, monkeypatch):
+    monkeypatch.setattr(detect_module, "_cached", detected(V100, "1,3,5"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3,5")
+    env = ncclbench._run_env({}, [5, 1])
+    assert env["CUDA_VISIBLE_DEVICES"] == "5,1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    with pytest.raises(ncclbench.NcclBenchError, match="GPU 2 is not one this job may use"):
+        ncclbench._run_env({}, [1, 2])
+    assert ncclbench._run_env({}, 2)["CUDA_VISIBLE_DEVICES"] == "1,3,5"  # "the first 2": inherited kept
+
+
+def test_check_smoke_run_uses_the_best_allowed_pair(eight_v100):
+    machine = detected(V100, "3,1")
+    _, env = check.smoke_command(machine)
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(str(i) for i in machine.best_pair)
+    assert set(machine.best_pair) == {1, 3} and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    finding = check.check_gpus(machine)[0]
+    assert "CUDA_VISIBLE_DEVICES=3,1 allows GPU3, GPU1" in finding.finding
+
+
+def test_hand_made_machines_without_a_gpu_list_still_work():
+    machine = Machine(mode="multi-gpu", gpu_count=4, visible_gpu_count=4, cuda_visible_devices="0,2")
+    known, value = gpus.from_machine(machine)
+    assert [g.index for g in gpus.allowed(known)] == [0, 2]
+    assert gpus.child_visible_devices([2], known, value) == "2"
+    with pytest.raises(gpus.GpuSelectionError, match="GPU 9 does not exist: this machine has 4 GPU"):
+        gpus.child_visible_devices([9], known, value)
+
+
+def test_the_cuda_driver_is_asked_in_a_child_and_answers_in_one_line(monkeypatch):
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "1")
+    count, problem = gpus.cuda_device_count({"CUDA_VISIBLE_DEVICES": ""})
+    if problem is None:  # a machine with a CUDA driver: an empty list hides every device
+        assert count == 0
+    else:
+        assert count is None and "\n" not in problem and problem.startswith("the CUDA driver")
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")
+    assert gpus.cuda_device_count() == (None, None)
