@@ -211,3 +211,24 @@ def test_nvls_is_the_learners_choice_and_off_when_unset(tmp_path, monkeypatch, i
     machine = Machine(mode="reference", reason="none", gpu_count=0)
     runner.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
     assert json.loads(seen.read_text())["NCCL_NVLS_ENABLE"] == expected
+
+
+def test_no_usable_gpu_means_a_cpu_run_never_a_wider_one(tmp_path):
+    """nvidia-smi lists GPUs, but CUDA_VISIBLE_DEVICES leaves none (or the driver gives none):
+    the runner must run on the CPU, not put the job on GPUs it was not given."""
+    seen = tmp_path / "env.json"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
+    from gputopo import gpus as gpu_model
+    listed = [gpu_model.Gpu(index=i, bus_id=f"00000000:0{i}:00.0", uuid=f"GPU-{i}", name="H200")
+              for i in range(2)]
+    hidden = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=0, gpus=listed)
+    result = runner.run_experiment(gpus=(0, 1), machine=hidden, launcher=[sys.executable, str(launcher)],
+                                   timeout=60)
+    assert result.mode == runner.MODE_CPU and "CUDA_VISIBLE_DEVICES leaves none" in result.note
+    assert json.loads(seen.read_text())["CUDA_VISIBLE_DEVICES"] == ""
+    no_driver = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=2, gpus=listed, cuda_devices=0,
+                        notes={"cuda": "the CUDA driver reports no device"})
+    result = runner.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
+                                   timeout=60)
+    assert result.mode == runner.MODE_CPU and "no device" in result.note

@@ -438,7 +438,15 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     started = time.monotonic()
     machine = _machine(machine)
     visible = getattr(machine, "gpu_count", 0) or 0
-    mode = MODE_GPU if (gpus is not None and visible > 0) else MODE_CPU
+    # GPUs this job may really use: those CUDA_VISIBLE_DEVICES leaves (an empty value leaves
+    # none, never all), and no more than the CUDA driver gives it (a container may hide them).
+    usable = visible
+    if getattr(machine, "gpus", None):
+        usable = getattr(machine, "visible_gpu_count", visible)
+    cuda = getattr(machine, "cuda_devices", None)
+    if cuda is not None:
+        usable = min(usable, cuda)
+    mode = MODE_GPU if (gpus is not None and usable > 0) else MODE_CPU
     defaults = GPU_DEFAULTS if mode == MODE_GPU else CPU_DEFAULTS
     epochs = defaults["epochs"] if epochs is None else epochs
     batch_size = defaults["batch_size"] if batch_size is None else batch_size
@@ -453,8 +461,12 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
         if gpus is None:
             note = "CPU run with Gloo (gpus=None)"
         else:
-            note = (f"no GPU visible ({_one_line(getattr(machine, 'reason', None) or 'none found')}"
-                    f"); ran on the CPU with Gloo, gpus={tuple(gpu_list)} ignored, NCCL not used")
+            why = ((getattr(machine, "notes", None) or {}).get("cuda") if visible else None) \
+                or getattr(machine, "reason", None) or "none found"
+            if visible and usable == 0 and why == "none found":
+                why = "CUDA_VISIBLE_DEVICES leaves none to this job"
+            note = (f"no GPU visible ({_one_line(why)}); ran on the CPU with Gloo, "
+                    f"gpus={tuple(gpu_list)} ignored, NCCL not used")
 
     run_env = {
         "NCCL_DEBUG": "INFO",
