@@ -300,3 +300,21 @@ def test_smoke_run_all_reduces_with_two_workers():
     smoke = check.check_smoke(machine, True)[0]
     assert smoke.status == "PASS", smoke
     assert smoke.finding.startswith("2 workers all-reduced on CPU in ")
+
+
+def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
+    """The PyTorch flavour (install.sh --framework pytorch) has no TensorFlow: still a PASS."""
+    # What the 2x H200 machine's `horovodrun --check-build` listed: PyTorch, Gloo, NCCL.
+    text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
+            "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
+            "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n")
+    from gputopo.detect import parse_horovod_check_build
+    machine = gpu_machine(fake_nvidia_smi)
+    machine.horovod = parse_horovod_check_build(text)
+    found = check.check_horovod(machine, installed_here=True)[0]
+    assert found.status == "PASS", found
+    assert "TensorFlow no" in found.finding and "PyTorch yes" in found.finding
+    machine.horovod = dict(machine.horovod, pytorch=False)
+    neither = check.check_horovod(machine, installed_here=True)[0]
+    assert neither.status == "FAIL" and "neither TensorFlow nor PyTorch" in neither.finding
+    assert "--framework pytorch" in neither.fix

@@ -331,6 +331,7 @@ def check_horovod(machine, installed_here):
     version = _get(build, "version") or "?"
     parts = [f"Horovod {version}"]
     parts.append("TensorFlow " + ("yes" if _get(build, "tensorflow") else "no"))
+    parts.append("PyTorch " + ("yes" if _get(build, "pytorch") else "no"))
     parts.append("NCCL ops " + ("yes" if _get(build, "nccl") else "no"))
     controllers = [c for c in ("gloo", "mpi") if _get(build, c)]
     parts.append("controllers " + ("+".join(c.capitalize() if c == "gloo" else c.upper()
@@ -338,8 +339,8 @@ def check_horovod(machine, installed_here):
     text = ", ".join(parts)
     gpu_node = mode == "multi-gpu"  # NCCL needs one GPU per worker
     problems = []
-    if not _get(build, "tensorflow"):
-        problems.append("no TensorFlow support: the CNN cannot run")
+    if not (_get(build, "tensorflow") or _get(build, "pytorch")):
+        problems.append("neither TensorFlow nor PyTorch support: the CNN cannot run")
     if not controllers:
         problems.append("neither Gloo nor MPI: horovodrun cannot start workers")
     if gpu_node and not _get(build, "nccl"):
@@ -353,7 +354,8 @@ def check_horovod(machine, installed_here):
                         "rebuild: HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1"
                         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
                         + " pip install --no-cache-dir horovod==0.28.1 "
-                        "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this)")]
+                        "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this; "
+                        "with PyTorch: environment/install.sh --framework pytorch)")]
     if not gpu_node and not _get(build, "nccl"):
         text += " (NCCL not needed without GPUs)"
     return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
@@ -462,8 +464,12 @@ _SMOKE_LINE = re.compile(r"SMOKE rank=(\d+) size=(\d+) sum=([-0-9.e+]+) device=(
 
 
 def _smoke_worker():
-    import horovod.tensorflow as hvd
-    import tensorflow as tf
+    """One rank of the smoke run: TensorFlow's Horovod where it is built, else PyTorch's."""
+    try:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+    except ImportError:
+        return _smoke_worker_torch()
 
     hvd.init()
     gpus = tf.config.list_physical_devices("GPU")
@@ -477,6 +483,21 @@ def _smoke_worker():
         total = hvd.allreduce(x, op=hvd.Sum)
     print(f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={float(total[0])} "
           f"device={'GPU' if gpus else 'CPU'}", flush=True)
+    return 0
+
+
+def _smoke_worker_torch():
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    on_gpu = torch.cuda.is_available()
+    if on_gpu:
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+    x = torch.full((1024,), float(hvd.rank() + 1), device="cuda" if on_gpu else "cpu")
+    total = hvd.allreduce(x, op=hvd.Sum)
+    print(f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={float(total[0])} "
+          f"device={'GPU' if on_gpu else 'CPU'}", flush=True)
     return 0
 
 
