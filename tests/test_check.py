@@ -108,7 +108,7 @@ def test_good_nvlink_pair_passes(fake_nvidia_smi):
                  "NCCL", "/dev/shm"}
     assert not [f for f in findings if f.item in gpu_items and f.status == "FAIL"]
     hvd = line(findings, "Horovod build")
-    assert hvd.finding.startswith("Horovod 0.28.1, TensorFlow yes, NCCL ops yes, controllers Gloo")
+    assert hvd.finding.startswith("Horovod 0.28.1, TensorFlow yes, PyTorch no, NCCL ops yes, controllers Gloo")
 
 
 def test_no_peer_access_between_the_chosen_pair_fails(fake_nvidia_smi, monkeypatch, capsys):
