@@ -232,3 +232,11 @@ def test_no_usable_gpu_means_a_cpu_run_never_a_wider_one(tmp_path):
     result = runner.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
                                    timeout=60)
     assert result.mode == runner.MODE_CPU and "no device" in result.note
+
+
+def test_a_workers_own_error_line_is_the_reason():
+    log = ("[1]<stdout>:WORKER rank=1 size=2\n"
+           "[0]<stderr>:cnn_fmnist.py: error: Fashion-MNIST: not found (details: python -m gputopo.fmnist --check)\n"
+           "Process 0 exit with status code 2.\nExit code: 2\n")
+    category, reason = runner.classify_failure(log, 1)
+    assert category == runner.OTHER and "Fashion-MNIST: not found" in reason

@@ -291,7 +291,8 @@ def parse_horovod_check_build(text: str) -> dict:
             current = line.strip()[:-1]
     if not sections:
         raise ValueError("no [X] / [ ] lines in Horovod's check-build output")
-    flags: Dict[str, bool] = {"tensorflow": False, "nccl": False, "gloo": False, "mpi": False}
+    flags: Dict[str, bool] = {"tensorflow": False, "pytorch": False, "nccl": False, "gloo": False,
+                              "mpi": False}
     for entries in sections.values():
         for name, built in entries.items():
             key = name.lower()
@@ -719,8 +720,8 @@ def _links_phrase(machine: Machine) -> str:
 def _horovod_phrase(machine: Machine) -> str:
     if machine.horovod is None:
         return "not available (" + machine.notes.get("horovod", "unknown") + ")"
-    built = [name for name in ("tensorflow", "nccl", "gloo", "mpi") if machine.horovod.get(name)]
-    missing = [name for name in ("tensorflow", "nccl", "gloo", "mpi") if not machine.horovod.get(name)]
+    built = [name for name in ("tensorflow", "pytorch", "nccl", "gloo", "mpi") if machine.horovod.get(name)]
+    missing = [name for name in ("tensorflow", "pytorch", "nccl", "gloo", "mpi") if not machine.horovod.get(name)]
     text = f"{machine.horovod.get('version') or 'version unknown'}, built with {', '.join(built) or 'nothing'}"
     return text + (f"; without {', '.join(missing)}" if missing else "")
 
@@ -728,8 +729,10 @@ def _horovod_phrase(machine: Machine) -> str:
 def _live_and_reference(machine: Machine) -> Tuple[str, str]:
     """What the course runs here versus what it shows from recorded systems."""
     can_build = machine.nvcc_path is not None
-    horovod_cpu = bool(machine.horovod and machine.horovod.get("tensorflow") and machine.horovod.get("gloo"))
-    horovod_gpu = bool(machine.horovod and machine.horovod.get("tensorflow") and machine.horovod.get("nccl"))
+    # the CNN runs with either framework (cnn_fmnist.py --framework tensorflow|pytorch)
+    framework = bool(machine.horovod and (machine.horovod.get("tensorflow") or machine.horovod.get("pytorch")))
+    horovod_cpu = framework and bool(machine.horovod.get("gloo"))
+    horovod_gpu = framework and bool(machine.horovod.get("nccl"))
     if machine.mode == MODE_REFERENCE:
         live = ["host-side (CPU) measurements"]
         if horovod_cpu:

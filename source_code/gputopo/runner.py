@@ -366,7 +366,7 @@ def classify_failure(log: str, exit_status: Optional[int]) -> Tuple[str, str]:
     lines = [ln for ln in log.splitlines() if ln.strip()]
     # A worker's own error (e.g. "[0]<stderr>:TypeError: ...") says more than the launcher's
     # closing lines, which only repeat that a process exited.
-    worker_errors = [ln for ln in lines if re.search(r"<stderr>:\s*\w*(Error|Exception)\b", ln)]
+    worker_errors = [ln for ln in lines if re.search(r"<stderr>:.*(?:\w(?:Error|Exception)\b|\berror: )", ln)]
     last = _one_line((worker_errors or lines)[-1]) if lines else "no output"
     if exit_status == 0:
         return OTHER, f"{OTHER}: exit status 0 but no SUMMARY line in the output ({last})"
