@@ -61,8 +61,14 @@ def check(url, token, timeout):
     return True, f"{url}: jupyter_server {body['version']}"
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every command of the course does
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(prog="healthcheck.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=None,
                    help="default: $PORT, else 8888")

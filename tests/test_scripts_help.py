@@ -30,6 +30,8 @@ SCRIPTS = {
     "install.sh": (["bash", ROOT / "environment" / "install.sh"], "install.sh"),
     "install-test-tools.sh": (["bash", ROOT / "environment" / "install-test-tools.sh"],
                               "install-test-tools.sh"),
+    "rehearse-gpu.sh": (["bash", ROOT / "environment" / "rehearse-gpu.sh"], "rehearse-gpu.sh"),
+    "healthcheck.py": ([PY, ROOT / "environment" / "healthcheck.py"], "healthcheck.py"),
     "gputopo": ([PY, "-m", "gputopo"], "gputopo"),
     "gputopo.check": ([PY, "-m", "gputopo.check"], "python -m gputopo.check"),
     "gputopo.course": ([PY, "-m", "gputopo.course"], "python -m gputopo.course"),
