@@ -24,7 +24,9 @@
 #     unpacked into the work folder, never installed; the machine's own nvcc is not used.
 # Differences from the image, all forced by what PyPI ships: the CUDA runtime and NCCL are linked
 # as shared libraries (the image links libcudart_static.a and libnccl_static.a), set through a
-# CMake toolchain file named by CMAKE_TOOLCHAIN_FILE; install.sh itself runs unchanged.
+# CMake toolchain file named by CMAKE_TOOLCHAIN_FILE, and lib64/libcudadevrt.a is an empty archive
+# (Horovod has no relocatable device code); install.sh itself runs unchanged. The linker searches
+# the root's lib64 (LIBRARY_PATH) before the system's folders, so no CUDA 13 library is linked.
 # Passes when `horovodrun --check-build` lists TensorFlow, NCCL and Gloo and
 # `import horovod.tensorflow` works. The log is WORK/rehearse.log.
 set -euo pipefail
@@ -81,6 +83,10 @@ arrange() {
   cp "$src"/nvidia/cuda_runtime/lib/libcudart.so.12 "$src"/nvidia/nccl/lib/libnccl.so.2 "$dst/lib64/"
   ln -s libcudart.so.12 "$dst/lib64/libcudart.so"
   ln -s libnccl.so.2 "$dst/lib64/libnccl.so"
+  # CMake links CUDA code with -lcudadevrt, the runtime for relocatable device code, which the
+  # wheels lack; Horovod's kernels have none, so an empty archive stands in (the linker takes
+  # nothing from it) and the machine's CUDA 13 copy is never searched.
+  ar rc "$dst/lib64/libcudadevrt.a"
   local tk=$src/usr/lib/nvidia-cuda-toolkit
   cp "$tk/bin/nvcc" "$src"/usr/bin/{cudafe++,ptxas,fatbinary,nvlink,bin2c} "$dst/bin/"
   if [[ -d $tk/bin/crt ]]; then cp "$tk"/bin/crt/* "$dst/bin/crt/"; fi
@@ -165,7 +171,7 @@ clean_path=$(tr ':' '\n' <<<"$PATH" | grep -v -E '^/usr/local/cuda[^/]*/' | past
 rc=0
 env -u CUDA_PATH -u CUDAToolkit_ROOT -u CUDACXX \
   PATH="$tk/bin:$clean_path" CUDA_HOME="$tk" HOROVOD_CUDA_HOME="$tk" HOROVOD_NCCL_HOME="$tk" \
-  HOROVOD_NCCL_LINK=SHARED CMAKE_TOOLCHAIN_FILE="$work/shared-cudart.cmake" \
+  HOROVOD_NCCL_LINK=SHARED CMAKE_TOOLCHAIN_FILE="$work/shared-cudart.cmake" LIBRARY_PATH="$tk/lib64" \
   LD_LIBRARY_PATH="$tk/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   HOROVOD_BUILD_CUDA_CC_LIST="$arch" PYTHON="$py" \
   bash "$here/install.sh" --gpu --venv "$work/venv" || rc=$?
@@ -181,9 +187,21 @@ fi
 ((rc == 0)) || { echo "[rehearse] FAILED: install.sh --gpu exit $rc after ${SECONDS}s" >&2; exit 1; }
 
 say "step E: the checks"
-export LD_LIBRARY_PATH="$tk/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$tk/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TF_CPP_MIN_LOG_LEVEL=3
+for l in libcudart.so libcudadevrt.a libnccl.so; do
+  say "the build's linker finds $l at $(LIBRARY_PATH="$tk/lib64" gcc -print-file-name=$l)"
+done
 lib=$("$venv/bin/python" -c 'import glob, os, horovod.tensorflow as h; print(glob.glob(os.path.join(os.path.dirname(h.__file__), "mpi_lib*.so"))[0])')
-say "$lib links: $(readelf -d "$lib" | sed -n 's/.*Shared library: \[\(lib\(cudart\|nccl\)[^]]*\)\].*/\1/p' | paste -sd' ')"
+needed=$(readelf -d "$lib" | sed -n 's/.*Shared library: \[\(.*\)\].*/\1/p' | paste -sd' ')
+say "Horovod's TensorFlow library $lib needs: $needed"
+[[ $needed != *.so.13* ]] || fail "Horovod's library needs a CUDA 13 library: $needed"
+say "its libnccl.so.2 resolves to $(ldd "$lib" | sed -n 's/.*libnccl.so.2 => \([^ ]*\).*/\1/p')"
+# The CUDA runtime functions Horovod calls: TensorFlow's framework library exports them (it carries
+# its own CUDA 12.2 runtime), so they resolve there whether libcudart is linked or not.
+tf_fw=$(dirname "$(dirname "$lib")")/../tensorflow/libtensorflow_framework.so.2
+uses=$(nm -D --undefined-only "$lib" | awk '$2 ~ /^cuda/ {print $2}' | sort -u)
+gives=$(nm -D --defined-only "$tf_fw" | awk '$3 ~ /^cuda/ {print $3}' | sort -u)
+say "CUDA runtime functions Horovod calls: $(wc -w <<<"$uses"), of them exported by TensorFlow's libtensorflow_framework.so.2: $(comm -12 <(echo "$uses") <(echo "$gives") | wc -l)"
 "$venv/bin/python" - <<'PY'
 import horovod, horovod.tensorflow as hvd, tensorflow as tf
 print(f"[rehearse] horovod {horovod.__version__} tensorflow {tf.__version__} (built with CUDA: {tf.test.is_built_with_cuda()}, "

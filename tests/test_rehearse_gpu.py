@@ -71,6 +71,9 @@ def test_arranges_a_toolkit_root_from_the_wheels_and_the_package(tmp_path):
     assert (root / "lib64/libnccl.so").read_text() == "ELF nccl"
     assert os.readlink(root / "lib64/libcudart.so") == "libcudart.so.12"
     assert (root / "lib64/libcudart.so").read_text() == "ELF cudart"
+    # CMake's -lcudadevrt finds an empty archive in the root, never the machine's CUDA 13 one.
+    members = subprocess.run(["ar", "t", str(root / "lib64/libcudadevrt.a")], capture_output=True, text=True)
+    assert members.returncode == 0 and members.stdout == ""
     # The Debian package's ptxas (same release as its cicc) wins over the wheel's.
     assert (root / "bin/ptxas").read_text() == "ptxas 12.4"
     assert not list((root / "include").rglob("__init__.py"))
