@@ -76,7 +76,7 @@ EXPOSE 8888
 # Healthy once JupyterLab's REST API answers: /api/status with the token from JUPYTER_TOKEN when
 # the container has one, else /api (which needs none). See environment/healthcheck.py.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
-  CMD ["python", "environment/healthcheck.py"]
+  CMD ["python", "/opt/course/environment/healthcheck.py"]
 # Listens on all interfaces inside the container (docker's -p decides what is reachable) and
 # keeps token authentication: Jupyter prints a random token in the log, or takes the one given
 # with -e JUPYTER_TOKEN=... (from the environment, never the command line).

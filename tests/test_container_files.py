@@ -326,10 +326,13 @@ def run_health(port, token=None, args=()):
     env["PORT"] = str(port)
     if token is not None:
         env["JUPYTER_TOKEN"] = token
-    cmd = healthcheck_command()
-    cmd = [sys.executable if cmd[0] == "python" else cmd[0], *cmd[1:], *args]
-    # The image's WORKDIR is the repository root (/opt/course).
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    # The image's /opt/course (WORKDIR, where `COPY .` puts the repository) is ROOT here, and its
+    # python (/opt/venv/bin first on PATH) is the one running these tests.
+    workdir = [a for k, a in instructions(DOCKERFILE) if k == "WORKDIR"][-1]
+    cmd = [str(ROOT) + c[len(workdir):] if c.startswith(workdir + "/") else c for c in healthcheck_command()]
+    assert cmd[0] == "python" and Path(cmd[1]).is_file(), cmd
+    cmd = [sys.executable, *cmd[1:], *args]
+    return subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_healthcheck_asks_jupyterlab_with_the_environments_token(lab):
