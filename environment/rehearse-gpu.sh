@@ -17,9 +17,10 @@
 #   - nvidia-cuda-runtime-cu12==12.2.140   CUDA 12.2 runtime headers and libcudart.so.12 (PyPI)
 #   - nvidia-cuda-nvcc-cu12==12.2.140      CUDA 12.2 compiler headers (crt/), ptxas, libdevice (PyPI)
 #   - nvidia-nccl-cu12==2.19.3             NCCL 2.19.3 header and libnccl.so.2 (PyPI)
-#   - nvidia-cuda-toolkit 12.4.131~12.4.1-2 (Debian trixie, non-free): the nvcc driver, cicc,
-#     cudafe++, ptxas, fatbinary, nvlink. No PyPI nvidia-cuda-nvcc-cu12 wheel ships the nvcc driver
-#     (12.2.140 to 12.9.86 hold ptxas only) and no registry reachable here has CUDA 12.2's, so
+#   - nvidia-cuda-toolkit 12.4.131 (Debian trixie, non-free; 12.4.131~12.4.1-2 in 2026-11): the nvcc
+#     driver, cicc, cudafe++, ptxas, fatbinary, nvlink. No PyPI nvidia-cuda-nvcc-cu12 wheel ships the
+#     nvcc driver (12.2.140, 12.3.107, 12.4.131, 12.6.85 and 12.9.86 hold ptxas only; checked with
+#     pip download and unzip -l) and no registry reachable here has CUDA 12.2's, so
 #     device code is compiled by CUDA 12.4's nvcc against the CUDA 12.2 headers. The .deb is
 #     unpacked into the work folder, never installed; the machine's own nvcc is not used.
 # Differences from the image, all forced by what PyPI ships: the CUDA runtime and NCCL are linked
@@ -40,7 +41,9 @@ arrange_src= arrange_root=
 nvcc_wheel=nvidia-cuda-nvcc-cu12==12.2.140
 runtime_wheel=nvidia-cuda-runtime-cu12==12.2.140
 nccl_wheel=nvidia-nccl-cu12==2.19.3
-compiler_deb=nvidia-cuda-toolkit=12.4.131~12.4.1-2
+# Debian's revision may move within trixie (a stable update); any CUDA 12 nvcc it has will do,
+# and step C refuses anything else. 12.4.131~12.4.1-2 is the one the recorded runs used.
+compiler_deb=nvidia-cuda-toolkit
 debian_suite="trixie non-free"
 
 die() { echo "rehearse-gpu.sh: error: $*" >&2; exit 2; }
@@ -142,7 +145,7 @@ for w in "$work"/wheels/nvidia_cuda_runtime_cu12-12.2.140-*.whl "$work"/wheels/n
   "$py" -m zipfile -e "$w" "$src"
 done
 
-say "step B: the CUDA 12 compiler from Debian ($compiler_deb, $debian_suite), unpacked, not installed"
+say "step B: the CUDA 12 compiler from Debian ($compiler_deb of $debian_suite), unpacked, not installed"
 apt_dir="$work/apt"
 mkdir -p "$apt_dir"/{lists/partial,cache/archives/partial,debs}
 echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian ${debian_suite}" >"$apt_dir/sources.list"
@@ -152,7 +155,9 @@ if ! compgen -G "$apt_dir/debs/nvidia-cuda-toolkit_*.deb" >/dev/null; then
   apt-get "${apt_opts[@]}" -qq update || fail "apt-get update for Debian ${debian_suite} failed (no network to the Debian mirror?)"
   (cd "$apt_dir/debs" && apt-get "${apt_opts[@]}" -qq download "$compiler_deb") || fail "apt-get download $compiler_deb failed"
 fi
-dpkg-deb -x "$apt_dir"/debs/nvidia-cuda-toolkit_*.deb "$src"
+deb=$(compgen -G "$apt_dir/debs/nvidia-cuda-toolkit_*.deb" | tail -1)
+say "$(basename "$deb") ($(dpkg-deb -f "$deb" Version))"
+dpkg-deb -x "$deb" "$src"
 
 say "step C: arranging the toolkit root"
 tk="$work/cuda-12"
