@@ -220,6 +220,10 @@ missing=()
 for want in TensorFlow NCCL Gloo; do
   grep -q -E "\[X\] $want\b" <<<"$check" || missing+=("$want")
 done
+# Horovod 0.28.1's check marks a framework when its Python package imports, and horovod.torch
+# imports without its compiled extension: say whether that extension really exists.
+torch_ext=$(compgen -G "$venv/lib/python*/site-packages/horovod/torch/mpi_lib_v2*.so" || true)
+say "horovod.torch extension: ${torch_ext:-none built (HOROVOD_WITHOUT_PYTORCH=1); a [X] PyTorch above means only that its Python package imports}"
 if ((${#missing[@]})); then
   echo "[rehearse] FAILED: horovodrun --check-build does not list ${missing[*]} (${SECONDS}s)" >&2
   exit 1
