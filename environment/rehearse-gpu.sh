@@ -184,8 +184,8 @@ venv="$work/venv"
 hlog="$venv/install-logs/horovod.log"
 if [[ -f $hlog ]]; then
   say "what Horovod's build log ($hlog) says about CUDA and NCCL:"
-  grep -E 'CUDA compiler identification|Found CUDAToolkit|Found NCCL|NCCL version from the header|NCCL_MAJOR_VERSION|Linking against (shared|static) NCCL|HVD_NVCC_COMPILE_FLAGS' "$hlog" \
-    | sort -u | sed 's/^/[rehearse]   /' || true
+  grep -E 'CUDA compiler identification|Found CUDAToolkit|Found NCCL|NCCL version from the header|NCCL_(MAJOR_VERSION|VERSION_CODE)|Linking against (shared|static) NCCL|HVD_NVCC_COMPILE_FLAGS' "$hlog" \
+    | awk '!seen[$0]++' | sed 's/^/[rehearse]   /' || true
   grep -E -o '[^ ]*nvcc [^ ]* .*cuda_kernels\.cu' "$hlog" | head -1 | cut -c1-400 | sed 's/^/[rehearse]   kernels: /' || true
   grep -E 'nccl_operations\.cc' "$hlog" | grep -o -E '(-isystem|-I) *[^ ]*cuda-12[^ ]*' | sort -u | sed 's/^/[rehearse]   nccl_operations.cc includes: /' || true
 fi
