@@ -29,7 +29,7 @@ export NCCL_NVLS_ENABLE ?= 0
 
 help: ## this list
 	@echo "GPU topology course -- make targets:"
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-13s %s\n", $$1, $$2}'
 	@echo "Variables: FRAMEWORK=$(FRAMEWORK) (tensorflow|pytorch) PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
 	@echo "Start here: README.md (learners: make lab; instructors: make check, then make course)."
 
@@ -89,3 +89,10 @@ clean: ## remove build outputs and caches (keeps the venv and results/)
 
 distclean: clean ## also remove the venv (the next make lab/test rebuilds it, Horovod included)
 	rm -rf $(VENV)
+
+# The GPU image's riskiest step, install.sh --gpu (TensorFlow's GPU wheel, Horovod's NCCL operations
+# against CUDA 12.2 and NCCL 2.19), rehearsed without a GPU in build/rehearse-gpu (its own venv).
+# Not part of `make test`: it takes longer than make test may grow (README, Tests).
+.PHONY: rehearse-gpu
+rehearse-gpu: ## rehearse the GPU image's install.sh --gpu here, without a GPU (long; log in build/rehearse-gpu)
+	bash environment/rehearse-gpu.sh

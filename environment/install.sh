@@ -339,6 +339,15 @@ else
   export MAKEFLAGS
   if [[ $flavour == gpu ]]; then
     export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-70,75,80,86,89,90}
+    # Which nvcc Horovod's CMake will take, in its order: $HOROVOD_CUDA_HOME/bin, $CUDACXX, PATH,
+    # then CMake's CUDA toolkit search ($CUDA_PATH, /usr/local/cuda). Say which, or stop here.
+    nvcc_bin=
+    for c in ${HOROVOD_CUDA_HOME:+"$HOROVOD_CUDA_HOME/bin/nvcc"} ${CUDACXX:+"$CUDACXX"} "$(command -v nvcc || true)" \
+             ${CUDA_PATH:+"$CUDA_PATH/bin/nvcc"} /usr/local/cuda/bin/nvcc; do
+      [[ -n $c && -x $c ]] && { nvcc_bin=$c; break; }
+    done
+    [[ -n $nvcc_bin ]] || { echo "install.sh: error: --gpu builds Horovod's NCCL operations with CUDA but finds no nvcc (HOROVOD_CUDA_HOME, CUDACXX, PATH, CUDA_PATH, /usr/local/cuda); put CUDA 12's bin on PATH or set HOROVOD_CUDA_HOME" >&2; exit 1; }
+    say "step 4: CUDA compiler $nvcc_bin ($("$nvcc_bin" --version 2>&1 | sed -n 's/.*\(release [0-9.]*\).*/\1/p')); NCCL from ${HOROVOD_NCCL_HOME:-the CUDA toolkit and system paths}"
   fi
   # --force-reinstall: a Horovod that is installed but broken (e.g. built against another
   # TensorFlow) must be rebuilt, not reported "already satisfied". Its run-time dependencies

@@ -27,6 +27,8 @@ SCRIPTS = {
     "record_scaling.sh": (["bash", ROOT / "source_code" / "nccl_bench" / "record_scaling.sh"],
                           "record_scaling.sh"),
     "find_nccl.sh": (["sh", ROOT / "source_code" / "nccl_bench" / "find_nccl.sh"], "find_nccl.sh"),
+    "rehearse-gpu.sh": (["bash", ROOT / "environment" / "rehearse-gpu.sh"], "rehearse-gpu.sh"),
+    "healthcheck.py": ([PY, ROOT / "environment" / "healthcheck.py"], "healthcheck.py"),
     "install.sh": (["bash", ROOT / "environment" / "install.sh"], "install.sh"),
     "install-test-tools.sh": (["bash", ROOT / "environment" / "install-test-tools.sh"],
                               "install-test-tools.sh"),
