@@ -159,10 +159,12 @@ def test_record_names_parse_back():
     assert single.group("gpus", "tag") == ("3", "default")
 
 
-def test_the_recorded_h200_runs_read_back():
+@pytest.mark.parametrize("batch", [64, 512])
+def test_the_recorded_h200_runs_read_back(batch):
     """reference_systems/h200-nvswitch-pair/horovod-cnn/: 3 runs of each setting on GPUs 0,1
-    and one run on GPU 0 at batch 64, every log naming the transport the setting implies."""
-    runs = [r for r in runner.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == 64]
+    and one run on GPU 0 at batch 64 and at 512, every log naming the transport the setting
+    implies."""
+    runs = [r for r in runner.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == batch]
     pair = [r for r in runs if r["pair"] == "0,1"]
     assert len(pair) == 15 and len([r for r in runs if r["pair"] == "0"]) == 1
     by_setting = {}
@@ -176,7 +178,7 @@ def test_the_recorded_h200_runs_read_back():
         assert all(r["expected_transport"] == want[setting] for r in rows)
     assert all(r["framework"] == "pytorch" and r["nccl_version"] == "2.28.3" for r in runs)
     assert all(r["nvls"] == "off (NCCL_NVLS_ENABLE=0)" for r in runs)
-    assert all(0.88 < r["test_accuracy"] < 0.95 for r in runs)
+    assert all(0.85 < r["test_accuracy"] < 0.95 for r in runs)
 
 
 def test_nvls_state_labels():

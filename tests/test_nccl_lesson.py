@@ -74,7 +74,7 @@ def test_recorded_runs_carry_epoch_ranges():
 def test_batches_are_never_mixed():
     rows = nl.recorded_runs()
     groups = nl.comparable_groups(rows)
-    assert set(groups) == {("2x H200 NVSwitch", 64), ("DGX-1 V100", 512), ("DGX A100", 512),
+    assert set(groups) == {("2x H200 NVSwitch", 64), ("2x H200 NVSwitch", 512), ("DGX-1 V100", 512), ("DGX A100", 512),
                            ("DGX A100", 8192)}
     assert len(groups[("2x H200 NVSwitch", 64)]) == 6  # one GPU, then 5 settings (3 runs each)
     assert len(groups[("DGX-1 V100", 512)]) == 4

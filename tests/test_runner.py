@@ -318,7 +318,7 @@ def test_p2p_level_facts_agree_with_the_reference_logs():
         level = row["env"].get("NCCL_P2P_LEVEL")
         if level is not None:
             assert row["p2p_level_in_log"] == runner.legacy_level_name(level)
-    assert checked == 6 + 15  # the DGX logs, and the H200 pair's 5 settings x 3 runs
+    assert checked == 6 + 15 + 15  # the DGX logs; the H200 pair's 5 settings x 3 runs at batch 64 and 512
 
 
 def test_p2p_level_facts_table():
@@ -366,7 +366,7 @@ def test_plot_sweep_error_bars_span_the_repeated_runs():
     import matplotlib
     matplotlib.use("Agg")
     rows = [r for r in runner.summarize(runner.reference_sweep())
-            if r["system"] == "2x H200 NVSwitch" and r["pair"] == "0,1"]
+            if r["system"] == "2x H200 NVSwitch" and r["pair"] == "0,1" and r["batch_per_worker"] == 64]
     ax = runner.plot_sweep(rows)
     assert len(ax.patches) == 5
     spans = sorted(tuple(sorted((seg[0][1], seg[1][1]))) for c in ax.collections for seg in c.get_segments())
