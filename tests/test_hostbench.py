@@ -158,3 +158,27 @@ def test_gpu_paths_live_on_two_gpus():
 def test_gpu_paths_plan_says_why_before_running_anything():
     assert "0 GPU(s)" in hostbench.gpu_paths_plan(None)
     assert hostbench._two_paths({"latency_us": {}, "bandwidth_gbs": {}}) is None
+
+
+def test_gpu_paths_plan_builds_the_program_when_it_can(tmp_path, monkeypatch):
+    """Seen on the H200 course run: notebook 1 came before notebook 4 built the program, so the
+    GPU copies showed recorded data on a machine that could measure them."""
+    from types import SimpleNamespace
+    from gputopo import p2ptest
+    binary = tmp_path / "p2pBandwidthLatencyTest"
+    monkeypatch.setattr(p2ptest, "BINARY", binary)
+    built = []
+    monkeypatch.setattr(p2ptest, "build", lambda: built.append(binary.write_text("")) or binary)
+    two = SimpleNamespace(visible_gpu_count=2, nvcc_path="/usr/local/cuda/bin/nvcc")
+    assert "not built" in hostbench.gpu_paths_plan(two)  # build=False runs nothing
+    assert built == []
+    assert hostbench.gpu_paths_plan(two, build=True) is None and len(built) == 1
+    binary.unlink()
+
+    def broken():
+        raise p2ptest.P2PTestError("make: nvcc fatal: unsupported gpu architecture\nmore")
+    monkeypatch.setattr(p2ptest, "build", broken)
+    assert hostbench.gpu_paths_plan(two, build=True) == (
+        "building the course's P2P program failed: make: nvcc fatal: unsupported gpu architecture")
+    no_nvcc = SimpleNamespace(visible_gpu_count=2, nvcc_path=None)
+    assert "no nvcc here" in hostbench.gpu_paths_plan(no_nvcc, build=True)

@@ -298,18 +298,25 @@ def _two_paths(parsed) -> Optional[Dict[str, Tuple[float, float]]]:
         return None
 
 
-def gpu_paths_plan(machine=None) -> Optional[str]:
+def gpu_paths_plan(machine=None, build: bool = False) -> Optional[str]:
     """None when `gpu_paths` will measure live; otherwise why it will show the recorded run.
 
-    Cheap (runs nothing), so a notebook can say in its banner which of the two it shows.
+    Cheap (runs nothing) unless build=True: then, with two GPUs and nvcc but no program yet,
+    it builds the course's P2P program first (about half a minute), so that notebook 1 can
+    measure on a fresh checkout instead of waiting for notebook 4 to build it.
     """
     from gputopo import p2ptest
 
     count = getattr(machine, "visible_gpu_count", 0) if machine is not None else 0
     if count < 2:
         return f"{count} GPU(s) visible here; a GPU-to-GPU copy needs two"
+    if not p2ptest.BINARY.exists() and build and getattr(machine, "nvcc_path", None):
+        try:
+            p2ptest.build()
+        except p2ptest.P2PTestError as exc:
+            return f"building the course's P2P program failed: {str(exc).strip().splitlines()[0]}"
     if not p2ptest.BINARY.exists():
-        return ("the course's P2P program is not built (notebook 4 builds it, or "
+        return ("the course's P2P program is not built (no nvcc here; notebook 4 says how, or "
                 "`make -C source_code/p2pBandwidthLatencyTest`)")
     return None
 
