@@ -440,9 +440,23 @@ def importable(module):
     return True
 
 
-def check_jupyter(has=importable):
+def _pytorch_flavour():
+    """True in a venv made by install.sh --framework pytorch (its stamp file is there)."""
+    return (Path(sys.prefix) / ".requirements-pytorch.sha256").is_file()
+
+
+def check_jupyter(has=importable, pytorch_flavour=None):
     needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
     missing = [m for m in needed if not has(m)]
+    if pytorch_flavour is None:
+        pytorch_flavour = _pytorch_flavour()
+    if missing == ["jupyterlab"] and pytorch_flavour:
+        # The PyTorch flavour adds JupyterLab only for `make lab` (install.sh --with-lab).
+        return [Finding(WARN, "JupyterLab",
+                        "not installed yet in this PyTorch venv (" + sys.prefix + "); make course "
+                        "and make test run without it",
+                        "make lab FRAMEWORK=pytorch installs it (install.sh --framework pytorch "
+                        "--with-lab)")]
     if "jupyterlab" in missing or "ipykernel" in missing:
         return [Finding(FAIL, "JupyterLab",
                         "missing in this Python (" + sys.executable + "): " + ", ".join(missing),
