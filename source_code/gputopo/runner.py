@@ -2,14 +2,18 @@
 
     from gputopo import runner
     r = runner.run_experiment(gpus=(0, 3), env={"NCCL_P2P_LEVEL": "LOC"})
-    r.ok, r.reason, r.summary["images_per_sec_median"], r.transports    # ... ["SHM"]
-    rows = runner.sweep()              # best and worst pair x the five SETTINGS below
-    runner.plot_sweep(rows)
-    runner.reference_sweep()           # the same table from recorded DGX-1 logs (no GPU needed)
+    r.ok, r.reason, r.framework, r.summary["images_per_sec_median"], r.transports  # ... ["SHM"]
+    runs = runner.sweep(repeats=3)     # best and worst pair x the five SETTINGS, 3 runs each
+    rows = runner.summarize(runs)      # one row per setting: median and range over the runs
+    runner.plot_sweep(rows)            # bars with error bars from the lowest to the highest run
+    runner.reference_sweep()           # recorded runs: the course's H200 pair, the lab's DGX logs
+
+    python -m gputopo.runner --gpus 0,1 --repeats 3 --record-dir DIR    # the same from a shell
 
 What run_experiment() does
 - Checks before launching: the GPU indices against `gputopo.detect()` (bad index -> a failed
-  result, nothing launched) and that the interpreter can import Horovod.
+  result, nothing launched) and which framework Horovod is built for (`horovod_frameworks`:
+  TensorFlow first when both; `framework=` picks one), passed on as `--framework`.
 - Launches `<python> -m horovod.runner.launch -np 2 -H localhost:2 --gloo <python> cnn_fmnist.py
   ...` (the current interpreter; nothing is looked up on PATH). Gloo is only Horovod's
   controller; on GPUs the gradient allreduce still goes through NCCL.
