@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # SKIP_INSTALL=1 runs a target against the existing $(VENV) without calling install.sh.
 SKIP_INSTALL ?=
 CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench
-INSTALL := bash environment/install.sh --venv $(VENV) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
+INSTALL := bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))
 # What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
 CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES

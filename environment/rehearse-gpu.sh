@@ -36,7 +36,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 work="$root/build/rehearse-gpu"
 arch=80
-arrange_src= arrange_root=
+arrange_src='' arrange_root=''
 
 nvcc_wheel=nvidia-cuda-nvcc-cu12==12.2.140
 runtime_wheel=nvidia-cuda-runtime-cu12==12.2.140

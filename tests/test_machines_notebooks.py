@@ -47,7 +47,9 @@ def test_every_notebook_runs_without_an_error_output(fake_nvidia_smi, tmp_path, 
         executed = json.loads((run_dir / Path(notebook).name).read_text())
         errors = [o for cell in executed["cells"] for o in cell.get("outputs", []) if o["output_type"] == "error"]
         assert not errors, f"{notebook}: {errors[0]['ename']}: {errors[0]['evalue']}"
-        text = "".join("".join(o.get("text", "")) for cell in executed["cells"] for o in cell.get("outputs", []))
+        # stream text and displayed text (the banner is a tagged display, gputopo.course.show)
+        text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                       for cell in executed["cells"] for o in cell.get("outputs", []))
         assert "Traceback" not in text, notebook
         assert banner in text, notebook
     four = json.loads((run_dir / "4.P2P-Bandwidth-Latency-Test.ipynb").read_text())

@@ -205,3 +205,13 @@ def test_channel_counts_of_the_recorded_logs():
     assert counts[("2x H200 NVSwitch", "NCCL_P2P_LEVEL=LOC")] == "4"
     assert counts[("2x H200 NVSwitch", "P2P and SHM disabled")] == "2"
     assert counts[("DGX A100", "NCCL_P2P_LEVEL=PIX (1)")] == "24"
+
+
+def test_run_live_does_one_cpu_run_when_the_listed_gpus_cannot_be_used(tmp_path):
+    """nvidia-smi lists two GPUs, the CUDA driver gives this job none (a container, a stand-in):
+    one short CPU run, not a sweep of fifteen CPU runs under GPU settings."""
+    machine = two_gpus()
+    machine.cuda_devices = 0
+    live = nl.run_live(machine, launcher=fake_launcher(tmp_path, GOOD))
+    assert len(live.rows) == 1 and live.rows[0]["pair"] == "CPU x2"
+    assert "this job may use 0 of them" in live.message

@@ -39,6 +39,8 @@ SCRIPTS = {
     "gputopo.check": ([PY, "-m", "gputopo.check"], "python -m gputopo.check"),
     "gputopo.course": ([PY, "-m", "gputopo.course"], "python -m gputopo.course"),
     "gputopo.fmnist": ([PY, "-m", "gputopo.fmnist"], "python -m gputopo.fmnist"),
+    "gputopo.runner": ([PY, "-m", "gputopo.runner"], "python -m gputopo.runner"),
+    "patch-horovod.py": ([PY, ROOT / "environment" / "patch-horovod.py"], "patch-horovod.py"),
 }
 
 # Tools a GPU script would reach for first; none may run while answering --help or a bad option.

@@ -214,7 +214,7 @@ def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner
     """
     from gputopo import results
 
-    if (getattr(machine, "gpu_count", 0) or 0) >= 2 and getattr(machine, "best_pair", None):
+    if runner.usable_gpu_count(machine) >= 2 and getattr(machine, "best_pair", None):
         before = len(results.load_records(runner.RESULT_KIND))
         runs = runner.sweep(machine=machine, timeout=gpu_timeout, repeats=repeats,
                             progress=progress, **run_kwargs)
@@ -235,8 +235,11 @@ def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner
                         source=source, runs=runs)
 
     result = runner.run_experiment(gpus=None, machine=machine, timeout=cpu_timeout, **run_kwargs)
-    gpus = getattr(machine, "gpu_count", 0) or 0
-    why = "no GPU is visible" if gpus == 0 else "a GPU pair needs two GPUs and this machine has one"
+    gpus, usable = getattr(machine, "gpu_count", 0) or 0, runner.usable_gpu_count(machine)
+    why = ("no GPU is visible" if gpus == 0 else
+           "a GPU pair needs two GPUs and this machine has one" if gpus == 1 else
+           f"{gpus} GPUs are listed but this job may use {usable} of them (CUDA_VISIBLE_DEVICES "
+           f"or the CUDA driver)")
     if result.ok:
         message = (f"One live run on the CPU ({why}) with {result.framework}: two Horovod "
                    f"workers, Gloo all-reduce, {result.duration:.0f} s in all.")

@@ -272,6 +272,16 @@ def _machine(machine):
     return detect_once(check_horovod=False)
 
 
+def usable_gpu_count(machine) -> int:
+    """GPUs this job may really use: those CUDA_VISIBLE_DEVICES leaves (an empty value leaves
+    none, never all), and no more than the CUDA driver gives it (a container may hide them)."""
+    usable = getattr(machine, "gpu_count", 0) or 0
+    if getattr(machine, "gpus", None):
+        usable = getattr(machine, "visible_gpu_count", usable)
+    cuda = getattr(machine, "cuda_devices", None)
+    return usable if cuda is None else min(usable, cuda)
+
+
 def _check_gpus(gpus, np_, gpu_count, machine=None) -> Optional[str]:
     """None if `gpus` names np_ distinct GPUs this job may use, else what is wrong (one line).
 
@@ -442,14 +452,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     started = time.monotonic()
     machine = _machine(machine)
     visible = getattr(machine, "gpu_count", 0) or 0
-    # GPUs this job may really use: those CUDA_VISIBLE_DEVICES leaves (an empty value leaves
-    # none, never all), and no more than the CUDA driver gives it (a container may hide them).
-    usable = visible
-    if getattr(machine, "gpus", None):
-        usable = getattr(machine, "visible_gpu_count", visible)
-    cuda = getattr(machine, "cuda_devices", None)
-    if cuda is not None:
-        usable = min(usable, cuda)
+    usable = usable_gpu_count(machine)
     mode = MODE_GPU if (gpus is not None and usable > 0) else MODE_CPU
     defaults = GPU_DEFAULTS if mode == MODE_GPU else CPU_DEFAULTS
     epochs = defaults["epochs"] if epochs is None else epochs
