@@ -448,7 +448,8 @@ def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None)
     return out
 
 
-_NVLS_OFF = re.compile(r"NCCL_NVLS_ENABLE(=| set by environment to )0\b")
+# NCCL_NVLS_ENABLE as a run's header (`NCCL_NVLS_ENABLE=0`) or NCCL's log ("set by environment to 0") gives it.
+_NVLS_SET = re.compile(r"NCCL_NVLS_ENABLE(?:=| set by environment to )(\w+)")
 
 
 def nvls_state(text: str, system: Optional[str] = None) -> str:
@@ -458,10 +459,11 @@ def nvls_state(text: str, system: Optional[str] = None) -> str:
     recording machines keep it off); "n/a (no NVSwitch)" for a machine without NVSwitch,
     where NCCL has no NVLS to use; otherwise "not recorded".
     """
-    if _NVLS_OFF.search(text):
-        return "off (NCCL_NVLS_ENABLE=0)"
-    if re.search(r"NCCL_NVLS_ENABLE(=| set by environment to )1\b", text):
-        return "on (NCCL_NVLS_ENABLE=1)"
+    from gputopo.runner import nvls_state as from_environment  # one place for the labels
+
+    setting = _NVLS_SET.search(text)
+    if setting:
+        return from_environment({"NCCL_NVLS_ENABLE": setting.group(1)}, None)
     if system is not None:
         try:
             machine = reference.describe(system)["machine"]

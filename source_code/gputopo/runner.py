@@ -781,11 +781,14 @@ _RECORD_NAME = re.compile(r"horovod-cnn-(?P<framework>[a-z]+)-b(?P<batch>\d+)-gp
 
 
 def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
-    """How a recorded run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'NCCL default', or
-    'did not exist' for NCCL before 2.17 (NVLS came with 2.17 and Hopper NVSwitch systems)."""
+    """How a run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'on (NCCL_NVLS_ENABLE=1)',
+    'NCCL default', or 'did not exist' for NCCL before 2.17 (NVLS came with 2.17 and Hopper
+    NVSwitch systems). lessons.nvls_state reads the same from a recorded file's text."""
     value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
     if value is not None:
-        return "off (NCCL_NVLS_ENABLE=0)" if value.strip() == "0" else f"NCCL_NVLS_ENABLE={value}"
+        value = value.strip()
+        return {"0": "off (NCCL_NVLS_ENABLE=0)", "1": "on (NCCL_NVLS_ENABLE=1)"}.get(
+            value, f"NCCL_NVLS_ENABLE={value}")
     if nccl_version:
         parts = re.findall(r"\d+", nccl_version)
         if len(parts) >= 2 and (int(parts[0]), int(parts[1])) < (2, 17):
