@@ -781,13 +781,13 @@ _RECORD_NAME = re.compile(r"horovod-cnn-(?P<framework>[a-z]+)-b(?P<batch>\d+)-gp
 
 
 def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
-    """How a run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'on (NCCL_NVLS_ENABLE=1)',
+    """How a run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'on (NCCL_NVLS_ENABLE set to 1)',
     'NCCL default', or 'did not exist' for NCCL before 2.17 (NVLS came with 2.17 and Hopper
     NVSwitch systems). lessons.nvls_state reads the same from a recorded file's text."""
     value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
     if value is not None:
         value = value.strip()
-        return {"0": "off (NCCL_NVLS_ENABLE=0)", "1": "on (NCCL_NVLS_ENABLE=1)"}.get(
+        return {"0": "off (NCCL_NVLS_ENABLE=0)", "1": "on (NCCL_NVLS_ENABLE set to 1)"}.get(
             value, f"NCCL_NVLS_ENABLE={value}")
     if nccl_version:
         parts = re.findall(r"\d+", nccl_version)
