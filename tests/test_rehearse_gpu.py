@@ -107,12 +107,25 @@ def test_a_missing_piece_is_named_in_one_line(tmp_path):
     assert not (tmp_path / "root").exists()
 
 
+def nvcc_binary():
+    """The nvcc driver itself, not a wrapper: /usr/local/bin/nvcc may be a shell script that
+    execs the toolkit's nvcc, and a copied script would run the toolkit's own profile."""
+    dirs = os.environ.get("PATH", "").split(os.pathsep) + ["/usr/local/cuda/bin"]
+    for d in dirs:
+        path = os.path.realpath(os.path.join(d, "nvcc"))
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    return path
+    return None
+
+
 def test_the_profile_points_a_real_nvcc_at_the_root(tmp_path):
     """nvcc.profile is read by the real nvcc driver: with the machine's nvcc binary placed in the
     stand-in tree, the arranged nvcc's dry run takes its headers and libraries from the root.
     (This nvcc is refused as the compiler, as it should be, after the root is arranged.)"""
-    real = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    if not os.path.exists(real):
+    real = nvcc_binary()
+    if real is None:
         pytest.skip("no nvcc binary on this machine to read the profile")
     src, root = fake_tree(tmp_path / "src"), tmp_path / "root"
     shutil.copy(os.path.realpath(real), src / "usr/lib/nvidia-cuda-toolkit/bin/nvcc")
