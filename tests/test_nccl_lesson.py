@@ -215,3 +215,24 @@ def test_run_live_does_one_cpu_run_when_the_listed_gpus_cannot_be_used(tmp_path)
     live = nl.run_live(machine, launcher=fake_launcher(tmp_path, GOOD))
     assert len(live.rows) == 1 and live.rows[0]["pair"] == "CPU x2"
     assert "this job may use 0 of them" in live.message
+
+
+def test_live_cnn_switched_off_runs_nothing_and_says_so(monkeypatch):
+    """GPUTOPO_LIVE_CNN=0 (a dry run of the course, the stand-in machines): no training job is
+    started, whatever the machine has, and the notebook counts as recorded data."""
+    started = []
+    monkeypatch.setattr(runner, "run_experiment", lambda *a, **k: started.append("run"))
+    monkeypatch.setattr(runner, "sweep", lambda *a, **k: started.append("sweep") or [])
+    monkeypatch.setenv("GPUTOPO_LIVE_CNN", "0")
+    for machine in (two_gpus(), Machine(mode="reference", reason="nvidia-smi not found", gpu_count=0)):
+        live = nl.run_live(machine)
+        assert live.source == "reference" and live.rows == [] and live.log_path is None
+        assert "GPUTOPO_LIVE_CNN=0" in live.message
+        assert nl.runs_table(live.rows) == "No live runs."
+    assert started == []
+    monkeypatch.setenv("GPUTOPO_LIVE_CNN", "1")  # any other value: the usual live path
+    try:
+        nl.run_live(two_gpus())
+    except Exception:
+        pass
+    assert started == ["sweep"]

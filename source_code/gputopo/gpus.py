@@ -228,7 +228,8 @@ print("count", count.value) if code == 0 else print("init", name(code))
 
 
 def cuda_device_count(environ: Optional[Mapping[str, str]] = None, timeout: float = 30) -> Tuple[Optional[int], Optional[str]]:
-    """(devices the CUDA driver gives this job, None) or (None, why CUDA cannot be asked).
+    """(devices the CUDA driver gives this job, None), (0, why no CUDA program can run here), or
+    (None, why CUDA could not be asked).
 
     nvidia-smi can list GPUs that CUDA cannot use: no libcuda in a container, a driver and
     library of different versions, a stand-in nvidia-smi. The job's CUDA_VISIBLE_DEVICES
@@ -250,8 +251,10 @@ def cuda_device_count(environ: Optional[Mapping[str, str]] = None, timeout: floa
     answer = done.stdout.strip().split(" ", 1)
     if answer[0] == "count" and len(answer) == 2 and answer[1].isdigit():
         return int(answer[1]), None
+    # Without a loadable libcuda, or with a driver that refuses to start, no CUDA program can
+    # run here: the job has 0 devices, whatever nvidia-smi lists (and the reason is kept).
     if answer[0] == "nolib":
-        return None, "the CUDA driver library libcuda.so.1 cannot be loaded here"
+        return 0, "the CUDA driver library libcuda.so.1 cannot be loaded here"
     if answer[0] == "init" and len(answer) == 2:
-        return None, f"the CUDA driver refuses to start ({answer[1]})"
+        return 0, f"the CUDA driver refuses to start ({answer[1]})"
     return None, f"the CUDA driver could not be asked (exit status {done.returncode})"

@@ -18,6 +18,7 @@ Standard library only at import time.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -143,6 +144,8 @@ def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
 
     Refuses rows with different batch sizes: images/s of different batches do not compare.
     """
+    if not rows:
+        return "No live runs."
     batches = {row.get("batch_per_worker") for row in rows}
     if len(batches) > 1:
         raise ValueError(f"rows with different batch sizes per worker {sorted(map(str, batches))}: "
@@ -203,6 +206,11 @@ def _row_of_cpu_run(result: runner.RunResult) -> Dict[str, Any]:
             "ok": result.ok, "reason": result.reason}
 
 
+# GPUTOPO_LIVE_CNN=0 skips notebook 3's live training (a dry run of the course on a slow
+# machine; the stand-in machines of the tests): the notebook then shows only recorded runs.
+LIVE_SWITCH = "GPUTOPO_LIVE_CNN"
+
+
 def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner.DEFAULT_TIMEOUT_S,
              repeats: int = 3, progress=print, **run_kwargs) -> LiveRuns:
     """The live part of the notebook, whatever the machine has.
@@ -211,9 +219,14 @@ def run_live(machine, *, cpu_timeout: float = 120.0, gpu_timeout: float = runner
     times, summarized to median and range per setting (a progress line per run); when the
     first run fails (e.g. Horovod missing) the others are not tried and `source` says the
     notebook shows recorded data. Fewer GPUs: one short CPU run with Gloo (a pair needs two GPUs).
+    GPUTOPO_LIVE_CNN=0 in the environment: nothing runs, and `source` says "reference".
     """
     from gputopo import results
 
+    if os.environ.get(LIVE_SWITCH) == "0":
+        return LiveRuns(f"Live CNN runs are switched off here ({LIVE_SWITCH}=0): the recorded runs "
+                        "below stand in (recorded data, not this machine).", [], [], None,
+                        source="reference")
     if runner.usable_gpu_count(machine) >= 2 and getattr(machine, "best_pair", None):
         before = len(results.load_records(runner.RESULT_KIND))
         runs = runner.sweep(machine=machine, timeout=gpu_timeout, repeats=repeats,
