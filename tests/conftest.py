@@ -97,6 +97,17 @@ def recorded_gpus(system):
     return gpus
 
 
+def write_fake_nvidia_smi(bin_dir, answers):
+    """The stand-in script and its answers.json in bin_dir; returns the script's path (put its
+    folder first on a PATH to use it)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
+    script = bin_dir / "nvidia-smi"
+    script.write_text(_FAKE_SCRIPT.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
 @pytest.fixture(autouse=True)
 def text_path_unless_asked(monkeypatch):
     """Detection reads nvidia-smi's text in tests (the stand-in's answers, never a real GPU's
@@ -120,13 +131,19 @@ def fake_nvidia_smi(tmp_path, monkeypatch):
             answers["gpus"] = [{"index": str(i), "name": name} for i, name in enumerate(gpu_names)]
         answers["outputs"].update(outputs or {})
 
-        bin_dir = tmp_path / "fake-bin"
-        bin_dir.mkdir(exist_ok=True)
-        (bin_dir / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
-        script = bin_dir / "nvidia-smi"
-        script.write_text(_FAKE_SCRIPT.format(python=sys.executable), encoding="utf-8")
-        script.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        script = write_fake_nvidia_smi(tmp_path / "fake-bin", answers)
+        monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}")
         return script
 
     return install
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The stand-in machines' whole-course runs (test_machines_notebooks.py) start in the
+    background as soon as they are collected, and their tests go last, so that they wait as
+    little as possible for runs that overlap the rest of the suite."""
+    matrix = [item for item in items if item.nodeid.startswith("tests/test_machines_notebooks.py")]
+    if not matrix:
+        return
+    items[:] = [item for item in items if item not in matrix] + matrix
+    matrix[0].module.start_matrix(config)

@@ -29,16 +29,20 @@ PLAIN = ("+---------------------------------------------------------------------
          "+---------------------------------------------------------------------------------------+\n")
 
 
-def install_machine(fake_nvidia_smi, name):
-    """The stand-in nvidia-smi of tests/fixtures/machines/<name>; returns its machine.json."""
+def machine_answers(name):
+    """What the stand-in nvidia-smi of tests/fixtures/machines/<name> answers (conftest's format)."""
     folder = MACHINES / name
     spec = json.loads((folder / "machine.json").read_text())
     outputs = {key: (folder / file).read_text() for key, file in ANSWERS.items() if (folder / file).exists()}
     outputs[""] = PLAIN
-    script = fake_nvidia_smi(gpu_names=[g["name"] for g in spec["gpus"]], outputs=outputs)
-    answers = json.loads((script.parent / "answers.json").read_text())
-    answers["gpus"] = spec["gpus"]
-    (script.parent / "answers.json").write_text(json.dumps(answers))
+    return {"outputs": outputs, "gpus": spec["gpus"], "fail": None, "exit_code": 9, "hang": False}
+
+
+def install_machine(fake_nvidia_smi, name):
+    """The stand-in nvidia-smi of tests/fixtures/machines/<name>, first on PATH; returns its machine.json."""
+    spec = json.loads((MACHINES / name / "machine.json").read_text())
+    script = fake_nvidia_smi()
+    (script.parent / "answers.json").write_text(json.dumps(machine_answers(name)))
     return spec
 
 
@@ -72,7 +76,7 @@ def machine_of(fake_nvidia_smi, monkeypatch):
     def make(name, visible):
         install_machine(fake_nvidia_smi, name)
         # what CUDA answers on a stand-in: there is no driver behind the listed GPUs
-        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, NO_DRIVER))
+        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (0, NO_DRIVER))
         environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
         if visible is None:
             monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def make(target, results_dir, timeout):
+def make(target, results_dir, timeout, **extra):
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     env["GPUTOPO_RESULTS_DIR"] = str(results_dir)
+    env.update(extra)
     return subprocess.run(["make", "--no-print-directory", target, "SKIP_INSTALL=1"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -36,7 +37,9 @@ def test_make_check_passes_in_reference_mode_without_a_gpu(tmp_path):
 
 
 def test_make_course_runs_every_notebook_and_writes_a_report(tmp_path):
-    done = make("course", tmp_path, timeout=1200)
+    # Notebook 3's live CPU training (25 s here) is left to nbval, which runs it in this same
+    # reference mode; this run checks the make target and its report.
+    done = make("course", tmp_path, timeout=1200, GPUTOPO_LIVE_CNN="0")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith("course-")]
     summary = json.loads((run_dir / "summary.json").read_text())

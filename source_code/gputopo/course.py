@@ -28,7 +28,9 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +108,21 @@ def _this_python_kernel_manager():
     """
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import KernelManager
+    from traitlets import CaselessStrEnum, default
 
     class ThisPythonKernelManager(KernelManager):
+        # Unix sockets beside the connection file, not TCP ports: a port that jupyter_client
+        # found free can be taken by another kernel before this one binds it (seen when two
+        # course runs start kernels at once), and a shared node has other users' kernels.
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc" if os.name == "posix" else "tcp",
+                                    config=True)
+
+        @default("ip")
+        def _ip_default(self):  # an absolute path: the kernel runs in the notebook's folder
+            if self.transport == "ipc":
+                return os.path.join(tempfile.gettempdir(), f"gputopo-kernel-{uuid.uuid4().hex[:16]}")
+            return super()._ip_default()
+
         @property
         def kernel_spec(self):
             if self._kernel_spec is None:
