@@ -50,7 +50,7 @@ def _newest_arch():
     done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
     archs = sorted(int(w[len("compute_"):]) for w in done.stdout.split()
                    if w.startswith("compute_") and w[len("compute_"):].isdigit())
-    return [a for a in archs if 70 <= a <= 90][-1]
+    return [a for a in archs if a in (70, 75, 80, 86, 89, 90, 100, 120)][-1]
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,7 @@ def programs(tmp_path_factory):
         pytest.skip("needs make and nvcc")
     built = {}
     top = tmp_path_factory.mktemp("cuda_programs")
+    shutil.copytree(SRC / "cuda_common", top / "cuda_common")  # the shared Makefile part and headers
     for name, folder, binary in (("p2p", "p2pBandwidthLatencyTest", "p2pBandwidthLatencyTest"),
                                  ("nccl", "nccl_bench", "nccl_bench")):
         if name == "nccl" and _nccl_include() is None:
@@ -122,7 +123,7 @@ def test_inject_fault_is_an_option_of_both_programs(programs, tmp_path, which):
 def _build_harness(tmp_path, source, folder, *extra):
     out = tmp_path / source.replace(".cpp", "")
     sources = [HARNESS / source] + [SRC / folder / f for f in extra]
-    include = [f"-I{SRC / folder}"]
+    include = [f"-I{SRC / folder}", f"-I{SRC / 'cuda_common'}"]
     done = subprocess.run([NVCC, "-std=c++17", *include, "-o", str(out), *map(str, sources), "-ldl"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -179,7 +180,8 @@ def test_nccl_bench_writes_null_for_non_finite_numbers_and_parsers_read_them_as_
     harness = tmp_path / "nccl_harness"
     sources = [HARNESS / "nccl_report_harness.cpp", SRC / "nccl_bench/src/report.cpp",
                SRC / "nccl_bench/src/options.cpp"]
-    done = subprocess.run([NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}", f"-I{include}", "-o",
+    includes = [f"-I{SRC / 'nccl_bench/src'}", f"-I{SRC / 'cuda_common'}", f"-I{include}"]
+    done = subprocess.run([NVCC, "-std=c++17", *includes, "-o",
                            str(harness), *map(str, sources)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "nccl.json"

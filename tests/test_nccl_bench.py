@@ -1,7 +1,8 @@
 """The NCCL collective benchmark (source_code/nccl_bench) and its Python wrapper.
 
-CI has nvcc and NCCL but no GPU: the program is compiled (in a copy of its folder, for the
-newest architecture only, to keep it quick), `make -n` shows the architecture list, and the
+CI has nvcc and NCCL but no GPU: the program is compiled (in a copy of its folder with the
+shared source_code/cuda_common beside it, for the newest architecture only, to keep it quick),
+`make -n` shows the architecture list, and the
 program's --help, bad arguments and no-GPU exit are checked. Tests marked gpu need two GPUs.
 """
 
@@ -38,12 +39,14 @@ def _supported_archs():
     for word in done.stdout.split():
         if word.startswith("compute_") and word[len("compute_"):].isdigit():
             numbers.add(int(word[len("compute_"):]))
-    return sorted(n for n in numbers if 70 <= n <= 90)
+    return sorted(n for n in numbers if n in (70, 75, 80, 86, 89, 90, 100, 120))
 
 
 def _copy_sources(destination):
-    shutil.copytree(BENCH_DIR, destination, ignore=shutil.ignore_patterns("build", "nccl_bench"))
-    return destination
+    """The program's folder and the shared cuda_common beside it, as in source_code/."""
+    shutil.copytree(BENCH_DIR.parent / "cuda_common", destination / "cuda_common")
+    shutil.copytree(BENCH_DIR, destination / BENCH_DIR.name, ignore=shutil.ignore_patterns("build", "nccl_bench"))
+    return destination / BENCH_DIR.name
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,7 @@ def test_make_derives_architectures_from_nvcc(tmp_path):
     for sm in archs:
         assert f"code=sm_{sm}" in done.stdout
     assert f"code=compute_{archs[-1]}" in done.stdout          # PTX of the newest
-    assert "code=sm_100" not in done.stdout and "code=sm_60" not in done.stdout
+    assert "code=sm_87" not in done.stdout and "code=sm_60" not in done.stdout  # no Jetson, no Pascal
 
 
 @needs_toolchain
@@ -139,6 +142,28 @@ def test_bad_arguments_exit_2_with_one_line(binary, args):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("nccl_bench: error: ")
     assert lines[0].rstrip().endswith(")")                     # "(<where>)"
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--it=3"], "unknown option '--it=3' (see --help) (arguments)"),  # no abbreviations
+        (["--iters"], "missing value (--iters)"),
+        (["--iters=0"], "'0' is outside 1..1000000 (--iters)"),
+        (["--iters", "0"], "'0' is outside 1..1000000 (--iters)"),
+        (["-n0"], "'0' is outside 1..1000000 (-n)"),
+        (["-Gx"], "option takes no value (-Gx)"),  # a flag stands alone, no -G -x
+        (["--cuda-graph=1"], "option takes no value (--cuda-graph=1)"),
+        (["--", "-G"], "unknown option '--' (see --help) (arguments)"),
+        (["-G", "stray"], "unknown option 'stray' (see --help) (arguments)"),
+        (["-o", "-b"], "unknown operation '-b' (choose all_reduce, all_gather, reduce_scatter, "
+                       "broadcast or sendrecv) (-o)"),  # a value may start with a dash
+    ],
+)
+def test_getopt_long_reads_every_spelling_as_before(binary, args, line):
+    done = _run(binary, *args, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [f"nccl_bench: error: {line}"]
 
 
 def test_wrapper_checks_arguments():

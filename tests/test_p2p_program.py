@@ -1,9 +1,11 @@
 """The P2P bandwidth and latency test (source_code/p2pBandwidthLatencyTest) and its wrapper.
 
-CI has nvcc but no GPU: the program is compiled with the plain `make` (every architecture
-from sm_70 to sm_90 that nvcc supports) in a copy of its folder, and its --help, its answer
-to bad arguments and its clean no-GPU exit are checked, as are the Makefile's architecture
-list, its SMS override and its one-line message without nvcc. Tests marked gpu run the
+CI has nvcc but no GPU: the program is compiled with the plain `make` (every data-center and
+workstation architecture that nvcc supports) in a copy of its folder (with the shared
+source_code/cuda_common beside it), and its --help, its answer to bad arguments (getopt_long
+read strictly: no abbreviations, --name=N for numbers) and its clean no-GPU exit are checked,
+as are the Makefile's architecture list, its SMS override and its one-line message without
+nvcc. Tests marked gpu run the
 program on real GPUs (P2P ones need two).
 """
 
@@ -36,16 +38,22 @@ needs_gpu = pytest.mark.skipif(GPUS < 1, reason="no NVIDIA GPU visible (nvidia-s
 needs_two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"P2P needs two GPUs; {GPUS} visible")
 
 
+# The data-center and workstation GPUs that `make` builds for when nvcc lists them.
+KNOWN_SMS = [70, 75, 80, 86, 89, 90, 100, 120]
+
+
 def _supported_archs():
     done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
     numbers = {int(word[8:]) for word in done.stdout.split() if word.startswith("compute_") and word[8:].isdigit()}
-    return sorted(n for n in numbers if 70 <= n <= 90)
+    return sorted(n for n in numbers if n in KNOWN_SMS)
 
 
 def _copy_sources(destination):
-    shutil.copytree(SOURCE_DIR, destination,
+    """The program's folder and the shared cuda_common beside it, as in source_code/."""
+    shutil.copytree(SOURCE_DIR.parent / "cuda_common", destination / "cuda_common")
+    shutil.copytree(SOURCE_DIR, destination / SOURCE_DIR.name,
                     ignore=shutil.ignore_patterns("*.o", ".build-flags", "p2pBandwidthLatencyTest"))
-    return destination
+    return destination / SOURCE_DIR.name
 
 
 def _make(folder, *args, env=None, timeout=900):
@@ -102,11 +110,17 @@ def test_no_gpu_exits_2_with_one_line(binary):
         (["--bogus"], "unknown option '--bogus'"),
         (["--numElems=abc"], "--numElems needs an integer"),
         (["--numElems"], "--numElems needs a value"),
+        (["--numElems", "5"], "--numElems needs a value, as in --numElems=N"),  # numbers: =N only
+        (["--num=5"], "unknown option '--num=5'"),  # getopt_long's abbreviations are refused
+        (["--p2p"], "unknown option '--p2p'"),
+        (["--", "--p2p_read"], "unknown option '--'"),
+        (["-x"], "unexpected argument '-x'"),
         (["--iters=0"], "--iters needs an integer"),
         (["--devices=0,0"], "lists device 0 twice"),
         (["--devices=a"], "--devices needs an integer"),
         (["--sm_threads=100"], "multiple of 32"),
         (["--json"], "--json needs a file name"),
+        (["--json="], "--json needs a file name"),
         (["--p2p_read=1"], "takes no value"),
         (["--inject-fault=1"], "takes no value"),
         (["stray"], "unexpected argument 'stray'"),
@@ -121,17 +135,18 @@ def test_bad_arguments_exit_2_with_one_line(binary, args, words):
 
 
 @needs_toolchain
-def test_plain_make_builds_every_supported_architecture_from_70_to_90(tmp_path):
+def test_plain_make_builds_every_supported_data_center_and_workstation_architecture(tmp_path):
     folder = _copy_sources(tmp_path / "src")
     done = _make(folder, "-n", "p2pBandwidthLatencyTest")
     assert done.returncode == 0, done.stderr
     archs = _supported_archs()
-    assert archs, "nvcc lists no architecture between 70 and 90"
+    assert archs, f"nvcc lists none of {KNOWN_SMS}"
     kernel_line = next(line for line in done.stdout.splitlines() if "kernels.cu" in line)
     for sm in archs:
         assert f"arch=compute_{sm},code=sm_{sm}" in kernel_line
     assert f"arch=compute_{archs[-1]},code=compute_{archs[-1]}" in kernel_line  # PTX for the newest
-    assert "sm_100" not in kernel_line and "sm_120" not in kernel_line
+    for jetson in (87, 88, 110):  # Jetson/DRIVE chips: never, even where nvcc lists them
+        assert f"sm_{jetson}" not in kernel_line
 
 
 @needs_toolchain
@@ -174,6 +189,10 @@ def test_make_without_nvcc_says_so_in_one_line(tmp_path):
     assert "nvcc not found" in line
     # clean needs no compiler
     assert _make(folder, "clean", env=env).returncode == 0
+    # a named compiler that is not there is not replaced by another one
+    named = _make(folder, f"NVCC={tmp_path / 'no-nvcc'}")
+    assert named.returncode != 0 and named.stdout.strip() == ""
+    assert "nvcc not found" in _one_line(named.stderr) and "no-nvcc" in named.stderr
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

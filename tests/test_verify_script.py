@@ -44,7 +44,7 @@ def test_every_step_is_recorded_with_its_command(tmp_path):
     copy = tmp_path / "source_code"
     copy.mkdir()
     shutil.copy(SCRIPT, copy)
-    for folder in ("p2pBandwidthLatencyTest", "nccl_bench"):
+    for folder in ("p2pBandwidthLatencyTest", "nccl_bench", "cuda_common"):
         shutil.copytree(ROOT / "source_code" / folder, copy / folder,
                         ignore=shutil.ignore_patterns("*.o", "build", "p2pBandwidthLatencyTest", "nccl_bench"))
     out = tmp_path / "out"

@@ -59,8 +59,8 @@ class NcclBenchError(RuntimeError):
 def build(sms: Architectures = None, timeout: float = 900) -> Path:
     """Run `make` in source_code/nccl_bench and return the path of the program.
 
-    sms: GPU architectures, e.g. "90" or [80, 90] (default: every one from sm_70 to sm_90
-    that the installed nvcc supports). Raises NcclBenchError with make's last lines if
+    sms: GPU architectures, e.g. "90" or [80, 90] (default: those of 70 75 80 86 89 90 100
+    120 that the installed nvcc supports). Raises NcclBenchError with make's last lines if
     nvcc or NCCL is missing or the build fails.
     """
     return make_program(BENCH_DIR, BINARY, sms, timeout, error=NcclBenchError)

@@ -60,8 +60,8 @@ def _tail(text: str, lines: int = 15) -> str:
 def build(sms: Architectures = None, timeout: float = 900) -> Path:
     """Run `make` in source_code/p2pBandwidthLatencyTest and return the path of the program.
 
-    sms: GPU architectures, e.g. "90", 90 or [80, 90] (default: every one from sm_70 to
-    sm_90 that the installed nvcc supports, plus PTX for the newest). Raises P2PTestError
+    sms: GPU architectures, e.g. "90", 90 or [80, 90] (default: those of 70 75 80 86 89 90
+    100 120 that the installed nvcc supports, plus PTX for the newest). Raises P2PTestError
     with make's last lines if nvcc is missing or the build fails.
     """
     return make_program(SOURCE_DIR, BINARY, sms, timeout, error=P2PTestError)

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "cli.h"
 #include "p2p.h"
 
 void p2p_die(int code, const std::string &what) {
@@ -66,113 +67,148 @@ long long parse_int(const std::string &name, const std::string &value, long long
 
 }  // namespace
 
+namespace {
+
+// The options' vals, in this order: flags, then options with a value (see the check below).
+enum {
+  OPT_HELP = 256, OPT_H, OPT_P2P_READ, OPT_SM_COPY, OPT_INJECT_FAULT, OPT_NUM_ELEMS, OPT_ITERS,
+  OPT_REPS, OPT_WARMUP, OPT_LAT_ITERS, OPT_CE_STREAMS, OPT_SM_BLOCKS, OPT_SM_THREADS,
+  OPT_TIMEOUT_S, OPT_JSON, OPT_DEVICES
+};
+
+// Numbers take their value only as --name=N (optional_argument: a bare --name is an error
+// of its own); --json FILE and --json=FILE both work; --help ignores a value.
+const option kOptions[] = {
+    {"help", optional_argument, nullptr, OPT_HELP},
+    {"h", optional_argument, nullptr, OPT_H},
+    {"p2p_read", no_argument, nullptr, OPT_P2P_READ},
+    {"sm_copy", no_argument, nullptr, OPT_SM_COPY},
+    {"inject-fault", no_argument, nullptr, OPT_INJECT_FAULT},
+    {"numElems", optional_argument, nullptr, OPT_NUM_ELEMS},
+    {"iters", optional_argument, nullptr, OPT_ITERS},
+    {"reps", optional_argument, nullptr, OPT_REPS},
+    {"warmup", optional_argument, nullptr, OPT_WARMUP},
+    {"lat_iters", optional_argument, nullptr, OPT_LAT_ITERS},
+    {"ce_streams", optional_argument, nullptr, OPT_CE_STREAMS},
+    {"sm_blocks", optional_argument, nullptr, OPT_SM_BLOCKS},
+    {"sm_threads", optional_argument, nullptr, OPT_SM_THREADS},
+    {"timeout_s", optional_argument, nullptr, OPT_TIMEOUT_S},
+    {"json", required_argument, nullptr, OPT_JSON},
+    {"devices", optional_argument, nullptr, OPT_DEVICES},
+    {nullptr, 0, nullptr, 0},
+};
+
+std::string at(int index) { return "(argument " + std::to_string(index); }
+
+}  // namespace
+
 Options parse_options(int argc, char **argv) {
   Options o;
   for (int i = 0; i < argc; ++i) {
     if (i) o.command_line += ' ';
     o.command_line += argv[i];
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0)
-      p2p_die(EXIT_USAGE, "unexpected argument '" + arg + "', options start with -- (argument " +
-                              std::to_string(i) + "; try --help)");
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
+  cli::Reader reader(argc, argv, "", kOptions);
+  cli::Item it;
+  while (reader.next(&it)) {
+    const int i = it.index;
+    const std::string &arg = it.text, &flag = it.spelled;
+    switch (it.kind) {
+      case cli::Kind::Option:
+        break;
+      case cli::Kind::Stray:
+        p2p_die(EXIT_USAGE, "unexpected argument '" + arg + "', options start with -- " + at(i) +
+                                "; try --help)");
+      case cli::Kind::Unknown:
+        if (arg.compare(0, 2, "--") != 0)
+          p2p_die(EXIT_USAGE, "unexpected argument '" + arg + "', options start with -- " +
+                                  at(i) + "; try --help)");
+        p2p_die(EXIT_USAGE, "unknown option '" + arg + "' " + at(i) + "; try --help)");
+      case cli::Kind::ValueNotAllowed:
+        p2p_die(EXIT_USAGE, flag + " takes no value " + at(i) + ")");
+      case cli::Kind::ValueMissing:  // only --json needs a value that may be the next word
+        p2p_die(EXIT_USAGE, "--json needs a file name " + at(i) + ")");
     }
-    auto need_value = [&]() {
-      if (!has_value)
-        p2p_die(EXIT_USAGE, "--" + name + " needs a value, as in --" + name + "=N (argument " +
-                                std::to_string(i) + ")");
-    };
-    auto no_value = [&]() {
-      if (has_value)
-        p2p_die(EXIT_USAGE, "--" + name + " takes no value (argument " + std::to_string(i) + ")");
-    };
-    if (name == "help" || name == "h") {
-      print_help(stdout);
-      std::exit(0);
-    } else if (name == "p2p_read") {
-      no_value();
-      o.p2p_read = true;
-    } else if (name == "sm_copy") {
-      no_value();
-      o.sm_copy = true;
-    } else if (name == "inject-fault") {
-      no_value();
-      o.inject_fault = true;
-    } else if (name == "numElems") {
-      need_value();
-      o.num_elems = (size_t)parse_int(name, value, 1, 1ll << 34, i);
-      o.num_elems_given = true;
-    } else if (name == "iters") {
-      need_value();
-      o.iters = (int)parse_int(name, value, 1, 1000, i);
-    } else if (name == "reps") {
-      need_value();
-      o.reps = (int)parse_int(name, value, 1, 1000, i);
-    } else if (name == "warmup") {
-      need_value();
-      o.warmup = (int)parse_int(name, value, 0, 1000, i);
-    } else if (name == "lat_iters") {
-      need_value();
-      o.lat_iters = (int)parse_int(name, value, 1, 1000, i);
-    } else if (name == "ce_streams") {
-      need_value();
-      o.ce_streams = (int)parse_int(name, value, 1, 16, i);
-    } else if (name == "sm_blocks") {
-      need_value();
-      o.sm_blocks = (int)parse_int(name, value, 0, 1 << 20, i);
-    } else if (name == "sm_threads") {
-      need_value();
-      o.sm_threads = (int)parse_int(name, value, 32, 1024, i);
-      if (o.sm_threads % 32)
-        p2p_die(EXIT_USAGE, "--sm_threads must be a multiple of 32, got '" + value +
-                                "' (argument " + std::to_string(i) + ")");
-    } else if (name == "timeout_s") {
-      need_value();
-      char *end = nullptr;
-      o.timeout_s = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 3600)
-        p2p_die(EXIT_USAGE, "--timeout_s needs seconds between 0 and 3600, got '" + value +
-                                "' (argument " + std::to_string(i) + ")");
-    } else if (name == "json") {
-      if (!has_value) {
-        if (i + 1 >= argc)
-          p2p_die(EXIT_USAGE, "--json needs a file name (argument " + std::to_string(i) + ")");
-        value = argv[++i];
+    const std::string name = flag.substr(2);
+    const std::string value = it.value ? it.value : "";
+    if (it.val >= OPT_NUM_ELEMS && it.val != OPT_JSON && !it.value)  // a bare --iters
+      p2p_die(EXIT_USAGE, flag + " needs a value, as in " + flag + "=N " + at(i) + ")");
+    switch (it.val) {
+      case OPT_HELP:
+      case OPT_H:
+        print_help(stdout);
+        std::exit(0);
+      case OPT_P2P_READ:
+        o.p2p_read = true;
+        break;
+      case OPT_SM_COPY:
+        o.sm_copy = true;
+        break;
+      case OPT_INJECT_FAULT:
+        o.inject_fault = true;
+        break;
+      case OPT_NUM_ELEMS:
+        o.num_elems = (size_t)parse_int(name, value, 1, 1ll << 34, i);
+        o.num_elems_given = true;
+        break;
+      case OPT_ITERS:
+        o.iters = (int)parse_int(name, value, 1, 1000, i);
+        break;
+      case OPT_REPS:
+        o.reps = (int)parse_int(name, value, 1, 1000, i);
+        break;
+      case OPT_WARMUP:
+        o.warmup = (int)parse_int(name, value, 0, 1000, i);
+        break;
+      case OPT_LAT_ITERS:
+        o.lat_iters = (int)parse_int(name, value, 1, 1000, i);
+        break;
+      case OPT_CE_STREAMS:
+        o.ce_streams = (int)parse_int(name, value, 1, 16, i);
+        break;
+      case OPT_SM_BLOCKS:
+        o.sm_blocks = (int)parse_int(name, value, 0, 1 << 20, i);
+        break;
+      case OPT_SM_THREADS:
+        o.sm_threads = (int)parse_int(name, value, 32, 1024, i);
+        if (o.sm_threads % 32)
+          p2p_die(EXIT_USAGE, "--sm_threads must be a multiple of 32, got '" + value + "' " +
+                                  at(i) + ")");
+        break;
+      case OPT_TIMEOUT_S: {
+        char *end = nullptr;
+        o.timeout_s = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 3600)
+          p2p_die(EXIT_USAGE, "--timeout_s needs seconds between 0 and 3600, got '" + value +
+                                  "' " + at(i) + ")");
+        break;
       }
-      if (value.empty())
-        p2p_die(EXIT_USAGE, "--json needs a file name (argument " + std::to_string(i) + ")");
-      if (access(value.c_str(), F_OK) == 0)
-        p2p_die(EXIT_USAGE, "--json file " + value + " already exists; results are never "
-                                "overwritten, name a new file (argument " + std::to_string(i) + ")");
-      o.json_path = value;
-    } else if (name == "devices") {
-      need_value();
-      std::set<int> seen;
-      o.devices.clear();  // a repeated --devices replaces the list, like every other option
-      size_t pos = 0;
-      while (true) {
-        size_t comma = value.find(',', pos);
-        std::string item = value.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                       : comma - pos);
-        int d = (int)parse_int(name, item, 0, 1023, i);
-        if (!seen.insert(d).second)
-          p2p_die(EXIT_USAGE, "--devices lists device " + item + " twice (argument " +
-                                  std::to_string(i) + ")");
-        o.devices.push_back(d);
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
+      case OPT_JSON: {
+        const int vi = it.value_index;  // the word after --json when it came apart
+        if (value.empty()) p2p_die(EXIT_USAGE, "--json needs a file name " + at(vi) + ")");
+        if (access(value.c_str(), F_OK) == 0)
+          p2p_die(EXIT_USAGE, "--json file " + value + " already exists; results are never "
+                                  "overwritten, name a new file " + at(vi) + ")");
+        o.json_path = value;
+        break;
       }
-    } else {
-      p2p_die(EXIT_USAGE, "unknown option '" + arg + "' (argument " + std::to_string(i) +
-                              "; try --help)");
+      case OPT_DEVICES: {
+        std::set<int> seen;
+        o.devices.clear();  // a repeated --devices replaces the list, like every other option
+        size_t pos = 0;
+        while (true) {
+          size_t comma = value.find(',', pos);
+          std::string item = value.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                         : comma - pos);
+          int d = (int)parse_int(name, item, 0, 1023, i);
+          if (!seen.insert(d).second)
+            p2p_die(EXIT_USAGE, "--devices lists device " + item + " twice " + at(i) + ")");
+          o.devices.push_back(d);
+          if (comma == std::string::npos) break;
+          pos = comma + 1;
+        }
+        break;
+      }
     }
   }
   if ((size_t)o.lat_iters > o.num_elems)

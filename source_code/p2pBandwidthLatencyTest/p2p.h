@@ -173,7 +173,5 @@ void print_connectivity(FILE *out, const std::vector<std::vector<int>> &c,
 // Returns false (and says why on stderr) when the file cannot be written.
 // The file must not exist (opened with O_EXCL): a run never replaces an earlier result.
 bool write_json(const std::string &path, const Report &r, const Options &opt);
-// A JSON number; NaN and infinities (not valid JSON) become null.
-std::string json_number(double v);
 std::string driver_version_string();
 std::string cuda_version_string(int v);

@@ -2,9 +2,6 @@
 // p2pBandwidthLatencyTest, so that one parser reads both) and the --json file.
 #include <dlfcn.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "json_writer.h"
 #include "p2p.h"
 
 void print_connectivity(FILE *out, const std::vector<std::vector<int>> &c,
@@ -82,35 +80,8 @@ std::string driver_version_string() {
 
 namespace {
 
-std::string jstr(const std::string &s) {
-  std::string o = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += (char)ch;
-    } else if (ch < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", ch);
-      o += b;
-    } else {
-      o += (char)ch;
-    }
-  }
-  return o + "\"";
-}
-
-}  // namespace
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";  // JSON has no NaN or Infinity
-  char b[40];
-  std::snprintf(b, sizeof b, "%.4f", v);
-  return b;
-}
-
-namespace {
-
-std::string jnum(double v) { return json_number(v); }
+// Bandwidths and latencies with four decimals (the text matrices show two).
+std::string jnum(double v) { return json::number(v, "%.4f"); }
 
 std::string jmatrix(const std::vector<std::vector<double>> &m) {
   std::string o = "[";
@@ -141,14 +112,14 @@ std::string jsamples(const std::vector<std::vector<std::vector<double>>> &s) {
 bool write_json(const std::string &path, const Report &r, const Options &opt) {
   std::ostringstream j;
   j << "{\n  \"tool\": \"" P2P_PROG "\",\n  \"tool_version\": \"" P2P_VERSION "\",\n";
-  j << "  \"command\": " << jstr(opt.command_line) << ",\n";
-  j << "  \"date_utc\": " << jstr(r.date_utc) << ",\n";
-  j << "  \"driver_version\": " << jstr(r.driver_version) << ",\n";
-  j << "  \"cuda_driver_version\": " << jstr(r.cuda_driver) << ",\n";
-  j << "  \"cuda_runtime_version\": " << jstr(r.cuda_runtime) << ",\n";
-  j << "  \"method\": " << jstr(r.method) << ",\n";
-  j << "  \"options\": {\"p2p_read\": " << (opt.p2p_read ? "true" : "false")
-    << ", \"sm_copy\": " << (opt.sm_copy ? "true" : "false")
+  j << "  \"command\": " << json::quote(opt.command_line) << ",\n";
+  j << "  \"date_utc\": " << json::quote(r.date_utc) << ",\n";
+  j << "  \"driver_version\": " << json::quote(r.driver_version) << ",\n";
+  j << "  \"cuda_driver_version\": " << json::quote(r.cuda_driver) << ",\n";
+  j << "  \"cuda_runtime_version\": " << json::quote(r.cuda_runtime) << ",\n";
+  j << "  \"method\": " << json::quote(r.method) << ",\n";
+  j << "  \"options\": {\"p2p_read\": " << json::boolean(opt.p2p_read)
+    << ", \"sm_copy\": " << json::boolean(opt.sm_copy)
     << ", \"num_elems\": " << opt.num_elems
     << ", \"bytes_per_copy\": " << opt.num_elems * 4 << ", \"iters\": " << opt.iters
     << ", \"reps\": " << opt.reps << ", \"warmup\": " << opt.warmup
@@ -159,7 +130,7 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
     const DeviceInfo &d = r.devices[i];
     char bus[32];
     std::snprintf(bus, sizeof bus, "%04x:%02x:%02x", d.pci_domain, d.pci_bus, d.pci_device);
-    j << (i ? ", " : "") << "{\"index\": " << d.ordinal << ", \"name\": " << jstr(d.name)
+    j << (i ? ", " : "") << "{\"index\": " << d.ordinal << ", \"name\": " << json::quote(d.name)
       << ", \"pci_bus_id\": \"" << bus << "\", \"compute_capability\": \"" << d.major << "."
       << d.minor << "\", \"multiprocessors\": " << d.sm_count
       << ", \"memory_bytes\": " << d.total_mem << "}";
@@ -173,55 +144,52 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
   }
   j << "],\n  \"bandwidth_gbs\": {";
   for (size_t i = 0; i < r.bandwidth.size(); ++i)
-    j << (i ? ",\n    " : "\n    ") << jstr(r.bandwidth[i].key) << ": "
+    j << (i ? ",\n    " : "\n    ") << json::quote(r.bandwidth[i].key) << ": "
       << jmatrix(r.bandwidth[i].median);
   j << "\n  },\n  \"latency_us\": {";
   bool first = true;
   for (const auto &p : r.latency)
     for (const Matrix *m : {&p.first, &p.second}) {
-      j << (first ? "\n    " : ",\n    ") << jstr(m->key) << ": " << jmatrix(m->median);
+      j << (first ? "\n    " : ",\n    ") << json::quote(m->key) << ": " << jmatrix(m->median);
       first = false;
     }
   j << "\n  },\n  \"titles\": {";
   first = true;
   for (const Matrix &m : r.bandwidth) {
-    j << (first ? "\n    " : ",\n    ") << jstr(m.key) << ": " << jstr(m.title);
+    j << (first ? "\n    " : ",\n    ") << json::quote(m.key) << ": " << json::quote(m.title);
     first = false;
   }
   for (const auto &p : r.latency) {
-    j << ",\n    " << jstr(p.first.key) << ": " << jstr(p.first.title);
-    j << ",\n    " << jstr(p.second.key) << ": " << jstr(p.second.title);
+    j << ",\n    " << json::quote(p.first.key) << ": " << json::quote(p.first.title);
+    j << ",\n    " << json::quote(p.second.key) << ": " << json::quote(p.second.title);
   }
   j << "\n  },\n  \"samples\": {";
   first = true;
   for (const Matrix &m : r.bandwidth) {
-    j << (first ? "\n    " : ",\n    ") << jstr(m.key) << ": " << jsamples(m.samples);
+    j << (first ? "\n    " : ",\n    ") << json::quote(m.key) << ": " << jsamples(m.samples);
     first = false;
   }
   for (const auto &p : r.latency)
     for (const Matrix *m : {&p.first, &p.second})
-      j << ",\n    " << jstr(m->key) << ": " << jsamples(m->samples);
+      j << ",\n    " << json::quote(m->key) << ": " << jsamples(m->samples);
   j << "\n  },\n  \"notes\": [";
-  for (size_t i = 0; i < r.notes.size(); ++i) j << (i ? ", " : "") << jstr(r.notes[i]);
+  for (size_t i = 0; i < r.notes.size(); ++i) j << (i ? ", " : "") << json::quote(r.notes[i]);
   j << "],\n  \"verification\": {\"copies_checked\": " << r.copies_checked
     << ", \"bytes_checked\": " << r.bytes_checked << ", \"mismatched_elements\": "
-    << r.mismatches << ", \"ok\": " << (r.mismatches == 0 ? "true" : "false")
+    << r.mismatches << ", \"ok\": " << json::boolean(r.mismatches == 0)
     << "},\n  \"gate_timeouts\": " << r.gate_timeouts << "\n}\n";
 
-  // O_EXCL: if the file appeared while we measured, refuse rather than replace it.
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  FILE *f = fd < 0 ? nullptr : fdopen(fd, "w");
-  if (!f) {
-    std::fprintf(stderr, "%s: error: cannot write the JSON file: %s (%s)\n", P2P_PROG,
-                 std::strerror(errno), path.c_str());
-    if (fd >= 0) close(fd);
-    return false;
+  // A file that appeared while we measured is refused too, never replaced.
+  switch (json::create_new_file(path, j.str())) {
+    case json::WriteError::None:
+      return true;
+    case json::WriteError::NotCreated:
+      std::fprintf(stderr, "%s: error: cannot write the JSON file: %s (%s)\n", P2P_PROG,
+                   std::strerror(errno), path.c_str());
+      return false;
+    case json::WriteError::NotWritten:
+      break;
   }
-  std::string text = j.str();
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok)
-    std::fprintf(stderr, "%s: error: writing the JSON file failed (%s)\n", P2P_PROG,
-                 path.c_str());
-  return ok;
+  std::fprintf(stderr, "%s: error: writing the JSON file failed (%s)\n", P2P_PROG, path.c_str());
+  return false;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cli.h"
 
 namespace {
 
@@ -186,78 +187,81 @@ void print_usage() {
         "2 bad arguments or fewer than 2 GPUs.\n");
 }
 
+namespace {
+
+enum { OPT_JSON = 256, OPT_NCCL_LOG, OPT_INJECT_FAULT };
+
+// Every option but the flags takes a value as -b8, -b 8, --minbytes=8 or --minbytes 8.
+const char kShort[] = "o:b:e:f:w:n:d:g:r:Gh";
+const option kLong[] = {
+    {"op", required_argument, nullptr, 'o'},
+    {"minbytes", required_argument, nullptr, 'b'},
+    {"maxbytes", required_argument, nullptr, 'e'},
+    {"stepfactor", required_argument, nullptr, 'f'},
+    {"warmup_iters", required_argument, nullptr, 'w'},
+    {"iters", required_argument, nullptr, 'n'},
+    {"datatype", required_argument, nullptr, 'd'},
+    {"ngpus", required_argument, nullptr, 'g'},
+    {"root", required_argument, nullptr, 'r'},
+    {"cuda-graph", no_argument, nullptr, 'G'},
+    {"help", no_argument, nullptr, 'h'},
+    {"json", required_argument, nullptr, OPT_JSON},
+    {"nccl-log", required_argument, nullptr, OPT_NCCL_LOG},
+    {"inject-fault", no_argument, nullptr, OPT_INJECT_FAULT},
+    {nullptr, 0, nullptr, 0},
+};
+
+}  // namespace
+
 Options parse_options(int argc, char** argv) {
     Options opt;
     bool min_given = false;
     bool max_given = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        std::string name = arg;
-        std::string value;
-        bool has_value = false;
-        if (arg.rfind("--", 0) == 0) {
-            std::size_t eq = arg.find('=');
-            if (eq != std::string::npos) {
-                name = arg.substr(0, eq);
-                value = arg.substr(eq + 1);
-                has_value = true;
-            }
-        } else if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-') {
-            name = arg.substr(0, 2);  // -b8 is -b 8
-            value = arg.substr(2);
-            has_value = true;
+    cli::Reader reader(argc, argv, kShort, kLong);
+    cli::Item it;
+    while (reader.next(&it)) {
+        switch (it.kind) {
+            case cli::Kind::Option:
+                break;
+            case cli::Kind::Stray:
+            case cli::Kind::Unknown:
+                bad("unknown option '" + it.text + "' (see --help)", "arguments");
+            case cli::Kind::ValueNotAllowed:
+                bad("option takes no value", it.text);
+            case cli::Kind::ValueMissing:
+                bad("missing value", it.spelled);
         }
-        if (name == "-h" || name == "--help" || name == "-G" || name == "--cuda-graph" ||
-            name == "--inject-fault") {
-            if (has_value) bad("option takes no value", arg);
-            if (name == "-G" || name == "--cuda-graph") {
-                opt.cuda_graph = true;
-            } else if (name == "--inject-fault") {
-                opt.inject_fault = true;
-            } else {
-                opt.help = true;
-            }
-            continue;
-        }
-        const bool known =
-            name == "-o" || name == "--op" || name == "-b" || name == "--minbytes" ||
-            name == "-e" || name == "--maxbytes" || name == "-f" || name == "--stepfactor" ||
-            name == "-w" || name == "--warmup_iters" || name == "-n" || name == "--iters" ||
-            name == "-d" || name == "--datatype" || name == "-g" || name == "--ngpus" ||
-            name == "-r" || name == "--root" || name == "--json" || name == "--nccl-log";
-        if (!known) bad("unknown option '" + arg + "' (see --help)", "arguments");
-        if (!has_value) {
-            if (i + 1 >= argc) bad("missing value", name);
-            value = argv[++i];
-        }
-        if (name == "-o" || name == "--op") {
-            opt.op = parse_op(value, name);
-        } else if (name == "-b" || name == "--minbytes") {
-            opt.min_bytes = parse_size(value, name);
-            min_given = true;
-        } else if (name == "-e" || name == "--maxbytes") {
-            opt.max_bytes = parse_size(value, name);
-            max_given = true;
-        } else if (name == "-f" || name == "--stepfactor") {
-            opt.factor = static_cast<std::size_t>(parse_int(value, 2, 1 << 20, name));
-        } else if (name == "-w" || name == "--warmup_iters") {
-            opt.warmup = static_cast<int>(parse_int(value, 0, 1000000, name));
-        } else if (name == "-n" || name == "--iters") {
-            opt.iters = static_cast<int>(parse_int(value, 1, 1000000, name));
-        } else if (name == "-d" || name == "--datatype") {
-            opt.type = parse_type(value, name);
-        } else if (name == "-g" || name == "--ngpus") {
-            opt.ngpus = static_cast<int>(parse_int(value, 1, 4096, name));
-        } else if (name == "-r" || name == "--root") {
-            opt.root = static_cast<int>(parse_int(value, 0, 4095, name));
-        } else if (name == "--json") {
-            if (value.empty()) bad("empty file name", name);
-            refuse_existing(value, name);
-            opt.json_path = value;
-        } else if (name == "--nccl-log") {
-            if (value.empty()) bad("empty file name", name);
-            refuse_existing(value, name);
-            opt.nccl_log = value;
+        const std::string value = it.value ? it.value : "";
+        const std::string& name = it.spelled;  // where, in messages: -n or --iters, as given
+        switch (it.val) {
+            case 'h': opt.help = true; break;
+            case 'G': opt.cuda_graph = true; break;
+            case OPT_INJECT_FAULT: opt.inject_fault = true; break;
+            case 'o': opt.op = parse_op(value, name); break;
+            case 'b':
+                opt.min_bytes = parse_size(value, name);
+                min_given = true;
+                break;
+            case 'e':
+                opt.max_bytes = parse_size(value, name);
+                max_given = true;
+                break;
+            case 'f': opt.factor = static_cast<std::size_t>(parse_int(value, 2, 1 << 20, name)); break;
+            case 'w': opt.warmup = static_cast<int>(parse_int(value, 0, 1000000, name)); break;
+            case 'n': opt.iters = static_cast<int>(parse_int(value, 1, 1000000, name)); break;
+            case 'd': opt.type = parse_type(value, name); break;
+            case 'g': opt.ngpus = static_cast<int>(parse_int(value, 1, 4096, name)); break;
+            case 'r': opt.root = static_cast<int>(parse_int(value, 0, 4095, name)); break;
+            case OPT_JSON:
+                if (value.empty()) bad("empty file name", name);
+                refuse_existing(value, name);
+                opt.json_path = value;
+                break;
+            case OPT_NCCL_LOG:
+                if (value.empty()) bad("empty file name", name);
+                refuse_existing(value, name);
+                opt.nccl_log = value;
+                break;
         }
     }
     if (!opt.json_path.empty() && opt.json_path == opt.nccl_log)

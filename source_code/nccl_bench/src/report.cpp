@@ -1,14 +1,12 @@
 #include "report.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 
 #include "check.h"
+#include "json_writer.h"
 
 namespace {
 
@@ -39,33 +37,8 @@ void print_measurement(const Measurement& m) {
     std::printf(" %6llu", m.wrong);
 }
 
-std::string json_string(const std::string& text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    return out + "\"";
-}
-
-std::string json_number(double v) {
-    if (!std::isfinite(v)) return "null";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
+// Times and bandwidths with six significant digits.
+std::string json_number(double v) { return json::number(v, "%.6g"); }
 
 std::string json_measurement(const Measurement& m) {
     if (!m.valid) return "null";
@@ -163,65 +136,57 @@ double print_footer(const RunInfo& info, const std::vector<Row>& rows, unsigned 
 
 void write_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows,
                 double avg_busbw, unsigned long long wrong) {
-    // O_EXCL: if the file appeared while we measured, refuse rather than replace it.
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    std::FILE* f = fd < 0 ? nullptr : fdopen(fd, "w");
-    if (f == nullptr) {
-        std::string why = std::strerror(errno);
-        if (fd >= 0) close(fd);
-        throw RuntimeFailure("cannot create '" + path + "': " + why + " (--json)");
-    }
     char stamp[64];
     std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
 
     std::string s = "{\n";
     s += "  \"tool\": \"nccl_bench\",\n";
-    s += "  \"date\": " + json_string(stamp) + ",\n";
-    s += "  \"op\": " + json_string(info.op) + ",\n";
-    s += "  \"datatype\": " + json_string(info.type) + ",\n";
-    s += "  \"redop\": " + json_string(info.redop) + ",\n";
+    s += "  \"date\": " + json::quote(stamp) + ",\n";
+    s += "  \"op\": " + json::quote(info.op) + ",\n";
+    s += "  \"datatype\": " + json::quote(info.type) + ",\n";
+    s += "  \"redop\": " + json::quote(info.redop) + ",\n";
     s += "  \"root\": " + std::to_string(info.root) + ",\n";
-    s += "  \"cuda_graph\": " + std::string(info.cuda_graph ? "true" : "false") + ",\n";
-    s += "  \"in_place_measured\": " + std::string(info.in_place ? "true" : "false") + ",\n";
+    s += "  \"cuda_graph\": " + json::boolean(info.cuda_graph) + ",\n";
+    s += "  \"in_place_measured\": " + json::boolean(info.in_place) + ",\n";
     s += "  \"nranks\": " + std::to_string(info.nranks) + ",\n";
     s += "  \"busbw_factor\": " + json_number(info.factor) + ",\n";
     s += "  \"warmup_iters\": " + std::to_string(info.warmup) + ",\n";
     s += "  \"iters\": " + std::to_string(info.iters) + ",\n";
-    s += "  \"nccl_version\": " + json_string(info.nccl_version) + ",\n";
-    s += "  \"nccl_header_version\": " + json_string(info.nccl_header) + ",\n";
-    s += "  \"cuda_driver\": " + json_string(info.cuda_driver) + ",\n";
-    s += "  \"cuda_runtime\": " + json_string(info.cuda_runtime) + ",\n";
+    s += "  \"nccl_version\": " + json::quote(info.nccl_version) + ",\n";
+    s += "  \"nccl_header_version\": " + json::quote(info.nccl_header) + ",\n";
+    s += "  \"cuda_driver\": " + json::quote(info.cuda_driver) + ",\n";
+    s += "  \"cuda_runtime\": " + json::quote(info.cuda_runtime) + ",\n";
     s += "  \"devices\": [";
     for (std::size_t i = 0; i < info.devices.size(); ++i) {
         const DeviceInfo& d = info.devices[i];
         s += std::string(i ? ", " : "") + "{\"rank\": " + std::to_string(d.rank) +
-             ", \"device\": " + std::to_string(d.device) + ", \"name\": " + json_string(d.name) +
-             ", \"pci_bus_id\": " + json_string(d.pci_bus_id) + "}";
+             ", \"device\": " + std::to_string(d.device) + ", \"name\": " + json::quote(d.name) +
+             ", \"pci_bus_id\": " + json::quote(d.pci_bus_id) + "}";
     }
     s += "],\n  \"environment\": {";
     for (std::size_t i = 0; i < info.environment.size(); ++i) {
         const std::string& e = info.environment[i];
         std::size_t eq = e.find('=');
-        s += std::string(i ? ", " : "") + json_string(e.substr(0, eq)) + ": " +
-             json_string(eq == std::string::npos ? "" : e.substr(eq + 1));
+        s += std::string(i ? ", " : "") + json::quote(e.substr(0, eq)) + ": " +
+             json::quote(eq == std::string::npos ? "" : e.substr(eq + 1));
     }
     s += "},\n  \"transports\": ";
     if (info.transport_note.empty()) {
         s += "{";
         for (std::size_t i = 0; i < info.transports.size(); ++i) {
-            s += std::string(i ? ", " : "") + json_string(info.transports[i].first) + ": " +
+            s += std::string(i ? ", " : "") + json::quote(info.transports[i].first) + ": " +
                  std::to_string(info.transports[i].second);
         }
         s += "},\n  \"transport_note\": null,\n";
     } else {
-        s += "null,\n  \"transport_note\": " + json_string(info.transport_note) + ",\n";
+        s += "null,\n  \"transport_note\": " + json::quote(info.transport_note) + ",\n";
     }
     s += "  \"rows\": [\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
         s += "    {\"size\": " + std::to_string(r.bytes) + ", \"count\": " + std::to_string(r.count) +
-             ", \"type\": " + json_string(info.type) + ", \"redop\": " + json_string(info.redop) +
+             ", \"type\": " + json::quote(info.type) + ", \"redop\": " + json::quote(info.redop) +
              ", \"out_of_place\": " + json_measurement(r.out_of_place) +
              ", \"in_place\": " + json_measurement(r.in_place) + "}";
         s += i + 1 < rows.size() ? ",\n" : "\n";
@@ -229,7 +194,14 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
     s += "  ],\n";
     s += "  \"avg_busbw_gbs\": " + json_number(avg_busbw) + ",\n";
     s += "  \"wrong_total\": " + std::to_string(wrong) + "\n}\n";
-    const bool ok = std::fputs(s.c_str(), f) >= 0;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) throw RuntimeFailure("cannot write '" + path + "' (--json)");
+    // A file that appeared while we measured is refused too, never replaced.
+    switch (json::create_new_file(path, s)) {
+        case json::WriteError::None:
+            return;
+        case json::WriteError::NotCreated:
+            throw RuntimeFailure("cannot create '" + path + "': " + std::strerror(errno) + " (--json)");
+        case json::WriteError::NotWritten:
+            break;
+    }
+    throw RuntimeFailure("cannot write '" + path + "' (--json)");
 }
