@@ -223,3 +223,14 @@ def test_read_rows_names_the_bad_line(tmp_path):
     path.write_text(json.dumps(_row()) + "\n" + json.dumps(_row(tool="x")) + "\n")
     with pytest.raises(ValueError, match=r"rows.jsonl:2: unknown tool 'x'"):
         measurements.read_rows(path)
+
+
+def test_import_needs_only_the_standard_library():
+    import subprocess
+    import sys
+    code = ("import sys, gputopo.measurements; "
+            "print(sorted(m for m in ('pandas', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(ROOT / "source_code")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
