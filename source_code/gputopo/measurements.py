@@ -29,8 +29,9 @@ Choices:
   matrix says which (else None); latency rows carry settings["timer"] "gpu" or "cpu"; and
   settings["matrix"] keeps the parser's key (e.g. "unidirectional_write", "write_gpu").
   Bandwidth cells go in algbw_gbs (busbw None), latency cells in time_us. A cell the program
-  printed as N/A is a row with the value None. Rows are the table's device numbers
-  (row_indices); columns are 0..n-1 as the program's header prints them.
+  printed as N/A is a row with the value None. src is the row's device number (row_indices);
+  dst is the column's: the rows' devices for a whole matrix, 0..n-1 for an excerpt of some
+  rows (the rule of lessons.labels_of).
 - nccl-tests: one row per size, out-of-place by default (the column the course reads);
   in_place=True adds the in-place rows as well. settings["placement"] says which.
 - hostbench: one row per size of a `hostbench.Series`: time_us and algbw_gbs = size / time.
@@ -135,8 +136,12 @@ def from_p2p(parsed: Dict[str, Any], system: str, source: str, *, bytes: Optiona
     for group in ("bandwidth_gbs", "latency_us"):
         for key, matrix in parsed.get(group, {}).items():
             how = _p2p_matrix_settings(group, key)
-            for src, cells in zip(parsed["row_indices"][key], matrix):
-                for dst, value in enumerate(cells):
+            sources = list(parsed["row_indices"][key])
+            # a whole matrix: columns are its rows' devices; an excerpt of some rows: 0..n-1
+            columns = sources if len(sources) == len(matrix[0]) and sorted(sources) == sources \
+                else list(range(len(matrix[0])))
+            for src, cells in zip(sources, matrix):
+                for dst, value in zip(columns, cells):
                     values = {"time_us": value} if group == "latency_us" else {"algbw_gbs": value}
                     rows.append(row("p2p", system, source, how["op"], src=str(src), dst=str(dst),
                                     bytes=bytes if group == "bandwidth_gbs" else None,
