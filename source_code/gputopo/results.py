@@ -39,6 +39,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from gputopo import proctree
+
 RESULTS_DIR_VARIABLE = "GPUTOPO_RESULTS_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,12 +79,12 @@ def utc_now_iso() -> str:
 def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
     """The checked-out commit, with "-dirty" if tracked files changed; None outside git."""
     try:
-        head = subprocess.run(
+        head = proctree.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
         )
         if head.returncode != 0:
             return None
-        status = subprocess.run(
+        status = proctree.run(
             ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
