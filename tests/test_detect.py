@@ -10,14 +10,10 @@ import pytest
 from conftest import DRIVER_ERROR
 
 detect_module = importlib.import_module("gputopo.detect")
-from gputopo.detect import (  # noqa: E402
-    Machine,
-    decode_nccl_version,
-    detect,
-    parse_horovod_check_build,
-    parse_p2p_status,
-    summary_rows,
-)
+from gputopo.detect import Machine, detect  # noqa: E402
+from gputopo.parsers.versions import parse_horovod_check_build  # noqa: E402
+from gputopo.probes import decode_nccl_version  # noqa: E402
+from gputopo.wording import summary_rows  # noqa: E402
 from gputopo import reference  # noqa: E402
 from gputopo.parsers import parse_topo  # noqa: E402
 
@@ -197,32 +193,7 @@ def test_cuda_visible_devices_decides_the_mode(fake_nvidia_smi, visible, mode, c
         assert "the course may use 1 of 2: CUDA_VISIBLE_DEVICES=1 allows GPU1" in machine.banner()
 
 
-# ---------------------------------------------------------------- the small parsers
-
-
-def test_parse_p2p_status_reads_spaces_and_tabs_alike():
-    spaced = P2P_READ_TWO_GPUS.replace("\t", "    ")
-    assert parse_p2p_status(spaced) == parse_p2p_status(P2P_READ_TWO_GPUS)
-    assert parse_p2p_status(P2P_READ_TWO_GPUS)["GPU1"] == {"GPU0": "OK"}
-
-
-@pytest.mark.parametrize(
-    "text, complaint",
-    [
-        (DRIVER_ERROR, "printed an error instead of a matrix"),
-        ("\tGPU0\tGPU1\n", "rows for 0 of 2 GPUs"),
-        ("\tGPU0\tGPU1\nGPU0\tX\n", "stops after 1 of 2 cells"),
-        ("\tGPU0\tGPU1\nGPU0\tX\tOK\tOK\n", "3 cells for 2 columns"),
-    ],
-)
-def test_parse_p2p_status_rejects_bad_text(text, complaint):
-    with pytest.raises(ValueError, match=complaint):
-        parse_p2p_status(text)
-
-
-def test_parse_p2p_status_keeps_a_code_it_has_never_seen_as_printed():
-    assert parse_p2p_status("\tGPU0\tGPU1\nGPU0\tX\tMAYBE\nGPU1\tCNS\tX\n") == {
-        "GPU0": {"GPU1": "MAYBE"}, "GPU1": {"GPU0": "CNS"}}
+# ---------------------------------------------------------------- Horovod and NCCL probes
 
 
 def test_parse_horovod_check_build():
@@ -309,20 +280,19 @@ def test_gputopo_detect_is_the_function_and_banner_is_exported():
     assert gputopo.banner is detect_module.banner
 
 
-def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():
-    # Recorded on the H200 pair: nvidia-smi underlines the header with \x1b[4m ... \x1b[0m.
-    from gputopo import reference
+def test_names_notebooks_and_older_code_import_from_detect_still_work():
+    # Start_Here imports summary_rows, notebook 2 count_active_nvlinks and run_tool, check.py
+    # nvlink_link_counts: each is the one object of its new home.
+    from gputopo import machine, probes, proctree, wording
+    from gputopo.parsers import nvidia_smi
 
-    text = reference.read_text("h200-nvswitch-pair", "nvidia-smi-topo-p2p-rw.txt")
-    assert "\x1b[4m" in text
-    assert parse_p2p_status(text) == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
-
-
-def test_nvlink_link_counts_tells_active_from_inactive_slots():
-    from gputopo import reference
-    from gputopo.detect import nvlink_link_counts
-
-    h100 = nvlink_link_counts(reference.read_text("h100-pcie-nvlink-pair", "nvidia-smi-nvlink-s.txt"))
-    assert h100 == {"GPU0": {"active": 12, "inactive": 6}, "GPU1": {"active": 12, "inactive": 6}}
-    h200 = nvlink_link_counts(reference.read_text("h200-nvswitch-pair", "nvidia-smi-nvlink-s.txt"))
-    assert h200["GPU0"]["active"] == 18 and h200["GPU0"]["inactive"] == 0
+    assert detect_module.summary_rows is wording.summary_rows
+    assert detect_module.banner_for is wording.banner_for
+    assert detect_module.count_active_nvlinks is nvidia_smi.count_active_nvlinks
+    assert detect_module.nvlink_link_counts is nvidia_smi.nvlink_link_counts
+    assert detect_module.parse_p2p_status is nvidia_smi.parse_p2p_status
+    assert detect_module.run_tool is proctree.run_tool
+    assert detect_module.find_horovod is probes.find_horovod
+    assert detect_module.Machine is machine.Machine
+    for name in detect_module.__all__:
+        assert hasattr(detect_module, name), name

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gputopo import check, gpus, lessons, links, ncclbench, p2ptest, runner
-from gputopo.detect import detect, summary_rows
+from gputopo.detect import detect
+from gputopo.wording import summary_rows
 
 detect_module = importlib.import_module("gputopo.detect")
 MACHINES = Path(__file__).parent / "fixtures" / "machines"

@@ -11,7 +11,8 @@ import types
 import pytest
 
 from gputopo import nvml, reference
-from gputopo.detect import detect, nvlink_link_counts, parse_p2p_status
+from gputopo.detect import detect
+from gputopo.parsers.nvidia_smi import nvlink_link_counts, parse_p2p_status
 from gputopo.parsers import parse_topo
 
 H200 = "h200-nvswitch-8gpu"

@@ -225,6 +225,9 @@ def test_curves_overlay_on_one_axes_and_accept_a_fit_function():
 
 
 def test_bytes_are_labelled_with_binary_prefixes():
+    from gputopo import units
+
+    assert plots.format_bytes is units.format_bytes  # its cases: tests/test_units.py
     assert [plots.format_bytes(n) for n in (8, 1024, 3 * 2**20, 2**30)] == ["8 B", "1 KiB", "3 MiB", "1 GiB"]
 
 

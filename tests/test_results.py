@@ -151,3 +151,40 @@ def test_concurrent_appends_do_not_interleave(store):
     assert len(lines) == 120
     records = [json.loads(line) for line in lines]  # any interleaving would break the JSON
     assert sorted((r["worker"], r["index"]) for r in records) == [(w, i) for w in range(3) for i in range(40)]
+
+
+def _gpu_facts_of(path):
+    environment = json.loads(path.read_text().splitlines()[-1])["environment"]
+    return {key: environment[key] for key in ("gpus", "driver_version", "cuda_version", "nccl_version", "mode")}
+
+
+def test_record_metadata_does_not_depend_on_what_was_called_first(store, fake_nvidia_smi, monkeypatch):
+    import importlib
+
+    detect_module = importlib.import_module("gputopo.detect")
+    fake_nvidia_smi("h100-pcie-nvlink-pair")
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")
+    orders = {}
+    for order in ("record first", "detect first"):
+        monkeypatch.setattr(detect_module, "_cached", None)
+        if order == "detect first":
+            detect_module.detect_once(check_horovod=False)
+        orders[order] = _gpu_facts_of(results.append_record("order", {"order": order}))
+        detect_module.detect_once()  # what a notebook's banner does afterwards
+    assert orders["record first"] == orders["detect first"]
+    assert orders["record first"]["gpus"] == ["NVIDIA H100 PCIe"] * 2
+    assert orders["record first"]["mode"] == "multi-gpu"
+
+
+def test_a_given_machine_supplies_the_gpu_facts(store, monkeypatch):
+    import importlib
+
+    from gputopo.machine import Machine
+
+    detect_module = importlib.import_module("gputopo.detect")
+    monkeypatch.setattr(detect_module, "_cached", Machine(mode="reference", reason="cached one"))
+    given = Machine(mode="single-gpu", gpu_names=["Tesla V100-SXM2-16GB"], driver_version="535.1",
+                    cuda_version="12.2", nccl_version="2.18.3")
+    facts = _gpu_facts_of(results.append_record("given", {"n": 1}, machine=given))
+    assert facts == {"gpus": ["Tesla V100-SXM2-16GB"], "driver_version": "535.1", "cuda_version": "12.2",
+                     "nccl_version": "2.18.3", "mode": "single-gpu"}

@@ -12,11 +12,11 @@ truncated: `gputopo <kind>: error: truncated input: <what>; last complete sectio
 Standard library only (imports gputopo.parsers and nothing heavier), so it runs on a bare
 cluster node before anything is installed.
 """
-import argparse
 import json
 import os
 import sys
 
+from gputopo.cliutil import USAGE_EXIT_STATUS, OneLineParser, parse_args_or_exit
 from gputopo.parsers import PARSERS, ParseError
 
 _DESCRIPTIONS = {
@@ -27,23 +27,15 @@ _DESCRIPTIONS = {
     "horovod": "throughput lines of a Horovod CNN run",
     "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
 }
-USAGE_ERROR = 2
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse prints usage plus a message on error; the course's contract is one line."""
-
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(USAGE_ERROR)
+USAGE_ERROR = USAGE_EXIT_STATUS
 
 
 def _build_parser():
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="gputopo",
         description="Parse the text a GPU tool printed and print it as JSON.",
     )
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=_OneLineParser)
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=OneLineParser)
     kinds.required = True
     for kind in PARSERS:
         sub = kinds.add_parser(
@@ -69,7 +61,7 @@ def _read(path):
 
 
 def main(argv=None):
-    args = _build_parser().parse_args(argv)
+    args = parse_args_or_exit(_build_parser(), argv)
     prog = f"gputopo {args.kind}"
     where = "<stdin>" if args.file == "-" else args.file
     try:

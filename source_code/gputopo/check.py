@@ -644,20 +644,16 @@ def as_json(machine, findings):
     }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every command of the course does
-        sys.stderr.write(f"{self.prog}: error: {message} (command line)\n")
-        sys.exit(2)
-
-
 def main(argv=None):
-    parser = _Parser(prog="python -m gputopo.check",
-                     description="Preflight check: can this machine run the course?")
+    from gputopo.cliutil import OneLineParser, parse_args_or_exit
+
+    parser = OneLineParser(prog="python -m gputopo.check",
+                           description="Preflight check: can this machine run the course?")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-smoke", action="store_true",
                         help="skip the ~10 s two-worker Horovod run")
     parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_args_or_exit(parser, argv, where="command line")
     if args.smoke_worker:
         return _smoke_worker()
     machine, findings = run_checks(skip_smoke=args.skip_smoke)

@@ -33,6 +33,8 @@ import time
 import uuid
 from pathlib import Path
 
+from gputopo.cliutil import OneLineParser, UsageError
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 600  # per cell; the longest cells (CNN runs) take a few minutes on CPU
 
@@ -49,10 +51,6 @@ def show_banner(machine):
     """A notebook's opening sentence (machine.banner()), tagged by what this machine can run:
     "reference" without a GPU, else "live" (cells that fall back later say so themselves)."""
     show(machine.banner(), "reference" if machine.mode == "reference" else "live")
-
-
-class UsageError(Exception):
-    """Bad input on the command line; main() prints it as one line and exits 2."""
 
 
 def _notebook_order(path):
@@ -339,11 +337,6 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print):
     return run_dir, rows
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
 def _positive(text):
     try:
         value = float(text)
@@ -356,7 +349,7 @@ def _positive(text):
 
 def main(argv=None):
     prog = "python -m gputopo.course"
-    parser = _Parser(prog=prog, description="Execute every notebook headless and write one "
+    parser = OneLineParser(prog=prog, description="Execute every notebook headless and write one "
                      "HTML report into a new dated folder under results/.")
     parser.add_argument("--notebooks", nargs="+", type=Path, metavar="NB",
                         help="notebooks to run, in this order (default: Start_Here.ipynb, "

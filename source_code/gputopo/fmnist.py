@@ -28,7 +28,6 @@ numpy is imported inside functions (the rest of the module is standard library o
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import os
@@ -40,6 +39,8 @@ import urllib.request
 import zlib
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
+
+from gputopo.cliutil import OneLineParser, parse_args_or_exit
 
 __all__ = ["DatasetError", "FILES", "find_dataset_dir", "search_dirs", "load", "verify", "download"]
 
@@ -278,20 +279,14 @@ def _verify_cached(d: Path):
     return _CACHE[key]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every command of the course does
-        sys.stderr.write(f"{self.prog}: error: {message} (command line)\n")
-        sys.exit(2)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = _Parser(prog="python -m gputopo.fmnist",
-                description="Find and verify the offline Fashion-MNIST files.")
+    p = OneLineParser(prog="python -m gputopo.fmnist",
+                      description="Find and verify the offline Fashion-MNIST files.")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--check", action="store_true", help="say where the data is and verify it (exit 0/1)")
     g.add_argument("--download", nargs="?", const=str(PROJECT_DATA_DIR), metavar="DIR",
                    help=f"official download with MD5 check (default DIR: {PROJECT_DATA_DIR})")
-    args = p.parse_args(argv)
+    args = parse_args_or_exit(p, argv, where="command line")
     try:
         if args.download:
             d = download(args.download)

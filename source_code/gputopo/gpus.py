@@ -27,6 +27,8 @@ import subprocess
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from gputopo import proctree
+
 ORDER_VARIABLE = "CUDA_DEVICE_ORDER"
 ORDER_VALUE = "PCI_BUS_ID"
 VISIBLE_VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -244,8 +246,9 @@ def cuda_device_count(environ: Optional[Mapping[str, str]] = None, timeout: floa
     if source.get(VISIBLE_VARIABLE) is not None:
         env[VISIBLE_VARIABLE] = source[VISIBLE_VARIABLE]
     try:
-        done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        # proctree: a probe stuck in a broken driver is stopped with anything it started
+        done = proctree.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True,
+                            timeout=timeout, env=env)
     except (OSError, subprocess.SubprocessError) as error:
         return None, f"the CUDA driver could not be asked ({type(error).__name__})"
     answer = done.stdout.strip().split(" ", 1)

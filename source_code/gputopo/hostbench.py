@@ -34,8 +34,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-KiB = 1024
-MiB = 1024 * KiB
+from gputopo.units import KiB, MiB, format_bytes  # notebook 1 calls hostbench.format_bytes
 
 HOST_SIZES = tuple(8 * 4 ** k for k in range(13)) + (64 * MiB, 256 * MiB)   # 8 B, 32 B, ... 128 MiB, 256 MiB
 LOOPBACK_SIZES = tuple(8 * 4 ** k for k in range(12))               # 8 B .. 32 MiB
@@ -67,14 +66,6 @@ class Series:
         """Rows for printing: (size, median time, achieved bandwidth)."""
         return [(format_bytes(size), f"{seconds * 1e6:.2f} us", f"{size / seconds / 1e9:.3f} GB/s")
                 for size, seconds in self.rows]
-
-
-def format_bytes(n: int) -> str:
-    """8 -> '8 B', 65536 -> '64 KiB', 268435456 -> '256 MiB' (binary units, exact)."""
-    for unit, factor in (("GiB", 2 ** 30), ("MiB", MiB), ("KiB", KiB)):
-        if n >= factor and n % factor == 0:
-            return f"{n // factor} {unit}"
-    return f"{n} B"
 
 
 def _sweep(name: str, sizes: Sequence[int], once: Callable[[int], float], *, repeats: int,

@@ -66,7 +66,7 @@ def _handles(lib) -> List[Any]:
 
 
 def inventory(lib) -> List[Dict[str, str]]:
-    """One row per GPU, in the shape of detect.parse_gpu_query (nvidia-smi's strings)."""
+    """One row per GPU, in the shape of parsers.nvidia_smi.parse_gpu_query (nvidia-smi's strings)."""
     driver = _text(_ask(lib.nvmlSystemGetDriverVersion, default="[N/A]"))
     rows = []
     for index, handle in enumerate(_handles(lib)):
@@ -94,7 +94,7 @@ def inventory(lib) -> List[Dict[str, str]]:
 
 
 def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:
-    """Active and inactive NVLink slots per GPU, as detect.nvlink_link_counts reads `nvlink -s`.
+    """Active and inactive NVLink slots per GPU, as parsers.nvidia_smi.nvlink_link_counts reads `nvlink -s`.
 
     A slot NVML answers for is counted; NotSupported / InvalidArgument end the GPU's list
     (a GPU without NVLink has no slots at all).

@@ -17,6 +17,8 @@ import math
 import re
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from gputopo.units import format_bytes  # notebook 5 calls plots.format_bytes
+
 # Link type -> colour (matplotlib's tab10), one per `nvidia-smi topo -m` code family.
 LINK_COLOURS = {
     "NV": "#2ca02c",
@@ -357,14 +359,6 @@ def p2p_heatmap(
 # Bandwidth against message size
 
 AlphaBetaFit = Union[Callable, Mapping[str, float]]
-
-
-def format_bytes(size: float) -> str:
-    """1024 -> "1 KiB": message sizes are powers of two, so binary prefixes read cleanly."""
-    for prefix, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size / factor:g} {prefix}"
-    return f"{size:g} B"
 
 
 def alpha_beta_bandwidth(sizes_bytes, alpha_us: float, bandwidth_gbs: float):

@@ -22,18 +22,25 @@ nothing is left. psutil (pinned in environment/requirements-common.txt) does the
 bookkeeping; where it is missing (a bare node before the install, as for `make check`'s
 discovery of nvidia-smi) only the command's session is signalled, which is what tools such as
 nvidia-smi and nvcc need.
+
+`run_tool(argv, timeout)` is the same run for a tool whose failure is an answer, not an error
+(discovery asking nvidia-smi, nvcc, Horovod): it never raises and turns every failure (missing,
+not executable, non-zero exit, timeout) into one line of text.
 """
+import dataclasses
 import os
 import signal
 import subprocess
 import time
 import uuid
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 MARK = "GPUTOPO_PROCTREE"
 GRACE_S = 5.0
 _POLL_S = 0.1
 _KILL_ROUNDS = 5
+# A failing tool's message is quoted in one line (run_tool); longer ones are cut here.
+MAX_REASON_CHARS = 160
 
 
 def _psutil():
@@ -194,3 +201,42 @@ def run(args, *, timeout: Optional[float], grace: float = GRACE_S, input=None,
     if check:
         done.check_returncode()
     return done
+
+
+@dataclasses.dataclass
+class ToolRun:
+    ok: bool
+    stdout: str
+    problem: Optional[str]  # one line saying what went wrong; None when ok
+
+
+def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
+    """Run argv, capture its output, and turn every failure into one line of text."""
+    program = os.path.basename(argv[0])
+    try:
+        # run() stops the tool and every process it started on a timeout (psutil where
+        # installed; the tool's session alone on a bare node).
+        done = run(list(argv), timeout=timeout, stdin=subprocess.DEVNULL, capture_output=True)
+    except FileNotFoundError:
+        return ToolRun(False, "", f"{program} not found")
+    except PermissionError:
+        return ToolRun(False, "", f"{program} is not executable")
+    except OSError as error:
+        return ToolRun(False, "", f"{program} could not start ({error.strerror})")
+    except subprocess.TimeoutExpired:
+        return ToolRun(False, "", f"{program} did not answer within {timeout:g} s")
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    if done.returncode != 0:
+        message = first_line(stderr) or first_line(stdout) or "no message"
+        return ToolRun(False, stdout, f"{program} failed (exit status {done.returncode}): {message}")
+    return ToolRun(True, stdout, None)
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line, stripped and cut to a readable length."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 3] + "..."
+    return ""

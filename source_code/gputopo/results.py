@@ -39,6 +39,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from gputopo import proctree
+
 RESULTS_DIR_VARIABLE = "GPUTOPO_RESULTS_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,12 +79,12 @@ def utc_now_iso() -> str:
 def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
     """The checked-out commit, with "-dirty" if tracked files changed; None outside git."""
     try:
-        head = subprocess.run(
+        head = proctree.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
         )
         if head.returncode != 0:
             return None
-        status = subprocess.run(
+        status = proctree.run(
             ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
@@ -94,14 +96,17 @@ def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
     return commit + ("-dirty" if status.returncode == 0 and status.stdout.strip() else "")
 
 
-def _gpu_facts() -> Dict[str, Any]:
-    # Only what detection already found: running detect() here would add seconds
-    # (Horovod's check-build) to every record.
-    from .detect import cached_machine
+def gpu_facts(machine: Optional[Any] = None) -> Dict[str, Any]:
+    """The GPU facts a record carries, from `machine` (a gputopo.detect Machine).
 
-    machine = cached_machine()
+    Without one, this process's detection (`detect_once(check_horovod=False)`: Horovod's slow
+    check-build is not needed for these facts), so a record says the same whether or not
+    something else detected first.
+    """
     if machine is None:
-        return {"gpus": None, "driver_version": None, "nccl_version": None, "gpu_facts": "not detected in this process"}
+        from .detect import detect_once
+
+        machine = detect_once(check_horovod=False)
     return {
         "gpus": list(machine.gpu_names),
         "driver_version": machine.driver_version,
@@ -111,8 +116,8 @@ def _gpu_facts() -> Dict[str, Any]:
     }
 
 
-def environment() -> Dict[str, Any]:
-    """Where and when a result was measured, as plain JSON-ready data."""
+def environment(machine: Optional[Any] = None) -> Dict[str, Any]:
+    """Where and when a result was measured, as plain JSON-ready data (GPU facts: gpu_facts)."""
     variables = {
         name: value
         for name, value in sorted(os.environ.items())
@@ -124,7 +129,7 @@ def environment() -> Dict[str, Any]:
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        **_gpu_facts(),
+        **gpu_facts(machine),
         "variables": variables,
     }
 
@@ -144,11 +149,13 @@ def _results_file(kind: str) -> Path:
     return results_dir() / f"{_check_name('result kind', kind)}.jsonl"
 
 
-def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[Dict[str, Any]] = None) -> Path:
+def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[Dict[str, Any]] = None,
+                  machine: Optional[Any] = None) -> Path:
     """Append one JSON line {"kind", "recorded_at", "environment", **record} to results/<kind>.jsonl.
 
     environment_info replaces environment() for data measured elsewhere (a recorded run
-    on another machine). Returns the file written to.
+    on another machine); machine (a detect() Machine) gives the GPU facts, else this
+    process's detection does. Returns the file written to.
     """
     if not isinstance(record, dict):
         raise TypeError(f"a record must be a dict, not {type(record).__name__}")
@@ -158,7 +165,7 @@ def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[
     line = {
         "kind": kind,
         "recorded_at": utc_now_iso(),
-        "environment": environment() if environment_info is None else environment_info,
+        "environment": environment(machine) if environment_info is None else environment_info,
         **record,
     }
     encoded = (json.dumps(line, default=_to_json_value, sort_keys=False) + "\n").encode("utf-8")

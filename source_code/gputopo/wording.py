@@ -1,0 +1,139 @@
+"""Sentences for people about a Machine: the one-line banner and Start_Here's summary table.
+
+`banner_for(machine)` says honestly what a notebook runs live here and what it shows from
+recorded systems; `summary_rows(machine)` gives the (item, value) rows of Start_Here's table.
+Reads a gputopo.machine.Machine; runs nothing. Standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from gputopo import gpus as gpu_model
+from gputopo.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
+
+
+def _names_phrase(names: Sequence[str]) -> str:
+    distinct = sorted(set(names))
+    if len(distinct) == 1:
+        return f"{len(names)} x {distinct[0]}"
+    return ", ".join(names)
+
+
+def banner_for(machine: Machine) -> str:
+    """One honest sentence about what the notebook will run live."""
+    if machine.mode == MODE_REFERENCE:
+        return (
+            f"No NVIDIA GPU is visible here ({machine.reason}): "
+            "this notebook shows recorded data from real systems (reference mode)."
+        )
+    visible_note = ""
+    if machine.cuda_visible_devices is not None:
+        gpus, value = gpu_model.from_machine(machine)
+        visible_note = (f"; the course may use {machine.visible_gpu_count} of {machine.gpu_count}: "
+                        f"{gpu_model.describe_allowed(gpus, value)}")
+        if machine.visibility_problem:
+            visible_note += f" ({machine.visibility_problem})"
+    cuda_note = machine.notes.get("cuda") if not machine.cuda_devices else None
+    pair = machine.best_pair
+    pair_note = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {machine.link_between(*pair)}" if pair else ""
+    if cuda_note:
+        count = "One GPU is" if machine.mode == MODE_SINGLE else f"{machine.visible_gpu_count} GPUs are"
+        return (
+            f"{count} listed by nvidia-smi here ({_names_phrase(machine.gpu_names)}{visible_note}{pair_note}), "
+            f"but CUDA cannot use {'it' if machine.mode == MODE_SINGLE else 'them'} ({cuda_note}): the GPU "
+            "programs say so and show recorded data from real systems."
+        )
+    if machine.mode == MODE_SINGLE:
+        return (
+            f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
+            "live, and GPU-to-GPU parts show recorded data from real systems."
+        )
+    return (
+        f"{machine.visible_gpu_count} GPUs are visible here ({_names_phrase(machine.gpu_names)}"
+        f"{visible_note}{pair_note}): the experiments run live on this machine."
+    )
+
+
+def _p2p_phrase(machine: Machine) -> str:
+    if not machine.p2p_matrix:
+        return "unknown (" + (machine.notes.get("p2p_read") or "not asked") + ")"
+    parts = []
+    for capability, matrix in machine.p2p_matrix.items():
+        cells = [status for row in matrix.values() for status in row.values()]
+        ok = sum(status == "OK" for status in cells)
+        parts.append(f"{capability}: {ok} of {len(cells)} GPU pairs (each direction) OK")
+    return "; ".join(parts)
+
+
+def _links_phrase(machine: Machine) -> str:
+    if machine.topology is None:
+        return "unknown (" + (machine.notes.get("topology") or "no GPU") + ")"
+    best, worst = machine.best_pair, machine.worst_pair
+    if not best:
+        return "one GPU: no GPU-to-GPU link"
+    text = f"best pair GPU{best[0]}-GPU{best[1]} ({machine.link_between(*best)})"
+    if worst and worst != best:
+        text += f", worst pair GPU{worst[0]}-GPU{worst[1]} ({machine.link_between(*worst)})"
+    return text
+
+
+def _horovod_phrase(machine: Machine) -> str:
+    if machine.horovod is None:
+        return "not available (" + machine.notes.get("horovod", "unknown") + ")"
+    built = [name for name in ("tensorflow", "pytorch", "nccl", "gloo", "mpi") if machine.horovod.get(name)]
+    missing = [name for name in ("tensorflow", "pytorch", "nccl", "gloo", "mpi") if not machine.horovod.get(name)]
+    text = f"{machine.horovod.get('version') or 'version unknown'}, built with {', '.join(built) or 'nothing'}"
+    return text + (f"; without {', '.join(missing)}" if missing else "")
+
+
+def _live_and_reference(machine: Machine) -> Tuple[str, str]:
+    """What the course runs here versus what it shows from recorded systems."""
+    can_build = machine.nvcc_path is not None
+    # the CNN runs with either framework (cnn_fmnist.py --framework tensorflow|pytorch)
+    framework = bool(machine.horovod and (machine.horovod.get("tensorflow") or machine.horovod.get("pytorch")))
+    horovod_cpu = framework and bool(machine.horovod.get("gloo"))
+    horovod_gpu = framework and bool(machine.horovod.get("nccl"))
+    if machine.mode == MODE_REFERENCE:
+        live = ["host-side (CPU) measurements"]
+        if horovod_cpu:
+            live.append("Horovod CNN on CPU workers (Gloo)")
+        return ", ".join(live), "topology, P2P bandwidth, NCCL collectives, multi-GPU training"
+    live = ["topology and NVLink state", "single-GPU training"]
+    shown = []
+    if machine.mode == MODE_MULTI:
+        (live if can_build else shown).append("P2P bandwidth test" + ("" if can_build else " (no nvcc)"))
+        nccl_ok = can_build and machine.nccl_version is not None
+        (live if nccl_ok else shown).append("NCCL collectives" + ("" if nccl_ok else " (needs nvcc and NCCL)"))
+        (live if horovod_gpu else shown).append("multi-GPU Horovod" + ("" if horovod_gpu else " (no Horovod+NCCL)"))
+    else:
+        shown.extend(["P2P bandwidth between GPUs", "NCCL across GPUs", "multi-GPU training"])
+    return ", ".join(live), ", ".join(shown) or "nothing: everything runs live"
+
+
+def summary_rows(machine: Machine) -> List[Tuple[str, str]]:
+    """(item, value) pairs for the table at the top of Start_Here."""
+    if machine.gpu_count:
+        gpus = _names_phrase(machine.gpu_names)
+        if machine.visible_gpu_count != machine.gpu_count:
+            gpus += f" ({machine.visible_gpu_count} visible to CUDA)"
+    else:
+        gpus = f"none ({machine.reason})"
+    if machine.nvlink_active_links:
+        nvlink = ", ".join(f"{gpu}: {count} active" for gpu, count in machine.nvlink_active_links.items())
+    else:
+        nvlink = "no active NVLink reported" if machine.nvlink_status_text is not None else "unknown"
+    live, shown = _live_and_reference(machine)
+    return [
+        ("Mode", machine.mode),
+        ("GPUs", gpus),
+        ("Driver / CUDA (driver's)", f"{machine.driver_version or 'unknown'} / {machine.cuda_version or 'unknown'}"),
+        ("GPU links (nvidia-smi topo -m)", _links_phrase(machine)),
+        ("NVLink", nvlink),
+        ("Peer access (nvidia-smi topo -p2p)", _p2p_phrase(machine)),
+        ("NCCL", machine.nccl_version or "not found"),
+        ("Horovod", _horovod_phrase(machine)),
+        ("nvcc", f"{machine.nvcc_version or 'version unknown'} at {machine.nvcc_path}" if machine.nvcc_path else "not found"),
+        ("Runs live here", live),
+        ("Shown from reference systems", shown),
+    ]
