@@ -22,12 +22,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import runner
+from gputopo import linkcodes, runner
 from gputopo.selfcheck import text_table
 
 # Path types of NCCL, closest first, that a pair of GPUs in one server can have (LOC is the
 # same GPU, NVB a hop through a third GPU's NVLink; neither is a pair the course runs).
-PATH_COLUMNS = ("NVL", "PIX", "PXB", "PHB", "SYS")
+PATH_COLUMNS = linkcodes.TOPO_PATH_TYPES
 
 
 # ------------------------------------------------------------------------------------------

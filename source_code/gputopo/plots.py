@@ -14,10 +14,11 @@ tests and readers can find what was drawn.
 from __future__ import annotations
 
 import math
-import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-# Link type -> colour (matplotlib's tab10), one per `nvidia-smi topo -m` code family.
+from . import linkcodes
+
+# Link family -> colour (matplotlib's tab10); the families and their meanings are linkcodes'.
 LINK_COLOURS = {
     "NV": "#2ca02c",
     "PIX": "#1f77b4",
@@ -26,16 +27,7 @@ LINK_COLOURS = {
     "NODE": "#9467bd",
     "SYS": "#d62728",
 }
-LINK_MEANINGS = {
-    "NV": "NVLink (width = bonded links)",
-    "PIX": "PIX: one PCIe bridge",
-    "PXB": "PXB: several PCIe bridges",
-    "PHB": "PHB: through a PCIe host bridge",
-    "NODE": "NODE: between host bridges of a NUMA node",
-    "SYS": "SYS: across the CPU interconnect",
-}
-# Nearest first, as NCCL orders PCIe paths; used to pick a NIC's closest GPUs.
-PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+LINK_MEANINGS = {family: linkcodes.meaning(family) for family in linkcodes.FAMILIES}
 NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
 
 
@@ -50,28 +42,8 @@ def _new_axes(ax, figsize):
     return figure, figure.add_subplot()
 
 
-def link_family(code: str) -> str:
-    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS)."""
-    if re.fullmatch(r"NV\d+", code):
-        return "NV"
-    if code == "SOC":
-        return "SYS"
-    if code in LINK_COLOURS:
-        return code
-    raise ValueError(f"unknown topo link code {code!r}")
-
-
-def nvlink_count(code: str) -> int:
-    match = re.fullmatch(r"NV(\d+)", code)
-    return int(match.group(1)) if match else 0
-
-
-def _link_closeness(code: str) -> Tuple[int, int]:
-    # Larger is closer: NVLink beats PCIe, more links beat fewer, then PIX ... SYS.
-    family = link_family(code)
-    if family == "NV":
-        return (1, nvlink_count(code))
-    return (0, len(PCIE_ORDER) - PCIE_ORDER.index(family))
+link_family = linkcodes.family
+nvlink_count = linkcodes.nvlink_count
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,8 +166,8 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
         gpu_codes = {gpu: row[gpu] for gpu in gpus if gpu in row}
         if not gpu_codes:
             continue
-        closest = max(_link_closeness(code) for code in gpu_codes.values())
-        nearest = [gpu for gpu, code in gpu_codes.items() if _link_closeness(code) == closest]
+        closest = max(linkcodes.rank(code) for code in gpu_codes.values())
+        nearest = [gpu for gpu, code in gpu_codes.items() if linkcodes.rank(code) == closest]
         direction = _mean_direction([angles[gpu] for gpu in nearest])
         spot = outer_position(direction if direction is not None else -math.pi / 2, 1.55)
         for gpu in nearest:

@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from gputopo import linkcodes
+
 SOURCE_DIR = Path(__file__).resolve().parents[1]
 SCRIPT = SOURCE_DIR / "cnn_fmnist.py"
 RESULT_KIND = "horovod_cnn"
@@ -107,9 +109,8 @@ P2P_LEVEL_SOURCES = {
 # Each row's "source" names keys of P2P_LEVEL_SOURCES: the level names, meanings and integers
 # are in the docs; the integer mapping and the NVL-before-PIX order are also in the source.
 
-# NCCL's path types, closest first (src/graph/topo.h order; newer releases insert C2C after NVB).
-# P2P is used between two GPUs when their path type is at or before the P2P level.
-PATH_ORDER = ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+# NCCL's path types, closest first, and the path type of each topo -m code: gputopo/linkcodes.py.
+PATH_ORDER = linkcodes.PATH_ORDER
 
 P2P_LEVEL_FACTS: Tuple[Dict[str, Any], ...] = (
     {"level": "LOC", "legacy_integer": 0, "p2p_used_when": "never (P2P off)",
@@ -155,18 +156,7 @@ def legacy_level_name(value: str) -> str:
     return text.upper()
 
 
-def path_type_of_link(link: Optional[str]) -> Optional[str]:
-    """NCCL path type for an `nvidia-smi topo -m` code: NV# -> NVL, NODE -> PHB, ..."""
-    if not link:
-        return None
-    code = link.strip().upper()
-    if code.startswith("NV"):
-        return "NVL"
-    if code == "NODE":  # several host bridges inside one NUMA node: NCCL calls that PHB
-        return "PHB"
-    if code in ("PIX", "PXB", "PHB", "SYS"):
-        return code
-    return None
+path_type_of_link = linkcodes.path_type
 
 
 def default_p2p_level(cpu_vendor: Optional[str]) -> Optional[str]:
