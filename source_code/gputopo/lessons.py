@@ -61,30 +61,20 @@ LATENCY_LABELS = {
 #   48 GB/s both ways to GPUs 1, 2, about 97 to GPUs 3, 4, about 14.5 to GPUs 5, 6, 7.
 # - The 8x V100 server of the 2019 blog post (reference_systems/v100-sxm2-8gpu-server/): its
 #   recorded `nvidia-smi topo -m` gives GPU0 NV2 to GPUs 3 and 6 and no NVLink to GPU 4.
-DGX1_V100_NVLINKS = {
-    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2,
-    (1, 2): 2, (1, 3): 1, (1, 5): 2,
-    (2, 3): 2, (2, 6): 1,
-    (3, 7): 1,
-    (4, 5): 1, (4, 6): 1, (4, 7): 2,
-    (5, 6): 2, (5, 7): 1,
-    (6, 7): 2,
-}
-DGX1_V100_SOURCE = ("NVIDIA DGX-1 with Tesla V100 System Architecture whitepaper (2017), hybrid cube-mesh "
-                    "figure; GPU0/GPU1 links also in the DGX-1 V100 topology dump of NVIDIA/nccl issue #671")
+# The DGX-1's links are data of its recorded system: reference_systems/dgx1-v100/system.json
+# ("links": every pair's code, with the sources above).
 DGX1_V100 = "DGX-1 (V100), NVIDIA's wiring"
 BLOG_V100 = "8x V100 server of the 2019 blog (v100-sxm2-8gpu-server)"
 
 
-def _nvlink_topology(nvlinks: Dict[Tuple[int, int], int], gpus: int = 8) -> Dict[str, Any]:
-    """A topo-parser-shaped dict (gpus, links, ...) from {(i, j): NVLink count}; other pairs SYS."""
+def _pairs_topology(codes: Dict[Tuple[int, int], str], gpus: int = 8) -> Dict[str, Any]:
+    """A topo-parser-shaped dict (gpus, links, ...) from {(i, j): link code}; other pairs SYS."""
     names = [f"GPU{i}" for i in range(gpus)]
     table: Dict[str, Dict[str, str]] = {a: {} for a in names}
     for i in range(gpus):
         for j in range(gpus):
             if i != j:
-                count = nvlinks.get((min(i, j), max(i, j)))
-                table[f"GPU{i}"][f"GPU{j}"] = f"NV{count}" if count else "SYS"
+                table[f"GPU{i}"][f"GPU{j}"] = codes.get((min(i, j), max(i, j)), "SYS")
     return {"gpus": names, "nics": {}, "links": table, "cpu_affinity": {}, "numa_affinity": {},
             "gpu_numa_id": {}, "legend": {}}
 
@@ -92,11 +82,11 @@ def _nvlink_topology(nvlinks: Dict[Tuple[int, int], int], gpus: int = 8) -> Dict
 def v100_wirings() -> Dict[str, Dict[str, Any]]:
     """The two 8x V100 servers of the course, by name: {name: topology dict}.
 
-    The DGX-1 from NVIDIA's published wiring (DGX1_V100_NVLINKS), the blog's server from its
+    The DGX-1 from NVIDIA's published wiring (its system.json), the blog's server from its
     recorded `nvidia-smi topo -m`. Both have the shape `gputopo.parsers.topo` returns, so
     `plots.topology_graph` draws either.
     """
-    return {DGX1_V100: _nvlink_topology(DGX1_V100_NVLINKS),
+    return {DGX1_V100: _pairs_topology(reference.known_links("dgx1-v100")["pairs"]),
             BLOG_V100: reference.load("v100-sxm2-8gpu-server", "topo")}
 
 
@@ -110,36 +100,6 @@ def wiring_differences(first: Dict[str, Any], second: Dict[str, Any]) -> List[Tu
             if x != y:
                 out.append((f"{a[3:]}-{b[3:]}", x, y))
     return out
-
-
-# GPU-to-GPU link codes of recorded systems whose folder has no `nvidia-smi topo -m` file.
-# Each entry names its source; `link_lookup` prefers a recorded topo file when there is one.
-KNOWN_LINKS = {
-    # The DGX-1's own numbering (not the blog server's): see DGX1_V100_NVLINKS.
-    "dgx1-v100": (
-        {(i, j): _nvlink_topology(DGX1_V100_NVLINKS)["links"][f"GPU{i}"][f"GPU{j}"]
-         for i in range(8) for j in range(8) if i < j},
-        DGX1_V100_SOURCE,
-    ),
-    "rtx2080-nvlink-pair": (
-        {(0, 1): "NV1"},
-        "reference_systems/README.md: two RTX 2080 joined by an NVLink bridge (one link)",
-    ),
-}
-
-# Peer access of recorded systems whose output lacks the P2P Connectivity Matrix: pairs for
-# which CUDA reports no peer access. On the DGX-1 the pairs without NVLink cross the two CPU
-# sockets (SYS), where CUDA offers no peer access; their "P2P=Enabled" cells fall back to the
-# staged copy, as the recorded latency row shows (18-19 us, like P2P disabled, against about 2).
-NO_PEER_ACCESS = {
-    "dgx1-v100": ({pair for pair, code in KNOWN_LINKS["dgx1-v100"][0].items() if code == "SYS"},
-                  "pairs without NVLink cross the CPU sockets (DGX-1 V100 whitepaper); the recorded "
-                  "P2P=Enabled latencies of 18-19 us to GPUs 5-7 are those of a staged copy"),
-}
-
-
-# Recorded HGX H200 systems (NVSwitch) without a topo file: every pair NV18 (NVIDIA H200 datasheet).
-NVSWITCH_PREFIX = "h200-nvswitch"
 
 
 def _p2p_file_order(name: str) -> Tuple[int, int, str]:
@@ -193,7 +153,9 @@ def peer_access(parsed: Dict[str, Any], system: Optional[str] = None) -> Callabl
     """A function (i, j) -> True / False / None: may GPU i access GPU j's memory directly?
 
     From the output's P2P Connectivity Matrix (what CUDA reported) when it has one, else
-    from NO_PEER_ACCESS for a recorded system, else None (unknown).
+    from the recorded system's system.json ("no_peer_access"), else None (unknown).
+    On the DGX-1 the pairs without NVLink cross the two CPU sockets (SYS), where CUDA offers
+    no peer access; their "P2P=Enabled" cells fall back to the staged copy.
     """
     matrix = parsed.get("connectivity")
     if matrix:
@@ -205,14 +167,15 @@ def peer_access(parsed: Dict[str, Any], system: Optional[str] = None) -> Callabl
                 return None
             return bool(matrix[order.index(i)][order.index(j)])
         return from_matrix
-    if system in NO_PEER_ACCESS:
-        blocked = NO_PEER_ACCESS[system][0]
+    recorded = reference.no_peer_access(system) if system in reference.list_systems() else None
+    if recorded is not None:
+        blocked = recorded[0]
         return lambda i, j: (min(i, j), max(i, j)) not in blocked
     return lambda i, j: None
 
 
 def gpu_name(system: str, parsed: Optional[Dict[str, Any]] = None) -> str:
-    """The GPU's name: from the test's Device lines, else the machine column of the README."""
+    """The GPU's name: from the test's Device lines, else the machine of the system's system.json."""
     devices = (parsed or {}).get("devices") or []
     if devices:
         return devices[0]["name"]
@@ -223,7 +186,7 @@ def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]]
     """A function (i, j) -> `topo -m` link code ("NV12", "SYS") or None when unknown.
 
     From `topology` (the topo parser's result, e.g. `detect().topology`) if given, else from the
-    system's recorded `nvidia-smi topo -m` file, else from KNOWN_LINKS.
+    system's recorded `nvidia-smi topo -m` file, else from its system.json ("links").
     """
     table: Dict[Tuple[int, int], str] = {}
     if topology is None and system is not None and reference.find(system, "topo"):
@@ -233,12 +196,13 @@ def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]]
             for second, code in row.items():
                 if first.startswith("GPU") and second.startswith("GPU"):
                     table[(int(first[3:]), int(second[3:]))] = code
-    elif system in KNOWN_LINKS:
-        for (i, j), code in KNOWN_LINKS[system][0].items():
+    elif system is not None and reference.known_links(system) is not None:
+        known = reference.known_links(system)
+        if known["every_pair"]:  # e.g. HGX H200: every GPU's NVLinks go to the NVSwitch chips
+            code = known["every_pair"]
+            return lambda i, j: code if i != j else None
+        for (i, j), code in known["pairs"].items():
             table[(i, j)] = table[(j, i)] = code
-    elif system is not None and system.startswith(NVSWITCH_PREFIX):
-        # HGX H200: every GPU's 18 NVLink 4 links go to the NVSwitch chips, so every pair is NV18.
-        return lambda i, j: "NV18" if i != j else None
     return lambda i, j: table.get((i, j))
 
 
@@ -402,18 +366,17 @@ def _latency_keys(found):
 # ---------------------------------------------------------------------------------------
 # Collectives (notebook 5)
 
-# Which transport a recorded table used, from its "# Transports:" line or its file name.
-# nccl_bench's summary after the table, e.g. "# Transports NCCL reported (...): P2P/direct pointer: 48;"
+# Which transport a recorded table used: its system.json's "transport" for the file, else its
+# "# Transports:" line, nccl_bench's summary after the table, e.g.
+# "# Transports NCCL reported (...): P2P/direct pointer: 48;"
 _TRANSPORT_LINE = re.compile(r"^#\s*Transports NCCL reported[^:]*:\s*(.+?)\s*$", re.MULTILINE)
-_FILE_TRANSPORTS = (("-sockets", "NET (sockets; P2P and SHM disabled)"),
-                    ("-P2P_LEVEL-LOC", "SHM (NCCL_P2P_LEVEL=LOC)"))
 
 
-def transport_of(text: str, filename: str) -> str:
-    """A label for the path NCCL used: the file name's setting, else the table's own line."""
-    for suffix, label in _FILE_TRANSPORTS:
-        if suffix in filename:
-            return label
+def transport_of(text: str, settings: Optional[Dict[str, Any]] = None) -> str:
+    """A label for the path NCCL used: the file's settings (reference.file_settings), else the
+    table's own line."""
+    if (settings or {}).get("transport"):
+        return settings["transport"]
     line = _TRANSPORT_LINE.search(text)
     if line:
         # "P2P/direct pointer: 48; SHM/direct/direct: 8;" -> "P2P/direct pointer, SHM/direct/direct"
@@ -426,25 +389,27 @@ def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None)
     """Every recorded nccl-tests style table of one operation.
 
     Rows: {system, file, parsed, n, transport, op}. n comes from the table's nGpus line or its
-    device list. Only files named for the operation and at most a GPU count and a transport
-    (nccl-bench-all_reduce.txt, -sockets, -P2P_LEVEL-LOC, all_reduce_perf-g8.txt), so repeats
-    with other iteration counts (nccl-bench-all_reduce-n100.txt) are left out.
+    device list. Only files named for the operation and at most a GPU count
+    (nccl-bench-all_reduce.txt, all_reduce_perf-g8.txt), or with one more word when their
+    system.json gives them a transport (-sockets, -P2P_LEVEL-LOC), so repeats with other
+    iteration counts (nccl-bench-all_reduce-n100.txt) are left out.
     """
     from gputopo.alphabeta import _op_name
 
     op = _op_name(op)
-    suffixes = "|".join(re.escape(suffix) for suffix, _ in _FILE_TRANSPORTS)
-    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?({suffixes})?\.txt")
+    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?(?P<more>-.+)?\.txt")
     out = []
     for system in systems or reference.list_systems():
         for name in reference.find(system, "nccl-tests"):
-            if not plain.fullmatch(name):
+            match = plain.fullmatch(name)
+            settings = reference.file_settings(system, name)
+            if not match or (match.group("more") and not settings.get("transport")):
                 continue
             parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
             n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
             text = reference.read_text(system, name)
             out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
-                        "transport": transport_of(text, name), "nvls": nvls_state(text, system)})
+                        "transport": transport_of(text, settings), "nvls": nvls_state(text, system)})
     return out
 
 
@@ -466,10 +431,10 @@ def nvls_state(text: str, system: Optional[str] = None) -> str:
         return from_environment({"NCCL_NVLS_ENABLE": setting.group(1)}, None)
     if system is not None:
         try:
-            machine = reference.describe(system)["machine"]
-        except (KeyError, ValueError, OSError):
-            machine = ""
-        if "nvswitch" not in (system + machine).lower():
+            nvswitch = reference.system_info(system).get("nvswitch")
+        except (ValueError, OSError):
+            nvswitch = None
+        if not nvswitch:
             return "n/a (no NVSwitch)"
     return "not recorded"
 

@@ -93,10 +93,6 @@ def channel_table(parsed: Dict[str, Any]) -> str:
 # Runs: recorded and live, in one tidy shape
 # ------------------------------------------------------------------------------------------
 
-# "recorded: [reference_systems/]<system>/<file>.txt": the log a reference_sweep() row came from.
-_RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/([^/\s]+\.txt)$")
-
-
 def recorded_runs() -> List[Dict[str, Any]]:
     """One row per (system, pair, setting, batch, framework) of the recorded runs.
 
@@ -113,13 +109,14 @@ def recorded_runs() -> List[Dict[str, Any]]:
         else:
             row["images_per_sec_min"] = row["images_per_sec_max"] = None
             row["range_over"] = "-"
-            match = _RECORDED_FILE.match(row.get("reason", ""))
+            log_file = row.get("log_file")  # reference_systems/<system>/<file> of a one-log row
             if row.get("epoch_rates"):
                 rates = row["epoch_rates"]
                 row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
                 row["range_over"] = "epochs of 1 run"
-            elif match:
-                epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
+            elif log_file:
+                system, name = log_file.split("/", 1)
+                epochs = reference.load(system, "horovod", filename=name)["epochs"]
                 rates = [e["images_per_sec"] for e in epochs]
                 row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
                 row["range_over"] = "epochs of 1 run"
@@ -407,12 +404,12 @@ def channel_count_rows() -> List[Tuple[str, str, str, str, str]]:
     """(system, GPUs, setting, transport, channels) for the first recorded log of each setting."""
     rows, seen = [], set()
     for row in runner.reference_sweep():
-        path = row.get("reason", "").replace("recorded: ", "", 1)
         key = (row["system"], row["pair"], row["setting"])
-        if "," not in row["pair"] or not path.startswith("reference_systems/") or key in seen:
+        if "," not in row["pair"] or not row.get("log_file") or key in seen:
             continue
         seen.add(key)
-        file = runner.SOURCE_DIR / path
+        from gputopo import reference
+        file = reference.REFERENCE_DIR / row["log_file"]
         if not file.is_file():
             continue
         count = ring_channels(file.read_text(encoding="utf-8", errors="replace"))

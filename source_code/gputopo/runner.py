@@ -706,41 +706,35 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
-# The recorded runs in reference_systems/: folder -> facts the logs do not print themselves.
-# Pair links: DGX-1 (V100) joins GPUs 0 and 3 by NVLink, 1 and 7 not at all (they sit on
-# different CPU sockets, as the different CPU affinity masks in the 1,7 log show); the DGX
-# A100 joins every pair through NVSwitch. CPUs: DGX-1 has Intel Xeon (Broadwell), DGX A100
-# has AMD EPYC. See reference_systems/README.md.
-REFERENCE_RUNS = {
-    "h200-nvswitch-pair": {"label": "2x H200 NVSwitch", "cpu_vendor": None,
-                           "links": {"0,1": ("NV18 (18 NVLink4 links via NVSwitch)", "NVL"),
-                                     "0": ("one GPU", None)}},
-    "dgx1-v100": {"label": "DGX-1 V100", "cpu_vendor": "GenuineIntel",
-                  "nvls": "did not exist (V100: no NVLS)",
-                  "links": {"0,3": ("NVLink", "NVL"), "1,7": ("no NVLink; PCIe across CPU "
-                                                              "sockets (SYS)", "SYS")}},
-    "dgx-a100": {"label": "DGX A100", "cpu_vendor": "AuthenticAMD",
-                  "nvls": "did not exist (A100: no NVLS)",
-                  "links": {"0,3": ("NVLink via NVSwitch", "NVL")}},
-}
-
-# Folders renamed after their files were recorded: old name -> folder now. The published
-# files keep the old name (they are byte-exact copies); readers translate it here.
-RENAMED_FOLDERS = {"dgx1-a100": "dgx-a100"}  # no product is called "DGX-1 A100"
-
-_REFERENCE_NAME = re.compile(r"horovod-cnn-gpus-(\d+)-(\d+)-(.+)\.txt$")
+def reference_runs() -> Dict[str, Dict[str, Any]]:
+    """{system: its system.json's "cnn" facts} for every recorded system with CNN runs, in the
+    order of the course's tables: what the logs do not print themselves (a label, the CPU
+    vendor for NCCL's default P2P level, the link and NCCL path type of each GPU pair)."""
+    from . import reference
+    found = []
+    for system in reference.list_systems():
+        info = reference.system_info(system)
+        if info.get("cnn"):
+            found.append((info["cnn"].get("order", len(found)), system,
+                          dict(info["cnn"], cpu_vendor=info.get("cpu_vendor"))))
+    return {system: facts for _, system, facts in sorted(found, key=lambda item: item[0])}
 
 
-def _setting_of(tag: str) -> Tuple[str, Dict[str, str]]:
-    if tag == "default":
-        return "default", {}
-    match = re.fullmatch(r"NCCL_P2P_LEVEL-(\w+)", tag)
-    if match:
-        value = match.group(1)
+def _pair_facts(facts: Dict[str, Any], pair: str) -> Tuple[Optional[str], Optional[str]]:
+    # (link as the course says it, NCCL path type) of a GPU pair of a recorded system
+    entry = (facts.get("pairs") or {}).get(pair) or {}
+    return entry.get("link"), entry.get("path_type")
+
+
+def _setting_of(variables: Dict[str, str]) -> str:
+    """How a recorded run's NCCL settings read in a table: "default", "NCCL_P2P_LEVEL=LOC (0)"."""
+    if not variables:
+        return "default"
+    value = variables.get("NCCL_P2P_LEVEL")
+    if value is not None and len(variables) == 1:
         name = legacy_level_name(value)
-        shown = f"NCCL_P2P_LEVEL={name}" + (f" ({value})" if value != name else "")
-        return shown, {"NCCL_P2P_LEVEL": value}
-    raise ValueError(f"unknown setting in reference file name: {tag!r}")
+        return f"NCCL_P2P_LEVEL={name}" + (f" ({value})" if value != name else "")
+    return " ".join(f"{key}={val}" for key, val in sorted(variables.items()))
 
 
 def _csv_condition_matches(condition: str, setting_env: Dict[str, str]) -> bool:
@@ -754,12 +748,12 @@ def _reference_summary_rows() -> List[Tuple[str, Dict[str, str]]]:
     """(file label, row) for every row of the recorded summary CSVs (horovod-cnn-summary.csv)."""
     from . import reference
     out = []
-    for system in REFERENCE_RUNS:
+    for system in reference_runs():
         for name in reference.find(system, "csv"):
             if name.startswith("horovod-cnn-summary"):
                 for row in reference.load(system, "csv", name)["rows"]:
                     # the CSV is kept as published; it names the A100 folder by its old name
-                    row = dict(row, system=RENAMED_FOLDERS.get(row["system"], row["system"]))
+                    row = dict(row, system=reference.system_of(row["system"]) or row["system"])
                     out.append((f"{system}/{name}", row))
     return out
 
@@ -790,8 +784,8 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
     """One row per run recorded by `python -m gputopo.runner --record-dir` for `system`
     (reference_systems/<system>/horovod-cnn/), in the shape of sweep() rows."""
     from . import reference
-    folder = Path(reference.__file__).resolve().parents[1] / "reference_systems" / system / CNN_RUNS_FOLDER
-    facts = REFERENCE_RUNS.get(system, {"label": system, "cpu_vendor": None, "links": {}})
+    folder = reference.REFERENCE_DIR / system / CNN_RUNS_FOLDER
+    facts = reference_runs().get(system, {"label": system, "cpu_vendor": None, "pairs": {}})
     known = {setting_tag(env): (name, env) for name, env in SETTINGS}
     rows = []
     for log_file in sorted(folder.glob("horovod-cnn-*.txt")) if folder.is_dir() else []:
@@ -805,7 +799,7 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
         epochs_rows, summary = _parse_throughput(log)
         summary = record.get("summary") or summary or {}
         pair = match.group("gpus").replace("-", ",")
-        link, path_type = facts["links"].get(pair, (None, None))
+        link, path_type = _pair_facts(facts, pair)
         rows.append({
             "system": facts["label"], "source": "recorded", "pair": pair, "link": link,
             "setting": name, "env": dict(variables), "repeat": int(match.group("repeat")),
@@ -824,6 +818,7 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
             "epoch_rates": [e["images_per_sec"] for e in (epochs_rows[1:] or epochs_rows)],
             "ok": summary.get("images_per_sec_median") is not None,
             "reason": f"recorded: reference_systems/{system}/{CNN_RUNS_FOLDER}/{log_file.name}",
+            "log_file": f"{system}/{CNN_RUNS_FOLDER}/{log_file.name}",
         })
     return rows
 
@@ -839,29 +834,29 @@ def reference_sweep() -> List[Dict[str, Any]]:
     from . import reference
 
     summary_rows = _reference_summary_rows()
+    systems = reference_runs()
     rows, seen = [], set()
-    for system, facts in REFERENCE_RUNS.items():
-        if system not in ("dgx1-v100", "dgx-a100"):
-            continue  # the course's own recordings come from recorded_cnn_runs() below
-        nccl_logs = reference.load_all(system, "nccl-log")
-        throughput = reference.load_all(system, "horovod")
+    for system, facts in systems.items():
+        # The logs system.json describes ("gpus", "env", ...); the course's own recordings
+        # (horovod-cnn/) come from recorded_cnn_runs() below.
+        logs = {name: reference.file_settings(system, name) for name in reference.find(system, "nccl-log")}
+        logs = {name: settings for name, settings in logs.items() if settings.get("gpus")}
+        nccl_logs = {name: reference.load(system, "nccl-log", filename=name) for name in logs}
+        throughput = {name: reference.load(system, "horovod", filename=name) for name in logs
+                      if name in reference.find(system, "horovod")}
         for name in sorted(nccl_logs):
-            match = _REFERENCE_NAME.search(name)
-            if not match:
-                continue
-            pair = f"{match.group(1)},{match.group(2)}"
-            setting, variables = _setting_of(match.group(3))
+            settings = logs[name]
+            pair = settings["gpus"]
+            variables = dict(settings.get("env") or {})
+            setting = _setting_of(variables)
             nccl = nccl_logs[name]
             rates = [e["images_per_sec"] for e in throughput.get(name, {}).get("epochs", [])]
-            link, path_type = facts["links"].get(pair, (None, None))
-            batch = next((int(row["batch_size_per_gpu"]) for _, row in summary_rows
-                          if row["system"] == system and row["gpus"] == pair
-                          and _csv_condition_matches(row["condition"], variables)), None)
+            link, path_type = _pair_facts(facts, pair)
             seen.add((system, pair, setting.split(" ")[0]))
             rows.append({
                 "system": facts["label"],
                 "source": "recorded",
-                "framework": "tensorflow",
+                "framework": settings.get("framework"),
                 "nccl_version": nccl["nccl_version"],
                 "nvls": facts.get("nvls") or nvls_state(None, nccl["nccl_version"]),
                 "pair": pair,
@@ -872,22 +867,23 @@ def reference_sweep() -> List[Dict[str, Any]]:
                                                          facts["cpu_vendor"]),
                 "transports": _transports_text(nccl["transports"]),
                 "p2p_level_in_log": nccl["p2p_level"],
-                "batch_per_worker": batch,
+                "batch_per_worker": settings.get("batch_per_worker"),
                 "images_per_sec_median": statistics.median(rates) if rates else None,
                 "epochs_shown": len(rates),
                 "ok": True,
                 "reason": f"recorded: reference_systems/{system}/{name}",
+                "log_file": f"{system}/{name}",
             })
     # Summary rows without a log of their own (the A100 default run), after all the logs.
     for label, row in summary_rows:
-        facts = REFERENCE_RUNS.get(row["system"])
+        facts = systems.get(row["system"])
         if facts is None or not _csv_condition_matches(row["condition"], {}):
             continue
         key = (row["system"], row["gpus"], "default")
         if key in seen:
             continue
         seen.add(key)
-        link, path_type = facts["links"].get(row["gpus"], (None, None))
+        link, path_type = _pair_facts(facts, row["gpus"])
         rows.append({
             "system": facts["label"],
             "source": "recorded",
@@ -908,10 +904,10 @@ def reference_sweep() -> List[Dict[str, Any]]:
             "reason": f"recorded: reference_systems/{label} (approximate value, no NCCL log "
                       f"published)",
         })
-    for system in REFERENCE_RUNS:
+    for system in systems:
         rows += recorded_cnn_runs(system)
     order = {name: i for i, (name, _) in enumerate(SETTINGS)}
-    systems = [facts["label"] for facts in REFERENCE_RUNS.values()]
+    systems = [facts["label"] for facts in systems.values()]
     rows.sort(key=lambda r: (systems.index(r["system"]), r.get("batch_per_worker") or 0, r["pair"],
                              order.get(r["setting"].split(" ")[0], len(order)), r["setting"],
                              r.get("repeat") or 0))
