@@ -424,7 +424,7 @@ def nvls_state(text: str, system: Optional[str] = None) -> str:
     recording machines keep it off); "n/a (no NVSwitch)" for a machine without NVSwitch,
     where NCCL has no NVLS to use; otherwise "not recorded".
     """
-    from gputopo.runner import nvls_state as from_environment  # one place for the labels
+    from gputopo.ncclpaths import nvls_state as from_environment  # one place for the labels
 
     setting = _NVLS_SET.search(text)
     if setting:

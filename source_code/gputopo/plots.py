@@ -14,7 +14,7 @@ tests and readers can find what was drawn.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import linkcodes
 
@@ -447,3 +447,63 @@ def compare_bars(rows: Sequence[Sequence], title: str, ax=None, unit: str = "GB/
             loc="lower right",
         )
     return figure
+
+
+# ---------------------------------------------------------------------------------------
+# CNN sweep (notebook 3): images/s per NCCL setting
+
+def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = None):
+    """Bar chart of images/s per setting, one group of bars per (system, pair); returns the Axes.
+
+    Each bar is labelled with the transport NCCL chose and the batch size per worker, so rows
+    with different batch sizes are never compared silently. Failed runs show as empty slots.
+    Rows from summarize() (several runs) get an error bar from the lowest to the highest run.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.5))
+    groups: List[Tuple[str, str]] = []
+    settings: List[str] = []
+    for row in rows:
+        key = (row.get("system", ""), row["pair"])
+        if key not in groups:
+            groups.append(key)
+        if row["setting"] not in settings:
+            settings.append(row["setting"])
+    width = 0.8 / max(1, len(settings))
+    for s_index, setting in enumerate(settings):
+        for g_index, key in enumerate(groups):
+            row = next((r for r in rows if (r.get("system", ""), r["pair"]) == key
+                        and r["setting"] == setting), None)
+            if row is None:
+                continue
+            x = g_index + (s_index - (len(settings) - 1) / 2) * width
+            value = row.get("images_per_sec_median")
+            if not row.get("ok") or value is None:
+                ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7)
+                continue
+            low, high = row.get("images_per_sec_min"), row.get("images_per_sec_max")
+            spread = None
+            if low is not None and high is not None and row.get("runs", 1) > 1:
+                spread = [[value - low], [high - value]]  # error bar: lowest to highest run
+            ax.bar(x, value, width, color=f"C{s_index}", yerr=spread, capsize=3,
+                   label=setting if g_index == 0 or setting not in
+                   ax.get_legend_handles_labels()[1] else None)
+            label = row.get("transports") or "no log"
+            if row.get("batch_per_worker"):
+                label += f"\nb={row['batch_per_worker']}"
+            ax.text(x, value, label, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{system}\nGPUs {pair}".strip() for system, pair in groups])
+    ax.set_ylabel("images/s (median over timed epochs)")
+    ax.set_title(title or "Horovod CNN throughput by GPU pair and NCCL setting")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), title="setting", title_fontsize=8)
+    tallest = max((r.get("images_per_sec_max") or r.get("images_per_sec_median") or 0)
+                  for r in rows) if rows else 0
+    if tallest:
+        ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
+    return ax
