@@ -217,20 +217,6 @@ def test_gpu_count_rows_sorted_by_count(fake_reference):
     assert not any("tree" in label for label in labels)
 
 
-def test_ring_schedule_and_simulation():
-    for n in (2, 3, 5, 8):
-        steps = lessons.ring_schedule(n)
-        assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
-        assert all(len(moves) == n for _, _, moves in steps)
-    start = [[float(10 ** i * (c + 1)) for c in range(5)] for i in range(5)]
-    buffers, sent = lessons.simulate_ring_allreduce(start)
-    total = [sum(column) for column in zip(*start)]
-    assert sent == 8
-    assert all(buffer == total for buffer in buffers)
-    with pytest.raises(ValueError):
-        lessons.simulate_ring_allreduce([[1, 2, 3], [4, 5, 6]])
-
-
 def test_models():
     assert lessons.tree_allreduce_time_us(8, 8, 3.0, 100.0) == pytest.approx(2 * 3 * 3.0 + 16 / 1e5)
     assert lessons.tree_allreduce_time_us(8, 1, 3.0, 100.0) == 0.0
