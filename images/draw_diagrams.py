@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, os.pardir, "source_code"))
+from gputopo.alphabeta import ring_schedule  # noqa: E402  (the course's one ring schedule)
 DPI = 100
 
 # One colour per kind of part, used by every diagram.
@@ -173,7 +175,7 @@ def pcie_tree():
 # --- 3. DGX-1 V100 hybrid cube mesh --------------------------------------------------------
 # Edges copied from source_code/reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt
 # (the 8x V100-SXM2 server of a 2019 blog post; NOT the DGX-1's wiring, which links 0-4 and
-# not 1-7: see gputopo.lessons.DGX1_V100_NVLINKS): (i, j, number of NVLinks). Tests check them.
+# not 1-7: see reference_systems/dgx1-v100/system.json): (i, j, number of NVLinks). Tests check them.
 CUBE_MESH_EDGES = [
     (0, 1, 1), (0, 2, 1), (0, 3, 2), (0, 6, 2),
     (1, 2, 2), (1, 3, 1), (1, 7, 2),
@@ -236,25 +238,27 @@ def nvswitch_hgx():
 
 # --- 5. ring all-reduce with 4 GPUs -------------------------------------------------------
 def _ring_states(n):
-    """Simulate ring all-reduce on n GPUs with n chunks each.
+    """Simulate ring all-reduce on n GPUs with n chunks each, step by step as
+    gputopo.alphabeta.ring_schedule (the course's one ring schedule) says.
 
     Returns a list of (label, holdings, sent) where holdings[g][c] is the set of GPUs whose
     chunk c has been summed into GPU g's copy, and sent[g] is the chunk GPU g sent that step.
     """
     hold = [[{g} for _ in range(n)] for g in range(n)]
     states = [("start", [[set(s) for s in row] for row in hold], [None] * n)]
-    for step in range(n - 1):                       # reduce-scatter
-        sent = [(g - step) % n for g in range(n)]
-        incoming = [(g, sent[g], set(hold[g][sent[g]])) for g in range(n)]
-        for g, c, contrib in incoming:
-            hold[(g + 1) % n][c] |= contrib
-        states.append((f"reduce-scatter {step + 1}", [[set(s) for s in r] for r in hold], sent))
-    for step in range(n - 1):                       # all-gather
-        sent = [(g + 1 - step) % n for g in range(n)]
-        incoming = [(g, sent[g], set(hold[g][sent[g]])) for g in range(n)]
-        for g, c, contrib in incoming:
-            hold[(g + 1) % n][c] = contrib
-        states.append((f"all-gather {step + 1}", [[set(s) for s in r] for r in hold], sent))
+    for step, phase, moves in ring_schedule(n):
+        sent = [None] * n
+        incoming = []
+        for source, destination, chunk in moves:
+            sent[source] = chunk
+            incoming.append((destination, chunk, set(hold[source][chunk])))
+        for destination, chunk, contrib in incoming:
+            if phase == "reduce-scatter":
+                hold[destination][chunk] |= contrib
+            else:
+                hold[destination][chunk] = contrib
+        number = step if phase == "reduce-scatter" else step - (n - 1)
+        states.append((f"{phase} {number}", [[set(s) for s in r] for r in hold], sent))
     return states
 
 

@@ -224,3 +224,23 @@ def test_multinode_ring_is_bounded_by_the_nic():
     assert two > 6 * one
     with pytest.raises(ValueError):
         alphabeta.multinode_busbw_gbps(365.0, 50.0, 0)
+
+
+def test_ring_schedule_and_simulation():
+    for n in (2, 3, 5, 8):
+        steps = alphabeta.ring_schedule(n)
+        assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
+        assert all(len(moves) == n for _, _, moves in steps)
+    start = [[float(10 ** i * (c + 1)) for c in range(5)] for i in range(5)]
+    buffers, sent = alphabeta.simulate_ring_allreduce(start)
+    total = [sum(column) for column in zip(*start)]
+    assert sent == 8
+    assert all(buffer == total for buffer in buffers)
+    with pytest.raises(ValueError):
+        alphabeta.simulate_ring_allreduce([[1, 2, 3], [4, 5, 6]])
+
+
+
+def test_notebook_5_reaches_the_one_ring_schedule():
+    from gputopo.lessons import lesson5_collectives
+    assert lesson5_collectives.ring_schedule is alphabeta.ring_schedule

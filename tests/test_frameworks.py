@@ -139,7 +139,7 @@ def test_summarize_gives_median_and_range_over_repeats():
 
 
 def test_differs_needs_ranges_apart():
-    from gputopo import nccl_lesson as nl
+    from gputopo.lessons import lesson3_nccl as nl
     rows = [{"setting": "default", "images_per_sec_median": 100.0, "images_per_sec_min": 95.0, "images_per_sec_max": 105.0},
             {"setting": "close", "images_per_sec_median": 96.0, "images_per_sec_min": 90.0, "images_per_sec_max": 99.0},
             {"setting": "far", "images_per_sec_median": 75.0, "images_per_sec_min": 70.0, "images_per_sec_max": 80.0},

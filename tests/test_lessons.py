@@ -7,6 +7,7 @@ import pytest
 
 from gputopo import alphabeta, lessons, reference
 
+REAL_REFERENCE_DIR = reference.REFERENCE_DIR
 V100_TABLE = reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt"
 H100_P2P = reference.REFERENCE_DIR / "h100-pcie-nvlink-pair" / "p2pBandwidthLatencyTest.txt"
 
@@ -18,7 +19,11 @@ def fake_reference(tmp_path, monkeypatch):
 
     def add(system, name, source=V100_TABLE, text=None):
         folder = tmp_path / system
-        folder.mkdir(exist_ok=True)
+        if not folder.is_dir():  # a copy of a recorded system comes with its system.json
+            folder.mkdir()
+            described = REAL_REFERENCE_DIR / system / reference.SYSTEM_FILE
+            if described.is_file():
+                shutil.copy(described, folder / reference.SYSTEM_FILE)
         target = folder / name
         if text is None:
             shutil.copy(source, target)
@@ -64,7 +69,7 @@ def test_labels_of_an_excerpt_keeps_all_columns():
 def test_link_lookup_sources():
     h100 = lessons.link_lookup("h100-pcie-nvlink-pair")       # from its recorded topo -m
     assert h100(0, 1) == "NV12" and h100(1, 0) == "NV12"
-    dgx = lessons.link_lookup("dgx1-v100")                     # from KNOWN_LINKS, both ways
+    dgx = lessons.link_lookup("dgx1-v100")                     # from its system.json, both ways
     assert [dgx(0, j) for j in range(1, 8)] == ["NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"]
     assert dgx(3, 0) == "NV2"
     assert lessons.link_lookup("rtx2080-nvlink-pair")(1, 0) == "NV1"
@@ -186,10 +191,13 @@ def test_transport_of_reads_the_summary_line_after_the_table():
     # an explanation, not a transport, and must not be taken for one).
     text = ("# Transports: from NCCL's INFO log, listed after the table\n"
             "# Transports NCCL reported (connections, from its INFO log): P2P/direct pointer: 48; SHM/direct/direct: 8;\n")
-    assert lessons.transport_of(text, "nccl-bench-all_reduce.txt") == "default (P2P/direct pointer, SHM/direct/direct)"
-    assert lessons.transport_of(text, "nccl-bench-all_reduce-sockets.txt").startswith("NET")
+    def settings(name):
+        return reference.file_settings("h200-nvswitch-pair", name)
+    assert lessons.transport_of(text, settings("nccl-bench-all_reduce.txt")) == "default (P2P/direct pointer, SHM/direct/direct)"
+    assert lessons.transport_of(text, settings("nccl-bench-all_reduce-sockets.txt")).startswith("NET")
+    assert lessons.transport_of(text, settings("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")) == "SHM (NCCL_P2P_LEVEL=LOC)"
     recorded = reference.read_text("h200-nvswitch-pair", "nccl-bench-all_reduce.txt")
-    assert lessons.transport_of(recorded, "nccl-bench-all_reduce.txt") == "default (P2P/direct pointer)"
+    assert lessons.transport_of(recorded, settings("nccl-bench-all_reduce.txt")) == "default (P2P/direct pointer)"
 
 
 def test_gpu_count_rows_sorted_by_count(fake_reference):
@@ -207,20 +215,6 @@ def test_gpu_count_rows_sorted_by_count(fake_reference):
     # One node's smallest-message times are no evidence for a tree: no tree curve is drawn.
     labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
     assert not any("tree" in label for label in labels)
-
-
-def test_ring_schedule_and_simulation():
-    for n in (2, 3, 5, 8):
-        steps = lessons.ring_schedule(n)
-        assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
-        assert all(len(moves) == n for _, _, moves in steps)
-    start = [[float(10 ** i * (c + 1)) for c in range(5)] for i in range(5)]
-    buffers, sent = lessons.simulate_ring_allreduce(start)
-    total = [sum(column) for column in zip(*start)]
-    assert sent == 8
-    assert all(buffer == total for buffer in buffers)
-    with pytest.raises(ValueError):
-        lessons.simulate_ring_allreduce([[1, 2, 3], [4, 5, 6]])
 
 
 def test_models():
@@ -280,7 +274,7 @@ def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
         assert low < row0[j] < high, j
     # The recorded DGX-1 Horovod logs ran on pairs 0,3 (NVLink) and 1,7 (no NVLink).
     assert dgx1["GPU0"]["GPU3"].startswith("NV") and dgx1["GPU1"]["GPU7"] == "SYS"
-    assert runner.REFERENCE_RUNS["dgx1-v100"]["links"]["1,7"][1] == "SYS"
+    assert runner.reference_runs()["dgx1-v100"]["pairs"]["1,7"]["path_type"] == "SYS"
 
 
 def test_blog_server_has_two_sockets_behind_its_single_affinity_column():

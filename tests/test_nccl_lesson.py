@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import cnn_fmnist
-from gputopo import nccl_lesson as nl
+from gputopo.lessons import lesson3_nccl as nl
 from gputopo import reference, runner
 from gputopo.detect import Machine
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import reference, runner
+from gputopo import reference
 from gputopo.parsers import PARSERS, parse_topo
 
 ALL_FILES = [(system, name) for system in reference.list_systems() for name in reference.files(system)]
@@ -29,7 +29,7 @@ def test_every_file_of_a_parsed_kind_parses(system, kind, name):
 
 
 @pytest.mark.parametrize("system", reference.list_systems())
-def test_every_system_has_a_readme_row(system):
+def test_every_system_is_described(system):
     row = reference.describe(system)
     assert row["system"] == system
     assert row["machine"] and row["source"] and row["what"]
@@ -108,6 +108,6 @@ def test_copy_is_byte_exact():
     for source in SHARED_COPY.rglob("*"):
         if source.is_file() and source.name != "README.md":
             relative = source.relative_to(SHARED_COPY)
-            folder = runner.RENAMED_FOLDERS.get(relative.parts[0], relative.parts[0])
+            folder = reference.system_of(relative.parts[0]) or relative.parts[0]
             copy = reference.REFERENCE_DIR / folder / Path(*relative.parts[1:])
             assert copy.read_bytes() == source.read_bytes(), copy

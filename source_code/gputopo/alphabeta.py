@@ -304,3 +304,44 @@ __all__: Sequence[str] = (
     "multinode_busbw_gbps",
     "multinode_allreduce_time_us",
 )
+
+
+# ---------------------------------------------------------------------------------------
+# The ring all-reduce step by step (notebook 5 and images/draw_diagrams.py draw it)
+
+def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
+    """The ring all-reduce's 2(n-1) steps: (step, phase, [(sender, receiver, chunk), ...]).
+
+    The buffer is cut into n chunks. In reduce-scatter step s (1 ... n-1) GPU i sends chunk
+    (i - s + 1) mod n to GPU i+1, which adds it to its own copy; after n-1 steps GPU i holds
+    the full sum of chunk (i + 1) mod n. All-gather then passes the finished chunks on for
+    another n-1 steps. Every GPU sends one chunk (S/n bytes) per step.
+    """
+    steps = []
+    for s in range(1, n):
+        steps.append((s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)]))
+    for s in range(1, n):
+        steps.append((n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)]))
+    return steps
+
+
+def simulate_ring_allreduce(values: Sequence[Sequence[float]]) -> Tuple[List[List[float]], int]:
+    """Run ring_schedule on real numbers: values[i] is GPU i's buffer of n chunks.
+
+    Returns (every GPU's buffer after the last step, chunks each GPU sent). All buffers end
+    equal to the element-wise sum, which is what an all-reduce must produce.
+    """
+    n = len(values)
+    buffers = [list(map(float, v)) for v in values]
+    if any(len(b) != n for b in buffers):
+        raise ValueError("give each of the n GPUs a buffer of n chunks")
+    sent = 0
+    for _, phase, moves in ring_schedule(n):
+        outgoing = [(src, dst, chunk, buffers[src][chunk]) for src, dst, chunk in moves]
+        for _src, dst, chunk, value in outgoing:
+            if phase == "reduce-scatter":
+                buffers[dst][chunk] += value
+            else:
+                buffers[dst][chunk] = value
+        sent += 1
+    return buffers, sent

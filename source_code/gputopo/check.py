@@ -30,7 +30,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
-from gputopo import proctree
+from gputopo import linkcodes, proctree
 from gputopo import gpus as gpu_model
 from gputopo.detect import nvlink_link_counts
 
@@ -239,11 +239,6 @@ def check_peer_access(machine):
     return findings
 
 
-def _nv_count(link):
-    m = re.fullmatch(r"NV(\d+)", link or "")
-    return int(m.group(1)) if m else 0
-
-
 def check_nvlink(machine):
     """NVLink state of the chosen pair.
 
@@ -262,7 +257,7 @@ def check_nvlink(machine):
     inactive = {gpu: links["inactive"] for gpu, links in nvlink_link_counts(text or "").items()}
     topology = _get(machine, "topology")
     best = _pair(topology, "best_pair")
-    nv = _nv_count(_link(topology, *best)) if best else 0
+    nv = linkcodes.nvlink_count(_link(topology, *best)) if best else 0
     if text is None:
         why = (_get(machine, "notes") or {}).get("nvlink", "no output")
         if nv:

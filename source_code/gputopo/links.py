@@ -33,6 +33,8 @@ import dataclasses
 import re
 from typing import Dict, List, Optional, Tuple
 
+from . import linkcodes
+
 PCIE_X16_LANES = 16
 PCIE_8B10B = 8 / 10
 PCIE_128B130B = 128 / 130
@@ -124,7 +126,7 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
 )
 
 # Codes of `nvidia-smi topo -m` that mean a PCIe path (SOC is the old name of SYS).
-PCIE_PATH_CODES = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+PCIE_PATH_CODES = linkcodes.PCIE_CODES
 
 UNKNOWN = "?"
 
@@ -213,9 +215,10 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
     code = str(link_code).strip().upper() if link_code is not None else ""
     what = _what(generation)
     label = what["label"]
-    nvlink = re.fullmatch(r"NV(\d+)", code)
-    if nvlink:
-        count = int(nvlink.group(1))
+    row = linkcodes.lookup(code)
+    kind = row.peak if row is not None else None
+    if kind == "nvlink":
+        count = linkcodes.nvlink_count(code)
         if nvlink_gbs_per_link:
             return Peak(count * float(nvlink_gbs_per_link), f"{count} links x {float(nvlink_gbs_per_link):g} GB/s",
                         "this machine: nvidia-smi nvlink -s (signalling rate per link)")
@@ -232,7 +235,7 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
                                   f"so the peak of {code} is unknown")
         return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the "
                               f"machine reported no NVLink speed, so the peak of {code} is unknown")
-    if code in PCIE_PATH_CODES:
+    if kind == "pcie":
         machine_gen = _pcie_name(pcie_generation)
         lanes = int(pcie_width) if str(pcie_width or "").isdigit() and int(pcie_width) > 0 else None
         if machine_gen:
@@ -254,10 +257,11 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
                                   f"reported none, so the peak of {code} is unknown")
         return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the "
                               f"machine reported no PCIe link, so the peak of {code} is unknown")
-    if code == "X":
+    if row is not None:  # X
         return Peak(None, why="X is the GPU itself: there is no link to measure")
+    codes = [row.code for row in linkcodes.CODES]
     return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
-                          "(NV#, PIX, PXB, PHB, NODE, SYS, SOC or X)")
+                          f"({', '.join(codes[:-1])} or {codes[-1]})")
 
 
 def peak_gbs(link_code, generation=None) -> Optional[float]:

@@ -41,12 +41,6 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
 REFERENCE_SYSTEM = "h200-nvswitch-pair"
 RESULTS_KIND = "nccl_bench"
 
-# Which recorded file stands in for a run with these NCCL settings (reference mode).
-_TRANSPORT_SUFFIXES = (
-    ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "-sockets"),
-    ({"NCCL_P2P_LEVEL": "LOC"}, "-P2P_LEVEL-LOC"),
-)
-
 
 # nccl_bench's own line when CUDA finds fewer GPUs than it needs (exit status 2).
 _NO_GPU = re.compile(r"needs at least \d+ GPUs, found (?:none|\d+)")
@@ -139,12 +133,19 @@ def reference_file(op: str = "all_reduce", env: Optional[Mapping[str, str]] = No
     """Name of the recorded H200 run that matches this operation and these NCCL settings."""
     if op not in OPS:
         raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
-    suffix = ""
-    for settings, name in _TRANSPORT_SUFFIXES:
-        if all(str((env or {}).get(k, "")) == v for k, v in settings.items()):
-            suffix = name
-            break
-    return f"nccl-bench-{op}{suffix}.txt"
+    from gputopo import reference
+
+    # The system's system.json names the files of other NCCL settings by a pattern
+    # ("nccl-bench-*-sockets.txt": {"env": {...}, "transport": ...}); * is the operation.
+    files = {}
+    if REFERENCE_SYSTEM in reference.list_systems():
+        files = reference.system_info(REFERENCE_SYSTEM).get("files") or {}
+    for pattern, settings in files.items():
+        wanted = settings.get("env") or {}
+        if wanted and pattern.startswith("nccl-bench-*") and all(
+                str((env or {}).get(k, "")) == str(v) for k, v in wanted.items()):
+            return pattern.replace("*", op, 1)
+    return f"nccl-bench-{op}.txt"
 
 
 def reference_run(op: str = "all_reduce", env: Optional[Mapping[str, str]] = None,

@@ -14,12 +14,13 @@ tests and readers can find what was drawn.
 from __future__ import annotations
 
 import math
-import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from gputopo.units import format_bytes  # notebook 5 calls plots.format_bytes
+from gputopo.units import format_bytes  # noqa: F401  (notebook 5 calls plots.format_bytes)
 
-# Link type -> colour (matplotlib's tab10), one per `nvidia-smi topo -m` code family.
+from . import linkcodes
+
+# Link family -> colour (matplotlib's tab10); the families and their meanings are linkcodes'.
 LINK_COLOURS = {
     "NV": "#2ca02c",
     "PIX": "#1f77b4",
@@ -28,16 +29,7 @@ LINK_COLOURS = {
     "NODE": "#9467bd",
     "SYS": "#d62728",
 }
-LINK_MEANINGS = {
-    "NV": "NVLink (width = bonded links)",
-    "PIX": "PIX: one PCIe bridge",
-    "PXB": "PXB: several PCIe bridges",
-    "PHB": "PHB: through a PCIe host bridge",
-    "NODE": "NODE: between host bridges of a NUMA node",
-    "SYS": "SYS: across the CPU interconnect",
-}
-# Nearest first, as NCCL orders PCIe paths; used to pick a NIC's closest GPUs.
-PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+LINK_MEANINGS = {family: linkcodes.meaning(family) for family in linkcodes.FAMILIES}
 NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
 
 
@@ -52,28 +44,8 @@ def _new_axes(ax, figsize):
     return figure, figure.add_subplot()
 
 
-def link_family(code: str) -> str:
-    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS)."""
-    if re.fullmatch(r"NV\d+", code):
-        return "NV"
-    if code == "SOC":
-        return "SYS"
-    if code in LINK_COLOURS:
-        return code
-    raise ValueError(f"unknown topo link code {code!r}")
-
-
-def nvlink_count(code: str) -> int:
-    match = re.fullmatch(r"NV(\d+)", code)
-    return int(match.group(1)) if match else 0
-
-
-def _link_closeness(code: str) -> Tuple[int, int]:
-    # Larger is closer: NVLink beats PCIe, more links beat fewer, then PIX ... SYS.
-    family = link_family(code)
-    if family == "NV":
-        return (1, nvlink_count(code))
-    return (0, len(PCIE_ORDER) - PCIE_ORDER.index(family))
+link_family = linkcodes.family
+nvlink_count = linkcodes.nvlink_count
 
 
 # ---------------------------------------------------------------------------------------
@@ -196,8 +168,8 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
         gpu_codes = {gpu: row[gpu] for gpu in gpus if gpu in row}
         if not gpu_codes:
             continue
-        closest = max(_link_closeness(code) for code in gpu_codes.values())
-        nearest = [gpu for gpu, code in gpu_codes.items() if _link_closeness(code) == closest]
+        closest = max(linkcodes.rank(code) for code in gpu_codes.values())
+        nearest = [gpu for gpu, code in gpu_codes.items() if linkcodes.rank(code) == closest]
         direction = _mean_direction([angles[gpu] for gpu in nearest])
         spot = outer_position(direction if direction is not None else -math.pi / 2, 1.55)
         for gpu in nearest:
@@ -469,3 +441,63 @@ def compare_bars(rows: Sequence[Sequence], title: str, ax=None, unit: str = "GB/
             loc="lower right",
         )
     return figure
+
+
+# ---------------------------------------------------------------------------------------
+# CNN sweep (notebook 3): images/s per NCCL setting
+
+def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = None):
+    """Bar chart of images/s per setting, one group of bars per (system, pair); returns the Axes.
+
+    Each bar is labelled with the transport NCCL chose and the batch size per worker, so rows
+    with different batch sizes are never compared silently. Failed runs show as empty slots.
+    Rows from summarize() (several runs) get an error bar from the lowest to the highest run.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.5))
+    groups: List[Tuple[str, str]] = []
+    settings: List[str] = []
+    for row in rows:
+        key = (row.get("system", ""), row["pair"])
+        if key not in groups:
+            groups.append(key)
+        if row["setting"] not in settings:
+            settings.append(row["setting"])
+    width = 0.8 / max(1, len(settings))
+    for s_index, setting in enumerate(settings):
+        for g_index, key in enumerate(groups):
+            row = next((r for r in rows if (r.get("system", ""), r["pair"]) == key
+                        and r["setting"] == setting), None)
+            if row is None:
+                continue
+            x = g_index + (s_index - (len(settings) - 1) / 2) * width
+            value = row.get("images_per_sec_median")
+            if not row.get("ok") or value is None:
+                ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7)
+                continue
+            low, high = row.get("images_per_sec_min"), row.get("images_per_sec_max")
+            spread = None
+            if low is not None and high is not None and row.get("runs", 1) > 1:
+                spread = [[value - low], [high - value]]  # error bar: lowest to highest run
+            ax.bar(x, value, width, color=f"C{s_index}", yerr=spread, capsize=3,
+                   label=setting if g_index == 0 or setting not in
+                   ax.get_legend_handles_labels()[1] else None)
+            label = row.get("transports") or "no log"
+            if row.get("batch_per_worker"):
+                label += f"\nb={row['batch_per_worker']}"
+            ax.text(x, value, label, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{system}\nGPUs {pair}".strip() for system, pair in groups])
+    ax.set_ylabel("images/s (median over timed epochs)")
+    ax.set_title(title or "Horovod CNN throughput by GPU pair and NCCL setting")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), title="setting", title_fontsize=8)
+    tallest = max((r.get("images_per_sec_max") or r.get("images_per_sec_median") or 0)
+                  for r in rows) if rows else 0
+    if tallest:
+        ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
+    return ax

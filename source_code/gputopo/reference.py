@@ -2,17 +2,35 @@
 
     from gputopo import reference
     reference.list_systems()                       # ['dgx-a100', 'dgx1-v100', ...]
-    reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from the README)
+    reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from system.json)
     reference.load("v100-sxm2-8gpu-server", "topo")          # parsed, as the CLI prints it
     reference.load_all("dgx1-v100", "horovod")               # {file name: parsed}
 
 Each system is a folder of `source_code/reference_systems/`; the kind of a file follows
 from its name (KIND_PATTERNS), so a new file is found as soon as it is named that way.
+
+What the files do not say themselves is in the folder's `system.json` (SYSTEM_FILE), read by
+`system_info`, `file_settings`, `known_links` and `no_peer_access`: adding a recorded system is
+one folder with its files and its system.json, no code. Its keys (all but the first three
+optional):
+    machine, what, source    the machine, what was recorded, where it was published
+    cpu_vendor               "GenuineIntel", "AuthenticAMD", ... (NCCL's default P2P level)
+    nvswitch                 true when the GPUs meet in NVSwitch chips (NVLink SHARP can apply)
+    formerly                 the folder's old name, as files recorded before the rename say it
+    links                    GPU links when there is no `nvidia-smi topo -m` file: {"source",
+                             "pairs": {"0,1": "NV1", ...}} or {"source", "every_pair": "NV18"}
+    no_peer_access           {"pairs": ["0,5", ...], "why"}: pairs CUDA gives no peer access,
+                             when the P2P test printed no connectivity matrix
+    cnn                      the CNN runs' table: {"label", "order" (place in the course's
+                             tables), "nvls" (optional), "pairs": {"0,3": {"link", "path_type"}}}
+    files                    per-file settings, keyed by file name or fnmatch pattern: "gpus",
+                             "env" (NCCL variables), "framework", "batch_per_worker", "transport"
 Standard library only.
 """
 import csv
 import fnmatch
 import io
+import json
 from pathlib import Path
 
 from gputopo.parsers import PARSERS
@@ -39,9 +57,8 @@ KIND_PATTERNS = {
 # Kinds read_text serves but load cannot turn into data.
 _TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
                     "json", "notes"}
-# README table column title -> key returned by describe().
-_README_COLUMNS = {"folder": "system", "machine": "machine", "what": "what",
-                   "where it was published": "source"}
+# Each system's description, beside its recorded files (never itself a recorded file).
+SYSTEM_FILE = "system.json"
 
 
 def list_systems():
@@ -63,7 +80,7 @@ def files(system):
     """File names recorded for one system, sorted."""
     return sorted(
         entry.name for entry in _folder(system).iterdir()
-        if entry.is_file() and not entry.name.startswith(".")
+        if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE
     )
 
 
@@ -122,17 +139,65 @@ def _parse(kind, text, options):
     return PARSERS[kind](text, **options)
 
 
+def system_info(system):
+    """The system's system.json as a dict ({} for a folder that has none)."""
+    path = _folder(system) / SYSTEM_FILE
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} must hold a JSON object")
+    return info
+
+
 def describe(system):
-    """{system, machine, what, source}: the system's row of the README table."""
-    _folder(system)
-    readme = (REFERENCE_DIR / "README.md").read_text(encoding="utf-8")
-    table = [line.strip().strip("|").split("|") for line in readme.splitlines()
-             if line.strip().startswith("|")]
-    if not table:
-        raise ValueError("reference_systems/README.md has no table")
-    titles = [cell.strip().lower() for cell in table[0]]
-    for cells in table[1:]:
-        cells = [cell.strip() for cell in cells]
-        if cells and cells[0] == system:
-            return {_README_COLUMNS.get(title, title): cell for title, cell in zip(titles, cells)}
-    raise ValueError(f"reference_systems/README.md has no row for {system!r}")
+    """{system, machine, what, source}: from the system's system.json."""
+    info = system_info(system)
+    missing = [key for key in ("machine", "what", "source") if not info.get(key)]
+    if missing:
+        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} lacks {', '.join(missing)}")
+    return {"system": system, "machine": info["machine"], "what": info["what"], "source": info["source"]}
+
+
+def file_settings(system, filename):
+    """What system.json says about one file ({} when nothing): the entries whose key is the
+    name or an fnmatch pattern of it, merged in the file's order."""
+    settings = {}
+    for pattern, values in (system_info(system).get("files") or {}).items():
+        if fnmatch.fnmatchcase(filename, pattern):
+            settings.update(values)
+    return settings
+
+
+def system_of(name):
+    """The folder of a system named by its folder or by a former name (`formerly`); None if unknown."""
+    for system in list_systems():
+        if name == system or name == system_info(system).get("formerly"):
+            return system
+    return None
+
+
+def _pair(text):
+    first, second = (int(part) for part in str(text).split(","))
+    return first, second
+
+
+def known_links(system):
+    """{"pairs": {(i, j): code} with i < j, "every_pair": code or None, "source"} from
+    system.json's "links" (for a system without a topo -m file), or None when it has none."""
+    links = system_info(system).get("links")
+    if not links:
+        return None
+    return {"pairs": {tuple(sorted(_pair(key))): code for key, code in (links.get("pairs") or {}).items()},
+            "every_pair": links.get("every_pair"), "source": links.get("source", "")}
+
+
+def no_peer_access(system):
+    """({(i, j) with i < j}, why) of pairs CUDA gives no peer access, or None when not recorded."""
+    entry = system_info(system).get("no_peer_access")
+    if not entry:
+        return None
+    return {tuple(sorted(_pair(key))) for key in entry.get("pairs", [])}, entry.get("why", "")

@@ -7,6 +7,7 @@ strings, numbers) that `json.dumps` accepts. Standard library only: the CLI
 Malformed, empty or truncated input raises `ParseError`, never returns a partial result
 that looks whole.
 """
+import re
 
 
 class ParseError(ValueError):
@@ -24,6 +25,10 @@ class ParseError(ValueError):
         self.truncated = truncated
         self.last_complete = last_complete
         super().__init__(what if lineno is None else f"{what} (line {lineno})")
+
+
+# A terminal colour or cursor sequence (ESC [ ... letter), which some tools print; parsers drop it.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def only_blank_after(lines, index):

@@ -10,9 +10,8 @@ output: ParseError with truncated=True, never a partial matrix returned as if wh
 """
 import re
 
-from . import ParseError, only_blank_after
+from . import ANSI_ESCAPE, ParseError, only_blank_after
 
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GPU = re.compile(r"GPU\d+")
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+?)\s*$")
@@ -21,7 +20,7 @@ _DRIVER_TROUBLE = ("has failed", "couldn't communicate", "no devices were found"
 
 def parse(text):
     """Parse the text of `nvidia-smi topo -p2p <capability>`; ParseError if it is not a whole matrix."""
-    lines = [_ANSI_ESCAPE.sub(" ", line) for line in text.splitlines()]
+    lines = [ANSI_ESCAPE.sub(" ", line) for line in text.splitlines()]
     header, header_index = None, None
     status, legend = {}, {}
     in_legend = False

@@ -12,14 +12,9 @@ them are empty; link cells are never empty, so they are read in order.
 """
 import re
 
-from . import ParseError, only_blank_after
+from . import ANSI_ESCAPE, ParseError, only_blank_after
+from .. import linkcodes
 
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_NVLINK = re.compile(r"NV(\d+)")
-# NCCL's path order after NVLink, nearest first.
-_PCIE_RANK = {"PIX": 4, "PXB": 3, "PHB": 2, "NODE": 1, "SYS": 0, "SOC": 0}
-# Above every PCIe rank, so any NVLink bond beats any PCIe path.
-_NVLINK_BASE_RANK = 10
 _KNOWN_TRAILING = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID")
 _CELL_RUN = re.compile(r"\S+")
 # Column titles may contain single spaces; two or more (or a tab) separate them.
@@ -45,12 +40,7 @@ def rank_link(code):
     NV<n> beats every PCIe path and more bonded links beat fewer; then
     PIX > PXB > PHB > NODE > SYS (legacy SOC = SYS). Unknown codes raise ValueError.
     """
-    nvlink = _NVLINK.fullmatch(code)
-    if nvlink:
-        return _NVLINK_BASE_RANK + int(nvlink.group(1))
-    if code in _PCIE_RANK:
-        return _PCIE_RANK[code]
-    raise ValueError(f"unknown link code {code!r}")
+    return linkcodes.rank(code)
 
 
 def _is_link_code(token):
@@ -63,7 +53,7 @@ def _is_link_code(token):
 
 def parse(text):
     """Parse the text of `nvidia-smi topo -m`; raise ParseError if it is not a whole matrix."""
-    lines = [_ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
+    lines = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
     header_index = _find_header(lines)
     columns, trailing = _read_header(lines[header_index], header_index + 1)
     rows, after_matrix = _read_rows(lines, header_index, columns, trailing)

@@ -4,13 +4,14 @@ Nothing here launches, parses or draws on its own terms; it arranges what `gputo
 `gputopo.parsers.nccl_log`, `gputopo.reference`, `gputopo.links` and `gputopo.alphabeta`
 provide, so that the notebook's cells stay one or two lines long.
 
-    from gputopo import nccl_lesson as nl
+    from gputopo.lessons import lesson3_nccl as nl
     print(nl.level_table())                 # expected transport: each setting x each path type
     print(nl.channel_table(parsed_log))     # NCCL connection lines grouped by transport
     rows = nl.recorded_runs()               # runner.reference_sweep() + each log's epoch range
     for (system, batch), group in nl.comparable_groups(rows).items(): print(nl.runs_table(group))
     live = nl.run_live(machine)             # sweep on >= 2 GPUs, else one CPU/Gloo run
     nl.allreduce_share(params, link_gbs, images_per_sec, batch_per_worker)
+    nl.compare_repeats(a, b)                # a change against the run-to-run spread
 
 Standard library only at import time.
 """
@@ -22,12 +23,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import runner
+from gputopo import linkcodes, runner
 from gputopo.selfcheck import text_table
 
 # Path types of NCCL, closest first, that a pair of GPUs in one server can have (LOC is the
 # same GPU, NVB a hop through a third GPU's NVLink; neither is a pair the course runs).
-PATH_COLUMNS = ("NVL", "PIX", "PXB", "PHB", "SYS")
+PATH_COLUMNS = linkcodes.TOPO_PATH_TYPES
 
 
 # ------------------------------------------------------------------------------------------
@@ -93,10 +94,6 @@ def channel_table(parsed: Dict[str, Any]) -> str:
 # Runs: recorded and live, in one tidy shape
 # ------------------------------------------------------------------------------------------
 
-# "recorded: [reference_systems/]<system>/<file>.txt": the log a reference_sweep() row came from.
-_RECORDED_FILE = re.compile(r"^recorded: (?:reference_systems/)?([^/\s]+)/([^/\s]+\.txt)$")
-
-
 def recorded_runs() -> List[Dict[str, Any]]:
     """One row per (system, pair, setting, batch, framework) of the recorded runs.
 
@@ -113,13 +110,14 @@ def recorded_runs() -> List[Dict[str, Any]]:
         else:
             row["images_per_sec_min"] = row["images_per_sec_max"] = None
             row["range_over"] = "-"
-            match = _RECORDED_FILE.match(row.get("reason", ""))
+            log_file = row.get("log_file")  # reference_systems/<system>/<file> of a one-log row
             if row.get("epoch_rates"):
                 rates = row["epoch_rates"]
                 row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
                 row["range_over"] = "epochs of 1 run"
-            elif match:
-                epochs = reference.load(match.group(1), "horovod", filename=match.group(2))["epochs"]
+            elif log_file:
+                system, name = log_file.split("/", 1)
+                epochs = reference.load(system, "horovod", filename=name)["epochs"]
                 rates = [e["images_per_sec"] for e in epochs]
                 row["images_per_sec_min"], row["images_per_sec_max"] = min(rates), max(rates)
                 row["range_over"] = "epochs of 1 run"
@@ -290,14 +288,15 @@ def allreduce_share(parameters: int, link_gbs: float, images_per_sec: float, bat
                     workers: int = 2, bytes_per_parameter: int = 4) -> Dict[str, float]:
     """Gradient bytes per step, their ring all-reduce time over a link, and its share of a step.
 
-    The step time comes from the measured throughput (lessons.step_time_ms): all workers
+    The step time comes from the measured throughput (lesson5_collectives.step_time_ms): all workers
     together process workers x batch_per_worker images per step. The all-reduce time is the bandwidth term of the
     ring model (alphabeta.ring_allreduce_time_us with alpha = 0): a lower bound for the
     transfer, and an upper bound for what it adds to a step when nothing overlaps it.
     """
-    from gputopo import alphabeta, lessons
+    from gputopo import alphabeta
+    from gputopo.lessons.lesson5_collectives import step_time_ms
     gradient_bytes = parameters * bytes_per_parameter
-    step_ms = lessons.step_time_ms(images_per_sec, workers, batch_per_worker)
+    step_ms = step_time_ms(images_per_sec, workers, batch_per_worker)
     allreduce_ms = alphabeta.ring_allreduce_time_us(gradient_bytes, workers, 0.0, link_gbs) / 1e3
     return {"gradient_mb": gradient_bytes / 1e6, "allreduce_ms": allreduce_ms,
             "step_ms": step_ms, "share": allreduce_ms / step_ms}
@@ -407,15 +406,40 @@ def channel_count_rows() -> List[Tuple[str, str, str, str, str]]:
     """(system, GPUs, setting, transport, channels) for the first recorded log of each setting."""
     rows, seen = [], set()
     for row in runner.reference_sweep():
-        path = row.get("reason", "").replace("recorded: ", "", 1)
         key = (row["system"], row["pair"], row["setting"])
-        if "," not in row["pair"] or not path.startswith("reference_systems/") or key in seen:
+        if "," not in row["pair"] or not row.get("log_file") or key in seen:
             continue
         seen.add(key)
-        file = runner.SOURCE_DIR / path
+        from gputopo import reference
+        file = reference.REFERENCE_DIR / row["log_file"]
         if not file.is_file():
             continue
         count = ring_channels(file.read_text(encoding="utf-8", errors="replace"))
         rows.append((row["system"], row["pair"], row["setting"], row.get("transports") or "?",
                      "?" if count is None else str(count)))
     return rows
+
+
+def compare_repeats(baseline: Sequence[float], other: Sequence[float]) -> Dict[str, Any]:
+    """Is `other` different from `baseline`, given the run-to-run spread of both?
+
+    Each argument holds repeated measurements of one setting (images/s of several runs or
+    epochs). Returns {"change": relative change of the medians, "baseline_range",
+    "other_range": (min, max), "spread": the larger relative range of the two
+    ((max - min) / median), "verdict"}. The verdict is "beyond the run-to-run spread" only when
+    the two ranges do not overlap and the change is larger than the larger spread; otherwise
+    "within the run-to-run spread": a -3.9 % and a -6.3 % change are judged by the same rule,
+    not by their size alone. At least two values each, else ValueError.
+    """
+    import statistics
+
+    if len(baseline) < 2 or len(other) < 2:
+        raise ValueError("give at least two repeated measurements of each setting")
+    b_med, o_med = statistics.median(baseline), statistics.median(other)
+    b_range, o_range = (min(baseline), max(baseline)), (min(other), max(other))
+    spread = max((b_range[1] - b_range[0]) / b_med, (o_range[1] - o_range[0]) / o_med)
+    change = o_med / b_med - 1
+    separate = o_range[1] < b_range[0] or o_range[0] > b_range[1]
+    verdict = ("beyond the run-to-run spread" if separate and abs(change) > spread
+               else "within the run-to-run spread")
+    return {"change": change, "baseline_range": b_range, "other_range": o_range, "spread": spread, "verdict": verdict}

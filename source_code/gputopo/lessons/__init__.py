@@ -1,0 +1,16 @@
+"""Glue for the notebooks, one module per notebook; each arranges what the rest of the package
+provides so that the notebook's cells stay one or two lines long.
+
+    lesson2_topology      notebook 2: the two 8x V100 wirings
+    lesson3_nccl          notebook 3: NCCL and P2P levels, the CNN runs (was nccl_lesson)
+    lesson4_p2p           notebook 4: the P2P bandwidth and latency test, recorded systems side by side
+    lesson5_collectives   notebook 5: collectives, ring and tree models, step time and scaling
+
+`from gputopo import lessons` still gives every name of notebooks 2, 4 and 5 (and compare_repeats),
+as the old lessons.py did, for notebook 3's `lessons.step_time_ms` and the tests.
+"""
+from gputopo.lessons.lesson2_topology import *  # noqa: F401,F403
+from gputopo.lessons.lesson3_nccl import compare_repeats  # noqa: F401
+from gputopo.lessons.lesson4_p2p import *  # noqa: F401,F403
+from gputopo.lessons.lesson4_p2p import _p2p_file_order, _latency_keys  # noqa: F401
+from gputopo.lessons.lesson5_collectives import *  # noqa: F401,F403

@@ -1,0 +1,323 @@
+"""Glue for notebook 4 (the P2P bandwidth and latency test): recorded systems side by side,
+measured / peak for each GPU pair, heatmaps.
+
+Nothing here measures, parses text formats or draws a single plot type of its own: it puts
+together what `gputopo.reference`, `gputopo.links` and `gputopo.plots` provide, so that the
+notebook's cells stay one or two lines long.
+
+    from gputopo.lessons import lesson4_p2p as lessons
+    lessons.reference_p2p()                    # every recorded P2P test, merged per system
+    lessons.efficiency_rows(parsed, link, gpu, lessons.peer_access(parsed, system))
+                                               # measured / peak for each GPU pair; pairs without
+                                               # peer access are labelled staged, never "P2P"
+    lessons.side_by_side("bidirectional_enabled")   # one heatmap per system, one figure
+
+numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from gputopo import links, reference
+
+# P2P matrices (notebook 4)
+
+# parser key -> (short label, direction factor of the peak, P2P path?)
+# Bidirectional matrices add both directions, so their ceiling is twice the one-way peak.
+# P2P=Disabled copies are staged through host memory, so their ceiling is a PCIe x16 link.
+P2P_MATRICES = {
+    "unidirectional_write": ("one-way, P2P writes", 1, True),
+    "unidirectional_read": ("one-way, P2P reads", 1, True),
+    "bidirectional_enabled": ("both ways, P2P", 2, True),
+    "unidirectional_disabled": ("one-way, P2P disabled", 1, False),
+    "bidirectional_disabled": ("both ways, P2P disabled", 2, False),
+}
+
+# Latency matrices of the p2p parser -> label.
+LATENCY_LABELS = {
+    "write_gpu": "latency, P2P writes (GPU timed)",
+    "read_gpu": "latency, P2P reads (GPU timed)",
+    "disabled_gpu": "latency, P2P disabled (GPU timed)",
+}
+
+
+def _p2p_file_order(name: str) -> Tuple[int, int, str]:
+    # The plain run first; runs with a variant in their name (reads, kernel copies) after it.
+    variant = any(word in name.lower() for word in ("read", "sm_copy", "sm-copy", "smcopy"))
+    return (int(variant), len(name), name)
+
+
+def reference_p2p(systems: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Any]]:
+    """{system: {"parsed", "files", "source_of", "gpu"}} for every system with a P2P test file.
+
+    A system with several files (a writes run, a --p2p_read run, ...) gets one merged result:
+    each matrix comes from the first file that has it, the plain run first; "source_of" says
+    which file each matrix came from. Systems are found by their files, never listed by hand.
+    """
+    found = {}
+    for system in systems or reference.list_systems():
+        names = sorted(reference.find(system, "p2p"), key=_p2p_file_order)
+        if not names:
+            continue
+        merged: Dict[str, Any] = {"devices": [], "peer_access": [], "connectivity": None,
+                                  "bandwidth_gbs": {}, "latency_us": {}, "row_indices": {}}
+        source_of: Dict[str, str] = {}
+        for name in names:
+            parsed = reference.load(system, "p2p", filename=name)
+            for group in ("bandwidth_gbs", "latency_us"):
+                for key, matrix in parsed[group].items():
+                    if key not in merged[group]:
+                        merged[group][key] = matrix
+                        merged["row_indices"][key] = parsed["row_indices"][key]
+                        source_of[key] = name
+            for key in ("devices", "peer_access", "connectivity"):
+                merged[key] = merged[key] or parsed[key]
+        found[system] = {"parsed": merged, "files": names, "source_of": source_of,
+                         "gpu": gpu_name(system, merged), "tool": tool_of(reference.read_text(system, names[0]))}
+    return found
+
+
+COURSE_TOOL = "the course's p2pBandwidthLatencyTest"
+NVIDIA_TOOL = "NVIDIA's CUDA sample p2pBandwidthLatencyTest"
+
+
+def tool_of(text: str) -> str:
+    """Which program printed a P2P test output: the course's (its banner line, before the
+    matrices, names the course) or NVIDIA's CUDA sample (same matrices, no such line)."""
+    head = text.split("P2P Connectivity Matrix")[0].split("Bandwidth Matrix")[0]
+    return COURSE_TOOL if "(gputopo course)" in head else NVIDIA_TOOL
+
+
+def peer_access(parsed: Dict[str, Any], system: Optional[str] = None) -> Callable:
+    """A function (i, j) -> True / False / None: may GPU i access GPU j's memory directly?
+
+    From the output's P2P Connectivity Matrix (what CUDA reported) when it has one, else
+    from the recorded system's system.json ("no_peer_access"), else None (unknown).
+    On the DGX-1 the pairs without NVLink cross the two CPU sockets (SYS), where CUDA offers
+    no peer access; their "P2P=Enabled" cells fall back to the staged copy.
+    """
+    matrix = parsed.get("connectivity")
+    if matrix:
+        order = [d.get("index", k) if isinstance(d, dict) else k for k, d in enumerate(parsed.get("devices") or [])]
+        order = order if len(order) == len(matrix) else list(range(len(matrix)))
+
+        def from_matrix(i, j):
+            if i not in order or j not in order:
+                return None
+            return bool(matrix[order.index(i)][order.index(j)])
+        return from_matrix
+    recorded = reference.no_peer_access(system) if system in reference.list_systems() else None
+    if recorded is not None:
+        blocked = recorded[0]
+        return lambda i, j: (min(i, j), max(i, j)) not in blocked
+    return lambda i, j: None
+
+
+def gpu_name(system: str, parsed: Optional[Dict[str, Any]] = None) -> str:
+    """The GPU's name: from the test's Device lines, else the machine of the system's system.json."""
+    devices = (parsed or {}).get("devices") or []
+    if devices:
+        return devices[0]["name"]
+    return reference.describe(system)["machine"]
+
+
+def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]] = None) -> Callable:
+    """A function (i, j) -> `topo -m` link code ("NV12", "SYS") or None when unknown.
+
+    From `topology` (the topo parser's result, e.g. `detect().topology`) if given, else from the
+    system's recorded `nvidia-smi topo -m` file, else from its system.json ("links").
+    """
+    table: Dict[Tuple[int, int], str] = {}
+    if topology is None and system is not None and reference.find(system, "topo"):
+        topology = reference.load(system, "topo", filename=reference.find(system, "topo")[0])
+    if topology is not None:
+        for first, row in (topology.get("links") or {}).items():
+            for second, code in row.items():
+                if first.startswith("GPU") and second.startswith("GPU"):
+                    table[(int(first[3:]), int(second[3:]))] = code
+    elif system is not None and reference.known_links(system) is not None:
+        known = reference.known_links(system)
+        if known["every_pair"]:  # e.g. HGX H200: every GPU's NVLinks go to the NVSwitch chips
+            code = known["every_pair"]
+            return lambda i, j: code if i != j else None
+        for (i, j), code in known["pairs"].items():
+            table[(i, j)] = table[(j, i)] = code
+    return lambda i, j: table.get((i, j))
+
+
+def labels_of(parsed: Dict[str, Any], key: str) -> Tuple[List[int], List[int]]:
+    """(row device numbers, column device numbers) of one matrix of the p2p parser's result.
+
+    An excerpt holds only some rows; its columns are still every device, numbered from 0.
+    """
+    rows = list(parsed["row_indices"][key])
+    matrix = (parsed["bandwidth_gbs"].get(key) or parsed["latency_us"].get(key))
+    width = len(matrix[0])
+    columns = rows if len(rows) == width and sorted(rows) == rows else list(range(width))
+    return rows, columns
+
+
+def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Any,
+                    peer: Optional[Callable] = None) -> List[Dict[str, Any]]:
+    """Measured bandwidth against the link's peak, one row per GPU pair and matrix.
+
+    P2P matrices are held against the NVLink or PCIe peak of the pair's `topo -m` code
+    (`links.peak`); P2P-disabled ones against one PCIe x16 link of the GPU's generation,
+    since a staged copy crosses PCIe twice through host memory. A cell of a "P2P=Enabled"
+    matrix for a pair without peer access (`peer(i, j)` is False; default: the output's own
+    connectivity matrix, see `peer_access`) is a staged copy too, and is labelled and held
+    against PCIe like one. Bidirectional values are held against twice the one-way peak.
+    gpu: a GPU name, or a detected Machine (then the PCIe and NVLink figures the machine
+    reported come first, `links.machine_peak`). A peak the course cannot know is None, and the
+    row's `why` says why.
+    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access, why}.
+    """
+    peer = peer or peer_access(parsed)
+
+    def peak_of(code, i, j):
+        if isinstance(gpu, str) or gpu is None:
+            return links.peak(code, gpu)
+        return links.machine_peak(gpu, i, j, code)
+
+    out = []
+    for key, (what, factor, p2p_path) in P2P_MATRICES.items():
+        matrix = parsed["bandwidth_gbs"].get(key)
+        if not matrix:
+            continue
+        rows, columns = labels_of(parsed, key)
+        for i, values in zip(rows, matrix):
+            for j, value in zip(columns, values):
+                if i == j:
+                    continue
+                code = link(i, j)
+                access = peer(i, j)
+                direct = p2p_path and access is not False
+                if direct and not code:
+                    found = links.Peak(None, why=f"the topology names no link between GPU{i} and GPU{j}")
+                else:
+                    found = peak_of(code if direct else "PHB", i, j)
+                peak = found.gbs * factor if found.gbs else None
+                label = what if direct or not p2p_path else f"{what.replace('P2P', 'P2P matrix')}, no peer access: staged"
+                shown_link = (code or "?") if direct else ("via host" if not p2p_path else f"{code or '?'}, via host")
+                out.append({"matrix": key, "what": label, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
+                            "link": shown_link, "measured_gbs": value, "peak_gbs": peak,
+                            "share": value / peak if peak else None, "peer_access": access,
+                            "why": found.why})
+    return out
+
+
+def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[str]] = None) -> List[Tuple]:
+    """efficiency_rows as printable tuples (what, pair, link, measured, peak, share).
+
+    When a peak is unknown ("?"), one more row per distinct reason says why.
+    """
+    chosen = [r for r in rows if pairs is None or r["pair"].replace("<->", "->") in pairs]
+    table = [(r["what"], r["pair"], r["link"], f"{r['measured_gbs']:.2f}",
+              "?" if r["peak_gbs"] is None else f"{r['peak_gbs']:.2f}",
+              "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
+    reasons = dict.fromkeys(r.get("why") for r in chosen if r["peak_gbs"] is None and r.get("why"))
+    table += [("? peak unknown:", reason, "", "", "", "") for reason in reasons]
+    return table
+
+
+def efficiency_summary(found: Dict[str, Dict[str, Any]]) -> List[Tuple]:
+    """One row per system, kind of copy and link: how many cells, and the range of GB/s and
+    of the share of peak. A short view of `efficiency_rows` for many systems at once."""
+    out = []
+    for system, entry in found.items():
+        rows = efficiency_rows(entry["parsed"], link_lookup(system), entry["gpu"], peer_access(entry["parsed"], system))
+        groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for r in rows:
+            groups.setdefault((r["what"], r["link"]), []).append(r)
+        for (what, link_code), members in groups.items():
+            gbs = [m["measured_gbs"] for m in members]
+            shares = [m["share"] for m in members if m["share"] is not None]
+            out.append((system, what, link_code, len(members), f"{min(gbs):.1f}-{max(gbs):.1f}",
+                        f"{min(shares):.0%}-{max(shares):.0%}" if shares else "?"))
+    return out
+
+
+def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Tuple]:
+    """One row per recorded system, for its first recorded pair (GPU0 -> GPU1 in practice).
+
+    Columns: system, tool (which program printed it: `tool_of`), pair and link, one-way P2P,
+    both ways P2P, one-way P2P disabled (GB/s), P2P latency, P2P-disabled latency (us), and
+    the one-way P2P share of the link's peak.
+    """
+    found = reference_p2p() if found is None else found
+    out = []
+    for system, entry in found.items():
+        parsed, link = entry["parsed"], link_lookup(system)
+        rows, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
+        i = rows[0]
+        j = next(c for c in columns if c != i)
+
+        def cell(group, key, parsed=parsed, i=i, j=j):  # this iteration's values, bound
+            matrix = parsed[group].get(key)
+            if not matrix:
+                return "-"
+            r, c = labels_of(parsed, key)
+            return f"{matrix[r.index(i)][c.index(j)]:.2f}"
+
+        share = [e["share"] for e in efficiency_rows(parsed, link, entry["gpu"], peer_access(parsed, system))
+                 if e["matrix"] == "unidirectional_write" and e["pair"] == f"{i}->{j}" and e["share"]]
+        out.append((system, "course" if entry.get("tool", tool_of(reference.read_text(system, entry["files"][0]))) == COURSE_TOOL
+                    else "NVIDIA sample", f"GPU{i}-GPU{j} {link(i, j) or '?'}",
+                    cell("bandwidth_gbs", "unidirectional_write"), cell("bandwidth_gbs", "bidirectional_enabled"),
+                    cell("bandwidth_gbs", "unidirectional_disabled"), cell("latency_us", "write_gpu"),
+                    cell("latency_us", "disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
+    return out
+
+
+def side_by_side(key: str, found: Optional[Dict[str, Dict[str, Any]]] = None, unit: Optional[str] = None):
+    """One figure with a heatmap of matrix `key` for every recorded system that has it.
+
+    `found` defaults to reference_p2p(); pass {"this machine": {"parsed": ...}} plus the
+    recorded ones to put a live run beside them. Returns the Figure, or None if no system
+    has this matrix.
+    """
+    from matplotlib.figure import Figure
+
+    from gputopo import plots
+
+    found = reference_p2p() if found is None else found
+    group = "latency_us" if key in _latency_keys(found) else "bandwidth_gbs"
+    having = {s: e for s, e in found.items() if e["parsed"][group].get(key)}
+    if not having:
+        return None
+    widths = [len(e["parsed"][group][key][0]) + 2 for e in having.values()]
+    figure = Figure(figsize=(min(22, 2.2 + 0.75 * sum(widths)), 3.4), layout="constrained")
+    axes = figure.subplots(1, len(having), width_ratios=widths, squeeze=False)[0]
+    for ax, (system, entry) in zip(axes, having.items()):
+        rows, columns = labels_of(entry["parsed"], key)
+        plots.p2p_heatmap(entry["parsed"][group][key], system, unit=unit or ("us" if group == "latency_us" else "GB/s"),
+                          ax=ax, row_labels=[f"GPU{i}" for i in rows], column_labels=[f"GPU{j}" for j in columns])
+        ax.title.set_fontsize(9)
+    label = P2P_MATRICES[key][0] if key in P2P_MATRICES else LATENCY_LABELS.get(key, key.replace("_", " "))
+    figure.suptitle(f"{label} ({'us' if group == 'latency_us' else 'GB/s'}); each panel has its own colour scale")
+    return figure
+
+
+def _latency_keys(found):
+    return {k for e in found.values() for k in e["parsed"]["latency_us"]}
+
+
+def heatmaps(parsed: Dict[str, Any], title: str, keys: Optional[Sequence[str]] = None) -> List[Any]:
+    """A heatmap Figure for each bandwidth matrix (and the P2P latency) of one P2P test result.
+
+    keys: parser keys to draw (default: every P2P_MATRICES entry present, then latencies).
+    Row and column labels are the device numbers the test ran on (e.g. GPU0, GPU3).
+    """
+    from gputopo import plots
+
+    keys = keys or [k for k in P2P_MATRICES if k in parsed["bandwidth_gbs"]] + [
+        k for k in ("write_gpu", "read_gpu", "disabled_gpu") if k in parsed["latency_us"]]
+    figures = []
+    for key in keys:
+        group = "latency_us" if key in parsed["latency_us"] else "bandwidth_gbs"
+        rows, columns = labels_of(parsed, key)
+        what = P2P_MATRICES[key][0] if key in P2P_MATRICES else LATENCY_LABELS.get(key, key)
+        figures.append(plots.p2p_heatmap(parsed[group][key], f"{title}: {what}", unit="us" if group == "latency_us" else "GB/s",
+                                         row_labels=[f"GPU{i}" for i in rows], column_labels=[f"GPU{j}" for j in columns]))
+    return figures

@@ -1,0 +1,267 @@
+"""Glue for notebook 5 (collectives and scaling): recorded NCCL tables, ring and tree models,
+step time and scaling efficiency.
+
+    from gputopo.lessons import lesson5_collectives as lessons
+    lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport and NVLS state
+    lessons.ring_schedule(4)                   # who sends which chunk in each step (gputopo.alphabeta)
+    lessons.multinode_rows(...)                # the ring beyond one node, bounded by the NIC
+    lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
+
+numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from gputopo import reference
+from gputopo.alphabeta import ring_schedule, simulate_ring_allreduce  # noqa: F401  (notebook 5's lessons.ring_schedule)
+
+# Collectives (notebook 5)
+
+# Which transport a recorded table used: its system.json's "transport" for the file, else its
+# "# Transports:" line, nccl_bench's summary after the table, e.g.
+# "# Transports NCCL reported (...): P2P/direct pointer: 48;"
+_TRANSPORT_LINE = re.compile(r"^#\s*Transports NCCL reported[^:]*:\s*(.+?)\s*$", re.MULTILINE)
+
+
+def transport_of(text: str, settings: Optional[Dict[str, Any]] = None) -> str:
+    """A label for the path NCCL used: the file's settings (reference.file_settings), else the
+    table's own line."""
+    if (settings or {}).get("transport"):
+        return settings["transport"]
+    line = _TRANSPORT_LINE.search(text)
+    if line:
+        # "P2P/direct pointer: 48; SHM/direct/direct: 8;" -> "P2P/direct pointer, SHM/direct/direct"
+        kinds = [part.rsplit(":", 1)[0].strip() for part in line.group(1).split(";") if part.strip()]
+        return f"default ({', '.join(kinds)})"
+    return "default (NCCL's choice)"
+
+
+def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """Every recorded nccl-tests style table of one operation.
+
+    Rows: {system, file, parsed, n, transport, op}. n comes from the table's nGpus line or its
+    device list. Only files named for the operation and at most a GPU count
+    (nccl-bench-all_reduce.txt, all_reduce_perf-g8.txt), or with one more word when their
+    system.json gives them a transport (-sockets, -P2P_LEVEL-LOC), so repeats with other
+    iteration counts (nccl-bench-all_reduce-n100.txt) are left out.
+    """
+    from gputopo.alphabeta import _op_name
+
+    op = _op_name(op)
+    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?(?P<more>-.+)?\.txt")
+    out = []
+    for system in systems or reference.list_systems():
+        for name in reference.find(system, "nccl-tests"):
+            match = plain.fullmatch(name)
+            settings = reference.file_settings(system, name)
+            if not match or (match.group("more") and not settings.get("transport")):
+                continue
+            parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
+            n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
+            text = reference.read_text(system, name)
+            out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
+                        "transport": transport_of(text, settings), "nvls": nvls_state(text, system)})
+    return out
+
+
+# NCCL_NVLS_ENABLE as a run's header (`NCCL_NVLS_ENABLE=0`) or NCCL's log ("set by environment to 0") gives it.
+_NVLS_SET = re.compile(r"NCCL_NVLS_ENABLE(?:=| set by environment to )(\w+)")
+
+
+def nvls_state(text: str, system: Optional[str] = None) -> str:
+    """NVLink SHARP (NVLS) state of a recorded NCCL run, from its own text.
+
+    "off (NCCL_NVLS_ENABLE=0)" when the run's header or NCCL's log says so (the course's
+    recording machines keep it off); "n/a (no NVSwitch)" for a machine without NVSwitch,
+    where NCCL has no NVLS to use; otherwise "not recorded".
+    """
+    from gputopo.ncclpaths import nvls_state as from_environment  # one place for the labels
+
+    setting = _NVLS_SET.search(text)
+    if setting:
+        return from_environment({"NCCL_NVLS_ENABLE": setting.group(1)}, None)
+    if system is not None:
+        try:
+            nvswitch = reference.system_info(system).get("nvswitch")
+        except (ValueError, OSError):
+            nvswitch = None
+        if not nvswitch:
+            return "n/a (no NVSwitch)"
+    return "not recorded"
+
+
+def fit_rows(tables: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The ring model's alpha per step (us) and bus bandwidth (GB/s) of each table, fitted
+    with `alphabeta.fit_from_table`: keys "alpha_step_us" and "busbw_gbps". The bus bandwidth
+    is what each GPU moves through its bottleneck, not the rate of one link."""
+    from gputopo import alphabeta
+
+    out = []
+    for t in tables:
+        alpha, beta = alphabeta.fit_from_table(t["parsed"], t["op"], t["n"])
+        rows = t["parsed"]["rows"]
+        out.append({**t, "alpha_step_us": alpha, "busbw_gbps": beta,
+                    "small_us": rows[0]["out_of_place"]["time_us"], "small_bytes": rows[0]["size"],
+                    "big_busbw": rows[-1]["out_of_place"]["busbw"], "big_bytes": rows[-1]["size"]})
+    return out
+
+
+def tree_allreduce_time_us(size_bytes: float, n: int, alpha_us: float, beta_gbps: float) -> float:
+    """Simplified pipelined (double binary) tree all-reduce: 2 ceil(log2 n) alpha + 2 S / beta.
+
+    A reduce up a tree and a broadcast down it each pay one alpha per tree level; with the
+    data pipelined in chunks, each GPU's link carries about the whole buffer once per phase.
+    A model for comparing shapes of curves, not NCCL's own tuning model.
+    """
+    if n < 2:
+        return 0.0
+    return 2 * math.ceil(math.log2(n)) * alpha_us + 2 * size_bytes / (beta_gbps * 1e3)
+
+
+def gpu_count_rows(prefix: str = "h200-nvswitch", op: str = "all_reduce") -> List[Dict[str, Any]]:
+    """Default-transport all-reduce tables of every recorded system whose name starts with
+    `prefix` (h200-nvswitch-pair, -4gpu, -8gpu, ...), fitted, sorted by GPU count."""
+    tables = [t for t in nccl_tables(op) if t["system"].startswith(prefix) and t["transport"].startswith("default")]
+    return sorted(fit_rows(tables), key=lambda r: r["n"])
+
+
+def common_size(rows: Sequence[Dict[str, Any]], wanted: int) -> int:
+    """The largest size <= wanted that every table measured (for a fair busbw comparison)."""
+    sizes = None
+    for r in rows:
+        these = {row["size"] for row in r["parsed"]["rows"]}
+        sizes = these if sizes is None else sizes & these
+    fitting = [s for s in (sizes or ()) if s <= wanted]
+    if not fitting:
+        raise ValueError("the tables share no size at or below the one asked for")
+    return max(fitting)
+
+
+def measured_at(parsed: Dict[str, Any], size: int, column: str = "busbw") -> float:
+    """One out-of-place value (time_us, algbw or busbw) of a table at an exact size."""
+    for row in parsed["rows"]:
+        if row["size"] == size:
+            return row["out_of_place"][column]
+    raise ValueError(f"the table has no row for {size} bytes")
+
+
+def predicted_busbw(size_bytes: float, n: int, alpha_us: float, beta_gbps: float) -> float:
+    """busbw the ring model predicts: S / T(S, n) x 2(n-1)/n, in GB/s."""
+    from gputopo import alphabeta
+
+    time_us = alphabeta.ring_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps)
+    return size_bytes / (time_us * 1e3) * alphabeta.busbw_factor("all_reduce", n)
+
+
+# ---------------------------------------------------------------------------------------
+# Training steps
+
+def step_time_ms(images_per_sec: float, workers: int, batch_per_worker: int) -> float:
+    """Time of one training step: every worker processes one batch, so all of them together
+    process workers x batch images per step; images/s counts images of all workers."""
+    if images_per_sec <= 0:
+        raise ValueError("images per second must be positive")
+    return workers * batch_per_worker / images_per_sec * 1e3
+
+
+def scaling_efficiency(compute_ms: float, comm_ms: float, overlap: float = 0.0) -> float:
+    """Share of ideal speed-up with a fixed batch per worker (weak scaling).
+
+    A step takes compute + (1 - overlap) x communication; with one GPU it takes compute alone.
+    So efficiency = compute / (compute + (1 - overlap) x comm). overlap is the share of the
+    all-reduce hidden behind the backward pass (0: none, 1: all).
+    """
+    if not 0 <= overlap <= 1:
+        raise ValueError("overlap is a share between 0 and 1")
+    return compute_ms / (compute_ms + (1 - overlap) * comm_ms)
+
+
+def ring_vs_tree_rows(alpha_us: float, beta_gbps: float, size_bytes: float, counts: Sequence[int]) -> List[Tuple]:
+    """(n, ring us, tree us, faster) for one message size on several GPU counts."""
+    from gputopo import alphabeta
+
+    out = []
+    for n in counts:
+        ring = float(alphabeta.ring_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps))
+        tree = tree_allreduce_time_us(size_bytes, n, alpha_us, beta_gbps)
+        out.append((n, f"{ring:.1f}", f"{tree:.1f}", "ring" if ring < tree else "tree"))
+    return out
+
+
+def comm_rows(fits: Sequence[Dict[str, Any]], size_bytes: float, n: int, step_ms: float) -> List[Tuple]:
+    """For each fitted table: predicted ring all-reduce of size_bytes on n GPUs, and its share
+    of a step of step_ms. Rows: (system, transport, GPUs the fit came from, alpha per step us,
+    busbw GB/s, predicted us, share)."""
+    from gputopo import alphabeta
+
+    out = []
+    for f in fits:
+        t = float(alphabeta.ring_allreduce_time_us(size_bytes, n, f["alpha_step_us"], f["busbw_gbps"]))
+        out.append((f["system"], f["transport"], f.get("n"), f"{f['alpha_step_us']:.2f}", f"{f['busbw_gbps']:.1f}",
+                    f"{t:.0f}", f"{t / (step_ms * 1e3):.1%}"))
+    return out
+
+
+def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbps: float, size_bytes: int,
+                     counts: Sequence[int] = (2, 4, 8, 16), title: str = ""):
+    """Two panels against GPU count: busbw at size_bytes and the smallest message's time.
+
+    points: fitted tables (fit_rows) drawn as measured markers; dashed lines: the ring model
+    with the given alpha per step and bus bandwidth. No tree curve: inside one node NCCL's
+    tree is a chain, and a single node's smallest-message time includes the host's launch
+    cost, so these points cannot tell a tree from a ring.
+    """
+    from matplotlib.figure import Figure
+
+    from gputopo.plots import format_bytes
+
+    figure = Figure(figsize=(10, 4.4), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    ns = list(counts)
+    left.plot(ns, [predicted_busbw(size_bytes, n, alpha_us, beta_gbps) for n in ns], "--", color="0.2", label="ring model")
+    right.plot(ns, [2 * (n - 1) * alpha_us for n in ns], "--", color="0.2", label="ring model: 2(n-1) alpha")
+    # One colour and one legend entry per recorded system; a node measured on 2, 4 and 8 of
+    # its GPUs is one connected series.
+    by_system: Dict[str, List[Dict[str, Any]]] = {}
+    for p in sorted(points, key=lambda p: p["n"]):
+        by_system.setdefault(p["system"], []).append(p)
+    for system, series in by_system.items():
+        gpus = [p["n"] for p in series]
+        (line,) = left.plot(gpus, [measured_at(p["parsed"], size_bytes) for p in series], "o-",
+                            label=f"{system} (measured)")
+        small = format_bytes(series[0]["small_bytes"])
+        right.plot(gpus, [p["small_us"] for p in series], "o-", color=line.get_color(),
+                   label=f"{system}, {small} (measured)")
+    left.set(xlabel="GPUs", ylabel="busbw (GB/s)", title=f"bus bandwidth at {format_bytes(size_bytes)}", ylim=(0, None))
+    right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message (includes host launch)", ylim=(0, None))
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.grid(alpha=0.3)
+        # Below the panel, so that no legend covers a curve.
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
+    if title:
+        figure.suptitle(title)
+    return figure
+
+
+def multinode_rows(busbw_in_node_gbps: float, alpha_in_node_us: float, nic_gbps_per_gpu: float, alpha_net_us: float,
+                   size_bytes: float, gpus_per_node: int, node_counts: Sequence[int]) -> List[Tuple]:
+    """(GPUs, nodes, busbw bound GB/s, predicted all-reduce us) for a ring over 1..N nodes.
+
+    Inside one node the fitted in-node alpha and bus bandwidth apply; from two nodes on the
+    network card bounds the bus bandwidth (`alphabeta.multinode_busbw_gbps`).
+    """
+    from gputopo import alphabeta
+
+    out = []
+    for nodes in node_counts:
+        busbw = alphabeta.multinode_busbw_gbps(busbw_in_node_gbps, nic_gbps_per_gpu, nodes)
+        t = float(alphabeta.multinode_allreduce_time_us(size_bytes, gpus_per_node, nodes, alpha_in_node_us,
+                                                        busbw_in_node_gbps, alpha_net_us, nic_gbps_per_gpu))
+        out.append((gpus_per_node * nodes, nodes, f"{busbw:.1f}", f"{t:.0f}"))
+    return out

@@ -1,0 +1,101 @@
+"""What each link code of `nvidia-smi topo -m` means: the one table every module reads.
+
+A code (NV12, PIX, ..., SYS, the legacy SOC, X for the GPU itself) has
+- a family: "NV" for every NV<n> (n bonded NVLink links), else the PCIe code (SOC is SYS);
+- a rank, higher is closer: any NVLink bond beats any PCIe path, more bonded links beat
+  fewer, then PIX > PXB > PHB > NODE > SYS (NCCL's order of PCIe paths);
+- NCCL's path type, the word NCCL_P2P_LEVEL compares against (PATH_ORDER below);
+- how its peak is figured: "nvlink" (links x per-link rate) or "pcie" (one PCIe link of the
+  GPU's generation and width). The figures themselves, with their sources, are in links.py.
+
+Standard library only (the parsers use it on a bare cluster node).
+"""
+import dataclasses
+import re
+from typing import Optional
+
+# NCCL's path types, closest first (NCCL source src/graph/topo.h, the PATH_* order; the
+# NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL, lists LOC, NVL, PIX, PXB, PHB, SYS;
+# NVB is NVLink through an intermediate GPU; newer releases insert C2C after NVB).
+# P2P is used between two GPUs when their path type is at or before the P2P level.
+PATH_ORDER = ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+
+_NVLINK = re.compile(r"NV(\d+)")
+# Above every PCIe rank, so any NVLink bond beats any PCIe path.
+_NVLINK_BASE_RANK = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkCode:
+    code: str  # as printed; "NV#" stands for every NV<n>
+    family: str  # "NV" or the PCIe code; SOC's family is SYS
+    rank: Optional[int]  # PCIe closeness (NV<n> is _NVLINK_BASE_RANK + n); None for X
+    path_type: Optional[str]  # NCCL's path type; None for X
+    peak: Optional[str]  # "nvlink", "pcie" or None (X: no link)
+    meaning: str  # one line, as the figures' legends print it
+
+
+# Closest first. NODE (host bridges inside one NUMA node) is PHB to NCCL.
+CODES = (
+    LinkCode("NV#", "NV", None, "NVL", "nvlink", "NVLink (width = bonded links)"),
+    LinkCode("PIX", "PIX", 4, "PIX", "pcie", "PIX: one PCIe bridge"),
+    LinkCode("PXB", "PXB", 3, "PXB", "pcie", "PXB: several PCIe bridges"),
+    LinkCode("PHB", "PHB", 2, "PHB", "pcie", "PHB: through a PCIe host bridge"),
+    LinkCode("NODE", "NODE", 1, "PHB", "pcie", "NODE: between host bridges of a NUMA node"),
+    LinkCode("SYS", "SYS", 0, "SYS", "pcie", "SYS: across the CPU interconnect"),
+    LinkCode("SOC", "SYS", 0, "SYS", "pcie", "SOC: the old name of SYS"),
+    LinkCode("X", "X", None, None, None, "X: the GPU itself"),
+)
+_BY_CODE = {row.code: row for row in CODES}
+
+# Families of real links, closest first ("NV", "PIX", ..., "SYS").
+FAMILIES = tuple(dict.fromkeys(row.family for row in CODES if row.peak is not None))
+# Codes that mean a PCIe path (SOC included).
+PCIE_CODES = tuple(row.code for row in CODES if row.peak == "pcie")
+# NCCL path types a GPU pair of `topo -m` can have, closest first: NVL, PIX, PXB, PHB, SYS.
+TOPO_PATH_TYPES = tuple(p for p in PATH_ORDER if any(row.path_type == p for row in CODES))
+
+
+def nvlink_count(code) -> int:
+    """12 for "NV12"; 0 for any other code (or None)."""
+    match = _NVLINK.fullmatch(str(code or ""))
+    return int(match.group(1)) if match else 0
+
+
+def lookup(code) -> Optional[LinkCode]:
+    """The table's row for a code as printed ("NV12" gives the NV# row), or None if unknown."""
+    text = str(code or "")
+    if _NVLINK.fullmatch(text):
+        return _BY_CODE["NV#"]
+    return _BY_CODE.get(text)
+
+
+def family(code: str) -> str:
+    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS); ValueError for X or unknown."""
+    row = lookup(code)
+    if row is None or row.peak is None:
+        raise ValueError(f"unknown topo link code {code!r}")
+    return row.family
+
+
+def rank(code: str) -> int:
+    """How good a link is for GPU-to-GPU traffic; higher is better. ValueError for X or unknown."""
+    row = lookup(code)
+    if row is None or row.peak is None:
+        raise ValueError(f"unknown link code {code!r}")
+    if row.family == "NV":
+        return _NVLINK_BASE_RANK + nvlink_count(code)
+    return row.rank
+
+
+def path_type(code) -> Optional[str]:
+    """NCCL path type for a `topo -m` code ("NV12" -> "NVL", "NODE" -> "PHB"); None for X/unknown."""
+    if not code:
+        return None
+    row = lookup(str(code).strip().upper())
+    return row.path_type if row is not None else None
+
+
+def meaning(family_name: str) -> str:
+    """The legend line of a family ("NV" -> "NVLink (width = bonded links)")."""
+    return _BY_CODE["NV#" if family_name == "NV" else family_name].meaning

@@ -1,0 +1,60 @@
+"""The one table of `nvidia-smi topo -m` link codes, against hand-written expectations."""
+import pytest
+
+from gputopo import linkcodes, links, plots, runner
+from gputopo.parsers import rank_link
+
+
+def test_nccl_path_types_in_nccl_order():
+    # NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL lists LOC, NVL, PIX, PXB, PHB, SYS
+    # (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level);
+    # NVB (NVLink through another GPU) sits between NVL and PIX in src/graph/topo.h.
+    assert linkcodes.PATH_ORDER == ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+    assert linkcodes.TOPO_PATH_TYPES == ("NVL", "PIX", "PXB", "PHB", "SYS")
+
+
+@pytest.mark.parametrize("code, family, path_type, peak", [
+    ("NV1", "NV", "NVL", "nvlink"), ("NV18", "NV", "NVL", "nvlink"),
+    ("PIX", "PIX", "PIX", "pcie"), ("PXB", "PXB", "PXB", "pcie"), ("PHB", "PHB", "PHB", "pcie"),
+    ("NODE", "NODE", "PHB", "pcie"), ("SYS", "SYS", "SYS", "pcie"), ("SOC", "SYS", "SYS", "pcie")])
+def test_each_code(code, family, path_type, peak):
+    assert linkcodes.family(code) == family
+    assert linkcodes.path_type(code) == path_type
+    assert linkcodes.lookup(code).peak == peak
+
+
+def test_rank_nearest_first():
+    order = ["NV18", "NV12", "NV2", "NV1", "PIX", "PXB", "PHB", "NODE", "SYS"]
+    ranks = [linkcodes.rank(code) for code in order]
+    assert ranks == sorted(ranks, reverse=True) and len(set(ranks)) == len(ranks)
+    assert linkcodes.rank("SOC") == linkcodes.rank("SYS")
+
+
+@pytest.mark.parametrize("bad", ["X", "NV", "nvlink", "", "PCI"])
+def test_unknown_or_self_codes(bad):
+    with pytest.raises(ValueError):
+        linkcodes.rank(bad)
+    with pytest.raises(ValueError):
+        linkcodes.family(bad)
+    assert linkcodes.nvlink_count(bad) == 0
+
+
+def test_x_is_the_gpu_itself():
+    assert linkcodes.path_type("X") is None and linkcodes.lookup("X").peak is None
+    assert linkcodes.path_type(None) is None and linkcodes.path_type(" nv4 ") == "NVL"
+
+
+def test_families_and_pcie_codes():
+    assert linkcodes.FAMILIES == ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+    assert linkcodes.PCIE_CODES == ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+    assert linkcodes.meaning("NV") == "NVLink (width = bonded links)"
+
+
+def test_every_module_reads_the_same_table():
+    for code in ("NV4", "PIX", "NODE", "SYS", "SOC"):
+        assert rank_link(code) == linkcodes.rank(code)
+        assert plots.link_family(code) == linkcodes.family(code)
+        assert runner.path_type_of_link(code) == linkcodes.path_type(code)
+    assert set(plots.LINK_COLOURS) == set(linkcodes.FAMILIES)
+    assert links.PCIE_PATH_CODES == linkcodes.PCIE_CODES
+    assert runner.PATH_ORDER is linkcodes.PATH_ORDER
