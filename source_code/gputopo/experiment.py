@@ -180,9 +180,10 @@ def horovod_frameworks(python: Optional[str] = None,
     key = (python, (env if env is not None else os.environ).get("PYTHONPATH"))
     if key in _probe_cache:
         return _probe_cache[key]
+    from . import proctree
     try:
-        done = subprocess.run([python, "-c", _HOROVOD_PROBE], env=env, capture_output=True,
-                              text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
+        done = proctree.run([python, "-c", _HOROVOD_PROBE], env=env, capture_output=True,
+                            text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
     except FileNotFoundError:
         return [], f"interpreter not found: {python}"
     except subprocess.TimeoutExpired:
