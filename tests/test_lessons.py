@@ -209,6 +209,9 @@ def test_gpu_count_rows_sorted_by_count(fake_reference):
     rows = lessons.gpu_count_rows("h200-nvswitch")
     assert [(r["system"], r["n"]) for r in rows] == [("h200-nvswitch-pair", 2), ("h200-nvswitch-8gpu", 8)]
     assert lessons.common_size(rows, 256 * 2**20) == 134217728
+    assert lessons.common_size(rows, 134217728 - 1) == 67108864  # the next size both measured
+    with pytest.raises(ValueError, match="share no size"):
+        lessons.common_size(rows, 4)  # both tables start at 8 B
     assert lessons.measured_at(rows[0]["parsed"], 1048576) == 20.56
     figure = lessons.gpu_count_figure(rows, rows[0]["alpha_step_us"], rows[0]["busbw_gbps"], 2**27, counts=(2, 4, 8))
     assert len(figure.axes) == 2

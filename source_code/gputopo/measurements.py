@@ -50,6 +50,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
+from gputopo.parsers.p2p import matrix_labels
+
 FIELDS = ("tool", "system", "source", "src", "dst", "op", "bytes", "time_us", "algbw_gbs",
           "busbw_gbs", "transport", "settings")
 TOOLS = ("p2p", "nccl-bench", "nccl-tests", "hostbench", "cnn")
@@ -136,10 +138,8 @@ def from_p2p(parsed: Dict[str, Any], system: str, source: str, *, bytes: Optiona
     for group in ("bandwidth_gbs", "latency_us"):
         for key, matrix in parsed.get(group, {}).items():
             how = _p2p_matrix_settings(group, key)
-            sources = list(parsed["row_indices"][key])
             # a whole matrix: columns are its rows' devices; an excerpt of some rows: 0..n-1
-            columns = sources if len(sources) == len(matrix[0]) and sorted(sources) == sources \
-                else list(range(len(matrix[0])))
+            sources, columns = matrix_labels(parsed, key)
             for src, cells in zip(sources, matrix):
                 for dst, value in zip(columns, cells):
                     values = {"time_us": value} if group == "latency_us" else {"algbw_gbs": value}

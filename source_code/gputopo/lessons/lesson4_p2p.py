@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import links, reference
+from gputopo import links, measurements, reference
+from gputopo.parsers.p2p import matrix_labels
 
 # P2P matrices (notebook 4)
 
@@ -147,15 +148,9 @@ def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]]
 
 
 def labels_of(parsed: Dict[str, Any], key: str) -> Tuple[List[int], List[int]]:
-    """(row device numbers, column device numbers) of one matrix of the p2p parser's result.
-
-    An excerpt holds only some rows; its columns are still every device, numbered from 0.
-    """
-    rows = list(parsed["row_indices"][key])
-    matrix = (parsed["bandwidth_gbs"].get(key) or parsed["latency_us"].get(key))
-    width = len(matrix[0])
-    columns = rows if len(rows) == width and sorted(rows) == rows else list(range(width))
-    return rows, columns
+    """(row device numbers, column device numbers) of one matrix of the p2p parser's result
+    (an excerpt's columns are every device, from 0): `parsers.p2p.matrix_labels`."""
+    return matrix_labels(parsed, key)
 
 
 def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Any,
@@ -246,27 +241,30 @@ def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List
     the one-way P2P share of the link's peak.
     """
     found = reference_p2p() if found is None else found
+    # Every matrix cell of every system as a measurement row, then one pivot:
+    # (system, GPU pair) x matrix -> GB/s (bandwidth rows) or us (latency rows).
+    rows = [r for system, entry in found.items() for r in measurements.from_p2p(entry["parsed"], system, "recorded")]
+    table = measurements.frame(rows)
+    table["value"] = table["algbw_gbs"].where(table["algbw_gbs"].notna(), table["time_us"])
+    cells = table.pivot_table(index=["system", "src", "dst"], columns="matrix", values="value", aggfunc="first")
     out = []
     for system, entry in found.items():
         parsed, link = entry["parsed"], link_lookup(system)
-        rows, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
-        i = rows[0]
+        sources, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
+        i = sources[0]
         j = next(c for c in columns if c != i)
+        pair = cells.loc[(system, str(i), str(j))]
 
-        def cell(group, key, parsed=parsed, i=i, j=j):  # this iteration's values, bound
-            matrix = parsed[group].get(key)
-            if not matrix:
-                return "-"
-            r, c = labels_of(parsed, key)
-            return f"{matrix[r.index(i)][c.index(j)]:.2f}"
+        def cell(key, pair=pair):  # this iteration's pair, bound
+            value = pair.get(key)
+            return "-" if value is None or value != value else f"{value:.2f}"  # absent or NaN
 
         share = [e["share"] for e in efficiency_rows(parsed, link, entry["gpu"], peer_access(parsed, system))
                  if e["matrix"] == "unidirectional_write" and e["pair"] == f"{i}->{j}" and e["share"]]
         out.append((system, "course" if entry.get("tool", tool_of(reference.read_text(system, entry["files"][0]))) == COURSE_TOOL
                     else "NVIDIA sample", f"GPU{i}-GPU{j} {link(i, j) or '?'}",
-                    cell("bandwidth_gbs", "unidirectional_write"), cell("bandwidth_gbs", "bidirectional_enabled"),
-                    cell("bandwidth_gbs", "unidirectional_disabled"), cell("latency_us", "write_gpu"),
-                    cell("latency_us", "disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
+                    cell("unidirectional_write"), cell("bidirectional_enabled"), cell("unidirectional_disabled"),
+                    cell("write_gpu"), cell("disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
     return out
 
 

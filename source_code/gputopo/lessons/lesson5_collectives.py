@@ -130,12 +130,18 @@ def gpu_count_rows(prefix: str = "h200-nvswitch", op: str = "all_reduce") -> Lis
 
 
 def common_size(rows: Sequence[Dict[str, Any]], wanted: int) -> int:
-    """The largest size <= wanted that every table measured (for a fair busbw comparison)."""
-    sizes = None
-    for r in rows:
-        these = {row["size"] for row in r["parsed"]["rows"]}
-        sizes = these if sizes is None else sizes & these
-    fitting = [s for s in (sizes or ()) if s <= wanted]
+    """The largest size <= wanted that every table measured (for a fair busbw comparison):
+    the tables as measurement rows, grouped by size, kept where every table has a row."""
+    from gputopo import measurements
+
+    table = measurements.frame([
+        row for t in rows for row in measurements.from_nccl_tests(
+            t["parsed"], t["system"], "recorded", op=t["op"], settings={"table": f"{t['system']}/{t['file']}"})])
+    if table.empty:
+        raise ValueError("the tables share no size at or below the one asked for")
+    tables_per_size = table.groupby("bytes")["table"].nunique()
+    shared = tables_per_size[tables_per_size == len(rows)].index
+    fitting = [int(size) for size in shared if size <= wanted]
     if not fitting:
         raise ValueError("the tables share no size at or below the one asked for")
     return max(fitting)

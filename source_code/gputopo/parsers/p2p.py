@@ -183,3 +183,15 @@ def _read_device_line(result, stripped):
         result["peer_access"].append(
             {"from": int(peer.group(1)), "to": int(peer.group(3)), "can_access": peer.group(2) == "CAN"}
         )
+
+
+def matrix_labels(parsed, key):
+    """(row device numbers, column device numbers) of matrix `key` of a parse() result.
+
+    An excerpt holds only some rows; its columns are still every device, numbered from 0.
+    """
+    rows = list(parsed["row_indices"][key])
+    matrix = parsed["bandwidth_gbs"].get(key) or parsed["latency_us"].get(key)
+    width = len(matrix[0])
+    columns = rows if len(rows) == width and sorted(rows) == rows else list(range(width))
+    return rows, columns
