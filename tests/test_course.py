@@ -194,3 +194,14 @@ def test_html_falls_back_when_the_lab_template_is_missing(tmp_path, monkeypatch)
     monkeypatch.setattr(nbconvert, "HTMLExporter", lambda *a, **k: (_ for _ in ()).throw(OSError("gone")))
     problem = course.write_html(nb, tmp_path / "none.html", tmp_path)
     assert problem.startswith("no HTML") and "gone" in problem and not (tmp_path / "none.html").exists()
+
+
+def test_no_html_writes_the_executed_notebooks_and_an_index_that_links_them(notebooks, tmp_path):
+    fine, _ = notebooks
+    results = tmp_path / "results"
+    done = run_course("--notebooks", fine, "--no-html", results=results)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    assert {p.name for p in run_dir.iterdir()} == {"index.html", "summary.json", "1.Fine.ipynb"}
+    index = (run_dir / "index.html").read_text()
+    assert "href='1.Fine.ipynb'" in index and "1.Fine.html" not in index

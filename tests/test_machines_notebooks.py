@@ -11,8 +11,9 @@ in the background as soon as pytest has collected them (conftest.py), at low pri
 10), two at a time, while the other tests run in the foreground and leave a core idle most of
 the time; these tests run last and wait for them. Notebook 3's live training is switched off
 (GPUTOPO_LIVE_CNN=0): it would be the same two-process CPU job on every machine without a
-usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The P2P program is
-built once, before the runs start: they share its build folder.
+usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The runs write no HTML
+copies (`--no-html`). Both CUDA programs are built once, before the runs start: they share the
+build folders.
 """
 
 import json
@@ -53,7 +54,7 @@ def _run_course(base, case, started, environ):
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible
     command = ["nice", "-n", "10", sys.executable, "-m", "gputopo.course", "--out", str(here / "course"),
-               "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
+               "--no-html", "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              cwd=ROOT, start_new_session=True)
     started.append(child)
@@ -66,18 +67,33 @@ def _run_course(base, case, started, environ):
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), here / "course"
 
 
+def _build_programs(environ):
+    """make both CUDA programs in their folders, as the notebooks would (None without nvcc)."""
+    if not _nvcc():
+        return None
+    for folder in ("p2pBandwidthLatencyTest", "nccl_bench"):
+        done = subprocess.run(["nice", "-n", "10", "make", "-C", str(ROOT / "source_code" / folder)],
+                              capture_output=True, text=True, env=environ, timeout=900)
+        assert done.returncode == 0, f"make {folder}: " + (done.stdout + done.stderr)[-1500:]
+
+
+def _after(first, function, *args):
+    first.result()  # raises here if the builds failed: every run then reports it
+    return function(*args)
+
+
 class Matrix:
     """The background runs: started once per pytest session, stopped at its end."""
 
     def __init__(self, base):
-        if _nvcc():
-            from gputopo import p2ptest
-            p2ptest.build()  # the runs share the build folder: built once here, up to date for them
         self.children = []
         # the environment as it is now, before any test changes it (the runs overlap the tests)
         environ = dict(os.environ)
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL)
-        self.futures = {key: self.pool.submit(_run_course, base, case, self.children, environ)
+        # The runs share the programs' build folders: both are built first (in the background
+        # too), so that no two runs build one program at once.
+        built = self.pool.submit(_build_programs, environ)
+        self.futures = {key: self.pool.submit(_after, built, _run_course, base, case, self.children, environ)
                         for key, case in zip(IDS, CASES)}
 
     def stop(self):

@@ -209,6 +209,24 @@ def test_reference_mode_without_gpus(monkeypatch, tmp_path):
         ncclbench.run(reference=False)
 
 
+def test_a_failed_build_falls_back_to_the_recorded_run(monkeypatch, tmp_path):
+    """Two GPUs listed, but nccl_bench cannot be built (no NCCL, a broken toolkit): the
+    notebook gets the recorded run and the first line of why, not an exception."""
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 2)
+    monkeypatch.setattr(ncclbench, "BINARY", tmp_path / "not-built" / "nccl_bench")
+
+    def failing_build(*args, **kwargs):
+        raise ncclbench.NcclBenchError("building nccl_bench failed (make exit status 2):\nnccl.h: No such file")
+
+    monkeypatch.setattr(ncclbench, "build", failing_build)
+    result = ncclbench.run()
+    assert result["mode"] == "reference" and result["source"].endswith("nccl-bench-all_reduce.txt")
+    assert result["reason"] == "nccl_bench could not be built here (building nccl_bench failed (make exit status 2):)"
+    with pytest.raises(ncclbench.NcclBenchError, match="make exit status 2"):
+        ncclbench.run(reference=False)
+
+
 def test_recorded_h200_runs_parse_and_are_correct():
     from gputopo import reference
 

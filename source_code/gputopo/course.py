@@ -285,8 +285,11 @@ def _display_name(path):
         return path.name
 
 
-def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print):
-    """Execute the notebooks in order and write the report; returns (run_dir, rows)."""
+def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=True):
+    """Execute the notebooks in order and write the report; returns (run_dir, rows).
+
+    html=False: no HTML copy of each notebook (the index links the executed .ipynb files).
+    """
     import nbformat
 
     from gputopo import results
@@ -310,8 +313,8 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print):
         used_names.add(stem)
         executed = run_dir / f"{stem}.ipynb"
         nbformat.write(nb, str(executed))
-        html_problem = write_html(nb, run_dir / f"{stem}.html", path.parent)
-        if html_problem:
+        html_problem = write_html(nb, run_dir / f"{stem}.html", path.parent) if html else "no HTML asked for"
+        if html and html_problem:
             log(f"    {name}: {html_problem}; the executed notebook is {executed.name}")
         found = live_and_reference(nb)
         status = "ok" if failure is None else (
@@ -356,6 +359,9 @@ def main(argv=None):
                         "then notebooks/*.ipynb by number)")
     parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"seconds one cell may run (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--no-html", action="store_true",
+                        help="write the executed notebooks and the index only, no HTML copy of each "
+                        "notebook (faster)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="folder to create the dated run folder in (default: results/, "
                         "or $GPUTOPO_RESULTS_DIR)")
@@ -378,7 +384,7 @@ def main(argv=None):
         print(f"{prog}: error: {exc}{where}", file=sys.stderr)
         return 2
     try:
-        run_dir, rows = run_course(notebooks, args.timeout, args.out)
+        run_dir, rows = run_course(notebooks, args.timeout, args.out, html=not args.no_html)
     except OSError as exc:  # results folder not writable, disk full
         print(f"{prog}: error: cannot write the report: {exc.strerror or exc} "
               f"({exc.filename or 'results'})", file=sys.stderr)
