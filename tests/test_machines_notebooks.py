@@ -67,6 +67,15 @@ def _run_course(base, case, started, environ):
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), here / "course"
 
 
+def _newest_arch():
+    """The newest of the course's architectures that this nvcc lists ("120"), or None."""
+    if not _nvcc():
+        return None
+    listed = subprocess.run([_nvcc(), "--list-gpu-arch"], capture_output=True, text=True).stdout.split()
+    known = [sm for sm in (70, 75, 80, 86, 89, 90, 100, 120) if f"compute_{sm}" in listed]
+    return str(known[-1]) if known else None
+
+
 def _build_programs(environ):
     """make both CUDA programs in their folders, as the notebooks would (None without nvcc)."""
     if not _nvcc():
@@ -89,6 +98,9 @@ class Matrix:
         self.children = []
         # the environment as it is now, before any test changes it (the runs overlap the tests)
         environ = dict(os.environ)
+        newest = _newest_arch()
+        if newest:  # one GPU architecture: these builds only have to exist (the full default
+            environ["SMS"] = newest  # list is tested in test_cuda_common.py, test_p2p_program.py)
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL)
         # The runs share the programs' build folders: both are built first (in the background
         # too), so that no two runs build one program at once.
