@@ -25,7 +25,7 @@ CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
 # NVLink SHARP (NVLS) stays off on the shared H200 machines; see CONTRIBUTING.md.
 export NCCL_NVLS_ENABLE ?= 0
 
-.PHONY: help lab test check course build clean distclean install lock
+.PHONY: help lab test test-machines check course build clean distclean install lock
 
 help: ## this list
 	@echo "GPU topology course -- make targets:"
@@ -66,6 +66,9 @@ test: install ## install, then every test: unit tests, nbval on every notebook, 
 	if [ $$rc -eq 5 ]; then echo "[make] FAILED: pytest ran no test (exit 5: nothing collected, or all deselected); that is not a pass" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then echo "[make] FAILED: pytest exit $$rc (see the summary above)" >&2; fi; \
 	exit $$rc
+
+test-machines: install ## the whole course headless on all 13 stand-in machines (about 4-5 min; make test runs 4)
+	@GPUTOPO_MACHINES=all $(CLEAN_ENV) $(PY) -m pytest tests/test_machines_notebooks.py $(PYTEST_ARGS)
 
 lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requirements-*.txt; needs PyPI
 	bash environment/lock.sh

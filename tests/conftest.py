@@ -143,7 +143,7 @@ def pytest_collection_modifyitems(session, config, items):
     background as soon as they are collected, and their tests go last, so that they wait as
     little as possible for runs that overlap the rest of the suite."""
     matrix = [item for item in items if item.nodeid.startswith("tests/test_machines_notebooks.py")]
-    if not matrix:
+    if not matrix or config.option.collectonly:
         return
     items[:] = [item for item in items if item not in matrix] + matrix
     matrix[0].module.start_matrix(config)
