@@ -20,17 +20,7 @@ from gputopo.parsers import parse_topo  # noqa: E402
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"
 
-# The layout `nvidia-smi topo -p2p r` prints: a GPU header, one row per GPU, a legend.
-P2P_READ_TWO_GPUS = (
-    " \tGPU0\tGPU1\t\n"
-    " GPU0\tX\tOK\t\n"
-    " GPU1\tOK\tX\t\n"
-    "\n"
-    "Legend:\n\n"
-    "  X    = Self\n"
-    "  OK   = Status Ok\n"
-    "  CNS  = Chipset not supported\n"
-)
+from test_parsers_nvidia_smi import P2P_READ_TWO_GPUS  # noqa: E402  (the `topo -p2p r` layout)
 
 CHECK_BUILD = """\
 Horovod v0.28.1:

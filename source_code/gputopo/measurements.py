@@ -45,7 +45,6 @@ Standard library at import; pandas is imported inside `frame`.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
@@ -269,25 +268,11 @@ def write_rows(path: Any, rows: Iterable[Dict[str, Any]]) -> Path:
     Every row is checked first, so a bad row writes nothing; the lines are written in one
     append under the results store's lock (gputopo.results), so writers never interleave.
     """
-    from .results import _locked
+    from .results import append_locked
 
     checked = [check_row(one) for one in rows]
     encoded = "".join(json.dumps(one, sort_keys=False) + "\n" for one in checked).encode("utf-8")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        with _locked(path, descriptor):
-            view = memoryview(encoded)
-            while view:
-                written = os.write(descriptor, view)
-                if written <= 0:
-                    raise OSError(f"no progress writing {path}")
-                view = view[written:]
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    return path
+    return append_locked(Path(path), encoded)
 
 
 def read_rows(path: Any) -> List[Dict[str, Any]]:

@@ -169,13 +169,18 @@ def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[
         **record,
     }
     encoded = (json.dumps(line, default=_to_json_value, sort_keys=False) + "\n").encode("utf-8")
-    path = _results_file(kind)
+    return append_locked(_results_file(kind), encoded)
+
+
+def append_locked(path: Path, encoded: bytes) -> Path:
+    """Append `encoded` to `path` (created if absent, never truncated) in one write under the
+    store's lock, then fsync; returns path. Writers never interleave."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         with _locked(path, descriptor):
             view = memoryview(encoded)
-            while view:  # the lock keeps the line whole even if a write comes back short
+            while view:  # the lock keeps the lines whole even if a write comes back short
                 written = os.write(descriptor, view)
                 if written <= 0:
                     raise OSError(f"no progress writing {path}")

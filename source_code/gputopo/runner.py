@@ -10,29 +10,8 @@
 
     python -m gputopo.runner --gpus 0,1 --repeats 3 --record-dir DIR    # the same from a shell
 
-What run_experiment() does
-- Checks before launching: the GPU indices against `gputopo.detect()` (bad index -> a failed
-  result, nothing launched) and which framework Horovod is built for (`horovod_frameworks`:
-  TensorFlow first when both; `framework=` picks one), passed on as `--framework`.
-- Launches `<python> -m horovod.runner.launch -np 2 -H localhost:2 --gloo <python> cnn_fmnist.py
-  ...` (the current interpreter; nothing is looked up on PATH). Gloo is only Horovod's
-  controller; on GPUs the gradient allreduce still goes through NCCL.
-- Environment: CUDA_VISIBLE_DEVICES=<the pair>, CUDA_DEVICE_ORDER=PCI_BUS_ID (so indices mean
-  what `nvidia-smi topo -m` shows), NCCL_DEBUG=INFO (the log then says which transport NCCL
-  chose), NCCL_NVLS_ENABLE as your shell has it, or 0 when unset (the course never sets 1),
-  then your `env`.
-  NCCL_P2P_LEVEL, NCCL_P2P_DISABLE and
-  NCCL_SHM_DISABLE inherited from the calling shell are removed first, so "default" really is
-  NCCL's default.
-- No GPU visible: the same script runs on the CPU with Gloo doing the allreduce, and the
-  result says so (`mode == "cpu-gloo"`, and in `reason`/`note`).
-- Never hangs: a timeout kills the launcher's process group and every process it started
-  (Horovod moves its workers to a session of their own, so they are found through /proc).
-- A failure keeps the log tail and one line `reason` that starts with the category:
-  "bad GPU index", "Horovod missing", "NCCL error", "timeout" or "other".
-- Every run, good or failed, is appended to the results store (kind "horovod_cnn") with its
-  environment; the full log and the script's JSON record go into a new folder
-  results/horovod-cnn-<time>/ (never reused).
+What run_experiment() does (checks, launch, environment, timeouts, failure categories,
+recording): the docstring of gputopo/experiment.py.
 
 Where it lives: one run in gputopo/experiment.py, sweeps and recorded runs in
 gputopo/sweep.py, NCCL_P2P_LEVEL facts in gputopo/ncclpaths.py, plot_sweep in gputopo/plots.py;
