@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import time
 
 import pytest
 
@@ -108,6 +109,36 @@ def write_fake_nvidia_smi(bin_dir, answers):
     return script
 
 
+def _shared_build(module, error, what):
+    """module.build() in source_code/ with the Makefile's default architectures: the build that
+    nbval's notebooks, the stand-in machines' course runs and test_machines.py use too, so a
+    session compiles each program once (builds of one folder take turns, gputopo.cudabuild)."""
+    import shutil
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    try:
+        return module.build()
+    except error as failed:
+        missing = [line for line in str(failed).splitlines() if "nvcc not found" in line or "NCCL not found" in line]
+        if missing:  # the toolkit or NCCL is not installed: nothing to build with
+            pytest.skip(f"{what} cannot be built here: {missing[0].strip()}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def p2p_program():
+    """The course's P2P test, built where the notebooks build it (path of the program)."""
+    from gputopo import p2ptest
+    return _shared_build(p2ptest, p2ptest.P2PTestError, "the P2P test")
+
+
+@pytest.fixture(scope="session")
+def nccl_program():
+    """The course's NCCL benchmark, built where the notebooks build it (path of the program)."""
+    from gputopo import ncclbench
+    return _shared_build(ncclbench, ncclbench.NcclBenchError, "the NCCL benchmark")
+
+
 @pytest.fixture(autouse=True)
 def text_path_unless_asked(monkeypatch):
     """Detection reads nvidia-smi's text in tests (the stand-in's answers, never a real GPU's
@@ -136,6 +167,24 @@ def fake_nvidia_smi(tmp_path, monkeypatch):
         return script
 
     return install
+
+
+SESSION_START = time.monotonic()
+
+
+def pytest_configure(config):
+    choice = os.environ.get("GPUTOPO_MACHINES", "all")
+    if choice not in ("all", "quick", ""):
+        raise pytest.UsageError(f"GPUTOPO_MACHINES must be 'all' (the default) or 'quick', not {choice!r}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Where the stand-in machines' background runs ended (the critical path of `make test`)."""
+    module = sys.modules.get("test_machines_notebooks")
+    line = module and module.timing_line(SESSION_START)
+    if line:
+        terminalreporter.write_line(line)
+        terminalreporter.write_line(f"the whole session took {time.monotonic() - SESSION_START:.0f} s")
 
 
 def pytest_collection_modifyitems(session, config, items):

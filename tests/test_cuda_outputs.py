@@ -2,7 +2,7 @@
 
 - Never overwritten: `--json` (both programs) and `--nccl-log` (nccl_bench) refuse a file that
   exists, in one line with exit status 2, before anything is measured; the real binaries are
-  built (newest architecture only) and run here, where option parsing happens before the GPU
+  built (in source_code/, once a session) and run here, where option parsing happens before the GPU
   count is asked.
 - `--inject-fault` (test only) is accepted by both real binaries: with no GPU they get past the
   options and stop at the no-GPU exit, not at "unknown option". What it does needs a GPU:
@@ -46,31 +46,14 @@ def strict_json(path):
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-def _newest_arch():
-    done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
-    archs = sorted(int(w[len("compute_"):]) for w in done.stdout.split()
-                   if w.startswith("compute_") and w[len("compute_"):].isdigit())
-    return [a for a in archs if a in (70, 75, 80, 86, 89, 90, 100, 120)][-1]
-
-
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    """Both real programs, built in a copy of their folders (newest architecture only)."""
+def programs(request):
+    """Both real programs, built in source_code/ once a session (conftest.p2p_program, nccl_program)."""
     if NVCC is None or shutil.which("make") is None:
         pytest.skip("needs make and nvcc")
-    built = {}
-    top = tmp_path_factory.mktemp("cuda_programs")
-    shutil.copytree(SRC / "cuda_common", top / "cuda_common")  # the shared Makefile part and headers
-    for name, folder, binary in (("p2p", "p2pBandwidthLatencyTest", "p2pBandwidthLatencyTest"),
-                                 ("nccl", "nccl_bench", "nccl_bench")):
-        if name == "nccl" and _nccl_include() is None:
-            continue
-        copy = top / folder
-        shutil.copytree(SRC / folder, copy, ignore=shutil.ignore_patterns("build", binary, "*.o"))
-        done = subprocess.run(["make", "-C", str(copy), f"SMS={_newest_arch()}"], capture_output=True,
-                              text=True, timeout=900)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        built[name] = copy / binary
+    built = {"p2p": request.getfixturevalue("p2p_program")}
+    if _nccl_include() is not None:
+        built["nccl"] = request.getfixturevalue("nccl_program")
     return built
 
 

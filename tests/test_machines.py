@@ -146,15 +146,12 @@ def test_old_driver_soc_is_read_as_sys_with_its_nic_named_in_the_header(machine_
 
 
 @pytest.fixture(scope="module")
-def cuda_programs_built():
-    """Both CUDA programs, built once (needs nvcc and NCCL headers), else skip with why."""
+def cuda_programs_built(request):
+    """Both CUDA programs, built once a session where the notebooks build them (conftest)."""
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("nvcc is not installed here: the build-then-fail path cannot be shown")
-    try:
-        p2ptest.build()
-        ncclbench.build()
-    except (p2ptest.P2PTestError, ncclbench.NcclBenchError) as error:
-        pytest.skip(f"the CUDA programs do not build here: {str(error).splitlines()[0]}")
+    request.getfixturevalue("p2p_program")
+    request.getfixturevalue("nccl_program")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -6,15 +6,18 @@ every notebook; the CUDA driver is asked for real, and here it is absent, so eve
 say what ran live and what is recorded. The machine without GPUs is the one nbval and
 `make course` already execute in reference mode.
 
-Cost on the 2-core CI machine: about 33 s of CPU per machine (all 13 alone: 254 s, 432 CPU-s).
-`make test` runs four of them (QUICK), `make test-machines` all 13. The runs start
-in the background as soon as pytest has collected them (conftest.py), at low priority (nice
-10), two at a time, while the other tests run in the foreground and leave a core idle most of
-the time; these tests run last and wait for them. Notebook 3's live training is switched off
+Cost on the 2-core CI machine: about 30 s of CPU per machine (all 13 alone: 254 s, 432 CPU-s).
+`make test` and `make test-machines` run all 13 (GPUTOPO_MACHINES=quick: four that take four
+different paths, for a faster local run). The runs start in the background as soon as pytest has
+collected them (conftest.py), at low priority (nice 10), two at a time, while the other tests run
+in the foreground and leave a core idle most of the time; these tests run last and wait for
+them. In a whole `make test` the last run ends well before the other tests do (pytest's summary
+prints when: "stand-in machines: ..."). Notebook 3's live training is switched off
 (GPUTOPO_LIVE_CNN=0): it would be the same two-process CPU job on every machine without a
 usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The runs write no HTML
-copies (`--no-html`). Both CUDA programs are built once, before the runs start: they share the
-build folders.
+copies (`--no-html`). Both CUDA programs are built once, before the runs start, where the
+notebooks build them and as they do (every architecture nvcc lists): nbval's notebooks and the
+tests of the programs use that same build.
 """
 
 import json
@@ -24,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,12 +39,10 @@ from test_machines import IDS as ALL_IDS
 from test_machines import machine_answers
 
 ROOT = Path(__file__).resolve().parents[1]
-# `make test` runs four machines that take four different paths (one GPU; two GPUs without peer
-# access; a CUDA_VISIBLE_DEVICES subset of an 8-GPU box; an old driver whose matrix says SOC);
-# `make test-machines` (GPUTOPO_MACHINES=all) runs all 13. All 13 inside `make test` took a
-# clean-clone `make test` from about 14 to 17 minutes on the 2-core CI machine.
+# GPUTOPO_MACHINES=quick: four machines that take four different paths (one GPU; two GPUs without
+# peer access; a CUDA_VISIBLE_DEVICES subset of an 8-GPU box; an old driver whose matrix says SOC).
 QUICK = ("l4-single", "rtx4090-pair-no-p2p", "h20-8gpu-hgx-cvd-2,3", "k80-old-driver-soc")
-_ALL = os.environ.get("GPUTOPO_MACHINES") == "all"
+_ALL = os.environ.get("GPUTOPO_MACHINES") != "quick"  # conftest.py refuses other values
 CASES = [c for c, i in zip(ALL_CASES, ALL_IDS) if _ALL or i in QUICK]
 IDS = [i for i in ALL_IDS if _ALL or i in QUICK]
 NOTEBOOKS = ["Start_Here.ipynb"] + [f"notebooks/{n}" for n in ("1.Latency-and-Bandwidth.ipynb", "2.System-Topology.ipynb",
@@ -66,6 +68,7 @@ def _run_course(base, case, started, environ):
         env["CUDA_VISIBLE_DEVICES"] = visible
     command = ["nice", "-n", "10", sys.executable, "-m", "gputopo.course", "--out", str(here / "course"),
                "--no-html", "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
+    began = time.monotonic()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              cwd=ROOT, start_new_session=True)
     started.append(child)
@@ -75,26 +78,20 @@ def _run_course(base, case, started, environ):
         os.killpg(child.pid, signal.SIGKILL)
         stdout, stderr = child.communicate()
         stderr += "\n(killed after 900 s)"
+    TIMES.append((began, time.monotonic()))
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), here / "course"
 
 
-def _newest_arch():
-    """The newest of the course's architectures that this nvcc lists ("120"), or None."""
-    if not _nvcc():
-        return None
-    listed = subprocess.run([_nvcc(), "--list-gpu-arch"], capture_output=True, text=True).stdout.split()
-    known = [sm for sm in (70, 75, 80, 86, 89, 90, 100, 120) if f"compute_{sm}" in listed]
-    return str(known[-1]) if known else None
-
-
 def _build_programs(environ):
-    """make both CUDA programs in their folders, as the notebooks would (None without nvcc)."""
+    """Both CUDA programs built where the notebooks build them, with the Makefile's default
+    architectures: the same build nbval's notebooks and the other tests use (builds of one
+    folder take turns, gputopo.cudabuild), so the session compiles each program once."""
     if not _nvcc():
         return None
-    for folder in ("p2pBandwidthLatencyTest", "nccl_bench"):
-        done = subprocess.run(["nice", "-n", "10", "make", "-C", str(ROOT / "source_code" / folder)],
-                              capture_output=True, text=True, env=environ, timeout=900)
-        assert done.returncode == 0, f"make {folder}: " + (done.stdout + done.stderr)[-1500:]
+    code = "from gputopo import ncclbench, p2ptest; p2ptest.build(); ncclbench.build()"
+    done = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(environ, PYTHONPATH=str(ROOT / "source_code")), timeout=1800)
+    assert done.returncode == 0, "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]
 
 
 def _after(first, function, *args):
@@ -109,9 +106,6 @@ class Matrix:
         self.children = []
         # the environment as it is now, before any test changes it (the runs overlap the tests)
         environ = dict(os.environ)
-        newest = _newest_arch()
-        if newest:  # one GPU architecture: these builds only have to exist (the full default
-            environ["SMS"] = newest  # list is tested in test_cuda_common.py, test_p2p_program.py)
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL)
         # The runs share the programs' build folders: both are built first (in the background
         # too), so that no two runs build one program at once.
@@ -127,6 +121,17 @@ class Matrix:
 
 
 MATRIX = {}
+TIMES = []  # (start, end) of each finished course run, time.monotonic()
+
+
+def timing_line(session_start):
+    """One line for pytest's summary: when the background runs ended, against the session."""
+    if not TIMES:
+        return None
+    spans = [end - start for start, end in TIMES]
+    return (f"stand-in machines: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
+            f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {min(s for s, _ in TIMES) - session_start:.0f} s "
+            f"and the last ended {max(e for _, e in TIMES) - session_start:.0f} s after the session started")
 
 
 def start_matrix(config):

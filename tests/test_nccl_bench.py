@@ -50,14 +50,11 @@ def _copy_sources(destination):
 
 
 @pytest.fixture(scope="module")
-def binary(tmp_path_factory):
+def binary(nccl_program):
+    """Built with the plain `make` in source_code/, once a session (shared with the notebooks)."""
     if NVCC is None or not _nccl_found():
         pytest.skip("needs nvcc and NCCL to build nccl_bench")
-    folder = _copy_sources(tmp_path_factory.mktemp("nccl_bench") / "src")
-    newest = _supported_archs()[-1]
-    done = subprocess.run(["make", "-C", str(folder), f"SMS={newest}"], capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return folder / "nccl_bench"
+    return nccl_program
 
 
 def _run(binary, *args, env=None):
