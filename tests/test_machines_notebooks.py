@@ -3,8 +3,9 @@
 Each machine of tests/fixtures/machines/ (and the CUDA_VISIBLE_DEVICES subset of the 8x H20
 box) gets its own stand-in nvidia-smi, results folder and `python -m gputopo.course` run of
 every notebook; the CUDA driver is asked for real, and here it is absent, so every banner must
-say what ran live and what is recorded. The machine without GPUs is the one nbval and
-`make course` already execute in reference mode.
+say what ran live and what is recorded. The machine without GPUs (this one, in CI) runs the
+instructor's way, `make course` with its HTML report, in the same background pool; nbval
+executes its notebooks too.
 
 Cost on the 2-core CI machine: about 30 s of CPU per machine (all 13 alone: 254 s, 432 CPU-s).
 `make test` and `make test-machines` run all 13 (GPUTOPO_MACHINES=quick: four that take four
@@ -68,18 +69,31 @@ def _run_course(base, case, started, environ):
         env["CUDA_VISIBLE_DEVICES"] = visible
     command = ["nice", "-n", "10", sys.executable, "-m", "gputopo.course", "--out", str(here / "course"),
                "--no-html", "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
+    return _in_background(command, env, started), here / "course"
+
+
+def _run_make_course(base, started, environ):
+    """`make course` on this machine as it is (no GPU in CI): the machine without GPUs, run as an
+    instructor runs it, HTML report included. Notebook 3's live CPU training is left to nbval."""
+    env = {k: v for k, v in environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env.update(GPUTOPO_RESULTS_DIR=str(base / "this-machine"), GPUTOPO_LIVE_CNN="0")
+    command = ["nice", "-n", "10", "make", "--no-print-directory", "course", "SKIP_INSTALL=1"]
+    return _in_background(command, env, started), base / "this-machine"
+
+
+def _in_background(command, env, started, limit=900):
     began = time.monotonic()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              cwd=ROOT, start_new_session=True)
     started.append(child)
     try:
-        stdout, stderr = child.communicate(timeout=900)
+        stdout, stderr = child.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         stdout, stderr = child.communicate()
-        stderr += "\n(killed after 900 s)"
+        stderr += f"\n(killed after {limit} s)"
     TIMES.append((began, time.monotonic()))
-    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), here / "course"
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 
 
 def _build_programs(environ):
@@ -110,6 +124,8 @@ class Matrix:
         # The runs share the programs' build folders: both are built first (in the background
         # too), so that no two runs build one program at once.
         built = self.pool.submit(_build_programs, environ)
+        # make course needs no stand-in; its notebook 4 waits for the build's lock if it must
+        self.make_course = self.pool.submit(_run_make_course, base, self.children, environ)
         self.futures = {key: self.pool.submit(_after, built, _run_course, base, case, self.children, environ)
                         for key, case in zip(IDS, CASES)}
 
@@ -129,7 +145,7 @@ def timing_line(session_start):
     if not TIMES:
         return None
     spans = [end - start for start, end in TIMES]
-    return (f"stand-in machines: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
+    return (f"machine matrix: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
             f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {min(s for s, _ in TIMES) - session_start:.0f} s "
             f"and the last ended {max(e for _, e in TIMES) - session_start:.0f} s after the session started")
 
@@ -144,9 +160,14 @@ def start_matrix(config):
 
 
 @pytest.fixture(scope="module")
-def course_runs(request):
+def matrix(request):
     start_matrix(request.config)  # already started by conftest.py in a whole run
-    return {key: future.result() for key, future in MATRIX["matrix"].futures.items()}
+    return MATRIX["matrix"]
+
+
+@pytest.fixture(scope="module")
+def course_runs(matrix):
+    return {key: future.result() for key, future in matrix.futures.items()}
 
 
 def _outputs_text(cells):
@@ -180,3 +201,20 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
     if _nvcc():
         four = _outputs_text(json.loads((run_dir / "4.P2P-Bandwidth-Latency-Test.ipynb").read_text())["cells"])
         assert "built " in four  # the P2P test was built here, then fell back to recorded data
+
+
+def test_make_course_runs_every_notebook_and_writes_a_report(matrix):
+    """The machine without GPUs (this one, in CI), through the instructor's `make course`."""
+    done, results = matrix.make_course.result()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir() and p.name.startswith("course-")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = summary["notebooks"]
+    names = [Path(row["notebook"]).name for row in rows]
+    expected = ["Start_Here.ipynb"] + sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert names == expected
+    assert all(row["status"] == "ok" for row in rows)
+    index = (run_dir / "index.html").read_text()
+    for name in expected:
+        assert Path(name).stem in index
+        assert (run_dir / name).is_file()

@@ -1,10 +1,10 @@
 """`make check` and `make course` as an instructor runs them, on this machine (no GPU in CI).
 
-Issue 8 asks for both commands in CI: the check must report reference mode and exit 0, and the
-course run must execute every real notebook and write its report.
+Issue 8 asks for both commands in CI: the check must report reference mode and exit 0 (here),
+and the course run must execute every real notebook and write its report (`make course` runs in
+the background with the machine matrix: tests/test_machines_notebooks.py).
 """
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -34,21 +34,3 @@ def test_make_check_passes_in_reference_mode_without_a_gpu(tmp_path):
     assert any(line.startswith("WARN  GPUs and driver: reference mode") for line in lines)
     assert not any(line.startswith("FAIL") for line in lines)
     assert "the course can run" in lines[-1]
-
-
-def test_make_course_runs_every_notebook_and_writes_a_report(tmp_path):
-    # Notebook 3's live CPU training (25 s here) is left to nbval, which runs it in this same
-    # reference mode; this run checks the make target and its report.
-    done = make("course", tmp_path, timeout=1200, GPUTOPO_LIVE_CNN="0")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith("course-")]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    rows = summary["notebooks"]
-    names = [Path(row["notebook"]).name for row in rows]
-    expected = ["Start_Here.ipynb"] + sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert names == expected
-    assert all(row["status"] == "ok" for row in rows)
-    index = (run_dir / "index.html").read_text()
-    for name in expected:
-        assert Path(name).stem in index
-        assert (run_dir / name).is_file()
