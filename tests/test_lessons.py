@@ -347,3 +347,20 @@ def test_compare_repeats_judges_both_changes_by_the_same_rule():
     assert clear["spread"] == pytest.approx(4 / 100.5)
     with pytest.raises(ValueError):
         lessons.compare_repeats([1.0], [2.0, 3.0])
+
+
+def test_exercise_1_uses_a_live_run_only_when_it_has_a_pair():
+    from gputopo import p2ptest
+    from gputopo.lessons.lesson4_p2p import pair_copy_gbs
+
+    found = lessons.reference_p2p()
+    # a two-GPU run (the recorded H100 pair, standing in for a live one): its GPU0 -> GPU1
+    two = p2ptest.reference("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt")
+    assert pair_copy_gbs(two, found) == (256.62, "this machine")
+    # a one-GPU run (recorded on the H200 pair with --devices=1): its matrix is 1x1, as on a
+    # one-GPU machine (where the notebook stopped with IndexError, seen on an H100): recorded pair
+    one = p2ptest.reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt")
+    assert len(one["parsed"]["bandwidth_gbs"]["unidirectional_write"]) == 1
+    gbs, source = pair_copy_gbs(one, found)
+    assert gbs == 396.51 and source.startswith("recorded h200-nvswitch-pair") and "one GPU" in source
+    assert pair_copy_gbs(None, found) == (396.51, "recorded h200-nvswitch-pair")

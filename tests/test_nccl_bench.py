@@ -6,6 +6,7 @@ shared source_code/cuda_common beside it, for the newest architecture only, to k
 program's --help, bad arguments and no-GPU exit are checked. Tests marked gpu need two GPUs.
 """
 
+import importlib
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ import pytest
 from gputopo import ncclbench
 from gputopo.parsers import nccl_tests
 from gpus import visible_gpu_count
+
+detect_module = importlib.import_module("gputopo.detect")  # the module; gputopo.detect is the function
 
 BENCH_DIR = ncclbench.BENCH_DIR
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -172,7 +175,11 @@ def test_wrapper_checks_arguments():
     assert args[:2] == ["-o", "all_gather"] and args[-2:] == ["-g", "2"]
 
 
-def test_wrapper_environment_keeps_nvls_off_and_maps_devices(monkeypatch):
+def test_wrapper_environment_keeps_nvls_off_and_maps_devices(monkeypatch, fake_nvidia_smi):
+    # an 8-GPU box as nvidia-smi shows it, whatever this machine has (a 1-GPU box has no GPU 3)
+    fake_nvidia_smi("h200-nvswitch-8gpu")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(detect_module, "_cached", detect_module.detect(check_horovod=False))
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     env = ncclbench._run_env({"NCCL_P2P_LEVEL": "LOC"}, [0, 3])
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_P2P_LEVEL"] == "LOC"

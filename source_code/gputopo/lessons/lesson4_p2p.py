@@ -297,6 +297,20 @@ def side_by_side(key: str, found: Optional[Dict[str, Dict[str, Any]]] = None, un
     return figure
 
 
+def pair_copy_gbs(live: Optional[Dict[str, Any]], found: Dict[str, Dict[str, Any]],
+                  system: str = "h200-nvswitch-pair") -> Tuple[float, str]:
+    """GPU0 -> GPU1 one-way P2P write bandwidth and where it comes from (exercise 1).
+
+    Measured here when the live run had two GPUs or more; otherwise the recorded `system` of
+    `found` (reference_p2p()), saying why when a one-GPU live run has no such pair.
+    """
+    matrix = (live or {}).get("parsed", {}).get("bandwidth_gbs", {}).get("unidirectional_write") or []
+    if len(matrix) >= 2 and len(matrix[0]) >= 2 and matrix[0][1] is not None:
+        return matrix[0][1], "this machine"
+    why = " (the live run here had one GPU: no GPU0 -> GPU1 pair)" if live else ""
+    return found[system]["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1], f"recorded {system}{why}"
+
+
 def _latency_keys(found):
     return {k for e in found.values() for k in e["parsed"]["latency_us"]}
 
