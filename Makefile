@@ -67,7 +67,7 @@ test: install ## install, then every test: unit tests, nbval on every notebook, 
 	if [ $$rc -ne 0 ]; then echo "[make] FAILED: pytest exit $$rc (see the summary above)" >&2; fi; \
 	exit $$rc
 
-test-machines: install ## only the whole course headless on the 13 stand-in machines (about 4-5 min; make test runs them too)
+test-machines: install ## only the machine matrix: the whole course on 13 stand-in machines and make course here (about 4 min; make test runs it too)
 	@$(CLEAN_ENV) $(PY) -m pytest tests/test_machines_notebooks.py $(PYTEST_ARGS)
 
 lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requirements-*.txt; needs PyPI
