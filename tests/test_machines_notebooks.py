@@ -13,7 +13,7 @@ different paths, for a faster local run). The runs start in the background as so
 collected them (conftest.py), at low priority (nice 10), two at a time, while the other tests run
 in the foreground and leave a core idle most of the time; these tests run last and wait for
 them. In a whole `make test` the last run ends well before the other tests do (pytest's summary
-prints when: "stand-in machines: ..."). Notebook 3's live training is switched off
+prints when: "machine matrix: ..."). Notebook 3's live training is switched off
 (GPUTOPO_LIVE_CNN=0): it would be the same two-process CPU job on every machine without a
 usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The runs write no HTML
 copies (`--no-html`). Both CUDA programs are built once, before the runs start, where the
@@ -122,7 +122,8 @@ class Matrix:
         environ = dict(os.environ)
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL)
         # The runs share the programs' build folders: both are built first (in the background
-        # too), so that no two runs build one program at once.
+        # too), so that the runs find them built; any build that overlaps another waits for it
+        # (cudabuild's lock).
         built = self.pool.submit(_build_programs, environ)
         # make course needs no stand-in; its notebook 4 waits for the build's lock if it must
         self.make_course = self.pool.submit(_run_make_course, base, self.children, environ)
