@@ -1,9 +1,8 @@
 """The NCCL collective benchmark (source_code/nccl_bench) and its Python wrapper.
 
-CI has nvcc and NCCL but no GPU: the program is compiled (in a copy of its folder with the
-shared source_code/cuda_common beside it, for the newest architecture only, to keep it quick),
-`make -n` shows the architecture list, and the
-program's --help, bad arguments and no-GPU exit are checked. Tests marked gpu need two GPUs.
+CI has nvcc and NCCL but no GPU: the program is compiled with the plain `make` where the
+notebooks build it (once a session, conftest.nccl_program), `make -n` in a copy of its folder
+shows the architecture list, and the program's --help, bad arguments and no-GPU exit are checked. Tests marked gpu need two GPUs.
 """
 
 import importlib
