@@ -22,7 +22,9 @@ INSTALL := bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framew
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
 CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
 
-# NVLink SHARP (NVLS) stays off on the shared H200 machines; see CONTRIBUTING.md.
+# NVLink SHARP (NVLS) is off by default in the course: on shared or virtualised NVSwitch nodes,
+# where workshops usually run, NVLink multicast can disturb other users. An instructor with a
+# dedicated NVSwitch node opts in by exporting NCCL_NVLS_ENABLE=1 before `make` (?= keeps it).
 export NCCL_NVLS_ENABLE ?= 0
 
 .PHONY: help lab test test-machines check course build clean distclean install lock

@@ -131,7 +131,12 @@ def test_apptainer_definition_matches_dockerfile():
     assert "set -euo pipefail" not in sec["post"], "%post runs under /bin/sh (dash has no pipefail)"
     assert "jupyter lab" in sec["runscript"] and "Start_Here.ipynb" in sec["runscript"]
     assert "--ip=127.0.0.1" in sec["runscript"]  # the token: tests/test_lab_token.py runs this script
-    assert "NCCL_NVLS_ENABLE=0" in sec["environment"]
+    # %environment, run by sh as Apptainer does: NVLS off unless the host exported a value.
+    for inherited, expected in ((None, "0"), ("1", "1"), ("0", "0")):
+        env = {"PATH": "/usr/bin:/bin"} if inherited is None else {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": inherited}
+        shown = subprocess.run(["sh", "-c", sec["environment"] + '\nprintf %s "$NCCL_NVLS_ENABLE"'],
+                               env=env, capture_output=True, text=True, timeout=30)
+        assert shown.stdout == expected, (inherited, shown.stdout, shown.stderr)
     # Every path %files copies exists in the repository.
     for line in sec["files"].splitlines():
         if line.strip() and not line.strip().startswith("#"):

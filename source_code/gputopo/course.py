@@ -136,7 +136,7 @@ def _this_python_kernel_manager():
 def kernel_environment(environ=None):
     """The kernels' environment: this one, plus gputopo importable and NVLS off."""
     env = dict(os.environ if environ is None else environ)
-    env.setdefault("NCCL_NVLS_ENABLE", "0")  # the shared H200 nodes need NVLink SHARP off
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLS off (course default); an exported value is kept
     source = str(REPO_ROOT / "source_code")
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if source not in paths:  # gputopo imports even without install.sh's .pth file
