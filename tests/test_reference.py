@@ -1,14 +1,11 @@
-"""The recorded reference systems: every file has a kind, every parsed kind parses, loader errors."""
+"""The recorded reference systems: every file has a kind, loader errors (facts per file: test_reference_golden.py)."""
 from pathlib import Path
 
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import PARSERS, parse_topo
 
 ALL_FILES = [(system, name) for system in reference.list_systems() for name in reference.files(system)]
-PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
-          for name in reference.find(system, kind)]
 # Where the course's copy came from; present on the development machine only.
 SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "reference-systems"
 
@@ -21,11 +18,6 @@ def test_the_published_systems_are_all_there():
 @pytest.mark.parametrize("system,name", ALL_FILES)
 def test_every_file_has_a_kind(system, name):
     assert reference.kinds_of(name), f"{system}/{name} matches no pattern in KIND_PATTERNS"
-
-
-@pytest.mark.parametrize("system,kind,name", PARSED)
-def test_every_file_of_a_parsed_kind_parses(system, kind, name):
-    assert reference.load(system, kind, filename=name) == PARSERS[kind](reference.read_text(system, name))
 
 
 @pytest.mark.parametrize("system", reference.list_systems())
@@ -62,7 +54,7 @@ def test_read_text_is_the_stored_text():
 def test_load_single_file_kind():
     topo = reference.load("v100-sxm2-8gpu-server", "topo")
     assert topo["best_pair"] == [0, 3]
-    assert topo == parse_topo(reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"))
+    assert topo["links"]["GPU0"]["GPU3"] == "NV2" and topo["links"]["GPU0"]["GPU4"] == "SYS"
 
 
 def test_load_passes_parser_options():

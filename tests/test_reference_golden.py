@@ -1,0 +1,161 @@
+"""Every recorded file of a parsed kind, against facts read by hand from its text.
+
+Each expected value below was read off the raw file (the table rows, matrix cells, `via` lines
+and `Images/sec:` lines as the tools printed them), not produced by the parsers. A parser that
+drops a row, misreads a cell, swaps a direction or mislabels a transport fails here. A recorded
+file of a parsed kind that has no entry here fails too, so a new recording gets its own facts.
+"""
+import pytest
+
+from gputopo import reference
+from gputopo.parsers import PARSERS
+
+# nccl-tests table (the course's nccl_bench and nccl-tests' all_reduce_perf): number of data
+# rows, first size, last size, out-of-place busbw of the last row (GB/s).
+NCCL_TESTS = {
+    ("h200-nvswitch-8gpu", "nccl-bench-all_gather-g2.txt"): (30, 8, 4294967296, 284.22),
+    ("h200-nvswitch-8gpu", "nccl-bench-all_gather-g4.txt"): (29, 16, 4294967296, 336.56),
+    ("h200-nvswitch-8gpu", "nccl-bench-all_gather-g8.txt"): (28, 32, 4294967296, 355.78),
+    ("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g2.txt"): (30, 8, 4294967296, 342.26),
+    ("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g4.txt"): (30, 8, 4294967296, 361.35),
+    ("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt"): (30, 8, 4294967296, 365.22),
+    ("h200-nvswitch-8gpu", "nccl-bench-reduce_scatter-g2.txt"): (30, 8, 4294967296, 285.33),
+    ("h200-nvswitch-8gpu", "nccl-bench-reduce_scatter-g4.txt"): (29, 16, 4294967296, 344.54),
+    ("h200-nvswitch-8gpu", "nccl-bench-reduce_scatter-g8.txt"): (28, 32, 4294967296, 358.79),
+    ("h200-nvswitch-pair", "nccl-bench-all_gather.txt"): (28, 8, 1073741824, 270.43),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph.txt"): (26, 8, 268435456, 27.79),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"): (29, 8, 2147483648, 27.77),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-cuda-graph.txt"): (29, 8, 2147483648, 342.43),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-n100.txt"): (12, 1048576, 2147483648, 335.61),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat1.txt"): (11, 1048576, 1073741824, 3.84),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat2.txt"): (11, 1048576, 1073741824, 3.61),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat3.txt"): (11, 1048576, 1073741824, 3.29),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-run2.txt"): (28, 8, 1073741824, 3.31),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt"): (28, 8, 1073741824, 2.88),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce.txt"): (29, 8, 2147483648, 332.29),
+    ("h200-nvswitch-pair", "nccl-bench-broadcast.txt"): (29, 8, 2147483648, 365.88),
+    ("h200-nvswitch-pair", "nccl-bench-reduce_scatter.txt"): (29, 8, 2147483648, 285.49),
+    ("h200-nvswitch-pair", "nccl-bench-sendrecv-cuda-graph.txt"): (27, 8, 536870912, 355.38),
+    ("h200-nvswitch-pair", "nccl-bench-sendrecv.txt"): (27, 8, 536870912, 355.94),
+    ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"): (25, 8, 134217728, 129.14),
+}
+
+# P2P program output: (matrix, row label, column label) -> value, as printed.
+P2P = {
+    ("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 256.62,
+                                                              ("unidirectional_write", 1, 0): 256.99},
+    ("h200-nvswitch-8gpu", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 7): 394.36,
+                                                           ("unidirectional_write", 1, 0): 394.21},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run1.txt"): {("unidirectional_write", 0, 1): 394.63,
+                                                                       ("unidirectional_write", 1, 0): 394.73},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run2.txt"): {("unidirectional_write", 0, 1): 394.67,
+                                                                       ("unidirectional_write", 1, 0): 394.82},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run3.txt"): {("unidirectional_write", 0, 1): 394.86,
+                                                                       ("unidirectional_write", 1, 0): 394.59},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt"): {("unidirectional_write", 0, 0): 2080.90},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-numElems40000000.txt"): {("unidirectional_write", 0, 1): 392.53,
+                                                                            ("unidirectional_write", 1, 0): 392.61},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-p2p_read.txt"): {("unidirectional_read", 0, 1): 390.22,
+                                                                    ("unidirectional_read", 1, 0): 390.17},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-sm_copy.txt"): {("unidirectional_write", 0, 1): 368.86,
+                                                                   ("unidirectional_write", 1, 0): 369.27},
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 396.51,
+                                                           ("unidirectional_write", 1, 0): 396.47},
+    ("rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 24.23,
+                                                            ("unidirectional_write", 1, 1): 389.76},
+    # an excerpt: GPU 0's row only
+    ("dgx1-v100", "p2pBandwidthLatencyTest-row0-excerpt.txt"): {("bidirectional_enabled", 0, 3): 96.85,
+                                                               ("bidirectional_enabled", 0, 5): 14.25},
+}
+
+# nvidia-smi topo -m: GPU count and the link printed between GPU0 and GPU1.
+TOPO = {
+    ("h100-pcie-nvlink-pair", "nvidia-smi-topo-m.txt"): (2, "NV12"),
+    ("h200-nvswitch-8gpu", "nvidia-smi-topo-m.txt"): (8, "NV18"),
+    ("h200-nvswitch-pair", "nvidia-smi-topo-m.txt"): (2, "NV18"),
+    ("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"): (8, "NV1"),
+}
+
+# nvidia-smi topo -p2p: GPU count; every pair printed OK in both files.
+P2P_STATUS = {
+    ("h200-nvswitch-8gpu", "nvidia-smi-topo-p2p-rw.txt"): 8,
+    ("h200-nvswitch-pair", "nvidia-smi-topo-p2p-rw.txt"): 2,
+}
+
+# NCCL INFO logs of the original lab's CNN: the transport of every "via" line.
+NCCL_LOG = {
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): ["SHM"],   # via direct shared memory
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): ["P2P"],   # via P2P/IPC/read
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): ["SHM"],
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): ["P2P"],  # via P2P/IPC
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"): ["P2P"],
+    ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt"): ["SHM"],
+}
+
+# The same logs' `Images/sec:` lines: how many, and the first value.
+HOROVOD = {
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): 3,
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): (3, 105595.09),
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): 3,
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): 5,
+    ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"): 5,
+    ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt"): (5, 98996.51),
+}
+
+GOLDEN = {"nccl-tests": NCCL_TESTS, "p2p": P2P, "topo": TOPO, "p2p-status": P2P_STATUS,
+          "nccl-log": NCCL_LOG, "horovod": HOROVOD}
+PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
+          for name in reference.find(system, kind)]
+
+
+@pytest.mark.parametrize("system,kind,name", PARSED)
+def test_every_recorded_file_of_a_parsed_kind_has_facts_read_by_hand(system, kind, name):
+    assert (system, name) in GOLDEN.get(kind, {}), f"add the facts of {system}/{name} ({kind}) to this file"
+
+
+@pytest.mark.parametrize("key,facts", sorted(NCCL_TESTS.items()))
+def test_nccl_tests_tables(key, facts):
+    rows_expected, first, last, busbw = facts
+    table = reference.load(*key[:1], "nccl-tests", filename=key[1])
+    assert table["truncated"] is False
+    assert len(table["rows"]) == rows_expected
+    assert table["rows"][0]["size"] == first and table["rows"][-1]["size"] == last
+    assert table["rows"][-1]["out_of_place"]["busbw"] == pytest.approx(busbw)
+
+
+@pytest.mark.parametrize("key,cells", sorted(P2P.items()))
+def test_p2p_matrices(key, cells):
+    parsed = reference.load(key[0], "p2p", filename=key[1])
+    for (matrix, row, column), value in cells.items():
+        assert parsed["bandwidth_gbs"][matrix][row][column] == pytest.approx(value), (matrix, row, column)
+
+
+@pytest.mark.parametrize("key,facts", sorted(TOPO.items()))
+def test_topo_matrices(key, facts):
+    count, link = facts
+    topo = reference.load(key[0], "topo", filename=key[1])
+    assert len(topo["gpus"]) == count
+    assert topo["links"]["GPU0"]["GPU1"] == link and topo["links"]["GPU1"]["GPU0"] == link
+
+
+@pytest.mark.parametrize("key,count", sorted(P2P_STATUS.items()))
+def test_p2p_status_matrices(key, count):
+    status = reference.load(key[0], "p2p-status", filename=key[1])
+    assert len(status["gpus"]) == count
+    assert {v for row in status["status"].values() for v in row.values()} == {"OK"}
+
+
+@pytest.mark.parametrize("key,transports", sorted(NCCL_LOG.items()))
+def test_nccl_logs(key, transports):
+    log = reference.load(key[0], "nccl-log", filename=key[1])
+    assert log["transports"] == transports
+    assert {c["transport"] for c in log["channels"]} == set(transports)
+
+
+@pytest.mark.parametrize("key,facts", sorted(HOROVOD.items(), key=lambda kv: kv[0]))
+def test_horovod_throughput_lines(key, facts):
+    count, first = facts if isinstance(facts, tuple) else (facts, None)
+    run = reference.load(key[0], "horovod", filename=key[1])
+    assert len(run["epochs"]) == count
+    if first is not None:
+        assert run["epochs"][0]["images_per_sec"] == pytest.approx(first)
