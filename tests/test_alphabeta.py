@@ -214,8 +214,8 @@ def test_busbw_is_per_gpu_not_per_link():
 
 def test_multinode_ring_is_bounded_by_the_nodes_total_nic_bandwidth():
     # A ring leaves each node through all of its K NICs together: busbw <= K x per-NIC rate
-    # (NVIDIA/nccl-tests #309: "With 8 400 Gbps NICs your peak would be at 400 GB/s";
-    # #29: a DGX-1, four 100 Gb/s adapters, "can get 48 GB/s"). Not K x rate / GPUs per node.
+    # (NVIDIA/nccl-tests #309: eight 400 Gb/s NICs peak at 400 GB/s; #29: a DGX-1 with four
+    # 100 Gb/s adapters reaches about 48 GB/s). Not K x rate / GPUs per node.
     assert alphabeta.total_nic_gbps(4, 100) == 50.0
     assert alphabeta.total_nic_gbps(8, 400) == 400.0
     assert alphabeta.multinode_busbw_gbps(113.0, alphabeta.total_nic_gbps(4, 100), 2) == 50.0

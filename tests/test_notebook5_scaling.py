@@ -122,6 +122,6 @@ def test_exercise_2_defines_what_it_uses():
 
 
 def test_the_1_mib_check_says_where_its_value_was_recorded():
+    # Reference mode: the 8-GPU H200 table's row, recorded, never "Measured"; live: "measured here".
     out = text_of(cells()["ex2c"])
-    if "this machine" not in out and out:
-        assert "recorded on h200-nvswitch-8gpu" in out and "Measured" not in out
+    assert "measured here" in out or ("recorded on h200-nvswitch-8gpu: 31.68 GB/s" in out and "Measured" not in out)

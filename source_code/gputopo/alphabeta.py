@@ -283,9 +283,9 @@ def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes:
     Each NIC then carries 2(n-1)/n x S / K bytes of an S-byte all-reduce, so
     T >= 2(n-1)/n x S / (K x B_nic) and busbw = algbw x 2(n-1)/n <= K x B_nic:
     node_nic_gbps, the node's *total* NIC bandwidth per direction (`total_nic_gbps`), not one
-    GPU's share of it. (An NCCL engineer: "With 8 400 Gbps NICs your peak would be at 400
-    GB/s", NVIDIA/nccl-tests issue #309; NCCL's lead on a DGX-1: "DGX-1 can get 48 GB/s because
-    we have 4 IB adapters", NVIDIA/nccl-tests issue #29.) Pass the line rate for the bound, or
+    GPU's share of it. (NVIDIA/nccl-tests issue #309: an NVIDIA engineer puts the peak of a
+    node with eight 400 Gb/s NICs at 400 GB/s; issue #29: NCCL's lead, a DGX-1 reaches about
+    48 GB/s because it has four IB adapters.) Pass the line rate for the bound, or
     a per-NIC rate NCCL reaches (about 46-48 GB/s per 400 Gb/s NIC, nccl-tests issue #290) for
     an estimate. The ring's bus bandwidth is that of its slowest hop. This ignores tree,
     NVLS/NVLSTree and CollNet algorithms, which can exceed this bound on few nodes.
