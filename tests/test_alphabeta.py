@@ -212,18 +212,29 @@ def test_busbw_is_per_gpu_not_per_link():
     assert "not the rate of one link" in alphabeta.fit_from_table.__doc__
 
 
-def test_multinode_ring_is_bounded_by_the_nic():
-    # NVLink busbw of 365 GB/s in a node; a 400 Gb/s NIC per GPU gives 50 GB/s per direction.
-    assert alphabeta.multinode_busbw_gbps(365.0, 50.0, 1) == 365.0
-    assert alphabeta.multinode_busbw_gbps(365.0, 50.0, 2) == 50.0
-    assert alphabeta.multinode_busbw_gbps(20.0, 50.0, 4) == 20.0     # a slow node stays the bound
-    one = alphabeta.multinode_allreduce_time_us(2**30, 8, 1, 4.0, 365.0, 10.0, 50.0)
-    two = alphabeta.multinode_allreduce_time_us(2**30, 8, 2, 4.0, 365.0, 10.0, 50.0)
+def test_multinode_ring_is_bounded_by_the_nodes_total_nic_bandwidth():
+    # A ring leaves each node through all of its K NICs together: busbw <= K x per-NIC rate
+    # (NVIDIA/nccl-tests #309: eight 400 Gb/s NICs peak at 400 GB/s; #29: a DGX-1 with four
+    # 100 Gb/s adapters reaches about 48 GB/s). Not K x rate / GPUs per node.
+    assert alphabeta.total_nic_gbps(4, 100) == 50.0
+    assert alphabeta.total_nic_gbps(8, 400) == 400.0
+    assert alphabeta.multinode_busbw_gbps(113.0, alphabeta.total_nic_gbps(4, 100), 2) == 50.0
+    assert alphabeta.multinode_busbw_gbps(365.0, 400.0, 1) == 365.0
+    assert alphabeta.multinode_busbw_gbps(365.0, 400.0, 2) == 365.0   # NVLink, not the NICs, is the slower hop
+    assert alphabeta.multinode_busbw_gbps(20.0, 400.0, 4) == 20.0     # a slow node stays the bound
+    one = alphabeta.multinode_allreduce_time_us(2**30, 8, 1, 4.0, 365.0, 10.0, 400.0)
+    two = alphabeta.multinode_allreduce_time_us(2**30, 8, 2, 4.0, 365.0, 10.0, 400.0)
     assert one == pytest.approx(14 * 4.0 + 1.75 * 2**30 / 365e3)
-    assert two == pytest.approx(30 * 10.0 + (30 / 16) * 2**30 / 50e3)
-    assert two > 6 * one
-    with pytest.raises(ValueError):
-        alphabeta.multinode_busbw_gbps(365.0, 50.0, 0)
+    assert two == pytest.approx(30 * 10.0 + (30 / 16) * 2**30 / 365e3)
+    assert two < 1.2 * one          # two HGX nodes: about 1.1 x one node, not 8 x
+    dgx1 = alphabeta.multinode_allreduce_time_us(2**30, 8, 2, 4.0, 113.0, 4.0, 50.0)
+    assert dgx1 == pytest.approx(30 * 4.0 + (30 / 16) * 2**30 / 50e3)
+    for bad in ((365.0, 400.0, 0), (365.0, 0.0, 2)):
+        with pytest.raises(ValueError):
+            alphabeta.multinode_busbw_gbps(*bad)
+    for bad in ((0, 400), (8, 0), (True, 400), (2.5, 400)):
+        with pytest.raises(ValueError):
+            alphabeta.total_nic_gbps(*bad)
 
 
 def test_ring_schedule_and_simulation():

@@ -329,9 +329,13 @@ def test_every_recorded_nccl_table_has_its_nvls_state():
 
 
 def test_multinode_rows():
-    rows = lessons.multinode_rows(365.0, 4.0, 50.0, 10.0, 2**30, 8, (1, 2, 4))
-    assert [r[:3] for r in rows] == [(8, 1, "365.0"), (16, 2, "50.0"), (32, 4, "50.0")]
-    assert int(rows[1][3]) > 6 * int(rows[0][3])
+    # Eight 400 Gb/s NICs per node: 400 GB/s together (nccl-tests #309), above the NVLink 365.
+    rows = lessons.multinode_rows(365.0, 4.0, 400.0, 4.0, 2**30, 8, (1, 2, 4))
+    assert [r[:3] for r in rows] == [(8, 1, "365.0"), (16, 2, "365.0"), (32, 4, "365.0")]
+    assert rows[0][4] == "1.00" and 1.0 < float(rows[1][4]) < 1.2
+    # Four 100 Gb/s NICs (a DGX-1): 50 GB/s bounds the ring across nodes.
+    dgx1 = lessons.multinode_rows(113.0, 4.0, 50.0, 4.0, 2**30, 8, (1, 2))
+    assert [r[2] for r in dgx1] == ["113.0", "50.0"]
 
 
 def test_compare_repeats_judges_both_changes_by_the_same_rule():

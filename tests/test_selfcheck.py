@@ -141,8 +141,11 @@ def test_notebook5_expected_answers():
     cells = check_cells("5.")
     assert "check(answer_1, 73.80 * 1.75," in cells
     assert "check(answer_3, 20.0," in cells
-    assert "check(answer_4, 6.25," in cells
-    assert 4 * 100 / 8 / 8 == 6.25   # four 100 Gb/s ports shared by eight GPUs, in GB/s
+    # A DGX-1's four 100 Gb/s EDR adapters bound a ring across nodes at their total, 50 GB/s
+    # (NVIDIA/nccl-tests #29: NCCL's lead, about 48 GB/s with four IB adapters), not at
+    # 6.25 GB/s, the per-GPU share the notebook used to ask for.
+    assert "check(answer_4, 50.0," in cells
+    assert "check(answer_4, 6.25," not in cells
 
 
 def test_no_notebook_check_raises_on_a_wrong_answer():

@@ -16,8 +16,9 @@ other (reduce-scatter, then all-gather), so
 
 This is why nccl-tests reports a "bus bandwidth": busbw = algbw x 2(n-1)/n, where
 algbw = S / T. busbw is the rate at which each GPU moves data through its bottleneck
-(its NVLink ports, its PCIe link or its network card), so it is comparable across GPU counts
-and with the GPU's *total* NVLink or NIC bandwidth per direction, not with one link's
+(its NVLink ports, its PCIe link, or across nodes the node's NICs together), so it is comparable
+across GPU counts and with the GPU's *total* NVLink bandwidth per direction (or a node's total
+NIC bandwidth), not with one link's
 (nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
 NVLinks of 25 GB/s each because every GPU drives several links at once. The same reasoning
 gives the other factors (`busbw_factor`). In the model below, alpha is the cost of one ring
@@ -31,8 +32,9 @@ Functions:
   `ring_time_us(op, size, n, alpha_us, beta_gbps)`.
 - `fit_from_table(parsed, op, n)`: per-step alpha and bus bandwidth beta from an nccl-tests
   table (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
+- `total_nic_gbps(nics_per_node, gbit_per_nic)`: a node's total NIC bandwidth per direction, GB/s.
 - `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
-  spans several nodes, where each GPU's share of the network card bounds the bus bandwidth.
+  spans several nodes, where the node's total NIC bandwidth bounds the bus bandwidth.
 - `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
 
 numpy is imported inside the functions that need it (CONTRIBUTING.md).
@@ -214,9 +216,13 @@ def fit_from_table(
         beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n): the bus bandwidth
     so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line. beta is the
     bus bandwidth the largest sizes approach: what each GPU moves through its bottleneck
-    (all its NVLinks together, its PCIe link, its NIC), not the rate of one link. alpha
-    also holds whatever the measured time includes besides the wire (kernel launch from
-    the host, synchronisation), so it is an effective cost per step, not a link latency. Restrict the sizes used with
+    (all its NVLinks together, its PCIe link, or across nodes the node's NICs together),
+    not the rate of one link. alpha also holds whatever the measured time includes besides the wire
+    (kernel launch from the host, synchronisation, the protocol), so it is an effective cost
+    per step, not a link latency. When one process launches the kernels of all n GPUs one
+    after the other (the course's nccl_bench, nccl-tests with -g n), a small message's time is
+    mostly that host launch cost, and A / 2(n-1) then falls as n grows; fit a run with CUDA
+    graphs (-G) or one process per GPU for a per-step cost. Restrict the sizes used with
     min_bytes / max_bytes; `place` picks the out-of-place or in-place columns.
     """
     steps = ring_steps(op, n)
@@ -254,33 +260,53 @@ def predict_table(
     ]
 
 
-def multinode_busbw_gbps(busbw_in_node_gbps: float, nic_gbps_per_gpu: float, nodes: int) -> float:
-    """Bus bandwidth of a ring all-reduce over `nodes` nodes: min(in-node busbw, NIC share).
+def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
+    """A node's total network bandwidth per direction in GB/s: NICs x line rate (Gb/s) / 8.
 
-    Inside one node the ring runs over NVLink (or PCIe) at busbw_in_node_gbps. Once it
-    spans two or more nodes, every GPU's traffic to the next node leaves through a network
-    card, so each GPU moves at most nic_gbps_per_gpu (the NIC bandwidth per direction
-    divided by the GPUs sharing it; NCCL gives every GPU its own ring channels through the
-    nearest NIC). The ring's bus bandwidth is that of its slowest hop. This ignores
-    hierarchical and NVLink-SHARP/CollNet algorithms that reduce inside a node first.
+    A DGX-1 with four 100 Gb/s EDR InfiniBand adapters: total_nic_gbps(4, 100) = 50 GB/s; an
+    HGX H100/H200 with eight 400 Gb/s NICs: 400 GB/s. This is the line rate; what NCCL reaches
+    per NIC is somewhat lower (`multinode_busbw_gbps`).
+    """
+    if isinstance(nics_per_node, bool) or not isinstance(nics_per_node, int) or nics_per_node < 1:
+        raise ValueError(f"NICs per node must be a whole number >= 1, not {nics_per_node!r}")
+    if not gbit_per_nic > 0:
+        raise ValueError(f"a NIC's rate must be positive (Gb/s), not {gbit_per_nic!r}")
+    return nics_per_node * gbit_per_nic / 8
+
+
+def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes: int) -> float:
+    """Bus bandwidth of a ring all-reduce over `nodes` nodes: min(in-node busbw, the node's NICs).
+
+    Inside one node the ring runs over NVLink (or PCIe) at busbw_in_node_gbps. Across nodes,
+    NCCL builds every ring so that it passes through all GPUs of a node over NVLink and leaves
+    the node once, through one NIC; its rings (channels) are spread over the node's K NICs.
+    Each NIC then carries 2(n-1)/n x S / K bytes of an S-byte all-reduce, so
+    T >= 2(n-1)/n x S / (K x B_nic) and busbw = algbw x 2(n-1)/n <= K x B_nic:
+    node_nic_gbps, the node's *total* NIC bandwidth per direction (`total_nic_gbps`), not one
+    GPU's share of it. (NVIDIA/nccl-tests issue #309: an NVIDIA engineer puts the peak of a
+    node with eight 400 Gb/s NICs at 400 GB/s; issue #29: NCCL's lead, a DGX-1 reaches about
+    48 GB/s because it has four IB adapters.) Pass the line rate for the bound, or
+    a per-NIC rate NCCL reaches (about 46-48 GB/s per 400 Gb/s NIC, nccl-tests issue #290) for
+    an estimate. The ring's bus bandwidth is that of its slowest hop. This ignores tree,
+    NVLS/NVLSTree and CollNet algorithms, which can exceed this bound on few nodes.
     """
     if nodes < 1 or isinstance(nodes, bool) or not isinstance(nodes, int):
         raise ValueError(f"number of nodes must be a whole number >= 1, not {nodes!r}")
-    if busbw_in_node_gbps <= 0 or nic_gbps_per_gpu <= 0:
+    if busbw_in_node_gbps <= 0 or node_nic_gbps <= 0:
         raise ValueError("bandwidths must be positive")
-    return busbw_in_node_gbps if nodes == 1 else min(busbw_in_node_gbps, nic_gbps_per_gpu)
+    return busbw_in_node_gbps if nodes == 1 else min(busbw_in_node_gbps, node_nic_gbps)
 
 
 def multinode_allreduce_time_us(size_bytes: Any, gpus_per_node: int, nodes: int, alpha_in_node_us: float,
-                                busbw_in_node_gbps: float, alpha_net_us: float, nic_gbps_per_gpu: float):
-    """Ring all-reduce time over nodes x gpus_per_node GPUs, bounded by the network card.
+                                busbw_in_node_gbps: float, alpha_net_us: float, node_nic_gbps: float):
+    """Ring all-reduce time over nodes x gpus_per_node GPUs, bounded by the node's total NIC bandwidth.
 
     One node: the in-node ring model. Several nodes: 2(n-1) steps that each cost the
     network's alpha (a ring step waits for its slowest hop, which crosses the network), and
-    the bandwidth term at `multinode_busbw_gbps`.
+    the bandwidth term at `multinode_busbw_gbps(busbw_in_node_gbps, node_nic_gbps, nodes)`.
     """
     n = _check_ranks(gpus_per_node) * _check_ranks(nodes)
-    busbw = multinode_busbw_gbps(busbw_in_node_gbps, nic_gbps_per_gpu, nodes)
+    busbw = multinode_busbw_gbps(busbw_in_node_gbps, node_nic_gbps, nodes)
     alpha = alpha_in_node_us if nodes == 1 else max(alpha_in_node_us, alpha_net_us)
     return ring_allreduce_time_us(size_bytes, n, alpha, busbw)
 
@@ -301,6 +327,7 @@ __all__: Sequence[str] = (
     "fit_from_table",
     "predict_table",
     "half_bandwidth_size",
+    "total_nic_gbps",
     "multinode_busbw_gbps",
     "multinode_allreduce_time_us",
 )

@@ -4,7 +4,10 @@ step time and scaling efficiency.
     from gputopo.lessons import lesson5_collectives as lessons
     lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport and NVLS state
     lessons.ring_schedule(4)                   # who sends which chunk in each step (gputopo.alphabeta)
-    lessons.multinode_rows(...)                # the ring beyond one node, bounded by the NIC
+    lessons.nccl_tables("all_reduce", cuda_graph=True)   # the runs with CUDA graphs (-G): no host launch cost
+    lessons.cnn_steps(runner.summarize(runner.reference_sweep()), "2x H200 NVSwitch", 512)
+                                               # one system's one- and two-GPU step times, chosen by name
+    lessons.multinode_rows(...)                # the ring beyond one node, bounded by the node's NICs
     lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
 
 numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
@@ -40,31 +43,49 @@ def transport_of(text: str, settings: Optional[Dict[str, Any]] = None) -> str:
     return "default (NCCL's choice)"
 
 
-def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+# nccl_bench's header when the timed iterations ran as one CUDA graph (-G), e.g.
+# "# CUDA graph mode: the 20 iterations are captured in one graph per GPU ..."
+_GRAPH_LINE = re.compile(r"^#\s*CUDA graph mode", re.MULTILINE)
+
+
+def launch_mode(text: str) -> str:
+    """"CUDA graph" when a recorded table's header says its iterations ran as CUDA graphs
+    (nccl_bench -G, whose times hold no host launch cost), else "plain launches"."""
+    return "CUDA graph" if _GRAPH_LINE.search(text) else "plain launches"
+
+
+def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None,
+                cuda_graph: bool = False) -> List[Dict[str, Any]]:
     """Every recorded nccl-tests style table of one operation.
 
-    Rows: {system, file, parsed, n, transport, op}. n comes from the table's nGpus line or its
-    device list. Only files named for the operation and at most a GPU count
+    Rows: {system, file, parsed, n, transport, nvls, launch, op}. n comes from the table's
+    nGpus line or its device list. Only files named for the operation and at most a GPU count
     (nccl-bench-all_reduce.txt, all_reduce_perf-g8.txt), or with one more word when their
     system.json gives them a transport (-sockets, -P2P_LEVEL-LOC), so repeats with other
-    iteration counts (nccl-bench-all_reduce-n100.txt) are left out.
+    iteration counts (nccl-bench-all_reduce-n100.txt) are left out. With cuda_graph=True, the
+    same names ending in -cuda-graph instead (nccl_bench -G: the host's launch cost is not in
+    their times), with the transport of the name without that ending.
     """
     from gputopo.alphabeta import _op_name
 
     op = _op_name(op)
-    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?(?P<more>-.+)?\.txt")
+    tail = "-cuda-graph" if cuda_graph else ""
+    plain = re.compile(rf"(nccl-bench-)?{op}(_perf)?(-g\d+)?(?P<more>-.+?)?{tail}\.txt")
     out = []
     for system in systems or reference.list_systems():
         for name in reference.find(system, "nccl-tests"):
             match = plain.fullmatch(name)
-            settings = reference.file_settings(system, name)
-            if not match or (match.group("more") and not settings.get("transport")):
+            if not match or (not cuda_graph and name.endswith("-cuda-graph.txt")):
+                continue
+            settings = reference.file_settings(system, name[: len(name) - len(tail) - 4] + ".txt")
+            if match.group("more") and not settings.get("transport"):
                 continue
             parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
             n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
             text = reference.read_text(system, name)
             out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
-                        "transport": transport_of(text, settings), "nvls": nvls_state(text, system)})
+                        "transport": transport_of(text, settings), "nvls": nvls_state(text, system),
+                        "launch": launch_mode(text)})
     return out
 
 
@@ -123,8 +144,8 @@ def tree_allreduce_time_us(size_bytes: float, n: int, alpha_us: float, beta_gbps
 
 
 def gpu_count_rows(prefix: str = "h200-nvswitch", op: str = "all_reduce") -> List[Dict[str, Any]]:
-    """Default-transport all-reduce tables of every recorded system whose name starts with
-    `prefix` (h200-nvswitch-pair, -4gpu, -8gpu, ...), fitted, sorted by GPU count."""
+    """Default-transport all-reduce tables (plain launches) of every recorded system whose name
+    starts with `prefix` (h200-nvswitch-pair, -4gpu, -8gpu, ...), fitted, sorted by GPU count."""
     tables = [t for t in nccl_tables(op) if t["system"].startswith(prefix) and t["transport"].startswith("default")]
     return sorted(fit_rows(tables), key=lambda r: r["n"])
 
@@ -216,7 +237,7 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
                      counts: Sequence[int] = (2, 4, 8, 16), title: str = ""):
     """Two panels against GPU count: busbw at size_bytes and the smallest message's time.
 
-    points: fitted tables (fit_rows) drawn as measured markers; dashed lines: the ring model
+    points: fitted tables (fit_rows) drawn as markers (recorded, or measured here); dashed lines: the ring model
     with the given alpha per step and bus bandwidth. No tree curve: inside one node NCCL's
     tree is a chain, and a single node's smallest-message time includes the host's launch
     cost, so these points cannot tell a tree from a ring.
@@ -238,10 +259,10 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
     for system, series in by_system.items():
         gpus = [p["n"] for p in series]
         (line,) = left.plot(gpus, [measured_at(p["parsed"], size_bytes) for p in series], "o-",
-                            label=f"{system} (measured)")
+                            label=f"{system} ({'measured here' if system == 'this machine' else 'recorded'})")
         small = format_bytes(series[0]["small_bytes"])
         right.plot(gpus, [p["small_us"] for p in series], "o-", color=line.get_color(),
-                   label=f"{system}, {small} (measured)")
+                   label=f"{system}, {small} ({'measured here' if system == 'this machine' else 'recorded'})")
     left.set(xlabel="GPUs", ylabel="busbw (GB/s)", title=f"bus bandwidth at {format_bytes(size_bytes)}", ylim=(0, None))
     right.set(xlabel="GPUs", ylabel="time (us)", title="smallest message (includes host launch)", ylim=(0, None))
     for ax in (left, right):
@@ -255,19 +276,79 @@ def gpu_count_figure(points: Sequence[Dict[str, Any]], alpha_us: float, beta_gbp
     return figure
 
 
-def multinode_rows(busbw_in_node_gbps: float, alpha_in_node_us: float, nic_gbps_per_gpu: float, alpha_net_us: float,
+def multinode_rows(busbw_in_node_gbps: float, alpha_in_node_us: float, node_nic_gbps: float, alpha_net_us: float,
                    size_bytes: float, gpus_per_node: int, node_counts: Sequence[int]) -> List[Tuple]:
-    """(GPUs, nodes, busbw bound GB/s, predicted all-reduce us) for a ring over 1..N nodes.
+    """(GPUs, nodes, busbw bound GB/s, predicted all-reduce us, x one node) for a ring over 1..N nodes.
 
     Inside one node the fitted in-node alpha and bus bandwidth apply; from two nodes on the
-    network card bounds the bus bandwidth (`alphabeta.multinode_busbw_gbps`).
+    node's total NIC bandwidth (node_nic_gbps, e.g. `alphabeta.total_nic_gbps(8, 400)`) bounds
+    the bus bandwidth (`alphabeta.multinode_busbw_gbps`). The last column is the time over
+    that of one node.
+    """
+    from gputopo import alphabeta
+
+    one_node = float(alphabeta.ring_allreduce_time_us(size_bytes, gpus_per_node, alpha_in_node_us, busbw_in_node_gbps))
+    out = []
+    for nodes in node_counts:
+        busbw = alphabeta.multinode_busbw_gbps(busbw_in_node_gbps, node_nic_gbps, nodes)
+        t = float(alphabeta.multinode_allreduce_time_us(size_bytes, gpus_per_node, nodes, alpha_in_node_us,
+                                                        busbw_in_node_gbps, alpha_net_us, node_nic_gbps))
+        out.append((gpus_per_node * nodes, nodes, f"{busbw:.1f}", f"{t:.0f}", f"{t / one_node:.2f}"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# One system's CNN steps, and scaling on that system
+
+def cnn_steps(summary: Sequence[Dict[str, Any]], system: str, batch_per_worker: int,
+              setting: str = "default") -> Dict[str, Any]:
+    """The one-GPU and two-GPU step times of ONE recorded system, selected by its name.
+
+    summary: `runner.summarize(...)` rows; system: their "system" label (e.g. "2x H200
+    NVSwitch"). The one-GPU run (no all-reduce) gives the compute time of a step; the two-GPU
+    run under `setting` gives the step with communication. Both must exist at that batch per
+    GPU, else ValueError naming what is missing: a step is never taken from another system's row.
+    """
+    rows = [r for r in summary if r.get("system") == system and r.get("batch_per_worker") == batch_per_worker
+            and r.get("images_per_sec_median")]
+    if not rows:
+        known = sorted({str(r.get("system")) for r in summary})
+        raise ValueError(f"no recorded CNN run of {system!r} at batch {batch_per_worker} per GPU (systems: {', '.join(known)})")
+    one = next((r for r in rows if "," not in str(r["pair"]) and r.get("setting") == "default"), None)
+    two = next((r for r in rows if str(r["pair"]).count(",") == 1 and r.get("setting") == setting), None)
+    if one is None or two is None:
+        missing = "one-GPU" if one is None else f"two-GPU {setting}"
+        raise ValueError(f"{system} has no {missing} run at batch {batch_per_worker} per GPU")
+    return {
+        "system": system, "batch_per_worker": batch_per_worker, "setting": setting, "pair": two["pair"],
+        "one_gpu_ms": step_time_ms(one["images_per_sec_median"], 1, batch_per_worker),
+        "one_gpu_images_per_sec": one["images_per_sec_median"], "one_gpu_runs": one.get("runs_ok", one.get("runs")),
+        "two_gpu_ms": step_time_ms(two["images_per_sec_median"], 2, batch_per_worker),
+        "two_gpu_images_per_sec": two["images_per_sec_median"], "two_gpu_runs": two.get("runs_ok", two.get("runs")),
+        "two_gpu_range": (two.get("images_per_sec_min"), two.get("images_per_sec_max")),
+        "efficiency": two["images_per_sec_median"] / (2 * one["images_per_sec_median"]),
+    }
+
+
+def scaling_rows(compute_ms: float, in_node: Dict[int, Tuple[float, float]], node_nic_gbps: float,
+                 gpus_per_node: int, sizes_bytes: Sequence[float], counts: Sequence[int]) -> List[Tuple]:
+    """(GPUs, nodes, busbw bound GB/s, efficiency for each size) with the ring model, no overlap.
+
+    in_node maps a GPU count inside one node to its fitted (alpha per step us, busbw GB/s);
+    a count above gpus_per_node spans count // gpus_per_node nodes and uses the fit of
+    gpus_per_node GPUs, bounded by the node's total NIC bandwidth (node_nic_gbps), with the
+    network's alpha taken equal to the node's. compute_ms is the one-GPU step of the same system.
     """
     from gputopo import alphabeta
 
     out = []
-    for nodes in node_counts:
-        busbw = alphabeta.multinode_busbw_gbps(busbw_in_node_gbps, nic_gbps_per_gpu, nodes)
-        t = float(alphabeta.multinode_allreduce_time_us(size_bytes, gpus_per_node, nodes, alpha_in_node_us,
-                                                        busbw_in_node_gbps, alpha_net_us, nic_gbps_per_gpu))
-        out.append((gpus_per_node * nodes, nodes, f"{busbw:.1f}", f"{t:.0f}"))
+    for n in counts:
+        nodes, per_node = (1, n) if n <= gpus_per_node else (n // gpus_per_node, gpus_per_node)
+        if per_node not in in_node:
+            raise ValueError(f"no in-node fit for {per_node} GPUs")
+        alpha, busbw = in_node[per_node]
+        bound = alphabeta.multinode_busbw_gbps(busbw, node_nic_gbps, nodes)
+        effs = [scaling_efficiency(compute_ms, float(alphabeta.multinode_allreduce_time_us(
+            size, per_node, nodes, alpha, busbw, alpha, node_nic_gbps)) / 1e3) for size in sizes_bytes]
+        out.append((n, nodes, f"{bound:.1f}", *(f"{e:.1%}" for e in effs)))
     return out
