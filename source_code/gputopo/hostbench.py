@@ -8,8 +8,15 @@ Each function times moving n bytes for a range of n and returns a `Series`: rows
     alpha_us, beta_gbps = alphabeta.fit(series.sizes, series.times_us)
 
 - `host_copy`: numpy.copyto between two preallocated buffers, 8 B .. 256 MiB.
-- `last_level_cache_bytes` and `fit_regimes`: the host copy has two regimes, in the CPU's
-  caches and in DRAM; fit each on its own sizes, never one line over both.
+- `regime_edge` and `fit_regimes`: the host copy has (at least) two regimes. While source
+  and destination fit in the caches private to the core that copies, it runs near its peak;
+  beyond that (the shared last-level cache, then DRAM) one thread copies at a fraction of
+  it. The edge is read from the data (the largest size before the bandwidth falls more than
+  30 % below its peak), not assumed from a cache size: Linux may report a cache that one
+  thread cannot use at full speed (a virtual machine may see the host's whole L3). Only the
+  sizes up to the edge get an alpha-beta fit; beyond it each size's bandwidth is reported.
+- `cache_sizes`, `private_cache_bytes`, `last_level_cache_bytes`: what Linux says about the
+  caches of cpu0 (sysfs), to set beside the edge.
 - `loopback`: a message sent over a local socket pair to a thread that sends it straight
   back (ping-pong); the one-way time is half the round trip. This is the kernel's network
   stack with no wire: the latency of a software path.
@@ -198,7 +205,10 @@ def loopback(sizes: Sequence[int] = LOOPBACK_SIZES, *, repeats: int = 21, min_re
     return series
 
 
-# --- the last-level cache: where the host copy's second regime begins -----------------------
+# --- the host copy's regimes: the edge read from the data, and the caches Linux reports ------
+
+EDGE_DROP = 0.30   # a fall of more than 30 % below the peak bandwidth ends the first regime
+
 
 def _parse_cache_size(text: str) -> Optional[int]:
     """'32768K' -> 33554432, '1M' -> 1048576, '512' -> 512 (sysfs cache size format)."""
@@ -208,12 +218,71 @@ def _parse_cache_size(text: str) -> Optional[int]:
     return int(digits) * factor if digits.isdigit() else None
 
 
+def _parse_cpu_list(text: str) -> Optional[frozenset]:
+    """'0-3,8' -> {0, 1, 2, 3, 8} (the sysfs cpu list format); None if it is not one."""
+    cpus = set()
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        if not first.strip().isdigit() or (last and not last.strip().isdigit()):
+            return None
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cache:
+    """One cache of cpu0 as Linux lists it under /sys/devices/system/cpu/cpu0/cache/index*."""
+
+    level: int
+    kind: str                 # "Data", "Instruction" or "Unified"
+    size: int                 # bytes
+    private: Optional[bool]   # True: only cpu0's core (its SMT threads) uses it; None: not known
+
+
+def cache_sizes(sysfs: str = "/sys/devices/system/cpu/cpu0") -> List[Cache]:
+    """The data and unified caches of cpu0 (instruction caches left out), lowest level first.
+
+    Linux lists each as cache/index*/{level,type,size,shared_cpu_list}; a cache is private
+    when the CPUs sharing it are exactly cpu0's core (topology/thread_siblings_list, or cpu0
+    alone when that file is missing). An unreadable entry is skipped; no sysfs: [].
+    """
+    import glob
+    import os
+
+    def read(path: str) -> Optional[str]:
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+
+    siblings = _parse_cpu_list(read(os.path.join(sysfs, "topology", "thread_siblings_list")) or "0")
+    caches = []
+    for folder in sorted(glob.glob(os.path.join(sysfs, "cache", "index*"))):
+        level, kind = read(os.path.join(folder, "level")), read(os.path.join(folder, "type")) or "Unified"
+        size = _parse_cache_size(read(os.path.join(folder, "size")) or "")
+        if not (level and level.isdigit() and size) or kind == "Instruction":
+            continue
+        shared = read(os.path.join(folder, "shared_cpu_list"))
+        sharing = _parse_cpu_list(shared) if shared else None
+        private = None if sharing is None or siblings is None else sharing <= siblings
+        caches.append(Cache(int(level), kind, size, private))
+    return sorted(caches, key=lambda cache: (cache.level, cache.size))
+
+
+def private_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0") -> Optional[int]:
+    """Size of the largest cache private to cpu0's core (its L2 on current x86 CPUs), or None."""
+    private = [cache.size for cache in cache_sizes(sysfs) if cache.private]
+    return max(private) if private else None
+
+
 def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> Optional[int]:
     """Size of the CPU's last-level cache in bytes (the highest `level` under sysfs), or None.
 
-    Linux lists each cache of cpu0 as index*/level and index*/size; data copies that fit in
-    the largest one run at cache speed, larger ones at DRAM speed. Falls back to
-    os.sysconf("SC_LEVEL3_CACHE_SIZE") where sysfs has no cache folders.
+    Linux lists each cache of cpu0 as index*/level and index*/size. Falls back to
+    os.sysconf("SC_LEVEL3_CACHE_SIZE") where sysfs has no cache folders. This is what the
+    machine reports, not what one thread gets: on a virtual machine it may be the host's
+    whole L3, and the host copy's edge (`regime_edge`) usually comes far below it.
     """
     import glob
     import os
@@ -238,35 +307,102 @@ def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") ->
         return None
 
 
-def fit_regimes(series: Series, cache_bytes: Optional[int]) -> Dict[str, Tuple[float, float]]:
-    """(alpha_us, beta_gbps) of a host copy in its two regimes: {"cache": ..., "DRAM": ...}.
+def regime_edge(series: Series, drop: float = EDGE_DROP) -> Optional[int]:
+    """The largest size of the host copy's first regime, read from the measured bandwidths.
 
-    A copy of n bytes reads n and writes n, so it stays in cache only while about 2n fits:
-    "cache" fits T = alpha + n / beta to the sizes up to cache_bytes / 2. "DRAM" covers the
-    sizes from cache_bytes up. There the fixed cost is the same call overhead as in the cache
-    (well under a microsecond) and far below the run-to-run noise of a copy that takes
-    milliseconds, so a free fit would turn that noise into a meaningless alpha; only beta is
-    estimated: the bytes of all DRAM sizes over their times (less the cache regime's alpha).
-    A regime without enough sizes (two for "cache", one for "DRAM") is left out.
+    From the size with the peak bandwidth upwards, the first size whose bandwidth is more
+    than `drop` below the peak, and stays so at the next size too (one slow size can be a
+    disturbed measurement; at the largest size there is no next one), ends the regime: the
+    edge is the size just before it. None when the bandwidth never falls that far (one
+    regime) or there are fewer than two sizes.
+    """
+    rows = sorted(series.rows)
+    if len(rows) < 2:
+        return None
+    bandwidth = [size / seconds for size, seconds in rows]
+    top = max(range(len(rows)), key=bandwidth.__getitem__)
+    floor = (1 - drop) * bandwidth[top]
+    for position in range(top + 1, len(rows)):
+        last = position + 1 == len(rows)
+        if bandwidth[position] < floor and (last or bandwidth[position + 1] < floor):
+            return rows[position - 1][0]
+    return None
 
-    One fit over all sizes mixes both regimes and reports a bandwidth that no large copy
-    reaches. Without a known cache size: one fit over all sizes, under "all sizes".
+
+NEAR_PRIVATE = "fits in the core's private caches"
+NEAR_UNKNOWN = "up to the edge"
+BEYOND = "everything beyond"
+
+
+@dataclasses.dataclass
+class Regimes:
+    """The host copy split at its edge: an alpha-beta fit below it, bandwidths beyond it."""
+
+    edge: Optional[int]                       # largest size of the first regime; None: no edge
+    peak: Tuple[int, float]                   # (size, GB/s) of the highest bandwidth
+    near: Optional[Tuple[float, float]]       # (alpha_us, beta_gbps) fitted on sizes <= edge
+    near_sizes: List[int]
+    near_label: str                           # NEAR_PRIVATE, NEAR_UNKNOWN, or "all sizes"
+    beyond: List[Tuple[int, float]]           # (size, GB/s) of each size above the edge
+    private_cache: Optional[int] = None       # what Linux reports, for the sentence below
+
+    @property
+    def beyond_range(self) -> Optional[Tuple[float, float]]:
+        """(lowest, highest) GB/s of the sizes beyond the edge, or None without such sizes."""
+        values = [gbs for _, gbs in self.beyond]
+        return (min(values), max(values)) if values else None
+
+    def describe(self) -> str:
+        """Where the edge is and what that means, in one or two sentences read from the data."""
+        peak_size, peak_gbs = self.peak
+        if self.edge is None:
+            return (f"No edge: the bandwidth never stays more than {EDGE_DROP:.0%} below its peak "
+                    f"({peak_gbs:.2f} GB/s at {format_bytes(peak_size)}), so one fit covers every size.")
+        first, gbs = self.beyond[0]
+        text = (f"Edge at {format_bytes(self.edge)}: the bandwidth peaks at {peak_gbs:.2f} GB/s "
+                f"({format_bytes(peak_size)}), and {format_bytes(first)} is the first larger size more "
+                f"than {EDGE_DROP:.0%} below that peak ({gbs:.2f} GB/s"
+                + ("" if len(self.beyond) == 1 else ", the size after it too") + ").")
+        if self.private_cache:
+            fits = 2 * self.edge <= self.private_cache
+            text += (f" A copy of {format_bytes(self.edge)} touches {format_bytes(2 * self.edge)} (source and "
+                     f"destination): {'that fits in' if fits else 'more than'} this core's private "
+                     f"caches ({format_bytes(self.private_cache)}, as Linux reports them).")
+        low, high = self.beyond_range
+        return text + f" Beyond the edge one thread copied at {low:.2f} to {high:.2f} GB/s."
+
+
+def fit_regimes(series: Series, private_cache: Optional[int] = None,
+                drop: float = EDGE_DROP) -> Regimes:
+    """Split the host copy at `regime_edge` and fit T = alpha + n / beta below the edge only.
+
+    The first regime is named NEAR_PRIVATE when a copy of the edge size (2 x edge bytes
+    touched) fits in `private_cache` (`private_cache_bytes()`), else NEAR_UNKNOWN; with no
+    edge it is "all sizes". Beyond the edge there is no fit: a copy of megabytes takes
+    milliseconds, its start-up cost is far below the run-to-run noise, and bandwidths there
+    vary (a shared cache, then DRAM, other tenants), so each size's bandwidth is kept as
+    measured and no alpha is claimed for sizes that cannot be in the first regime. A first
+    regime of fewer than two sizes gets no fit (near is None).
     """
     from gputopo import alphabeta
 
-    if not cache_bytes:
-        return {"all sizes": alphabeta.fit(series.sizes, series.times_us)}
-    out: Dict[str, Tuple[float, float]] = {}
-    cached = [(n, t) for n, t in zip(series.sizes, series.times_us) if n <= cache_bytes / 2]
-    if len({n for n, _ in cached}) >= 2:
-        out["cache"] = alphabeta.fit([n for n, _ in cached], [t for _, t in cached])
-    alpha = out["cache"][0] if "cache" in out else 0.0
-    dram = [(n, t) for n, t in zip(series.sizes, series.times_us) if n >= cache_bytes]
-    if dram:
-        busy_us = sum(t - alpha for _, t in dram)
-        if busy_us > 0:
-            out["DRAM"] = (alpha, sum(n for n, _ in dram) / (busy_us * 1e3))
-    return out
+    rows = sorted(series.rows)
+    if not rows:
+        raise ValueError("the host copy series has no rows to fit")
+    bandwidth = [(size, size / seconds / 1e9) for size, seconds in rows]
+    peak = max(bandwidth, key=lambda row: row[1])
+    edge = regime_edge(series, drop)
+    near_rows = rows if edge is None else [(n, s) for n, s in rows if n <= edge]
+    near = (alphabeta.fit([n for n, _ in near_rows], [s * 1e6 for _, s in near_rows])
+            if len({n for n, _ in near_rows}) >= 2 else None)
+    if edge is None:
+        label = "all sizes"
+    elif private_cache and 2 * edge <= private_cache:
+        label = NEAR_PRIVATE
+    else:
+        label = NEAR_UNKNOWN
+    beyond = [] if edge is None else [(n, gbs) for n, gbs in bandwidth if n > edge]
+    return Regimes(edge, peak, near, [n for n, _ in near_rows], label, beyond, private_cache)
 
 
 # --- GPU copies: the course's P2P program, else a recorded run ----------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
-from gputopo.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
+from gputopo.machine import MODE_REFERENCE, MODE_SINGLE, Machine
 
 
 def _names_phrase(names: Sequence[str]) -> str:
@@ -46,8 +46,9 @@ def banner_for(machine: Machine) -> str:
         )
     if machine.mode == MODE_SINGLE:
         return (
-            f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): single-GPU parts run "
-            "live, and GPU-to-GPU parts show recorded data from real systems."
+            f"One GPU is visible here ({_names_phrase(machine.gpu_names)}{visible_note}): what needs one GPU "
+            "runs live on it, and what needs two (GPU-to-GPU copies, NCCL, training on GPUs) shows "
+            "recorded data from real systems."
         )
     return (
         f"{machine.visible_gpu_count} GPUs are visible here ({_names_phrase(machine.gpu_names)}"
@@ -87,28 +88,53 @@ def _horovod_phrase(machine: Machine) -> str:
     return text + (f"; without {', '.join(missing)}" if missing else "")
 
 
+def _usable_gpus(machine: Machine) -> int:
+    """GPUs this job may use: the visible ones, no more than the CUDA driver gives it (the rule
+    of gputopo.experiment.usable_gpu_count, which decides where notebook 3's CNN runs)."""
+    usable = machine.visible_gpu_count if machine.gpus else machine.gpu_count
+    return usable if machine.cuda_devices is None else min(usable, machine.cuda_devices)
+
+
 def _live_and_reference(machine: Machine) -> Tuple[str, str]:
-    """What the course runs here versus what it shows from recorded systems."""
+    """What the course runs here versus what it shows from recorded systems.
+
+    Follows what the notebooks do: notebook 3 trains the CNN on GPU pairs only when two GPUs
+    are usable and the topology names a pair (and Horovod has NCCL), and otherwise on two CPU
+    workers with Gloo (lessons.lesson3_nccl.run_live); no notebook trains on a single GPU.
+    Notebook 4's P2P program runs on one GPU too (copies within it).
+    """
     can_build = machine.nvcc_path is not None
     # the CNN runs with either framework (cnn_fmnist.py --framework tensorflow|pytorch)
     framework = bool(machine.horovod and (machine.horovod.get("tensorflow") or machine.horovod.get("pytorch")))
     horovod_cpu = framework and bool(machine.horovod.get("gloo"))
     horovod_gpu = framework and bool(machine.horovod.get("nccl"))
+    cpu_cnn = "Horovod CNN on two CPU workers (Gloo)"
     if machine.mode == MODE_REFERENCE:
-        live = ["host-side (CPU) measurements"]
-        if horovod_cpu:
-            live.append("Horovod CNN on CPU workers (Gloo)")
+        live = ["host-side (CPU) measurements"] + ([cpu_cnn] if horovod_cpu else [])
         return ", ".join(live), "topology, P2P bandwidth, NCCL collectives, multi-GPU training"
-    live = ["topology and NVLink state", "single-GPU training"]
+    usable = _usable_gpus(machine)
+    live = ["host-side (CPU) measurements", "this machine's topology and NVLink state (nvidia-smi)"]
     shown = []
-    if machine.mode == MODE_MULTI:
+    if usable >= 2:
         (live if can_build else shown).append("P2P bandwidth test" + ("" if can_build else " (no nvcc)"))
         nccl_ok = can_build and machine.nccl_version is not None
         (live if nccl_ok else shown).append("NCCL collectives" + ("" if nccl_ok else " (needs nvcc and NCCL)"))
-        (live if horovod_gpu else shown).append("multi-GPU Horovod" + ("" if horovod_gpu else " (no Horovod+NCCL)"))
-    else:
-        shown.extend(["P2P bandwidth between GPUs", "NCCL across GPUs", "multi-GPU training"])
-    return ", ".join(live), ", ".join(shown) or "nothing: everything runs live"
+        if machine.best_pair:   # notebook 3 picks its pairs from the topology
+            (live if horovod_gpu else shown).append("Horovod CNN on GPU pairs" if horovod_gpu
+                                                    else "multi-GPU training (no Horovod with NCCL)")
+            return ", ".join(live), ", ".join(shown) or "nothing: everything runs live"
+        if horovod_cpu:
+            live.append(cpu_cnn)
+        shown.append("multi-GPU training (no GPU topology to pick a pair from)")
+        return ", ".join(live), ", ".join(shown)
+    if usable == 1:
+        (live if can_build else shown).append("P2P test on the one GPU (copies within it)" if can_build
+                                              else "P2P bandwidth (no nvcc)")
+    if horovod_cpu:
+        live.append(cpu_cnn)
+    reason = "" if usable == 1 else " (CUDA cannot use the GPUs here)"
+    shown.extend(["P2P bandwidth between GPUs", "NCCL across GPUs", "training on GPUs" + reason])
+    return ", ".join(live), ", ".join(shown)
 
 
 def summary_rows(machine: Machine) -> List[Tuple[str, str]]:
