@@ -87,8 +87,12 @@ def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> O
     return value
 
 
-def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25) -> Optional[float]:
+def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25,
+            source: str = "measured") -> Optional[float]:
     """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
+
+    source: the word for where the value comes from, "measured" (default) or "recorded" for a
+    figure read from a recorded file (never called measured).
 
     Within `close` (25 % by default) counts as a good prediction; otherwise it prints how
     far off, and that the gap is the interesting part: which term of the model was missing?
@@ -98,20 +102,20 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
     predicted = store.get(name)
     if predicted is None:
         shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)
-        print(f"Measured {name}: {shown}{(' ' + unit) if unit else ''} (no prediction was recorded).")
+        print(f"{source.capitalize()} {name}: {shown}{(' ' + unit) if unit else ''} (no prediction was recorded).")
         return None
     if isinstance(predicted, str) or isinstance(measured, str):
         same = str(predicted).strip().upper() == str(measured).strip().upper()
-        print(f"{name}: predicted {predicted!r}, measured {measured!r}: "
+        print(f"{name}: predicted {predicted!r}, {source} {measured!r}: "
               + ("as predicted." if same else "different: what did the prediction leave out?"))
         return None
     if not predicted:
-        print(f"{name}: measured {measured!r}; a prediction of 0 cannot be compared.")
+        print(f"{name}: {source} {measured!r}; a prediction of 0 cannot be compared.")
         return None
     ratio = measured / predicted
     verdict = ("close to the prediction." if abs(ratio - 1) <= close else
                f"{ratio:.2g} x the prediction: what did the model leave out?")
-    print(f"{name}: predicted {predicted:.4g}, measured {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}")
+    print(f"{name}: predicted {predicted:.4g}, {source} {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}")
     return ratio
 
 
