@@ -113,7 +113,9 @@ def test_the_machine_wins_over_the_table():
     # A B200 on a gen5 host trains its link at gen5; an A100 in an x8 slot has half the lanes.
     assert links.peak("PIX", "NVIDIA B200", pcie_generation=5, pcie_width=16).gbs == pytest.approx(63.02, abs=0.01)
     assert links.peak("PIX", "A100", pcie_generation="gen4", pcie_width=8).gbs == pytest.approx(15.75, abs=0.01)
-    assert links.peak("NV18", "NVIDIA H100 80GB HBM3", nvlink_gbs_per_link=26.562).gbs == pytest.approx(478.1, abs=0.1)
+    # No machine figure replaces an NVLink's data rate: nvlink -s prints a signalling rate.
+    with pytest.raises(TypeError):
+        links.peak("NV18", "NVIDIA H100 80GB HBM3", nvlink_gbs_per_link=26.562)
     # A GPU the table does not know still gets a figure when the machine reports its link.
     found = links.peak("NODE", "Some Future GPU", pcie_generation=4, pcie_width=16)
     assert found.gbs == pytest.approx(31.51, abs=0.01) and found.source.startswith("this machine")

@@ -128,7 +128,8 @@ def test_nvlink_bridged_3090s_report_four_narrow_links(machine_of):
     machine = machine_of("rtx3090-nvlink-pair", None)
     assert machine.nvlink_active_links == {"GPU0": 4, "GPU1": 4}
     found = links.machine_peak(machine, 0, 1)
-    assert found.gbs == pytest.approx(4 * 14.062) and "nvidia-smi nvlink -s" in found.source
+    # 4 active links (nvlink -s) x 14.0625 GB/s, the GA102 whitepaper's data rate per link
+    assert found.gbs == pytest.approx(56.25) and "nvidia-smi nvlink -s" in found.source
     assert links.peak_gbs("NV4", machine.gpu_names[0]) == pytest.approx(56.25)
 
 

@@ -6,10 +6,10 @@ packet headers and flow control, and NVLink figures are the data rates NVIDIA qu
 
 Where the figure comes from, in order:
 1. the machine: the PCIe generation and width each GPU's link trained to (NVML, or
-   `nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max`) and the per-link NVLink
-   speed `nvidia-smi nvlink -s` prints (`machine_peak`);
+   `nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max`), and how many NVLinks
+   `nvidia-smi nvlink -s` shows active (`machine_peak`);
 2. this module's table of GPUs and link generations, each entry naming its public source
-   (`peak_gbs`, `peak`).
+   (`peak_gbs`, `peak`). The NVLink data rate per link always comes from here.
 An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
 table) and `peak(...).why` says in one sentence what is missing.
 
@@ -18,11 +18,14 @@ Gen1 and gen2 use 8b/10b, gen3 to gen5 128b/130b. Gen6 signals 64 GT/s with PAM4
 mode, which has no line code; its FLIT framing is protocol overhead like packet headers,
 so the ceiling is the raw 64 GT/s x 16 / 8 = 128 GB/s PCI-SIG quotes for an x16 link.
 
-NVLink peak per direction = links x per-link rate. NVLink 2 to NVLink 4 carry 25 GB/s per
-direction per link on data-centre GPUs; NVLink 5 (Blackwell) carries 50. The GeForce RTX
-3090 bridge uses four narrower NVLink 3 links of 14.0625 GB/s each. `nvidia-smi nvlink -s`
-reports 26.562 GB/s per link on H100: that is the link's signalling rate, above the 25 GB/s
-data rate the whitepaper quotes, so a machine-read NVLink peak is a few % above the table's.
+NVLink peak per direction = links x per-link data rate: 20 GB/s for NVLink 1 (P100), 25 for
+NVLink 2 to NVLink 4 on data-centre GPUs (V100, A100, H100/H200 SXM, the H100 PCIe bridge),
+50 for NVLink 5 (B200/GB200). The GeForce RTX 3090 bridge uses four narrower NVLink 3 links
+of 14.0625 GB/s each. `nvidia-smi nvlink -s` prints 26.562 GB/s per link on H100 and H200:
+that is the signalling rate (2 lanes x 106.25 Gb/s), not the 25 GB/s data rate the H100
+whitepaper quotes, so it is never used as a peak. The machine's `nvlink -s` only counts the
+active links (a pair's peak counts no more links than either GPU has active) and flags links
+running slower than the GPU's others (`Peak.note`): one peak per link, live or recorded.
 
 Standard library only.
 """
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import linkcodes
 
@@ -139,6 +142,7 @@ class Peak:
     how: str = ""  # "12 links x 25 GB/s" or "gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8)"
     source: str = ""  # where the figure comes from (a document, or "this machine: ...")
     why: Optional[str] = None  # one sentence when gbs is None
+    note: Optional[str] = None  # one sentence about the machine's links (fewer active, slower ones)
 
     def text(self, digits: int = 2) -> str:
         return UNKNOWN if self.gbs is None else f"{self.gbs:.{digits}f}"
@@ -201,16 +205,16 @@ def _what(generation) -> Dict[str, object]:
     return found
 
 
-def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
-         nvlink_gbs_per_link: Optional[float] = None) -> Peak:
+def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -> Peak:
     """The per-direction peak of a `topo -m` link code, with how it was computed and its source.
 
     generation: "nvlink3", "gen4", "pcie gen5" or a GPU name ("NVIDIA L40S"). The keyword
     arguments are what the machine itself reported and win over the table: the PCIe
-    generation and width a GPU's link trained to, and the per-link NVLink speed. "NV12"
-    with "nvlink4" gives 12 x 25 = 300 GB/s; a PCIe code (PIX ... SYS) gives the figure of
-    one link of the GPU's PCIe generation and width (x16 unless the machine says otherwise):
-    the best any PCIe path can do. Never raises: what is unknown gives Peak(None, why=...).
+    generation and width a GPU's link trained to. "NV12" with "nvlink4" gives 12 x 25 = 300
+    GB/s (the data rate; there is no keyword for the speed `nvidia-smi nvlink -s` prints, a
+    signalling rate); a PCIe code (PIX ... SYS) gives the figure of one link of the GPU's
+    PCIe generation and width (x16 unless the machine says otherwise): the best any PCIe path
+    can do. Never raises: what is unknown gives Peak(None, why=...).
     """
     code = str(link_code).strip().upper() if link_code is not None else ""
     what = _what(generation)
@@ -219,9 +223,6 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
     kind = row.peak if row is not None else None
     if kind == "nvlink":
         count = linkcodes.nvlink_count(code)
-        if nvlink_gbs_per_link:
-            return Peak(count * float(nvlink_gbs_per_link), f"{count} links x {float(nvlink_gbs_per_link):g} GB/s",
-                        "this machine: nvidia-smi nvlink -s (signalling rate per link)")
         if what["nvlink_rate"]:
             rate = float(what["nvlink_rate"])
             return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", what["spec_source"])
@@ -233,8 +234,8 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None,
         if what["known"]:
             return Peak(None, why=f"{label} is a PCIe generation and says nothing about NVLink, "
                                   f"so the peak of {code} is unknown")
-        return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the "
-                              f"machine reported no NVLink speed, so the peak of {code} is unknown")
+        return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py), which "
+                              f"holds the NVLink data rates, so the peak of {code} is unknown")
     if kind == "pcie":
         machine_gen = _pcie_name(pcie_generation)
         lanes = int(pcie_width) if str(pcie_width or "").isdigit() and int(pcie_width) > 0 else None
@@ -269,7 +270,8 @@ def peak_gbs(link_code, generation=None) -> Optional[float]:
 
     "NV12" with "nvlink4" (or "NVIDIA H100 PCIe") gives 12 x 25 = 300 GB/s. A PCIe code
     (PIX ... SYS) with "gen4" (or an A100's name) gives the x16 figure. `peak()` says why
-    a figure is missing; `machine_peak()` prefers what the machine reports.
+    a figure is missing; `machine_peak()` prefers the PCIe link the machine reports and
+    counts its active NVLinks.
     """
     return peak(link_code, generation).gbs
 
@@ -290,9 +292,11 @@ def machine_peak(machine, first: int, second: int, link_code: Optional[str] = No
     """Peak of the link between two GPUs (nvidia-smi indices) of a detected Machine.
 
     The link code comes from the machine's `topo -m` unless given; the PCIe generation and
-    width from what the driver reported for both GPUs (the slower end counts); the NVLink
-    speed per link from `nvidia-smi nvlink -s`; the table fills in what the machine did not
-    say. Never raises.
+    width from what the driver reported for both GPUs (the slower end counts). An NVLink
+    peak is the table's data rate per link (never the signalling rate `nvidia-smi nvlink -s`
+    prints) times the links: those the code names, or fewer when a GPU of the pair shows
+    fewer active in `nvlink -s`; links slower than the GPU's others are flagged in
+    `Peak.note` (`_nvlink_state`). Never raises.
     """
     try:
         if link_code is None and hasattr(machine, "link_between"):
@@ -305,6 +309,9 @@ def machine_peak(machine, first: int, second: int, link_code: Optional[str] = No
             gpu_names = list(getattr(machine, "gpu_names", None) or [])
             names = [gpu_names[i] for i in (first, second) if 0 <= i < len(gpu_names)]
         name = names[0] if names else None
+        row = linkcodes.lookup(str(link_code).strip().upper())
+        if row is not None and row.peak == "nvlink":
+            return _machine_nvlink_peak(machine, first, second, str(link_code).strip().upper(), name)
         generations = [_pcie_name(getattr(g, "pcie_gen_max", None)) for g in ends if g is not None]
         widths = [getattr(g, "pcie_width_max", None) for g in ends if g is not None]
         pcie_gen = pcie_width = None
@@ -312,11 +319,64 @@ def machine_peak(machine, first: int, second: int, link_code: Optional[str] = No
             pcie_gen = min(generations, key=lambda g: PCIE_GENERATIONS[g][0])
         if widths and all(isinstance(w, int) and w > 0 for w in widths):
             pcie_width = min(widths)
-        rates = [getattr(g, "nvlink_gbs_per_link", None) for g in ends if g is not None]
-        rate = min(rates) if rates and all(rates) else None
-        return peak(link_code, name, pcie_generation=pcie_gen, pcie_width=pcie_width, nvlink_gbs_per_link=rate)
+        return peak(link_code, name, pcie_generation=pcie_gen, pcie_width=pcie_width)
     except Exception as error:  # a notebook table must never stop here
         return Peak(None, why=f"the machine's facts could not be read ({type(error).__name__}: {error})")
+
+
+def _nvlink_state(machine, labels: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, List[float]]]:
+    """({"GPU0": active links}, {"GPU0": [speed of each active link]}) of the GPUs `labels`, from
+    the machine's `nvidia-smi nvlink -s` text (NVML's counts when the text gave none); a GPU
+    the machine said nothing about is left out."""
+    from .parsers.nvidia_smi import nvlink_link_counts, nvlink_link_speeds
+
+    text = getattr(machine, "nvlink_status_text", None) or ""
+    counted = {gpu: links["active"] for gpu, links in nvlink_link_counts(text).items()}
+    counted = counted or dict(getattr(machine, "nvlink_active_links", None) or {})
+    speeds = nvlink_link_speeds(text)
+    return ({label: counted[label] for label in labels if isinstance(counted.get(label), int)},
+            {label: speeds[label] for label in labels if speeds.get(label)})
+
+
+def _machine_nvlink_peak(machine, first: int, second: int, code: str, name: Optional[str]) -> Peak:
+    """The NVLink peak of one pair: the table's data rate x the links both GPUs have active."""
+    table = peak(code, name)
+    labels = [f"GPU{first}", f"GPU{second}"]
+    active, speeds = _nvlink_state(machine, labels)
+    printed = sorted({v for values in speeds.values() for v in values})
+    printed_text = "/".join(f"{v:g}" for v in printed)
+    if table.gbs is None:
+        extra = (f"; nvidia-smi nvlink -s prints {printed_text} GB/s per link, which can be a signalling "
+                 "rate (26.562 on H100 against a data rate of 25), so it is not taken as a peak") if printed else ""
+        return Peak(None, why=table.why + extra)
+    named = linkcodes.nvlink_count(code)
+    rate = table.gbs / named
+    down = [label for label in labels if active.get(label) == 0]
+    if down:
+        return Peak(None, why=f"topo -m names {code} between GPU{first} and GPU{second}, but nvidia-smi "
+                              f"nvlink -s shows no active NVLink on {' and '.join(down)}: the link is down")
+    notes = []
+    count = named
+    fewest = min(active.values()) if len(active) == len(labels) else None
+    if fewest is not None and fewest < named:
+        short = [label for label in labels if active[label] == fewest]
+        notes.append(f"{' and '.join(short)} {'has' if len(short) == 1 else 'have'} only {fewest} active NVLinks "
+                     f"(nvidia-smi nvlink -s) where topo -m names {code}: the peak counts {fewest}")
+        count = fewest
+    for label in labels:
+        values = speeds.get(label) or []
+        slower = [v for v in values if v < max(values)]
+        if slower:
+            notes.append(f"{len(slower)} of {label}'s {len(values)} active NVLinks run slower than its others "
+                         f"({min(values):g} against {max(values):g} GB/s in nvidia-smi nvlink -s): they may "
+                         "have trained down")
+    how = f"{count} link{'s' if count != 1 else ''} x {rate:g} GB/s per direction (data rate)"
+    if printed and all(abs(v - rate) < 0.01 for v in printed):
+        how += "; nvidia-smi nvlink -s prints the same per link"
+    elif printed:
+        how += f"; nvidia-smi nvlink -s prints {printed_text} GB/s per link, the signalling rate"
+    source = table.source + ("; active links: this machine (nvidia-smi nvlink -s)" if active else "")
+    return Peak(count * rate, how, source, note="; ".join(notes) or None)
 
 
 def link_table() -> List[Dict[str, object]]:

@@ -88,8 +88,11 @@ def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> O
 
 
 def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25,
-            how: str = "measured") -> Optional[float]:
+            how: str = "measured", source: Optional[str] = None) -> Optional[float]:
     """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
+
+    source: the same as `how` (either name works), e.g. "recorded" for a figure read from a
+    recorded file (never called measured).
 
     Within `close` (25 % by default) counts as a good prediction; otherwise it prints how
     far off, and that the gap is the interesting part: which term of the model was missing?
@@ -98,7 +101,7 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
     looked up in a recording "recorded on <system>". Never raises.
     """
     store = _PREDICTIONS if store is None else store
-    how = how.strip() or "measured"
+    how = (source or how).strip() or "measured"
     predicted = store.get(name)
     if predicted is None:
         shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)

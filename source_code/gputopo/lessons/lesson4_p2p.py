@@ -163,10 +163,13 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Any,
     matrix for a pair without peer access (`peer(i, j)` is False; default: the output's own
     connectivity matrix, see `peer_access`) is a staged copy too, and is labelled and held
     against PCIe like one. Bidirectional values are held against twice the one-way peak.
-    gpu: a GPU name, or a detected Machine (then the PCIe and NVLink figures the machine
-    reported come first, `links.machine_peak`). A peak the course cannot know is None, and the
-    row's `why` says why.
-    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access, why}.
+    gpu: a GPU name, or a detected Machine (then the PCIe link the machine reported comes
+    first and its active NVLinks are counted, `links.machine_peak`; an NVLink's rate per link
+    is the data rate of `links`' table either way, so a live run and a recorded one of the
+    same machine are held against the same peak). A peak the course cannot know is None, and
+    the row's `why` says why; `note` says what the machine's links showed (fewer active,
+    slower ones).
+    Rows: {matrix, what, pair, link, measured_gbs, peak_gbs, share, peer_access, why, note}.
     """
     peer = peer or peer_access(parsed)
 
@@ -198,14 +201,15 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Any,
                 out.append({"matrix": key, "what": label, "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
                             "link": shown_link, "measured_gbs": value, "peak_gbs": peak,
                             "share": value / peak if peak else None, "peer_access": access,
-                            "why": found.why})
+                            "why": found.why, "note": found.note})
     return out
 
 
 def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[str]] = None) -> List[Tuple]:
     """efficiency_rows as printable tuples (what, pair, link, measured, peak, share).
 
-    When a peak is unknown ("?"), one more row per distinct reason says why.
+    When a peak is unknown ("?"), one more row per distinct reason says why; a link the
+    machine flagged (`links.Peak.note`) gets one more row per distinct note.
     """
     chosen = [r for r in rows if pairs is None or r["pair"].replace("<->", "->") in pairs]
     table = [(r["what"], r["pair"], r["link"], f"{r['measured_gbs']:.2f}",
@@ -213,7 +217,38 @@ def efficiency_table(rows: Sequence[Dict[str, Any]], pairs: Optional[Sequence[st
               "?" if r["share"] is None else f"{r['share']:.0%}") for r in chosen]
     reasons = dict.fromkeys(r.get("why") for r in chosen if r["peak_gbs"] is None and r.get("why"))
     table += [("? peak unknown:", reason, "", "", "", "") for reason in reasons]
+    notes = dict.fromkeys(r.get("note") for r in chosen if r.get("note"))
+    table += [("! link note:", note, "", "", "", "") for note in notes]
     return table
+
+
+EFFICIENCY_HEADER = ("copy", "pair", "link", "GB/s", "peak GB/s", "share")
+
+
+def efficiency_report(parsed: Dict[str, Any], link: Callable, gpu: Any, peer: Optional[Callable] = None) -> str:
+    """The efficiency table of one P2P test result as text, or one true sentence when there is
+    nothing to tabulate: a one-GPU run (its matrices hold only the copy inside that GPU, which
+    crosses no link) or a run that printed no bandwidth matrix. Never a table with only its
+    header."""
+    from gputopo.selfcheck import text_table
+
+    rows = efficiency_rows(parsed, link, gpu, peer)
+    if rows:
+        return text_table(efficiency_table(rows), header=EFFICIENCY_HEADER)
+    devices = parsed.get("devices") or []
+    bandwidth = parsed.get("bandwidth_gbs") or {}
+    key = next((k for k in P2P_MATRICES if bandwidth.get(k)), None)
+    if key is None:
+        return "The run printed no bandwidth matrix, so there is nothing to hold against a link's peak."
+    rows_of, columns = labels_of(parsed, key)
+    if len(set(rows_of) | set(columns)) < 2 or len(devices) == 1:
+        name = devices[0]["name"] if devices and devices[0].get("name") else "one GPU"
+        inside = bandwidth[key][0][0] if bandwidth[key] and bandwidth[key][0] else None
+        copy = f" (its {P2P_MATRICES[key][0]} matrix reads {inside:.2f} GB/s)" if inside is not None else ""
+        return (f"This run had one GPU ({name}): every matrix holds only the copy inside that GPU{copy}, "
+                "which crosses no link between GPUs, so there is no link peak to hold it against. "
+                "Peaks and shares need two GPUs or more.")
+    return "The run printed no bandwidth cell between two GPUs, so there is nothing to hold against a link's peak."
 
 
 def efficiency_summary(found: Dict[str, Dict[str, Any]]) -> List[Tuple]:
@@ -266,6 +301,49 @@ def reference_summary(found: Optional[Dict[str, Dict[str, Any]]] = None) -> List
                     cell("unidirectional_write"), cell("bidirectional_enabled"), cell("unidirectional_disabled"),
                     cell("write_gpu"), cell("disabled_gpu"), f"{share[0]:.0%}" if share else "-"))
     return out
+
+
+NVIDIA_FIGURES_PATTERN = "nvidia-tools-figures-*.json"
+
+
+def nvidia_figures(system: str = "h200-nvswitch-pair") -> Dict[str, Any]:
+    """The figures NVIDIA's own tools gave on a recorded system, as its folder records them
+    (`nvidia-tools-figures-<date>.json`: figures written down when the tools ran, no raw
+    output). Returns the file's data plus "file" (its name) and "p2p": {what: {"0->1": GB/s,
+    ...}} for the P2P sample's figures. ValueError (one line) when the system has no such file.
+    """
+    import fnmatch
+    import json
+
+    names = sorted(n for n in reference.files(system) if fnmatch.fnmatch(n, NVIDIA_FIGURES_PATTERN))
+    if not names:
+        raise ValueError(f"{system} has no {NVIDIA_FIGURES_PATTERN} file of NVIDIA's figures")
+    try:
+        data = json.loads(reference.read_text(system, names[-1]))
+        p2p = {entry["what"]: {k: v for k, v in entry.items() if k != "what"}
+               for entry in data["p2pBandwidthLatencyTest"]["figures"]}
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{system}/{names[-1]} is not a figures file the course can read ({error})") from None
+    return {**data, "file": names[-1], "p2p": p2p}
+
+
+def share_ranges(found: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Tuple[float, float]]:
+    """The lowest and highest share of peak, over every recorded cell, of two kinds of copy:
+    "nvlink": P2P copies over NVLink (one way and both ways); "staged_one_way": one-way
+    copies with P2P disabled, against one PCIe x16 link. The figures notebook 4's summary
+    quotes."""
+    found = reference_p2p() if found is None else found
+    picked: Dict[str, List[float]] = {"nvlink": [], "staged_one_way": []}
+    for system, entry in found.items():
+        rows = efficiency_rows(entry["parsed"], link_lookup(system), entry["gpu"], peer_access(entry["parsed"], system))
+        for r in rows:
+            if r["share"] is None:
+                continue
+            if P2P_MATRICES[r["matrix"]][2] and r["link"].startswith("NV") and "via host" not in r["link"]:
+                picked["nvlink"].append(r["share"])
+            elif r["matrix"] == "unidirectional_disabled":
+                picked["staged_one_way"].append(r["share"])
+    return {kind: (min(values), max(values)) for kind, values in picked.items() if values}
 
 
 def side_by_side(key: str, found: Optional[Dict[str, Dict[str, Any]]] = None, unit: Optional[str] = None):

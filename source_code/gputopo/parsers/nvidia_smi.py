@@ -3,7 +3,7 @@
 - `--query-gpu=<fields> --format=csv,noheader`: `parse_gpu_query` (one dict per GPU);
 - plain `nvidia-smi` (its header box): `parse_smi_banner` (driver and CUDA versions);
 - `topo -p2p <r|w|...>`: `parse_p2p_status` (the `p2p-status` parser's matrix);
-- `nvlink -s`: `nvlink_link_counts`, `count_active_nvlinks`, `nvlink_speeds`;
+- `nvlink -s`: `nvlink_link_counts`, `count_active_nvlinks`, `nvlink_speeds`, `nvlink_link_speeds`;
 - `-L`: `parse_mig_list` (MIG instance UUIDs per GPU).
 
 nvidia-smi fills a field it cannot answer with a placeholder such as [N/A]: `known` turns
@@ -113,6 +113,23 @@ def nvlink_speeds(text: str) -> Dict[str, float]:
         if current is not None and link:
             value = float(link.group(1))
             speeds[current] = min(value, speeds.get(current, value))
+    return speeds
+
+
+def nvlink_link_speeds(text: str) -> Dict[str, List[float]]:
+    """Every active link's speed per GPU in `nvidia-smi nvlink -s`, in the order printed:
+    {"GPU0": [26.562, 26.562, ...]}. These are signalling rates, not data rates (gputopo.links)."""
+    speeds: Dict[str, List[float]] = {}
+    current: Optional[str] = None
+    for line in text.splitlines():
+        gpu = _GPU_LINE.match(line)
+        if gpu:
+            current = f"GPU{gpu.group(1)}"
+            speeds[current] = []
+            continue
+        link = _ACTIVE_LINK.match(line)
+        if current is not None and link:
+            speeds[current].append(float(link.group(1)))
     return speeds
 
 
