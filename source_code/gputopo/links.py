@@ -20,12 +20,11 @@ the packets (TLP framing, headers and LCRC, and DLLPs), whose cost depends on th
 size and is not deducted here (`pcie_tlp_gbs` deducts it for one payload size).
 Gen6 signals 64 GT/s with PAM4 in Flit Mode, with no line code (1b/1b): every 256-byte flit
 carries 236 bytes of TLPs, 6 of DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base
-Specification 6.0, Flit Mode; D. Das Sharma, "PCI Express 6.0 Specification", IEEE Micro
-41(1), 2021). The table deducts the 20 bytes that are not TLP bytes, so an x16 link gives
-64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s PCI-SIG quotes (and Linux's
-`PCIE_SPEED2MBS_ENC` in drivers/pci/pci.h reports, counting 64 GT/s as 1/1). Gen6's figure
-therefore has its link-level overhead deducted as well, gen3-5's only their line code; the
-TLP headers still come on top of every row.
+Specification 6.0, Flit Mode). The table deducts the 20 bytes that are not TLP bytes, so an
+x16 link gives 64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s PCI-SIG quotes (the
+raw figure is also what Linux reports: `PCIE_SPEED2MBS_ENC` in drivers/pci/pci.h counts
+64 GT/s as 1/1). Gen6's figure therefore has its link-level overhead deducted as well,
+gen3-5's only their line code; the TLP headers still come on top of every row.
 
 NVLink peak per direction = links x per-link rate. NVLink 2 to NVLink 4 carry 25 GB/s per
 direction per link on data-centre GPUs; NVLink 5 (Blackwell) carries 50. The GeForce RTX
