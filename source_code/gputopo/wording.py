@@ -170,11 +170,10 @@ def why_not_live(machine: Machine, item: str) -> str:
     return note or f"{command} gave no answer here"
 
 
-def _nvlink_lines(machine: Machine, text: str) -> List[str]:
-    counts = nvlink_link_counts(text)
-    lines = [f"{gpu}: {c['active']} active link{'s' if c['active'] != 1 else ''}, {c['inactive']} inactive"
-             for gpu, c in counts.items()]
-    return lines
+def _nvlink_lines(text: str) -> List[str]:
+    """"GPU0: 12 active links, 6 inactive" per GPU of an `nvidia-smi nvlink -s` text."""
+    return [f"{gpu}: {c['active']} active link{'s' if c['active'] != 1 else ''}, {c['inactive']} inactive"
+            for gpu, c in nvlink_link_counts(text).items()]
 
 
 def live_tool_output(machine: Machine, item: str) -> Tuple[str, str]:
@@ -197,7 +196,7 @@ def live_tool_output(machine: Machine, item: str) -> Tuple[str, str]:
             return _p2p_matrix_text(machine), "live"
         return f"No live {what} here: {why_not_live(machine, item)}", "reference"
     if item == "nvlink":
-        summary = _nvlink_lines(machine, text)
+        summary = _nvlink_lines(text)
         if summary:
             text = text.rstrip("\n") + "\n\nlinks per GPU (nvidia-smi nvlink -s):\n" + "\n".join(summary)
     return text, "live"
