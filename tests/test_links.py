@@ -93,8 +93,8 @@ def test_bad_input_gives_none_and_one_sentence_never_an_exception():
         ("PIX", "NVIDIA GeForce RTX 4090", 31.51),
         ("PIX", "NVIDIA GeForce RTX 5090", 63.02),
         ("PIX", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 63.02),
-        ("PIX", "NVIDIA B200", 128.0),                         # PCIe gen6 x16
-        ("PIX", "pcie gen6", 128.0),
+        ("PIX", "NVIDIA B200", 118.0),                         # PCIe gen6 x16, 236 of 256 flit bytes
+        ("PIX", "pcie gen6", 118.0),
         ("NV12", "NVIDIA A100-SXM4-80GB", 300.0),              # A100 is not taken for A10
     ],
 )

@@ -34,17 +34,25 @@ import uuid
 from pathlib import Path
 
 from gputopo.cliutil import OneLineParser, UsageError
+from gputopo.parsers import ANSI_ESCAPE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 600  # per cell; the longest cells (CNN runs) take a few minutes on CPU
 
+def plain_text(text):
+    """`text` as a string without terminal escape sequences (nvidia-smi underlines the header
+    of `topo -m` with ESC[4m ... ESC[0m when it thinks it writes to a terminal)."""
+    return ANSI_ESCAPE.sub("", str(text))
+
+
 def show(text, source):
     """Display `text` in a notebook with the tag this report reads: source "live" (measured on
-    this machine now) or "reference" (recorded on another machine). Returns nothing."""
+    this machine now) or "reference" (recorded on another machine). Terminal escape sequences
+    are removed first. Returns nothing."""
     if source not in ("live", "reference"):
         raise ValueError(f"source must be 'live' or 'reference', got {source!r}")
     from IPython.display import display
-    display({"text/plain": str(text)}, raw=True, metadata={"gputopo": {"source": source}})
+    display({"text/plain": plain_text(text)}, raw=True, metadata={"gputopo": {"source": source}})
 
 
 def show_banner(machine):
@@ -73,11 +81,12 @@ def _first_line(source):
 
 
 def _output_text(output):
-    """The plain text an output shows (stream text, text/plain or text/markdown)."""
+    """The plain text an output shows (stream text, text/plain or text/markdown), without
+    terminal escape sequences."""
     if output.get("output_type") == "stream":
-        return output.get("text", "")
+        return plain_text(output.get("text", ""))
     data = output.get("data", {})
-    return data.get("text/plain", "") + "\n" + data.get("text/markdown", "")
+    return plain_text(data.get("text/plain", "") + "\n" + data.get("text/markdown", ""))
 
 
 def live_and_reference(nb):

@@ -18,6 +18,7 @@ Standard library only: this runs on a bare node before anything is installed.
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
@@ -53,11 +54,12 @@ from gputopo.wording import banner_for, summary_rows
 __all__ = [
     "HOROVOD_TIMEOUT_S", "LINK_QUERY_FIELDS", "MAX_REASON_CHARS", "MODE_MULTI", "MODE_REFERENCE",
     "MODE_SINGLE", "P2P_CAPABILITIES", "QUERY_FIELDS", "Machine", "ToolRun", "banner", "banner_for",
-    "cached_machine", "count_active_nvlinks", "decode_nccl_version", "detect", "detect_once",
+    "cached_machine", "count_active_nvlinks", "cpu_flags", "decode_nccl_version", "detect",
+    "detect_once", "detect_virtualization",
     "extreme_pairs", "find_horovod", "find_nccl", "find_nvcc", "first_line", "gpu_inventory",
     "gpu_models", "horovod_check_command", "known", "nvlink_link_counts", "nvlink_speeds",
     "parse_gpu_query", "parse_horovod_check_build", "parse_mig_list", "parse_nvcc_version",
-    "parse_p2p_status", "parse_smi_banner", "run_tool", "summary_rows",
+    "parse_p2p_status", "parse_smi_banner", "run_tool", "summary_rows", "virtualization_from",
 ]
 
 # `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
@@ -258,6 +260,10 @@ def detect(
     else:
         machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
 
+    try:
+        machine.virtualization = detect_virtualization(min(timeout, 5))
+    except Exception as error:  # never a reason to stop discovery
+        machine.notes["virtualization"] = f"not read ({type(error).__name__}: {error})"
     machine.nccl_version, machine.nccl_library, nccl_problem = find_nccl()
     if nccl_problem:
         machine.notes["nccl"] = nccl_problem
@@ -271,6 +277,94 @@ def detect(
     else:
         machine.notes["horovod"] = "not checked"
     return machine
+
+
+# ---------------------------------------------------------------------------------------
+# Virtual machine or not
+#
+# Inside a VM the PCIe tree, the CPU and NUMA affinity and the bus ids (00:06.0) that
+# nvidia-smi prints are the ones the hypervisor made up for the guest, not the host's. Three
+# signs, each read without root and each enough on its own:
+# - `systemd-detect-virt --vm` prints the hypervisor's name ("kvm", "microsoft", "vmware",
+#   ...) or "none" (systemd-detect-virt(1); --vm leaves containers out);
+# - the CPU flag "hypervisor" in /proc/cpuinfo: the CPUID bit a hypervisor sets for its
+#   guests (Intel SDM vol. 2A, CPUID leaf 1 ECX bit 31, "not used, always 0" on bare metal;
+#   Linux names it X86_FEATURE_HYPERVISOR);
+# - the firmware's (DMI/SMBIOS) system vendor and product name in /sys/class/dmi/id/, which
+#   hypervisors fill with their own names (the names below are those systemd's
+#   src/basic/virt.c recognises). "Amazon EC2" alone is not one: EC2 also sells bare metal.
+DMI_HYPERVISOR_NAMES = (
+    ("qemu", r"\bQEMU\b"), ("kvm", r"\bKVM\b"), ("vmware", r"VMware|\bVMW\b"),
+    ("oracle", r"VirtualBox|innotek"), ("xen", r"\bXen\b|HVM domU"), ("bochs", r"\bBochs\b"),
+    ("parallels", r"Parallels"), ("bhyve", r"\bBHYVE\b"), ("microsoft", r"Hyper-V|Virtual Machine"),
+    ("google", r"Google Compute Engine"), ("openstack", r"OpenStack"), ("kubevirt", r"KubeVirt"),
+    ("apple", r"Apple Virtualization"),
+)
+DMI_DIR = "/sys/class/dmi/id"
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_flags(cpuinfo: str) -> List[str]:
+    """The flags of the first CPU in a /proc/cpuinfo text ("flags : fpu vme ..."); [] if none."""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "flags":
+            return value.split()
+    return []
+
+
+def virtualization_from(*, detect_virt: Optional[str] = None, cpuinfo: Optional[str] = None,
+                        sys_vendor: Optional[str] = None, product_name: Optional[str] = None) -> dict:
+    """{"vm", "name", "evidence"} from what the three signs said (None: that sign was unreadable).
+
+    vm is True when any sign says VM, False when at least one sign was read and none does,
+    None when nothing could be read. Each piece of evidence is one short phrase for people.
+    """
+
+    evidence: List[str] = []
+    name: Optional[str] = None
+    read_any = False
+    answer = (detect_virt or "").strip().splitlines()
+    if answer:
+        read_any = True
+        word = answer[0].strip()
+        if word and word != "none":
+            name = word
+            evidence.append(f"systemd-detect-virt --vm: {word}")
+    if cpuinfo:
+        flags = cpu_flags(cpuinfo)
+        if flags:
+            read_any = True
+            if "hypervisor" in flags:
+                evidence.append("the CPU flag 'hypervisor' in /proc/cpuinfo")
+    firmware = " ".join(part.strip() for part in (sys_vendor, product_name) if part and part.strip())
+    if firmware:
+        read_any = True
+        for hypervisor, pattern in DMI_HYPERVISOR_NAMES:
+            if re.search(pattern, firmware, re.IGNORECASE):
+                name = name or hypervisor
+                evidence.append(f"firmware (DMI) names {firmware!r}")
+                break
+    vm: Optional[bool] = True if evidence else (False if read_any else None)
+    return {"vm": vm, "name": name, "evidence": evidence}
+
+
+def _read_small(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(65536)
+    except OSError:
+        return None
+
+
+def detect_virtualization(timeout: float = 5) -> dict:
+    """virtualization_from() for this machine; never raises (an unreadable sign is skipped)."""
+    found = run_tool(["systemd-detect-virt", "--vm"], timeout)
+    # "none" comes with exit status 1; a missing tool gives no output at all.
+    detect_virt = found.stdout if found.stdout.strip() else None
+    return virtualization_from(detect_virt=detect_virt, cpuinfo=_read_small(CPUINFO),
+                               sys_vendor=_read_small(os.path.join(DMI_DIR, "sys_vendor")),
+                               product_name=_read_small(os.path.join(DMI_DIR, "product_name")))
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 All figures are per direction, in GB (10^9 bytes) per second. They are ceilings that
 measurements are compared against, not predictions: PCIe loses a further ~10-20 % to
-packet headers and flow control, and NVLink figures are the data rates NVIDIA quotes.
+packet headers and flow control (`pcie_tlp_gbs`), and NVLink figures are the data rates
+NVIDIA quotes.
 
 Where the figure comes from, in order:
 1. the machine: the PCIe generation and width each GPU's link trained to (NVML, or
@@ -13,10 +14,17 @@ Where the figure comes from, in order:
 An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
 table) and `peak(...).why` says in one sentence what is missing.
 
-PCIe peak per direction = transfer rate (GT/s) x lanes x line-code efficiency / 8 bits.
-Gen1 and gen2 use 8b/10b, gen3 to gen5 128b/130b. Gen6 signals 64 GT/s with PAM4 in FLIT
-mode, which has no line code; its FLIT framing is protocol overhead like packet headers,
-so the ceiling is the raw 64 GT/s x 16 / 8 = 128 GB/s PCI-SIG quotes for an x16 link.
+PCIe peak per direction = transfer rate (GT/s) x lanes x coding efficiency / 8 bits.
+Gen1 and gen2 use 8b/10b, gen3 to gen5 128b/130b: what is left after the line code carries
+the packets (TLP framing, headers and LCRC, and DLLPs), whose cost depends on the payload
+size and is not deducted here (`pcie_tlp_gbs` deducts it for one payload size).
+Gen6 signals 64 GT/s with PAM4 in Flit Mode, with no line code (1b/1b): every 256-byte flit
+carries 236 bytes of TLPs, 6 of DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base
+Specification 6.0, Flit Mode). The table deducts the 20 bytes that are not TLP bytes, so an
+x16 link gives 64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s PCI-SIG quotes (the
+raw figure is also what Linux reports: `PCIE_SPEED2MBS_ENC` in drivers/pci/pci.h counts
+64 GT/s as 1/1). Gen6's figure therefore has its link-level overhead deducted as well,
+gen3-5's only their line code; the TLP headers still come on top of every row.
 
 NVLink peak per direction = links x per-link data rate: 20 GB/s for NVLink 1 (P100), 25 for
 NVLink 2 to NVLink 4 on data-centre GPUs (V100, A100, H100/H200 SXM, the H100 PCIe bridge),
@@ -41,6 +49,14 @@ from . import linkcodes
 PCIE_X16_LANES = 16
 PCIE_8B10B = 8 / 10
 PCIE_128B130B = 128 / 130
+# Flit Mode (gen6): 236 of a 256-byte flit's bytes carry TLPs; the other 20 are 6 bytes of
+# DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base Specification 6.0, Flit Mode).
+PCIE_FLIT_BYTES = 256
+PCIE_FLIT_TLP_BYTES = 236
+PCIE_FLIT = PCIE_FLIT_TLP_BYTES / PCIE_FLIT_BYTES
+# How each efficiency is written in a table's "how" column.
+_EFFICIENCY_TEXT = {PCIE_8B10B: "8/10", PCIE_128B130B: "128/130",
+                    PCIE_FLIT: f"{PCIE_FLIT_TLP_BYTES}/{PCIE_FLIT_BYTES} (flit bytes for TLPs)"}
 
 # PCIe generation -> (transfer rate per lane in GT/s, line-code efficiency, source)
 PCIE_GENERATIONS: Dict[str, tuple] = {
@@ -49,7 +65,8 @@ PCIE_GENERATIONS: Dict[str, tuple] = {
     "gen3": (8.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 3.0 (2010)"),
     "gen4": (16.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 4.0 (2017)"),
     "gen5": (32.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 5.0 (2019)"),
-    "gen6": (64.0, 1.0, "PCI-SIG, PCI Express Base Specification Revision 6.0 (2022), FLIT mode"),
+    "gen6": (64.0, PCIE_FLIT, "PCI-SIG, PCI Express Base Specification Revision 6.0 (2022), Flit Mode: "
+                              "236 TLP bytes per 256-byte flit"),
 }
 # The generations link_table() lists (gen1/gen2 only serve machines that report them).
 TABLE_PCIE_GENERATIONS = ("gen3", "gen4", "gen5", "gen6")
@@ -159,6 +176,25 @@ def pcie_x16_gbs(generation: str) -> float:
     return pcie_gbs(generation, PCIE_X16_LANES)
 
 
+# Bytes a gen3-5 link sends with every memory-write TLP besides its payload: the 4-byte STP
+# token (framing and sequence number), a 16-byte header (4 DW, 64-bit address) and the
+# 4-byte LCRC (PCI Express Base Specification 3.0-5.0: TLP format, 128b/130b framing tokens).
+PCIE_TLP_OVERHEAD_BYTES = 4 + 16 + 4
+
+
+def pcie_tlp_gbs(generation: str, max_payload: int = 256, lanes: int = PCIE_X16_LANES) -> float:
+    """Per-direction GB/s left for data on a gen3-5 link after each TLP's framing, header and
+    LCRC, with TLPs of `max_payload` bytes (the Max_Payload_Size a host sets: 128 or 256 on
+    most servers). ACK and flow-control DLLPs and SKP ordered sets take a little more, so a
+    real copy stays below this. ValueError for gen6 (flits pack TLPs differently) or below gen3.
+    """
+    if generation not in ("gen3", "gen4", "gen5"):
+        raise ValueError(f"pcie_tlp_gbs covers gen3 to gen5 (128b/130b framing), not {generation!r}")
+    if max_payload <= 0:
+        raise ValueError(f"max_payload must be positive, not {max_payload!r}")
+    return pcie_gbs(generation, lanes) * max_payload / (max_payload + PCIE_TLP_OVERHEAD_BYTES)
+
+
 def spec_for(gpu_name: Optional[str]) -> Optional[GpuSpec]:
     """The table's entry for a GPU name ("NVIDIA L40S", "Tesla T4"), or None if unknown."""
     if not gpu_name:
@@ -249,8 +285,7 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -
             rate, efficiency, pcie_source = PCIE_GENERATIONS[pcie]
             source = what["spec_source"] if what.get("spec") is not None else pcie_source
             return Peak(pcie_gbs(pcie, width), f"PCIe {pcie} x{width} ({rate:g} GT/s x {width} lanes x "
-                        f"{'128/130' if efficiency == PCIE_128B130B else ('8/10' if efficiency == PCIE_8B10B else '1')} / 8)",
-                        source)
+                        f"{_EFFICIENCY_TEXT[efficiency]} / 8)", source)
         if label is None:
             return Peak(None, why=f"no GPU or PCIe generation was given, so the peak of {code} is unknown")
         if what["known"]:
@@ -385,7 +420,7 @@ def link_table() -> List[Dict[str, object]]:
     for name in TABLE_PCIE_GENERATIONS:
         transfer_rate, efficiency, source = PCIE_GENERATIONS[name]
         per_direction = pcie_x16_gbs(name)
-        code = "128/130" if efficiency == PCIE_128B130B else "1 (FLIT, no line code)"
+        code = _EFFICIENCY_TEXT[efficiency]
         rows.append(
             {
                 "link": f"PCIe {name} x16",

@@ -45,6 +45,10 @@ class Machine:
     horovod: Optional[dict] = None  # {"version", "tensorflow", "nccl", "gloo", "mpi", ...}
     nvcc_path: Optional[str] = None
     nvcc_version: Optional[str] = None
+    # Whether this is a virtual machine, and what says so: {"vm": True/False/None (unknown),
+    # "name": "kvm" or None, "evidence": ["..."]} (gputopo.detect.detect_virtualization).
+    # In a VM, topo -m's PCIe codes, the CPU and NUMA affinity come from the hypervisor.
+    virtualization: Optional[dict] = None
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # item -> why it is missing
 
     @property

@@ -1,7 +1,10 @@
 """Sentences for people about a Machine: the one-line banner and Start_Here's summary table.
 
 `banner_for(machine)` says honestly what a notebook runs live here and what it shows from
-recorded systems; `summary_rows(machine)` gives the (item, value) rows of Start_Here's table.
+recorded systems; `summary_rows(machine)` gives the (item, value) rows of Start_Here's table;
+`live_tool_output(machine, item)` gives notebook 2 this machine's nvidia-smi text, or one true
+sentence saying why there is none, on 0, 1 or many GPUs (also `affinity_lines`,
+`pair_sentence`, `virtualization_sentence`).
 Reads a gputopo.machine.Machine; runs nothing. Standard library only.
 """
 
@@ -11,6 +14,7 @@ from typing import List, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
 from gputopo.machine import MODE_REFERENCE, MODE_SINGLE, Machine
+from gputopo.parsers.nvidia_smi import nvlink_link_counts
 
 
 def _names_phrase(names: Sequence[str]) -> str:
@@ -163,3 +167,118 @@ def summary_rows(machine: Machine) -> List[Tuple[str, str]]:
         ("Runs live here", live),
         ("Shown from reference systems", shown),
     ]
+
+
+# ---------------------------------------------------------------------------------------
+# Notebook 2: this machine's own nvidia-smi texts, or why there are none
+
+# item -> (Machine field with the text, note key, the command, what it shows)
+_LIVE_ITEMS = {
+    "topology": ("topology_text", "topology", "nvidia-smi topo -m", "topology"),
+    "nvlink": ("nvlink_status_text", "nvlink", "nvidia-smi nvlink -s", "NVLink status"),
+    "p2p": ("p2p_rw_text", "p2p_read", "nvidia-smi topo -p2p", "peer-access matrix"),
+}
+
+
+def _gpus_phrase(machine: Machine) -> str:
+    count = machine.visible_gpu_count or machine.gpu_count
+    return "the one GPU" if count == 1 else f"any of the {count} GPUs"
+
+
+def why_not_live(machine: Machine, item: str) -> str:
+    """Why this machine has no live `item` ("topology", "nvlink", "p2p"): never empty."""
+    _, note_key, command, _ = _LIVE_ITEMS[item]
+    if machine.mode == MODE_REFERENCE:
+        return machine.reason or "no GPU is visible"
+    note = machine.notes.get(note_key)
+    if item == "p2p" and not note:
+        note = machine.notes.get("p2p_write")
+    return note or f"{command} gave no answer here"
+
+
+def _nvlink_lines(text: str) -> List[str]:
+    """"GPU0: 12 active links, 6 inactive" per GPU of an `nvidia-smi nvlink -s` text."""
+    return [f"{gpu}: {c['active']} active link{'s' if c['active'] != 1 else ''}, {c['inactive']} inactive"
+            for gpu, c in nvlink_link_counts(text).items()]
+
+
+def live_tool_output(machine: Machine, item: str) -> Tuple[str, str]:
+    """(text, source) for `course.show`: this machine's nvidia-smi output for `item`
+    ("topology", "nvlink" or "p2p") tagged "live", or one sentence saying why there is
+    none, tagged "reference". True on 0, 1 and many GPUs: `nvidia-smi nvlink -s` that runs
+    and prints nothing (a GPU without NVLink, or a VM given none) is said as such."""
+    if item not in _LIVE_ITEMS:
+        raise ValueError(f"item must be one of {', '.join(_LIVE_ITEMS)}, not {item!r}")
+    field, _, command, what = _LIVE_ITEMS[item]
+    text = getattr(machine, field)
+    if machine.mode != MODE_REFERENCE and text is not None and not text.strip():
+        if item == "nvlink":
+            return (f"{command} ran here and listed no NVLink for {_gpus_phrase(machine)}: the driver "
+                    "reports none (a PCIe card without a bridge, for example, or a virtual machine "
+                    "or partition given no NVLink).", "live")
+        return f"{command} ran here and printed nothing.", "live"
+    if machine.mode == MODE_REFERENCE or not text:
+        if item == "p2p" and machine.mode != MODE_REFERENCE and machine.p2p_matrix:
+            return _p2p_matrix_text(machine), "live"
+        return f"No live {what} here: {why_not_live(machine, item)}", "reference"
+    if item == "nvlink":
+        summary = _nvlink_lines(text)
+        if summary:
+            text = text.rstrip("\n") + "\n\nlinks per GPU (nvidia-smi nvlink -s):\n" + "\n".join(summary)
+    return text, "live"
+
+
+def _p2p_matrix_text(machine: Machine) -> str:
+    lines = ["Peer access from NVML (nvidia-smi topo -p2p gave no text here):"]
+    for capability, matrix in (machine.p2p_matrix or {}).items():
+        for gpu, row in matrix.items():
+            cells = ", ".join(f"{other} {status}" for other, status in row.items())
+            lines.append(f"  {capability}: {gpu} -> {cells or '(no other GPU)'}")
+    return "\n".join(lines)
+
+
+def affinity_lines(machine: Machine) -> str:
+    """Each GPU's CPU and NUMA affinity from this machine's `topo -m`, or why there is none."""
+    topology = machine.topology or {}
+    cpu = topology.get("cpu_affinity") or {}
+    numa = topology.get("numa_affinity") or {}
+    if machine.mode == MODE_REFERENCE or not topology:
+        return f"No live topology here: {why_not_live(machine, 'topology')}"
+    if not cpu and not numa:
+        source = topology.get("source") or "nvidia-smi topo -m"
+        return f"No affinity columns here: the topology came from {source}, which printed none."
+    return "\n".join(f"{gpu}: CPUs {cpu.get(gpu) or '(not printed)'}, NUMA node {numa.get(gpu) or '(not printed)'}"
+                     for gpu in topology.get("gpus", []))
+
+
+def pair_sentence(machine: Machine) -> str:
+    """This machine's best and worst GPU pair by the topology's ranking, or why there is none."""
+    best, worst = machine.best_pair, machine.worst_pair
+    if best:
+        return (f"best: GPU{best[0]}-GPU{best[1]} over {machine.link_between(*best)} | "
+                f"worst: GPU{worst[0]}-GPU{worst[1]} over {machine.link_between(*worst)}")
+    count = machine.visible_gpu_count
+    if count < 2:
+        have = "No GPU" if count == 0 else "One GPU"
+        return f"{have} here ({machine.mode}): no pair to rank; notebooks 3 and 4 use the recorded pairs."
+    return f"{count} GPUs here, but no topology to rank their pairs: {why_not_live(machine, 'topology')}"
+
+
+def virtualization_sentence(machine: Machine) -> str:
+    """Whether this machine is a virtual machine, with the evidence (gputopo.detect)."""
+    found = machine.virtualization
+    if not found:
+        return f"Not checked whether this machine is a virtual machine ({machine.notes.get('virtualization', 'not asked')})."
+    if found.get("vm"):
+        name = found.get("name")
+        return (f"This machine is a virtual machine{f' ({name})' if name else ''}: "
+                f"{'; '.join(found.get('evidence') or [])}. The PCIe codes, bus ids and CPU/NUMA "
+                "affinity that nvidia-smi shows on it are the hypervisor's picture of the hardware, "
+                "not necessarily the host's.")
+    if found.get("vm") is False:
+        return ("No sign of a virtual machine here (systemd-detect-virt, the CPU's 'hypervisor' "
+                "flag and the firmware's names were checked, as far as they could be read): "
+                "nvidia-smi's topology describes the hardware itself, though a container can still "
+                "narrow the CPU affinity it shows.")
+    return ("Could not tell whether this machine is a virtual machine: none of systemd-detect-virt, "
+            "/proc/cpuinfo or /sys/class/dmi/id could be read.")
