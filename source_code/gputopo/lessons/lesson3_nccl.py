@@ -126,6 +126,37 @@ def shm_exception_rows(nccl_version: str = "2.28.3") -> List[Tuple[str, str]]:
     ]
 
 
+# The recorded system whose NCCL release the notebook reasons about when this machine has none.
+RECORDED_NCCL_SYSTEM = "h200-nvswitch-pair"
+
+
+def reasoned_nccl_version(machine) -> Tuple[Optional[str], str]:
+    """(version, where it comes from): this machine's NCCL library when one was found, else the
+    release of the course's recorded runs on RECORDED_NCCL_SYSTEM."""
+    here = getattr(machine, "nccl_version", None)
+    if here:
+        return here, "the NCCL library found on this machine"
+    recorded = next((r["nccl_version"] for r in runner.recorded_cnn_runs(RECORDED_NCCL_SYSTEM)
+                     if r.get("nccl_version")), None)
+    return recorded, (f"no NCCL library here; the release of the recorded runs in "
+                      f"reference_systems/{RECORDED_NCCL_SYSTEM}/")
+
+
+def machine_rule_text(machine) -> str:
+    """The NCCL release, CPU vendor and default P2P level that apply to this machine, in a few
+    lines (what notebook 3 reasons about here)."""
+    version, where = reasoned_nccl_version(machine)
+    vendor = ncclpaths.local_cpu_vendor()
+    gpus = getattr(machine, "gpu_count", 0) or 0
+    lines = [f"NCCL release reasoned about: {version or 'unknown'} ({where})",
+             f"CPU vendor here: {vendor or 'unknown'}; GPUs listed here: {gpus}"]
+    for job in sorted({2, max(gpus, 2)}):
+        level = ncclpaths.default_p2p_level(vendor, version, job)
+        lines.append(f"default P2P level for a job with {job} GPUs in this node: "
+                     + (level or "cannot be told (see the table of defaults)"))
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------
 # NCCL log -> transport table
 # ------------------------------------------------------------------------------------------
@@ -477,22 +508,27 @@ def time_at_size(rows: Sequence[Dict[str, Any]], size: float) -> float:
                      f"{points[0][0]}-{points[-1][0]}")
 
 
+def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
+    """{transport label: time (ms) of one all-reduce of `gradient_bytes`}, read from the recorded
+    NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
+    from gputopo import reference
+    return {label: time_at_size(reference.load(system, "nccl-tests", filename=filename)["rows"],
+                                gradient_bytes) / 1e3
+            for label, filename in TRANSPORT_BENCHMARKS}
+
+
 def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
                             system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str]]:
     """(transport, busbw at that size, measured all_reduce time, share of one training step)
     for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables.
 
-    The share is an upper bound of what the transfer adds to a step: Horovod starts reducing
-    the first gradients while backpropagation is still computing the others.
+    The share is what the transfer would add to a step if nothing overlapped it; whether
+    Horovod hides part of it behind the backward pass is not measured here.
     """
-    from gputopo import reference
     out = []
-    for label, filename in TRANSPORT_BENCHMARKS:
-        rows = reference.load(system, "nccl-tests", filename=filename)["rows"]
-        us = time_at_size(rows, gradient_bytes)
-        busbw = gradient_bytes / (us * 1e-6) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
-        out.append((label, f"{busbw:,.1f} GB/s", f"{us / 1e3:.3f} ms",
-                    f"{us / 1e3 / step_ms * 100:.1f} %"))
+    for label, ms in gradient_allreduce_ms(gradient_bytes, system).items():
+        busbw = gradient_bytes / (ms * 1e-3) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
+        out.append((label, f"{busbw:,.1f} GB/s", f"{ms:.3f} ms", f"{ms / step_ms * 100:.1f} %"))
     return out
 
 
