@@ -96,7 +96,7 @@ DEFAULT_LEVEL_BY_VERSION = (
                    "2.5: below 2 on a single-socket host", "v2.4.8-1, v2.5.6-1 src/transport/p2p.cc"),
     ("2.6", "2.6", "SYS; PXB on ARM and on Intel Broadwell", "v2.6.4-1 lines 255-263"),
     ("2.7", "2.8", "SYS; PXB on ARM and Intel Broadwell, PHB on other Intel", "v2.7.8-1 lines 257-274"),
-    ("2.9", "2.22", "SYS; PXB on Intel, ARM and Zhaoxin", "v2.9.9-1, v2.22.3-1 lines 280-300"),
+    ("2.9", "2.22", "SYS; PXB on Intel, ARM and Zhaoxin", "v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300"),
     ("2.23", "-", "PXB; SYS only on x86 AMD when the job has at most 2 GPUs in the node",
      "v2.23.4-1 lines 276-282, v2.28.3-1 lines 314-320"),
 )
