@@ -23,6 +23,8 @@ E = ncclpaths.expected_transport
     ("aarch64", "2.7.8", 8, "PXB"),
     ("AuthenticAMD", "2.7.8", 8, "SYS"),
     ("GenuineIntel", "2.7.8", 8, None),  # PXB or PHB
+    ("CentaurHauls", "2.7.8", 8, "SYS"),  # Zhaoxin: not named at v2.7.8-1 ...
+    ("CentaurHauls", "2.8.4", 8, "PXB"),  # ... PXB at v2.8.4-1 lines 286-288
     # v2.9.9-1 and v2.22.3-1 lines 291-300: Intel, ARM, Zhaoxin PXB; others SYS.
     ("GenuineIntel", "2.9.9", 8, "PXB"),
     ("GenuineIntel", "2.22.3", 8, "PXB"),

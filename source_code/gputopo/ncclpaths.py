@@ -95,7 +95,8 @@ DEFAULT_LEVEL_BY_VERSION = (
     ("2.4", "2.5", "integer scheme, P2P when the PCI distance is below 3 (same root complex); "
                    "2.5: below 2 on a single-socket host", "v2.4.8-1, v2.5.6-1 src/transport/p2p.cc"),
     ("2.6", "2.6", "SYS; PXB on ARM and on Intel Broadwell", "v2.6.4-1 lines 255-263"),
-    ("2.7", "2.8", "SYS; PXB on ARM and Intel Broadwell, PHB on other Intel", "v2.7.8-1 lines 257-274"),
+    ("2.7", "2.8", "SYS; PXB on ARM and Intel Broadwell, PHB on other Intel; 2.8 also PXB on Zhaoxin",
+     "v2.7.8-1 lines 257-274, v2.8.4-1 lines 278-288"),
     ("2.9", "2.22", "SYS; PXB on Intel, ARM and Zhaoxin", "v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300"),
     ("2.23", "-", "PXB; SYS only on x86 AMD when the job has at most 2 GPUs in the node",
      "v2.23.4-1 lines 276-282, v2.28.3-1 lines 314-320"),
@@ -182,8 +183,9 @@ def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int
                 levels.add("PXB")
         elif version >= (2, 9, 0):
             levels.add("PXB" if fam in ("intel", "arm", "zhaoxin") else "SYS")
-        elif version >= (2, 7, 0):
-            levels |= {"arm": {"PXB"}, "intel": {"PXB", "PHB"}}.get(fam, {"SYS"})  # Broadwell: PXB
+        elif version >= (2, 7, 0):  # Broadwell: PXB; Zhaoxin PXB from 2.8 (v2.8.4-1 line 286)
+            zhaoxin = {"PXB"} if version >= (2, 8, 0) else {"SYS"}
+            levels |= {"arm": {"PXB"}, "intel": {"PXB", "PHB"}, "zhaoxin": zhaoxin}.get(fam, {"SYS"})
         else:  # 2.6
             levels |= {"arm": {"PXB"}, "intel": {"PXB", "SYS"}}.get(fam, {"SYS"})  # Broadwell: PXB
     return frozenset(levels)
