@@ -323,8 +323,8 @@ def test_every_recorded_nccl_table_has_its_nvls_state():
     states = {(t["system"], t["file"]): t["nvls"] for t in tables}
     assert states[("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")] == "n/a (no NVSwitch)"
     h200 = {k: v for k, v in states.items() if k[0].startswith("h200")}
-    assert h200 and set(h200.values()) == {"off (NCCL_NVLS_ENABLE=0)"}
-    assert lessons.nvls_state("NCCL INFO NCCL_NVLS_ENABLE set by environment to 1.") == "on (NCCL_NVLS_ENABLE set to 1)"
+    assert h200 and set(h200.values()) == {"NVLS off (course default)"}
+    assert lessons.nvls_state("NCCL INFO NCCL_NVLS_ENABLE set by environment to 1.") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
     assert lessons.nvls_state("nothing about it", None) == "not recorded"
 
 

@@ -8,8 +8,10 @@ from gputopo.parsers import rank_link
 def test_nccl_path_types_in_nccl_order():
     # NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL lists LOC, NVL, PIX, PXB, PHB, SYS
     # (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level);
-    # NVB (NVLink through another GPU) sits between NVL and PIX in src/graph/topo.h.
-    assert linkcodes.PATH_ORDER == ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+    # NCCL 2.28 accepts every name of topoPathTypeStr[] up to SYS (src/graph/topo.cc and the
+    # PATH_* numbers of src/graph/topo.h at v2.28.3-1, read by hand):
+    # LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS.
+    assert linkcodes.PATH_ORDER == ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
     assert linkcodes.TOPO_PATH_TYPES == ("NVL", "PIX", "PXB", "PHB", "SYS")
 
 

@@ -267,6 +267,25 @@ def test_sweep_table_with_fake_launcher(tmp_path):
     assert by_setting["P2P and SHM disabled"]["expected_transport"] == "NET"
 
 
+def test_sweep_reads_the_nic_columns_and_takes_a_single_gpu(tmp_path, monkeypatch):
+    """A SYS pair whose GPUs both sit at PIX to a NIC: NCCL 2.14 and later (the fake log says
+    2.18.5) may send through the NIC instead of SHM if it is faster, which topo -m cannot tell,
+    so the expected transport is None (src/transport/shm.cc shmCanConnect at v2.14.3-1). A
+    one-GPU entry has no pair and no NIC pair to look up."""
+    from gputopo import sweep as sweep_module
+    monkeypatch.setattr(sweep_module, "local_cpu_vendor", lambda: "GenuineIntel")
+    launcher = write_script(tmp_path / "launch.py", GOOD_RUN)
+    machine = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=2,
+                      topology={"best_pair": [0, 1], "worst_pair": [0, 1], "nics": {"NIC0": "mlx5_0"},
+                                "links": {"GPU0": {"GPU1": "SYS", "NIC0": "PIX"},
+                                          "GPU1": {"GPU0": "SYS", "NIC0": "PIX"}}})
+    rows = runner.sweep(pairs=[(0, 1), (0,)], settings=runner.SETTINGS[:1], machine=machine,
+                        launcher=launcher, timeout=60)
+    assert [r["pair"] for r in rows] == ["0,1", "0"]
+    assert rows[0]["nccl_version"] == "2.18.5" and rows[0]["expected_transport"] is None
+    assert rows[1]["expected_transport"] is None
+
+
 def test_sweep_needs_two_gpus():
     with pytest.raises(ValueError, match="at least two GPUs"):
         runner.sweep(machine=no_gpu_machine())
@@ -332,11 +351,14 @@ def test_p2p_level_facts_table():
     for level in by_level:
         expected = "SHM" if level == "LOC" else "P2P"
         assert runner.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL") == expected
+    # Defaults by release: tests/test_ncclpaths_versions.py has the whole table.
     assert runner.default_p2p_level("GenuineIntel") == "PXB"
-    assert runner.default_p2p_level("AuthenticAMD") == "SYS"
+    assert runner.default_p2p_level("AuthenticAMD", "2.19.3") == "SYS"
+    assert runner.default_p2p_level("AuthenticAMD") is None  # 2.23+: depends on the GPU count
     assert runner.expected_transport({}, "SYS", "GenuineIntel") == "SHM"
-    assert runner.expected_transport({}, "SYS", "AuthenticAMD") == "P2P"
-    assert runner.expected_transport({}, "PXB", None) is None  # default unknown
+    assert runner.expected_transport({}, "SYS", "AuthenticAMD", nccl_version="2.19.3") == "P2P"
+    assert runner.expected_transport({}, "PXB", None) == "P2P"  # every default reaches PXB
+    assert runner.expected_transport({}, "PHB", None) is None  # default unknown
     assert runner.expected_transport({"NCCL_P2P_DISABLE": "1"}, "NVL") == "SHM"
     assert runner.expected_transport({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
                                      "NVL") == "NET"

@@ -14,11 +14,13 @@ import dataclasses
 import re
 from typing import Optional
 
-# NCCL's path types, closest first (NCCL source src/graph/topo.h, the PATH_* order; the
-# NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL, lists LOC, NVL, PIX, PXB, PHB, SYS;
-# NVB is NVLink through an intermediate GPU; newer releases insert C2C after NVB).
+# NCCL's path types up to SYS, closest first: every name NCCL 2.28 accepts as NCCL_P2P_LEVEL
+# (topoPathTypeStr[] in src/graph/topo.cc and the PATH_* order in src/graph/topo.h at
+# v2.28.3-1). The NCCL User Guide lists LOC, NVL, PIX, PXB, PHB, SYS; NVB is NVLink through an
+# intermediate GPU (2.8.3 on), PXN a GPU-to-NIC path through another GPU (2.12 on), C2C the
+# Grace-Hopper CPU-GPU link (2.26 on), P2C a GPU-to-NIC path over C2C and PCIe (2.27 on).
 # P2P is used between two GPUs when their path type is at or before the P2P level.
-PATH_ORDER = ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
+PATH_ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
 
 _NVLINK = re.compile(r"NV(\d+)")
 # Above every PCIe rank, so any NVLink bond beats any PCIe path.

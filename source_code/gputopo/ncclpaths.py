@@ -1,18 +1,23 @@
 """NCCL's P2P levels and transports: which transport NCCL should pick for a GPU pair.
 
     from gputopo import ncclpaths
-    ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL")   # "SHM"
-    ncclpaths.path_type_of_link("NODE")                              # "PHB"
+    ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL")            # "SHM"
+    ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
+                                 local_gpus=4)                                # "SHM"
+    ncclpaths.default_p2p_level("AuthenticAMD", "2.19.3")                     # "SYS"
+    ncclpaths.path_type_of_link("NODE")                                       # "PHB"
 
-The facts (P2P_LEVEL_FACTS) come from NCCL's documentation and source; the test suite checks
-them against the recorded DGX-1 logs in reference_systems/. What a `topo -m` link code is to
-NCCL (its path type) is in gputopo/linkcodes.py. Standard library only.
+The rules depend on the NCCL version: each is checked against NCCL's source at the release
+tags named beside it (github.com/NVIDIA/nccl, `git show TAG:path`). The test suite checks them
+against the recorded logs in reference_systems/ and against values read from those tags by
+hand. What a `topo -m` link code is to NCCL (its path type) is in gputopo/linkcodes.py.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 from gputopo import linkcodes
 
@@ -28,7 +33,12 @@ P2P_LEVEL_SOURCES = {
                 "(https://docs.nvidia.com/deeplearning/nccl/archives/nccl_247/"
                 "nccl-developer-guide/docs/env.html): integer-only levels, default 3",
     "source": "NCCL source, src/graph/paths.cc: levelsOldToNew[], ncclGetLevel(), "
-              "ncclTopoCheckP2p() (https://github.com/NVIDIA/nccl/blob/master/src/graph/paths.cc)",
+              "ncclTopoCheckP2p() at the tags v2.6.4-1, v2.7.8-1, v2.9.9-1, v2.22.3-1, v2.23.4-1, "
+              "v2.28.3-1 (https://github.com/NVIDIA/nccl); src/transport/p2p.cc at v2.4.8-1 and "
+              "v2.5.6-1 for the older integer scheme",
+    "shm": "NCCL source, src/transport/shm.cc shmCanConnect() and src/graph/paths.cc "
+           "ncclTopoCheckNet() at v2.14.3-1 and v2.28.3-1: SHM declines when NET is faster; "
+           "different /dev/shm refuses SHM (since 2.5.6) and P2P (src/transport/p2p.cc, since 2.10.3)",
 }
 
 # Each row's "source" names keys of P2P_LEVEL_SOURCES: the level names, meanings and integers
@@ -55,26 +65,83 @@ P2P_LEVEL_FACTS: Tuple[Dict[str, Any], ...] = (
      "nvlink_pair_uses_p2p": True, "source": "docs, source"},
 )
 
-# The integers accepted for backward compatibility (docs: "Integer Values (Legacy)"; source:
-# levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS}). NVL has no integer.
+# The integers accepted for backward compatibility since NCCL 2.6 (docs: "Integer Values
+# (Legacy)"; source: levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS} in src/graph/paths.cc from
+# v2.6.4-1 to v2.28.3-1). NVL has no integer.
 LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
+
+# What the integers meant before NCCL 2.6 (NCCL 2.4.7 Developer Guide; src/transport/p2p.cc at
+# v2.4.8-1: P2P when the PCI distance PIX=0, PXB=1, PHB=2, NODE=3, SYS=4 is below the level).
+# 3 and 4 split what NCCL 2.6 and later call PHB (topo -m's PHB and NODE).
+OLD_INTEGER_LEVELS = {
+    0: "P2P off",
+    1: "same PCIe switch (topo -m PIX)",
+    2: "through PCIe switches (PIX, PXB)",
+    3: "same root complex (PIX, PXB, PHB): the default of 2.4",
+    4: "across root complexes of one NUMA node (also NODE)",
+    5: "across the SMP interconnect (also SYS)",
+}
+
+# NCCL_P2P_LEVEL names that came after 2.6's LOC NVL PIX PXB PHB SYS, with the first release
+# whose topoPathTypeStr[] (src/graph/topo.cc) holds them: v2.8.3-1 NVB, v2.12.7-1 PXN,
+# v2.26.2-1 C2C, v2.27.3-1 P2C (2.27.3 lists P2C after PXN, 2.27.5 and later before it; no GPU
+# pair has either, they are GPU-to-NIC paths). ncclGetLevel ignores a name it does not know,
+# so such a level means "no level set" on an older NCCL.
+LEVEL_NAMES_SINCE = {"NVB": (2, 8), "PXN": (2, 12), "C2C": (2, 26), "P2C": (2, 27)}
+
+# The default P2P level by NCCL release, from ncclTopoCheckP2p() (src/graph/paths.cc):
+# (first release, last release, rule, tag where it was read).
+DEFAULT_LEVEL_BY_VERSION = (
+    ("2.4", "2.5", "integer scheme, P2P when the PCI distance is below 3 (same root complex); "
+                   "2.5: below 2 on a single-socket host", "v2.4.8-1, v2.5.6-1 src/transport/p2p.cc"),
+    ("2.6", "2.6", "SYS; PXB on ARM and on Intel Broadwell", "v2.6.4-1 lines 255-263"),
+    ("2.7", "2.8", "SYS; PXB on ARM and Intel Broadwell, PHB on other Intel; 2.8 also PXB on Zhaoxin",
+     "v2.7.8-1 lines 257-274, v2.8.4-1 lines 278-288"),
+    ("2.9", "2.22", "SYS; PXB on Intel, ARM and Zhaoxin", "v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300"),
+    ("2.23", "-", "PXB; SYS only on x86 AMD when the job has at most 2 GPUs in the node",
+     "v2.23.4-1 lines 276-282, v2.28.3-1 lines 314-320"),
+)
+
+# What NCCL says and does when NVML reports P2P disabled for an NVLink pair (since 2.12.7,
+# src/graph/paths.cc ncclTopoCheckP2p at v2.12.7-1 and v2.28.3-1): a WARN and an init error.
+NVLINK_P2P_DISABLED_WARNING = ("P2P is disabled between NVLINK connected GPUs %d and %d. This "
+                               "should not be the case given their connectivity, and is probably "
+                               "due to a hardware issue. If you still want to proceed, you can "
+                               "set NCCL_IGNORE_DISABLED_P2P=1.")
 
 P2P_LEVEL_NOTES = (
     "NVLink is the closest path after LOC, so every level except LOC keeps P2P on an NVLink "
     "pair: NCCL_P2P_LEVEL=1 (PIX) on an NVLink pair is still P2P over NVLink, not 'P2P via "
     "PCIe'. Only LOC (0) or NCCL_P2P_DISABLE=1 turn it off; NCCL then uses shared memory "
     "(SHM), or the network transport (NET) when SHM is disabled too.",
-    "Default: the docs say NCCL picks a level from the architecture. In the source "
-    "(ncclTopoCheckP2p) it is PXB on Intel x86 and ARM CPUs (hence the usual 'default PXB'; "
-    "some older releases used PXB only on Intel Broadwell and PHB on other Intel CPUs) and SYS "
-    "otherwise, e.g. on AMD CPUs. NCCL 2.4 documented a default of 3 in its older integer scheme.",
-    "Integer values are discouraged by the docs because the path types have changed over "
-    "releases; values above 4 are read as SYS.",
+    "Default: the docs say NCCL picks a level from the architecture; the source's rule changed "
+    "with the release (DEFAULT_LEVEL_BY_VERSION). Since 2.23 it is PXB, and SYS only on x86 AMD "
+    "hosts when the job has at most two GPUs in the node; from 2.9 to 2.22 it was PXB on Intel, "
+    "ARM and Zhaoxin and SYS on others such as AMD.",
+    "Since 2.14 SHM steps aside when both GPUs reach a NIC through PXB or closer with more "
+    "bandwidth than their own path: NCCL then uses NET inside the node (NCCL_NET_DISABLE_INTRA=1 "
+    "switches that off). Processes with different /dev/shm (separate containers) get neither "
+    "P2P nor SHM.",
+    "Integer values are discouraged by the docs: their meaning changed in 2.6 (OLD_INTEGER_LEVELS "
+    "are the 2.4-2.5 meanings); since 2.6 values above 4 are read as SYS.",
 )
 
 
+def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """'2.28.3' (or '2.28.3+cuda13.0', 'v2.28.3-1') -> (2, 28, 3); None when not a version."""
+    parts = re.findall(r"\d+", str(nccl_version or ""))
+    if len(parts) < 2:
+        return None
+    nums = [int(p) for p in parts[:3]] + [0] * (3 - min(3, len(parts)))
+    return nums[0], nums[1], nums[2]
+
+
+def _at_least(version: Optional[Tuple[int, int, int]], *minimum: int) -> bool:
+    return version is None or version >= tuple(minimum) + (0,) * (3 - len(minimum))
+
+
 def legacy_level_name(value: str) -> str:
-    """'0' -> 'LOC', '1' -> 'PIX', ... ; names pass through upper-cased."""
+    """'0' -> 'LOC', '1' -> 'PIX', ... (NCCL 2.6 and later); names pass through upper-cased."""
     text = str(value).strip()
     if text.isdigit():
         return LEGACY_P2P_LEVELS[min(int(text), 5)]
@@ -84,38 +151,175 @@ def legacy_level_name(value: str) -> str:
 path_type_of_link = linkcodes.path_type
 
 
-def default_p2p_level(cpu_vendor: Optional[str]) -> Optional[str]:
-    """NCCL's own P2P level when none is set: PXB on Intel/ARM, SYS otherwise (None: unknown)."""
+def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
+    """'intel', 'amd', 'arm', 'zhaoxin' or 'other' from a vendor_id or machine name; None: unknown."""
     if not cpu_vendor:
         return None
-    vendor = cpu_vendor.lower()
-    if "intel" in vendor or "arm" in vendor or "aarch64" in vendor or "zhaoxin" in vendor:
-        return "PXB"
-    return "SYS"
+    vendor = cpu_vendor.strip().lower()
+    if "intel" in vendor:
+        return "intel"
+    if "amd" in vendor or "hygon" in vendor:
+        return "amd"  # NCCL's ncclTopoCpuType treats HygonGenuine as AMD too
+    if "arm" in vendor or "aarch64" in vendor:
+        return "arm"
+    if "zhaoxin" in vendor or "centaurhauls" in vendor or "shanghai" in vendor:
+        return "zhaoxin"
+    return "other"
+
+
+def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int]],
+                    local_gpus: Optional[int]) -> FrozenSet[str]:
+    """Every default level NCCL (2.6 or later) may take for what is known; one when known."""
+    families = (family,) if family else ("intel", "amd", "arm", "zhaoxin", "other")
+    levels = set()
+    for fam in families:
+        if version is None or version >= (2, 23, 0):
+            if fam == "amd":
+                if local_gpus is None:
+                    levels |= {"SYS", "PXB"}
+                else:
+                    levels.add("SYS" if local_gpus <= 2 else "PXB")
+            else:
+                levels.add("PXB")
+        elif version >= (2, 9, 0):
+            levels.add("PXB" if fam in ("intel", "arm", "zhaoxin") else "SYS")
+        elif version >= (2, 7, 0):  # Broadwell: PXB; Zhaoxin PXB from 2.8 (v2.8.4-1 line 286)
+            zhaoxin = {"PXB"} if version >= (2, 8, 0) else {"SYS"}
+            levels |= {"arm": {"PXB"}, "intel": {"PXB", "PHB"}, "zhaoxin": zhaoxin}.get(fam, {"SYS"})
+        else:  # 2.6
+            levels |= {"arm": {"PXB"}, "intel": {"PXB", "SYS"}}.get(fam, {"SYS"})  # Broadwell: PXB
+    return frozenset(levels)
+
+
+def default_p2p_level(cpu_vendor: Optional[str], nccl_version: Optional[str] = None,
+                      local_gpus: Optional[int] = None) -> Optional[str]:
+    """NCCL's own P2P level when none is set, by release (DEFAULT_LEVEL_BY_VERSION).
+
+    nccl_version None means the newest rule (2.23 and later, read at v2.28.3-1); local_gpus is
+    the number of GPUs the job uses in this node (NCCL's topology holds only the communicator's
+    GPUs: src/graph/topo.cc at v2.28.3-1, "Detect only the GPU managed by this process").
+    None when it cannot be told: CPU vendor unknown, an Intel CPU on 2.6-2.8 (Broadwell or
+    not), AMD on 2.23+ with the GPU count unknown, or NCCL before 2.6 (integer scheme).
+    """
+    version = version_tuple(nccl_version)
+    if version is not None and version < (2, 6, 0):
+        return None
+    if not cpu_vendor:
+        return None
+    levels = _default_levels(cpu_family(cpu_vendor), version, local_gpus)
+    return next(iter(levels)) if len(levels) == 1 else None
+
+
+def _level_index(level: str) -> int:
+    return PATH_ORDER.index(level)
+
+
+def _old_scheme_transport(level: Optional[str], path_type: str, fallback: str) -> Optional[str]:
+    """NCCL 2.4-2.5: P2P when the PCI distance (PIX 0, PXB 1, PHB 2, NODE 3, SYS 4) is below the
+    integer level (src/transport/p2p.cc at v2.4.8-1); NVLink pairs use P2P at any level but 0."""
+    if level is None:
+        limits = {2, 3}  # 3 by default, 2 in 2.5 on a single-socket host
+    elif level.isdigit():
+        limits = {min(int(level), 5)}
+    else:
+        return None  # 2.4 and 2.5 read NCCL_P2P_LEVEL as an integer only
+    if limits == {0}:
+        return fallback
+    if path_type in ("NVL", "NVB"):
+        return "P2P"
+    # PHB as NCCL >= 2.6 names it covers the old PHB (2) and NODE (3).
+    distances = {"PIX": {0}, "PXB": {1}, "PHB": {2, 3}, "SYS": {4}}.get(path_type)
+    if distances is None:
+        return None
+    outcomes = {("P2P" if d < limit else fallback) for d in distances for limit in limits}
+    return outcomes.pop() if len(outcomes) == 1 else None
 
 
 def expected_transport(env: Dict[str, str], path_type: Optional[str],
-                       cpu_vendor: Optional[str] = None) -> Optional[str]:
-    """The transport NCCL should pick for a GPU pair under `env`, from the facts above.
+                       cpu_vendor: Optional[str] = None, *, nccl_version: Optional[str] = None,
+                       local_gpus: Optional[int] = None,
+                       nics: Optional[Iterable[Sequence[Optional[str]]]] = None,
+                       nic_faster: Optional[bool] = None, same_shm: bool = True,
+                       nvml_p2p_ok: bool = True) -> Optional[str]:
+    """The transport NCCL should pick between two GPUs of one node under `env`.
 
-    Returns "P2P", "SHM", "NET", or None when it cannot be told (path or default unknown).
+    path_type: NCCL's path type of the pair (path_type_of_link turns a topo -m code into it).
+    nccl_version: the release whose rules apply (None: the newest rule, 2.23 and later);
+    local_gpus: GPUs the job uses in this node; cpu_vendor: /proc/cpuinfo's vendor_id (or the
+    machine name on ARM). nics: for each NIC, the topo -m codes of the two GPUs to it, e.g.
+    [("PIX", "SYS")]; nic_faster: whether that NIC path has more bandwidth than the GPUs' own
+    path (topo -m does not tell; None: unknown). same_shm False: the two processes see
+    different /dev/shm (separate containers). nvml_p2p_ok False: NVML reports P2P read or write
+    not OK for the pair (`nvidia-smi topo -p2p rw`).
+
+    Returns "P2P", "SHM", "NET", "ERROR" (NCCL >= 2.12.7 stops with NVLINK_P2P_DISABLED_WARNING
+    for an NVLink pair that NVML reports P2P-disabled, unless NCCL_IGNORE_DISABLED_P2P is set),
+    or None when it cannot be told from what is known.
     """
+    version = version_tuple(nccl_version)
     p2p_off = str(env.get("NCCL_P2P_DISABLE", "0")).strip() == "1"
     shm_off = str(env.get("NCCL_SHM_DISABLE", "0")).strip() == "1"
-    fallback = "NET" if shm_off else "SHM"
+    if path_type is not None and path_type not in PATH_ORDER:
+        return None
+
+    # SHM (src/transport/shm.cc): declines when disabled, when the /dev/shm differ (2.5.6+), and
+    # since 2.14 when ncclTopoCheckNet finds both GPUs closer (PXB or better) to a faster NIC.
+    shm: Optional[str] = "SHM"
+    if shm_off or not same_shm:
+        shm = "NET"
+    elif _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
+        close = [nic for nic in (nics or ())
+                 if all(path_type_of_link(code) in ("PIX", "PXB") for code in nic)]
+        if close:
+            shm = {True: "NET", False: "SHM"}.get(nic_faster) if nic_faster is not None else None
+    fallback = shm
+
+    if version is not None and version < (2, 6, 0):
+        if p2p_off or path_type is None:
+            return fallback if p2p_off else None
+        if not nvml_p2p_ok:
+            return fallback  # before 2.12.7 only CUDA's peer-access query decides
+        return _old_scheme_transport(env.get("NCCL_P2P_LEVEL"), path_type, fallback)
+
+    if not same_shm and _at_least(version, 2, 10, 3):
+        return "NET"  # p2pCanConnect refuses peers with different /dev/shm (v2.10.3-1 on)
     if p2p_off:
         return fallback
+
     level = env.get("NCCL_P2P_LEVEL")
-    level = legacy_level_name(level) if level is not None else default_p2p_level(cpu_vendor)
-    if level == "LOC":
-        return fallback
-    if level is None and path_type == "NVL":
-        return "P2P"  # both possible defaults (PXB, SYS) lie beyond NVL
-    if path_type is None or level is None:
+    if level is not None:
+        level = legacy_level_name(level)
+        since = LEVEL_NAMES_SINCE.get(level)
+        if level not in PATH_ORDER or (since and version is not None and version[:2] < since):
+            level = None  # ncclGetLevel ignores a name it does not know: the default applies
+    levels = {level} if level is not None else set(_default_levels(cpu_family(cpu_vendor), version, local_gpus))
+    if path_type is None:
+        return fallback if levels == {"LOC"} else None
+
+    outcomes = set()
+    for lvl in levels:
+        p2p = _level_index(path_type) <= _level_index(lvl)
+        if p2p and not nvml_p2p_ok:
+            if _at_least(version, 2, 12, 7) and path_type in ("NVL", "NVB") and \
+                    str(env.get("NCCL_IGNORE_DISABLED_P2P", "0")).strip() in ("0", ""):
+                outcomes.add("ERROR")
+                continue
+            p2p = False
+        outcomes.add("P2P" if p2p else fallback)
+    if None in outcomes or len(outcomes) != 1:
         return None
-    if level not in PATH_ORDER or path_type not in PATH_ORDER:
+    return outcomes.pop()
+
+
+def nic_paths(topology: Optional[Dict[str, Any]], first: int, second: int
+              ) -> Optional[Tuple[Tuple[Optional[str], Optional[str]], ...]]:
+    """For each NIC column of a parsed `topo -m` (parsers.topo), the codes of GPU `first` and GPU
+    `second` to it: (("PIX", "SYS"), ...); () when topo -m lists no NIC; None when unknown."""
+    if not topology or "links" not in topology:
         return None
-    return "P2P" if PATH_ORDER.index(path_type) <= PATH_ORDER.index(level) else fallback
+    links = topology.get("links") or {}
+    row_a, row_b = links.get(f"GPU{first}") or {}, links.get(f"GPU{second}") or {}
+    return tuple((row_a.get(nic), row_b.get(nic)) for nic in (topology.get("nics") or {}))
 
 
 def local_cpu_vendor() -> Optional[str]:
@@ -132,17 +336,28 @@ def local_cpu_vendor() -> Optional[str]:
     return machine or None
 
 
+# ------------------------------------------------------------------------------------------
+# NVLink SHARP (NVLS) labels
+# ------------------------------------------------------------------------------------------
+
+NVLS_OFF = "NVLS off (course default)"
+NVLS_ON = "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
+NVLS_UNSET = "NCCL_NVLS_ENABLE unset (NCCL decided)"
+NVLS_TOO_OLD = "did not exist (NCCL < 2.17)"
+
+
 def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
-    """How a run had NVLink SHARP: 'off (NCCL_NVLS_ENABLE=0)', 'on (NCCL_NVLS_ENABLE set to 1)',
-    'NCCL default', or 'did not exist' for NCCL before 2.17 (NVLS came with 2.17 and Hopper
-    NVSwitch systems). lessons.nvls_state reads the same from a recorded file's text."""
+    """How a run had NVLink SHARP: NVLS_OFF ("NVLS off (course default)": the course sets
+    NCCL_NVLS_ENABLE=0 when it is unset), NVLS_ON (an instructor exported NCCL_NVLS_ENABLE=1
+    before starting; the course passes an inherited value through and never sets 1 itself),
+    NVLS_UNSET (a run the course did not launch), or NVLS_TOO_OLD for NCCL before 2.17 (NVLS came
+    with 2.17 and Hopper NVSwitch systems). lessons.nvls_state reads the same from a recorded
+    file's text."""
     value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
     if value is not None:
         value = value.strip()
-        return {"0": "off (NCCL_NVLS_ENABLE=0)", "1": "on (NCCL_NVLS_ENABLE set to 1)"}.get(
-            value, f"NCCL_NVLS_ENABLE={value}")
-    if nccl_version:
-        parts = re.findall(r"\d+", nccl_version)
-        if len(parts) >= 2 and (int(parts[0]), int(parts[1])) < (2, 17):
-            return "did not exist (NCCL < 2.17)"
-    return "NCCL default"
+        return {"0": NVLS_OFF, "1": NVLS_ON}.get(value, f"NCCL_NVLS_ENABLE={value}")
+    version = version_tuple(nccl_version)
+    if version is not None and version < (2, 17, 0):
+        return NVLS_TOO_OLD
+    return NVLS_UNSET

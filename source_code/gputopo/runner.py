@@ -37,7 +37,7 @@ from gputopo.experiment import (  # noqa: F401
 from gputopo.ncclpaths import (  # noqa: F401
     P2P_LEVEL_SOURCES, PATH_ORDER, P2P_LEVEL_FACTS, LEGACY_P2P_LEVELS, P2P_LEVEL_NOTES,
     legacy_level_name, path_type_of_link, default_p2p_level, expected_transport,
-    local_cpu_vendor, nvls_state)
+    local_cpu_vendor, nic_paths, nvls_state)
 from gputopo.plots import plot_sweep  # noqa: F401
 from gputopo.sweep import (  # noqa: F401
     SETTINGS, setting_tag, sweep, summarize, reference_runs, CNN_RUNS_FOLDER, _RECORD_NAME,

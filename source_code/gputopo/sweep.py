@@ -16,8 +16,8 @@ import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo.experiment import _machine, _parse_nccl, _parse_throughput, _read_record, run_experiment
-from gputopo.ncclpaths import (expected_transport, legacy_level_name, local_cpu_vendor, nvls_state,
-                               path_type_of_link)
+from gputopo.ncclpaths import (expected_transport, legacy_level_name, local_cpu_vendor, nic_paths,
+                               nvls_state, path_type_of_link)
 
 # The sweep's settings: (name, NCCL variables). Order = order in the table and the plot.
 SETTINGS: Tuple[Tuple[str, Dict[str, str]], ...] = (
@@ -86,8 +86,10 @@ def sweep(pairs: Optional[Sequence[Sequence[int]]] = None,
                     "env": dict(variables),
                     "repeat": repeat,
                     "framework": result.framework,
-                    "expected_transport": expected_transport(variables, path_type_of_link(link),
-                                                             vendor),
+                    "expected_transport": expected_transport(
+                        variables, path_type_of_link(link), vendor, nccl_version=result.nccl_version,
+                        local_gpus=len(pair),
+                        nics=nic_paths(getattr(machine, "topology", None), *pair) if len(pair) == 2 else None),
                     "transports": _transports_text(result.transports),
                     "p2p_level_in_log": result.p2p_level,
                     "nccl_version": result.nccl_version,
@@ -241,7 +243,9 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
             "system": facts["label"], "source": "recorded", "pair": pair, "link": link,
             "setting": name, "env": dict(variables), "repeat": int(match.group("repeat")),
             "framework": match.group("framework"),
-            "expected_transport": (expected_transport(variables, path_type, facts["cpu_vendor"])
+            "expected_transport": (expected_transport(variables, path_type, facts["cpu_vendor"],
+                                                      nccl_version=nccl["nccl_version"],
+                                                      local_gpus=len(pair.split(",")))
                                    if "," in pair else "none (one GPU)"),
             "transports": _transports_text(nccl["transports"]),
             "p2p_level_in_log": nccl["p2p_level"],
@@ -300,8 +304,9 @@ def reference_sweep() -> List[Dict[str, Any]]:
                 "link": link,
                 "setting": setting,
                 "env": variables,
-                "expected_transport": expected_transport(variables, path_type,
-                                                         facts["cpu_vendor"]),
+                "expected_transport": expected_transport(variables, path_type, facts["cpu_vendor"],
+                                                         nccl_version=nccl["nccl_version"],
+                                                         local_gpus=len(pair.split(","))),
                 "transports": _transports_text(nccl["transports"]),
                 "p2p_level_in_log": nccl["p2p_level"],
                 "batch_per_worker": settings.get("batch_per_worker"),
@@ -326,12 +331,13 @@ def reference_sweep() -> List[Dict[str, Any]]:
             "source": "recorded",
             "framework": "tensorflow",
             "nccl_version": None,
-            "nvls": facts.get("nvls") or "NCCL default",
+            "nvls": facts.get("nvls") or nvls_state(None, None),
             "pair": row["gpus"],
             "link": link,
             "setting": "default",
             "env": {},
-            "expected_transport": expected_transport({}, path_type, facts["cpu_vendor"]),
+            "expected_transport": expected_transport({}, path_type, facts["cpu_vendor"],
+                                                     local_gpus=len(str(row["gpus"]).split(","))),
             "transports": "",  # no NCCL log was published for this run
             "p2p_level_in_log": None,
             "batch_per_worker": int(row["batch_size_per_gpu"]),

@@ -7,10 +7,11 @@ provides so that the notebook's cells stay one or two lines long.
     lesson5_collectives   notebook 5: collectives, ring and tree models, step time and scaling
 
 `from gputopo import lessons` still gives every name of notebooks 2, 4 and 5 (and compare_repeats),
-as the old lessons.py did, for notebook 3's `lessons.step_time_ms` and the tests.
+as the old lessons.py did, for notebook 3's `lessons.step_time_ms` and the tests; and the course's
+one run-to-run noise figure, `lessons.run_to_run_noise()` (defined in lesson3_nccl).
 """
 from gputopo.lessons.lesson2_topology import *  # noqa: F401,F403
-from gputopo.lessons.lesson3_nccl import compare_repeats  # noqa: F401
+from gputopo.lessons.lesson3_nccl import compare_repeats, run_to_run_noise  # noqa: F401
 from gputopo.lessons.lesson4_p2p import *  # noqa: F401,F403
 from gputopo.lessons.lesson4_p2p import _p2p_file_order, _latency_keys  # noqa: F401
 from gputopo.lessons.lesson5_collectives import *  # noqa: F401,F403

@@ -5,13 +5,18 @@ Nothing here launches, parses or draws on its own terms; it arranges what `gputo
 provide, so that the notebook's cells stay one or two lines long.
 
     from gputopo.lessons import lesson3_nccl as nl
-    print(nl.level_table())                 # expected transport: each setting x each path type
+    print(nl.level_table("GenuineIntel", "2.28.3"))  # expected transport: setting x path type
+    print(nl.default_level_table())         # NCCL's default P2P level by release and CPU
+    print(nl.text_table(nl.shm_exception_rows()))  # NET instead of SHM, containers, NVML
     print(nl.channel_table(parsed_log))     # NCCL connection lines grouped by transport
     rows = nl.recorded_runs()               # runner.reference_sweep() + each log's epoch range
     for (system, batch), group in nl.comparable_groups(rows).items(): print(nl.runs_table(group))
     live = nl.run_live(machine)             # sweep on >= 2 GPUs, else one CPU/Gloo run
     nl.allreduce_share(params, link_gbs, images_per_sec, batch_per_worker)
     nl.compare_repeats(a, b)                # a change against the run-to-run spread
+    nl.run_to_run_noise()                   # THE course's noise figure (notebook 5 imports it too)
+    nl.differs(rows, "NCCL_P2P_LEVEL=LOC")  # a setting against the default, with n and chance
+    print(nl.format_annotated_log(nl.annotated_log(log_text)))  # NCCL's own lines, whole
 
 Standard library only at import time.
 """
@@ -23,7 +28,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import linkcodes, runner
+from gputopo import linkcodes, ncclpaths, runner
 from gputopo.selfcheck import text_table
 
 # Path types of NCCL, closest first, that a pair of GPUs in one server can have (LOC is the
@@ -53,15 +58,103 @@ def level_settings() -> List[Tuple[str, Dict[str, str]]]:
     return settings
 
 
-def level_rows(cpu_vendor: str = "GenuineIntel") -> List[List[str]]:
-    """One row per setting: its label, then the transport NCCL picks for each path type."""
-    return [[label] + [runner.expected_transport(env, path, cpu_vendor) or "?" for path in PATH_COLUMNS]
+def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None,
+               local_gpus: Optional[int] = 2) -> List[List[str]]:
+    """One row per setting: its label, then the transport NCCL picks for each path type
+    ("?" where it cannot be told), under the rules of `nccl_version` (None: the newest) for a job
+    with `local_gpus` GPUs in the node, no NIC close to both GPUs."""
+    return [[label] + [runner.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
+                                                 local_gpus=local_gpus) or "?"
+                       for path in PATH_COLUMNS]
             for label, env in level_settings()]
 
 
-def level_table(cpu_vendor: str = "GenuineIntel") -> str:
+def level_table(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None,
+                local_gpus: Optional[int] = 2) -> str:
     """level_rows() as aligned text, with the path types as column titles."""
-    return text_table(level_rows(cpu_vendor), header=("setting \\ path between the GPUs",) + PATH_COLUMNS)
+    return text_table(level_rows(cpu_vendor, nccl_version, local_gpus),
+                      header=("setting \\ path between the GPUs",) + PATH_COLUMNS)
+
+
+# (label, cpu_vendor, GPUs of the job in the node) for the table of defaults by release.
+DEFAULT_CPUS = (("Intel", "GenuineIntel", 8), ("ARM", "aarch64", 8), ("AMD, 2 GPUs", "AuthenticAMD", 2),
+                ("AMD, 4-8 GPUs", "AuthenticAMD", 8))
+# One release of each row of ncclpaths.DEFAULT_LEVEL_BY_VERSION (2.4-2.5: integer scheme).
+DEFAULT_VERSIONS = ("2.4.8", "2.6.4", "2.7.8", "2.22.3", "2.23.4", "2.28.3")
+
+
+def default_level_rows(versions: Sequence[str] = DEFAULT_VERSIONS) -> List[List[str]]:
+    """NCCL's default P2P level for each release (rows) and CPU (columns, DEFAULT_CPUS), from
+    ncclpaths.default_p2p_level; the cells name what decides when the CPU vendor does not."""
+    rows = []
+    for version in versions:
+        cells = []
+        for _, vendor, gpus in DEFAULT_CPUS:
+            level = ncclpaths.default_p2p_level(vendor, version, gpus)
+            if level is None and ncclpaths.version_tuple(version) < (2, 6, 0):
+                level = "3 (old integers)"
+            elif level is None:
+                level = "PXB if Broadwell, else " + ("SYS" if version.startswith("2.6") else "PHB")
+            cells.append(level)
+        rows.append([version] + cells)
+    return rows
+
+
+def default_level_table(versions: Sequence[str] = DEFAULT_VERSIONS) -> str:
+    return text_table(default_level_rows(versions),
+                      header=("NCCL",) + tuple(label for label, _, _ in DEFAULT_CPUS))
+
+
+def shm_exception_rows(nccl_version: str = "2.28.3") -> List[Tuple[str, str]]:
+    """(situation, transport NCCL should use) for the cases where neither the level table nor
+    its SHM column is the answer; each transport from runner.expected_transport."""
+    def expect(env, path, **facts):
+        return runner.expected_transport(env, path, "GenuineIntel", nccl_version=facts.pop("version", nccl_version),
+                                         local_gpus=2, **facts) or "?"
+    close_nic = {"nics": [("PIX", "PXB")], "nic_faster": True}
+    return [
+        ("PHB pair, no NIC close to both GPUs (the level table)", expect({}, "PHB")),
+        ("PHB pair, both GPUs PIX/PXB to a NIC faster than their own path (NCCL >= 2.14)",
+         expect({}, "PHB", **close_nic)),
+        ("  the same with NCCL_NET_DISABLE_INTRA=1", expect({"NCCL_NET_DISABLE_INTRA": "1"}, "PHB", **close_nic)),
+        ("  the same on NCCL 2.12", expect({}, "PHB", version="2.12.12", **close_nic)),
+        ("two processes with different /dev/shm (separate containers), NVLink pair",
+         expect({}, "NVL", same_shm=False)),
+        ("NVLink pair that NVML reports P2P-disabled (NCCL >= 2.12.7)", expect({}, "NVL", nvml_p2p_ok=False)),
+        ("  the same with NCCL_IGNORE_DISABLED_P2P=1",
+         expect({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", nvml_p2p_ok=False)),
+    ]
+
+
+# The recorded system whose NCCL release the notebook reasons about when this machine has none.
+RECORDED_NCCL_SYSTEM = "h200-nvswitch-pair"
+
+
+def reasoned_nccl_version(machine) -> Tuple[Optional[str], str]:
+    """(version, where it comes from): this machine's NCCL library when one was found, else the
+    release of the course's recorded runs on RECORDED_NCCL_SYSTEM."""
+    here = getattr(machine, "nccl_version", None)
+    if here:
+        return here, "the NCCL library found on this machine"
+    recorded = next((r["nccl_version"] for r in runner.recorded_cnn_runs(RECORDED_NCCL_SYSTEM)
+                     if r.get("nccl_version")), None)
+    return recorded, (f"no NCCL library here; the release of the recorded runs in "
+                      f"reference_systems/{RECORDED_NCCL_SYSTEM}/")
+
+
+def machine_rule_text(machine) -> str:
+    """The NCCL release, CPU vendor and default P2P level that apply to this machine, in a few
+    lines (what notebook 3 reasons about here)."""
+    version, where = reasoned_nccl_version(machine)
+    vendor = ncclpaths.local_cpu_vendor()
+    gpus = getattr(machine, "gpu_count", 0) or 0
+    lines = [f"NCCL release reasoned about: {version or 'unknown'} ({where})",
+             f"CPU vendor here: {vendor or 'unknown'}; GPUs listed here: {gpus}"]
+    for job in sorted({2, max(gpus, 2)}):
+        level = ncclpaths.default_p2p_level(vendor, version, job)
+        lines.append(f"default P2P level for a job with {job} GPUs in this node: "
+                     + (level or "cannot be told (see the table of defaults)"))
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------
@@ -163,20 +256,105 @@ def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
                                      "NCCL log says", "images/s (median)", "range", "range over"))
 
 
-def differs(rows: Sequence[Dict[str, Any]], setting: str, baseline: str = "default") -> str:
-    """Whether `setting` differs from `baseline` beyond the noise of repeated runs.
+def chance_apart(runs_a: int, runs_b: int) -> float:
+    """How often the ranges of `runs_a` and `runs_b` runs of the *same* setting do not overlap by
+    chance alone: 2 of the C(a+b, a) equally likely orders put all of one below all of the other
+    (3 and 3 runs: 2/20 = 10 %)."""
+    import math
+    return 2 / math.comb(runs_a + runs_b, runs_a)
 
-    A difference counts only when the two ranges (lowest to highest run) do not overlap;
-    otherwise it is within what repeating the same setting already gives.
+
+def _runs(row: Dict[str, Any]) -> int:
+    """Repeated runs behind a row's range (a range over the epochs of one run counts as 1)."""
+    if str(row.get("range_over") or "").startswith("epochs"):
+        return 1
+    return int(row.get("runs_ok") or row.get("runs") or 0)
+
+
+def differs(rows: Sequence[Dict[str, Any]], setting: str, baseline: str = "default",
+            noise_pct: Optional[float] = None) -> str:
+    """How `setting` compares with `baseline`: the change of the medians and what the repeats
+    can say about it.
+
+    With ranges of repeated runs that do not overlap: "ranges apart", with how often identical
+    settings do that by chance (chance_apart: 10 % for 3 runs each). Overlapping ranges are no
+    evidence of equality: the change is "not resolved by n runs", with the course's run-to-run
+    noise (run_to_run_noise(), or `noise_pct`) as the size below which it cannot be resolved.
+    One run (or a range over one run's epochs): no run-to-run range, cannot be told from noise.
     """
     a = next(r for r in rows if r["setting"] == baseline)
     b = next(r for r in rows if r["setting"] == setting)
     change = (b["images_per_sec_median"] / a["images_per_sec_median"] - 1) * 100
-    if None in (a.get("images_per_sec_min"), b.get("images_per_sec_min")):
-        return f"{change:+.1f} % (no range known: cannot tell from noise)"
+    n_a, n_b = _runs(a), _runs(b)
+    if min(n_a, n_b) < 2 or None in (a.get("images_per_sec_min"), b.get("images_per_sec_min")):
+        return f"{change:+.1f} % (one run: no run-to-run range, cannot tell from noise)"
+    runs = f"{n_a} runs each" if n_a == n_b else f"{n_a} and {n_b} runs"
     apart = b["images_per_sec_max"] < a["images_per_sec_min"] or b["images_per_sec_min"] > a["images_per_sec_max"]
-    return f"{change:+.1f} % " + ("(ranges apart: a real difference)" if apart
-                                 else "(ranges overlap: within the noise of repeated runs)")
+    if apart:
+        return (f"{change:+.1f} % (ranges of {runs} apart; identical settings do that "
+                f"{chance_apart(n_a, n_b) * 100:.0f} % of the time)")
+    if noise_pct is None:
+        noise_pct = run_to_run_noise().figure_pct
+    return f"{change:+.1f} % (not resolved by {runs}: < {noise_pct:.1f} %)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Noise:
+    """Run-to-run noise of the course's recorded repeated runs (run_to_run_noise())."""
+    rows: Tuple[Tuple[str, Any, str, str, int, float], ...]  # (system, batch, pair, setting, n, range %)
+    figure_pct: float  # the largest range of repeats as % of their median: THE noise figure
+
+    @property
+    def runs(self) -> str:
+        counts = sorted({row[4] for row in self.rows})
+        return "-".join(str(c) for c in (counts[0], counts[-1])) if len(counts) > 1 else str(counts[0])
+
+    @property
+    def low_pct(self) -> float:
+        return min(row[5] for row in self.rows)
+
+    def sentence(self) -> str:
+        systems = sorted({row[0] for row in self.rows})
+        return (f"repeated runs of one setting spread by {self.low_pct:.1f} to {self.figure_pct:.1f} % "
+                f"of their median (range of n = {self.runs} runs per setting, {len(self.rows)} "
+                f"settings, recorded on {', '.join(systems)}): differences below about "
+                f"{self.figure_pct:.1f} % are not resolved")
+
+
+def run_to_run_noise(rows: Optional[Sequence[Dict[str, Any]]] = None) -> Noise:
+    """THE course's noise figure, one definition for every notebook: for each setting with at
+    least two recorded runs (reference_systems/*/horovod-cnn/), the range of its runs
+    (max - min) as a percentage of their median; the figure is the largest of those ranges.
+    `rows` defaults to recorded_runs() (a single run, or a range over epochs, does not count)."""
+    rows = recorded_runs() if rows is None else rows
+    out = []
+    for row in rows:
+        n = _runs(row)
+        if n < 2 or row.get("images_per_sec_min") is None or not row.get("images_per_sec_median"):
+            continue
+        spread = (row["images_per_sec_max"] - row["images_per_sec_min"]) / row["images_per_sec_median"] * 100
+        out.append((row["system"], row.get("batch_per_worker"), row["pair"], row["setting"], n, spread))
+    if not out:
+        raise ValueError("no setting with repeated runs: the noise figure needs at least two runs of one setting")
+    return Noise(tuple(out), max(r[5] for r in out))
+
+
+def noise_table(noise: Optional[Noise] = None) -> str:
+    """run_to_run_noise()'s rows as text: system, batch, GPUs, setting, n runs, range %."""
+    noise = noise or run_to_run_noise()
+    return text_table([(system, batch, pair, setting, n, f"{pct:.1f} %")
+                       for system, batch, pair, setting, n, pct in noise.rows],
+                      header=("system", "batch", "GPUs", "setting", "n runs", "range / median"))
+
+
+def added_step_ms(single: Dict[str, Any], pair: Dict[str, Any], workers: int = 2) -> Dict[str, float]:
+    """Step time of one GPU and of `workers` GPUs at the same batch per GPU, from their median
+    images/s, and what the second GPU adds per step (ms)."""
+    from gputopo.lessons.lesson5_collectives import step_time_ms
+    batch = pair["batch_per_worker"]
+    one = step_time_ms(single["images_per_sec_median"], 1, single["batch_per_worker"])
+    two = step_time_ms(pair["images_per_sec_median"], workers, batch)
+    return {"one_gpu_ms": one, "two_gpu_ms": two, "added_ms": two - one}
 
 
 @dataclasses.dataclass
@@ -330,22 +508,27 @@ def time_at_size(rows: Sequence[Dict[str, Any]], size: float) -> float:
                      f"{points[0][0]}-{points[-1][0]}")
 
 
+def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
+    """{transport label: time (ms) of one all-reduce of `gradient_bytes`}, read from the recorded
+    NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
+    from gputopo import reference
+    return {label: time_at_size(reference.load(system, "nccl-tests", filename=filename)["rows"],
+                                gradient_bytes) / 1e3
+            for label, filename in TRANSPORT_BENCHMARKS}
+
+
 def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
                             system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str]]:
     """(transport, busbw at that size, measured all_reduce time, share of one training step)
     for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables.
 
-    The share is an upper bound of what the transfer adds to a step: Horovod starts reducing
-    the first gradients while backpropagation is still computing the others.
+    The share is what the transfer would add to a step if nothing overlapped it; whether
+    Horovod hides part of it behind the backward pass is not measured here.
     """
-    from gputopo import reference
     out = []
-    for label, filename in TRANSPORT_BENCHMARKS:
-        rows = reference.load(system, "nccl-tests", filename=filename)["rows"]
-        us = time_at_size(rows, gradient_bytes)
-        busbw = gradient_bytes / (us * 1e-6) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
-        out.append((label, f"{busbw:,.1f} GB/s", f"{us / 1e3:.3f} ms",
-                    f"{us / 1e3 / step_ms * 100:.1f} %"))
+    for label, ms in gradient_allreduce_ms(gradient_bytes, system).items():
+        busbw = gradient_bytes / (ms * 1e-3) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
+        out.append((label, f"{busbw:,.1f} GB/s", f"{ms:.3f} ms", f"{ms / step_ms * 100:.1f} %"))
     return out
 
 
@@ -354,25 +537,38 @@ def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
 # ------------------------------------------------------------------------------------------
 
 # What to look for in an NCCL_DEBUG=INFO log, in the order NCCL prints it: (pattern, what the
-# line tells). The first line of rank 0 that matches each pattern is shown.
+# line says). Each pattern names one line explicitly; the first line of rank 0 that matches it is
+# shown, whole. Meanings checked against NCCL's source at v2.28.3-1 where named.
 LOG_LANDMARKS = (
-    (r"NCCL version", "the library's version and the CUDA it was built for"),
-    (r"_ENABLE set by environment|P2P_LEVEL set by environment|set by environment to",
-     "every NCCL variable read from the environment is echoed"),
-    (r"Bootstrap: Using", "the socket the ranks use to exchange set-up information"),
-    (r"ncclCommInitRank .* Init START", "this rank: CUDA device, NVML (nvidia-smi) index, PCI bus id"),
-    (r"Affinity for GPU|Setting affinity", "CPU cores NCCL's threads may use (the GPU's NUMA node)"),
-    (r"nRanks \d+ nNodes", "the communicator: ranks, nodes, ranks on this node"),
+    (r"NCCL version \S+", "the library's version and the CUDA it was built for: every rule of this "
+     "notebook depends on the version"),
+    (r"NCCL_SOCKET_IFNAME set by environment", "a variable NCCL read from the environment (NCCL echoes "
+     "each one); Horovod's launcher set this one, so bootstrap and sockets use that interface"),
+    (r"NET/IB : No device found", "the InfiniBand/RoCE plugin found no RDMA device: no NET/IB and no "
+     "GPUDirect RDMA on this machine, so no NIC can take a pair away from SHM"),
+    (r"Using network \w+", "the network transport of this communicator (here TCP sockets): between "
+     "nodes, and inside this node only for a pair that neither P2P nor SHM connects"),
+    (r"ncclCommInitRank .*cudaDev \d+ nvmlDev \d+ busId \S+ .*Init START",
+     "this rank's GPU: CUDA ordinal (cudaDev), nvidia-smi index (nvmlDev), PCI bus id (busId)"),
+    (r"Affinity for GPU \d+ is", "the CPU set NCCL pins its threads to: the process's mask ('CPU "
+     "affinity') intersected with the cores of the GPU's NUMA node ('GPU affinity', from sysfs; "
+     "src/graph/topo.cc ncclTopoGetCpuAffinity). 'empty, ignoring' means that intersection is "
+     "empty, here because the GPU affinity is empty, and NCCL keeps the process's own mask"),
+    (r"NCCL_NVLS_ENABLE set by environment", "NVLink SHARP switched off: the course sets "
+     "NCCL_NVLS_ENABLE=0 when the variable is unset"),
+    (r"nRanks \d+ nNodes \d+ localRanks \d+ localRank \d+ MNNVL \d+", "the communicator: ranks, "
+     "nodes, ranks on this node; MNNVL 0: no multi-node NVLink (NVLink does not reach other nodes)"),
     (r"Channel 00/\d+ :", "ring 0 of N channels and the order of ranks around it"),
     (r"Trees \[0\]", "trees per channel: child/child/child -> me -> parent (-1: none)"),
-    (r"coll channels", "channels per algorithm; 'nvls channels' is NVLink SHARP (0 when off)"),
+    (r"coll channels", "channels per algorithm; 'nvls channels' are NVLink SHARP's (0: not used)"),
     (r"Init COMPLETE", "set-up done"),
     (r"Channel 00/0 : |Channel 00 : ", "the transport of one connection: rank[GPU] -> rank[GPU] via ..."),
 )
 
 
 def annotated_log(text: str, rank: int = 0) -> List[Tuple[str, str]]:
-    """(line, meaning) for each landmark of LOG_LANDMARKS found in rank `rank`'s NCCL INFO lines.
+    """(line, meaning) for each landmark of LOG_LANDMARKS found in rank `rank`'s NCCL INFO lines,
+    each line whole.
 
     Launcher prefixes ("[0]<stdout>:") and the host:pid:tid prefix are cut so the line reads
     as NCCL wrote it.
@@ -383,13 +579,24 @@ def annotated_log(text: str, rank: int = 0) -> List[Tuple[str, str]]:
         if prefix and int(prefix.group(1)) != rank:
             continue
         if "NCCL INFO" in line:
-            own.append("NCCL INFO" + line.split("NCCL INFO", 1)[1])
+            own.append("NCCL INFO" + line.split("NCCL INFO", 1)[1].rstrip())
     out = []
     for pattern, meaning in LOG_LANDMARKS:
         hit = next((l for l in own if re.search(pattern, l)), None)
         if hit is not None:
-            out.append((hit if len(hit) <= 110 else hit[:62] + " ... " + hit[-43:], meaning))
+            out.append((hit, meaning))
     return out
+
+
+def format_annotated_log(pairs: Sequence[Tuple[str, str]], width: int = 100) -> str:
+    """annotated_log()'s pairs as text: every line whole, wrapped at `width` (continuations
+    indented by two spaces), its meaning below it after '<-'."""
+    import textwrap
+    out = []
+    for line, meaning in pairs:
+        out += textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+        out += textwrap.wrap(meaning, width, initial_indent="      <- ", subsequent_indent="         ")
+    return "\n".join(out)
 
 
 # "Channel 03/24 :    0   1": ring 3 of 24 and its ranks (connection lines go on with "[" or "->").

@@ -1,0 +1,155 @@
+"""NCCL's transport rules by release, against values read by hand from NCCL's source.
+
+Every expected value below was read from github.com/NVIDIA/nccl at the tag named beside it
+(`git show TAG:src/graph/paths.cc`, ncclTopoCheckP2p / ncclTopoCheckNet; src/transport/shm.cc
+shmCanConnect; src/transport/p2p.cc; src/graph/topo.cc topoPathTypeStr[]), not computed by
+the code under test. Audit findings M1, M2, m11, m20, m21, M11.
+"""
+import pytest
+
+from gputopo import ncclpaths
+from gputopo.lessons import lesson3_nccl as nl
+
+E = ncclpaths.expected_transport
+
+
+# M1: the default level, one row per release range of the audit's table.
+@pytest.mark.parametrize("vendor, version, gpus, level", [
+    # v2.6.4-1 lines 255-263: p2pLevel = PATH_SYS; ARM -> PXB; Intel Broadwell -> PXB.
+    ("AuthenticAMD", "2.6.4", 8, "SYS"),
+    ("aarch64", "2.6.4", 8, "PXB"),
+    ("GenuineIntel", "2.6.4", 8, None),  # Broadwell (PXB) or not (SYS): the model decides
+    # v2.7.8-1 lines 267-274: ARM PXB; Intel Broadwell PXB, other Intel PHB; others SYS.
+    ("aarch64", "2.7.8", 8, "PXB"),
+    ("AuthenticAMD", "2.7.8", 8, "SYS"),
+    ("GenuineIntel", "2.7.8", 8, None),  # PXB or PHB
+    ("CentaurHauls", "2.7.8", 8, "SYS"),  # Zhaoxin: not named at v2.7.8-1 ...
+    ("CentaurHauls", "2.8.4", 8, "PXB"),  # ... PXB at v2.8.4-1 lines 286-288
+    # v2.9.9-1 and v2.22.3-1 lines 291-300: Intel, ARM, Zhaoxin PXB; others SYS.
+    ("GenuineIntel", "2.9.9", 8, "PXB"),
+    ("GenuineIntel", "2.22.3", 8, "PXB"),
+    ("CentaurHauls", "2.22.3", 8, "PXB"),
+    ("aarch64", "2.22.3", 8, "PXB"),
+    ("AuthenticAMD", "2.22.3", 8, "SYS"),
+    ("AuthenticAMD", "2.22.3", 2, "SYS"),
+    # v2.23.4-1 lines 276-282 and v2.28.3-1 lines 314-320: PXB; SYS only on x86 AMD with
+    # system->nodes[GPU].count <= 2.
+    ("AuthenticAMD", "2.23.4", 2, "SYS"),
+    ("AuthenticAMD", "2.23.4", 3, "PXB"),
+    ("AuthenticAMD", "2.28.3", 8, "PXB"),
+    ("AuthenticAMD", "2.28.3", None, None),  # the GPU count decides
+    ("GenuineIntel", "2.28.3", 2, "PXB"),
+    ("aarch64", "2.28.3", 2, "PXB"),
+    # v2.4.8-1 src/transport/p2p.cc: integer scheme, no path-type name: None.
+    ("GenuineIntel", "2.4.8", 2, None),
+])
+def test_default_p2p_level_by_release(vendor, version, gpus, level):
+    assert ncclpaths.default_p2p_level(vendor, version, gpus) == level
+
+
+def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
+    # The audit's case: NCCL 2.28.3, AMD host, 8-GPU job: PHB/NODE/SYS pairs are not P2P.
+    assert E({}, "PHB", "AuthenticAMD", nccl_version="2.28.3", local_gpus=8) == "SHM"
+    assert E({}, "SYS", "AuthenticAMD", nccl_version="2.28.3", local_gpus=8) == "SHM"
+    assert E({}, "SYS", "AuthenticAMD", nccl_version="2.28.3", local_gpus=2) == "P2P"
+    assert E({}, "SYS", "AuthenticAMD", nccl_version="2.22.3", local_gpus=8) == "P2P"
+    # 2.7-2.8 on Intel: a SYS pair is SHM whether the CPU is Broadwell (PXB) or not (PHB) ...
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.7.8", local_gpus=2) == "SHM"
+    # ... a PHB pair cannot be told without the CPU model.
+    assert E({}, "PHB", "GenuineIntel", nccl_version="2.7.8", local_gpus=2) is None
+
+
+def test_the_level_table_follows_the_release():
+    rows = {r[0]: r[1:] for r in nl.level_rows("AuthenticAMD", "2.28.3", 8)}
+    assert rows["no variable set (default)"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    rows = {r[0]: r[1:] for r in nl.level_rows("AuthenticAMD", "2.22.3", 8)}
+    assert rows["no variable set (default)"] == ["P2P"] * 5
+    table = {r[0]: r[1:] for r in nl.default_level_rows()}
+    assert table["2.23.4"] == ["PXB", "PXB", "SYS", "PXB"]  # Intel, ARM, AMD 2 GPUs, AMD 4-8 GPUs
+    assert table["2.22.3"] == ["PXB", "PXB", "SYS", "SYS"]
+
+
+# m11: integers meant something else before 2.6 (v2.4.8-1 src/transport/p2p.cc: P2P when the
+# PCI distance PIX=0, PXB=1, PHB=2, NODE=3, SYS=4 is below the level; default PATH_NODE = 3).
+def test_old_integer_scheme():
+    assert E({"NCCL_P2P_LEVEL": "4"}, "PHB", "GenuineIntel", nccl_version="2.4.8") == "P2P"  # NODE < 4
+    assert E({"NCCL_P2P_LEVEL": "4"}, "SYS", "GenuineIntel", nccl_version="2.4.8") == "SHM"
+    assert E({"NCCL_P2P_LEVEL": "4"}, "SYS", "GenuineIntel", nccl_version="2.6.4") == "P2P"  # 4 = SYS since 2.6
+    assert E({}, "PXB", "GenuineIntel", nccl_version="2.4.8") == "P2P"
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.4.8") == "SHM"
+    assert E({}, "PHB", "GenuineIntel", nccl_version="2.4.8") is None  # PHB (P2P) or NODE (SHM)
+    assert E({"NCCL_P2P_LEVEL": "1"}, "NVL", None, nccl_version="2.4.8") == "P2P"
+    assert E({"NCCL_P2P_LEVEL": "0"}, "NVL", None, nccl_version="2.4.8") == "SHM"
+
+
+# m20: every name of topoPathTypeStr[] up to SYS at v2.28.3-1 is a level.
+@pytest.mark.parametrize("level, nvl, pix, pxb, phb", [
+    ("NVB", "P2P", "SHM", "SHM", "SHM"), ("C2C", "P2P", "SHM", "SHM", "SHM"),
+    ("P2C", "P2P", "P2P", "P2P", "SHM"), ("PXN", "P2P", "P2P", "P2P", "SHM")])
+def test_newer_level_names(level, nvl, pix, pxb, phb):
+    got = [E({"NCCL_P2P_LEVEL": level}, path, "GenuineIntel", nccl_version="2.28.3", local_gpus=2)
+           for path in ("NVL", "PIX", "PXB", "PHB")]
+    assert got == [nvl, pix, pxb, phb]
+
+
+def test_a_name_older_nccl_does_not_know_is_ignored():
+    # C2C is in topoPathTypeStr[] from v2.26.2-1, not at v2.25.1-1; ncclGetLevel leaves an unknown
+    # name unset, so the default (PXB on Intel) decides: a PXB pair stays P2P.
+    assert E({"NCCL_P2P_LEVEL": "C2C"}, "PXB", "GenuineIntel", nccl_version="2.25.1", local_gpus=2) == "P2P"
+    assert E({"NCCL_P2P_LEVEL": "C2C"}, "PXB", "GenuineIntel", nccl_version="2.28.3", local_gpus=2) == "SHM"
+
+
+# M2: shmCanConnect calls ncclTopoCheckNet (v2.14.3-1 shm.cc line 53, paths.cc 405-434;
+# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when both GPUs reach a NIC at PXB or better
+# faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
+def test_net_instead_of_shm_when_a_faster_nic_is_close():
+    close = {"nics": [("PIX", "PXB")], "nic_faster": True}
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "NET"
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.14.3", local_gpus=2, **close) == "NET"
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.12.12", local_gpus=2, **close) == "SHM"
+    assert E({"NCCL_NET_DISABLE_INTRA": "1"}, "SYS", "GenuineIntel", nccl_version="2.28.3",
+             local_gpus=2, **close) == "SHM"
+    # a NIC one GPU reaches only through the CPU (NODE, SYS) does not count
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2,
+             nics=[("PIX", "SYS")], nic_faster=True) == "SHM"
+    # close NIC, speed unknown (topo -m does not give it): cannot be told
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=[("PIX", "PIX")]) is None
+    # P2P pairs never ask SHM
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "P2P"
+
+
+def test_nic_paths_from_topo_m_columns():
+    topology = {"nics": {"NIC0": "mlx5_0", "NIC1": "mlx5_1"},
+                "links": {"GPU0": {"GPU1": "SYS", "NIC0": "PIX", "NIC1": "SYS"},
+                          "GPU1": {"GPU0": "SYS", "NIC0": "SYS", "NIC1": "PXB"}}}
+    assert ncclpaths.nic_paths(topology, 0, 1) == (("PIX", "SYS"), ("SYS", "PXB"))
+    assert ncclpaths.nic_paths({"nics": {}, "links": {}}, 0, 1) == ()
+    assert ncclpaths.nic_paths(None, 0, 1) is None
+
+
+# M2: different /dev/shm (separate containers): shmCanConnect refuses (shm.cc, v2.5.6-1 on) and so
+# does p2pCanConnect (src/transport/p2p.cc `info1->shmDev != info2->shmDev`, v2.10.3-1 on; absent
+# at v2.9.9-1).
+def test_separate_containers_get_neither_p2p_nor_shm():
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, same_shm=False) == "NET"
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.9.9", local_gpus=2, same_shm=False) == "P2P"
+    assert E({"NCCL_P2P_LEVEL": "LOC"}, "NVL", "GenuineIntel", nccl_version="2.9.9", same_shm=False) == "NET"
+
+
+# m21: v2.12.7-1 and v2.28.3-1 paths.cc: NVML P2P read and write status; an NVLink pair (path
+# <= NVB) that is not OK stops init with the WARN, unless NCCL_IGNORE_DISABLED_P2P is set.
+def test_nvlink_pair_reported_p2p_disabled_is_an_error():
+    assert E({}, "NVL", None, nccl_version="2.28.3", nvml_p2p_ok=False) == "ERROR"
+    assert E({}, "NVL", None, nccl_version="2.12.7", nvml_p2p_ok=False) == "ERROR"
+    assert E({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", None, nccl_version="2.28.3", nvml_p2p_ok=False) == "SHM"
+    assert E({}, "NVL", None, nccl_version="2.11.4", nvml_p2p_ok=False) == "SHM"  # no NVML check yet
+    assert E({}, "PIX", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nvml_p2p_ok=False) == "SHM"
+    assert "P2P is disabled between NVLINK connected GPUs" in ncclpaths.NVLINK_P2P_DISABLED_WARNING
+    assert "NCCL_IGNORE_DISABLED_P2P=1" in ncclpaths.NVLINK_P2P_DISABLED_WARNING
+
+
+# M11: a course run is "NVLS off (course default)", never "NCCL's default".
+def test_nvls_labels_never_say_nccl_default():
+    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
+    labels = [ncclpaths.nvls_state(env, v) for env in ({}, {"NCCL_NVLS_ENABLE": "1"}) for v in ("2.19.3", None)]
+    assert not any("default" in label.lower() for label in labels)
