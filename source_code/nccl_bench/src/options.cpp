@@ -129,10 +129,17 @@ DType parse_type(const std::string& text, const std::string& where) {
         where);
 }
 
+// The names of --launcher (launch.h; the same words as launcher_name, kept here so that
+// options.cpp links without launch.cpp).
 LauncherChoice parse_launcher(const std::string& text, const std::string& where) {
-    for (LauncherChoice choice : {LauncherChoice::Auto, LauncherChoice::None, LauncherChoice::Torchrun,
-                                  LauncherChoice::Slurm, LauncherChoice::OpenMpi, LauncherChoice::Pmi}) {
-        if (text == launcher_name(choice)) return choice;
+    const struct {
+        const char* name;
+        LauncherChoice choice;
+    } names[] = {{"auto", LauncherChoice::Auto},         {"none", LauncherChoice::None},
+                 {"torchrun", LauncherChoice::Torchrun}, {"slurm", LauncherChoice::Slurm},
+                 {"openmpi", LauncherChoice::OpenMpi},   {"pmi", LauncherChoice::Pmi}};
+    for (const auto& entry : names) {
+        if (text == entry.name) return entry.choice;
     }
     bad("unknown launcher '" + text + "' (choose auto, none, torchrun, slurm, openmpi or pmi)", where);
 }
@@ -158,7 +165,8 @@ void print_usage() {
         "usage: nccl_bench [options]\n"
         "\n"
         "Measures one NCCL collective across the GPUs of this machine, driven by one\n"
-        "process (ncclCommInitAll + group calls), and prints an nccl-tests-style table\n"
+        "process (ncclCommInitAll + group calls), or by one process per GPU under a\n"
+        "launcher (see the end), and prints an nccl-tests-style table\n"
         "(out-of-place and in-place time, algbw, busbw and wrong elements per size).\n"
         "\n"
         "options:\n"
