@@ -196,10 +196,12 @@ public:
         CUDA_CHECK(cudaMalloc(&buffer, sizeof(DeviceRecord) * all.size()));
         try {
             char* slot = static_cast<char*>(buffer) + sizeof(DeviceRecord) * static_cast<std::size_t>(g.rank);
-            CUDA_CHECK(cudaMemcpy(slot, &record, sizeof record, cudaMemcpyHostToDevice));
+            // All on this rank's stream, in order (the stream does not wait for the default one).
+            CUDA_CHECK(cudaMemcpyAsync(slot, &record, sizeof record, cudaMemcpyHostToDevice, g.stream));
             NCCL_CHECK(ncclAllGather(slot, buffer, sizeof(DeviceRecord), ncclUint8, g.comm, g.stream));
+            CUDA_CHECK(cudaMemcpyAsync(all.data(), buffer, sizeof(DeviceRecord) * all.size(), cudaMemcpyDeviceToHost,
+                                       g.stream));
             CUDA_CHECK(cudaStreamSynchronize(g.stream));
-            CUDA_CHECK(cudaMemcpy(all.data(), buffer, sizeof(DeviceRecord) * all.size(), cudaMemcpyDeviceToHost));
         } catch (...) {
             cudaFree(buffer);
             throw;
