@@ -15,9 +15,11 @@
 - The ncclUniqueId hand-over through a file and the local rank -> GPU rule, through
   tests/cuda_host/nccl_launch_harness.cpp, which links launch.cpp with g++ (no CUDA).
 - ncclbench.run(launcher="torchrun"): the command it starts, its message without PyTorch.
+- Rank 0's table and JSON through report.cpp (tests/cuda_host/nccl_per_rank_report_harness.cpp).
 """
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -420,3 +422,37 @@ def test_one_rank_on_one_gpu_runs_live(stand_in_run, monkeypatch):
     assert ncclbench.run(launcher="torchrun", gpus=1)["mode"] == "live"
     assert started["command"][5] == "1"
     assert ncclbench.run(gpus=1)["mode"] == "reference"
+
+
+# ---------------------------------------------------------------- rank 0's table and JSON
+
+def test_per_rank_table_and_json(tmp_path):
+    """report.cpp with two ranks on two hosts (the harness's made-up devices): the parser gets
+    each rank's own host and pid, nGpus is per process as nccl-tests prints it with -g 1, and
+    the JSON says how the run was started."""
+    from gputopo.parsers import nccl_tests
+
+    found = subprocess.run(["sh", str(SRC / "nccl_bench/find_nccl.sh")], capture_output=True, text=True)
+    if NVCC is None or found.returncode != 0 or not found.stdout.strip():
+        pytest.skip("needs nvcc and NCCL's header")
+    include = str(Path(found.stdout.split()[0]))
+    binary = tmp_path / "harness"
+    done = subprocess.run([NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}", f"-I{SRC / 'cuda_common'}",
+                           f"-I{include}", "-o", str(binary), str(HARNESS.parent / "nccl_per_rank_report_harness.cpp"),
+                           str(SRC / "nccl_bench/src/report.cpp")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "run.json"
+    done = subprocess.run([str(binary), str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "# nccl_bench (gputopo course), one process per GPU: 2 ranks started by torchrun (ncclCommInitRank)"
+    parsed = nccl_tests.parse(done.stdout)
+    assert parsed["metadata"]["n_gpus"] == 1
+    assert [(d["rank"], d["host"], d["pid"], d["device"]) for d in parsed["devices"]] == [
+        (0, "nodeA", 111, 0), (1, "nodeB", 222, 3)]
+    assert parsed["rows"][0]["out_of_place"]["time_us"] == 10.0
+    assert any("slowest rank: ncclAllReduce with ncclMax" in line for line in lines)
+    stored = json.loads(out.read_text())
+    assert stored["one_process_per_gpu"] is True and stored["launcher"] == "torchrun"
+    assert stored["time_over_ranks"] == "max" and stored["nranks"] == 2
+    assert [(d["host"], d["pid"]) for d in stored["devices"]] == [("nodeA", 111), ("nodeB", 222)]
