@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 
 from gputopo import ncclbench, reference
+from gputopo.parsers import nccl_tests
+from gpus import visible_gpu_count
 
 SRC = Path(__file__).resolve().parents[1] / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host" / "nccl_launch_harness.cpp"
@@ -430,8 +432,6 @@ def test_per_rank_table_and_json(tmp_path):
     """report.cpp with two ranks on two hosts (the harness's made-up devices): the parser gets
     each rank's own host and pid, nGpus is per process as nccl-tests prints it with -g 1, and
     the JSON says how the run was started."""
-    from gputopo.parsers import nccl_tests
-
     found = subprocess.run(["sh", str(SRC / "nccl_bench/find_nccl.sh")], capture_output=True, text=True)
     if NVCC is None or found.returncode != 0 or not found.stdout.strip():
         pytest.skip("needs nvcc and NCCL's header")
@@ -456,3 +456,53 @@ def test_per_rank_table_and_json(tmp_path):
     assert stored["one_process_per_gpu"] is True and stored["launcher"] == "torchrun"
     assert stored["time_over_ranks"] == "max" and stored["nranks"] == 2
     assert [(d["host"], d["pid"]) for d in stored["devices"]] == [("nodeA", 111), ("nodeB", 222)]
+
+
+# ---------------------------------------------------------------- on GPUs
+
+def _rank_env(rank, size, run_id, **more):
+    env = _clean_env(RANK=rank, WORLD_SIZE=size, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=size,
+                     TORCHELASTIC_RUN_ID=run_id, **more)
+    if "CUDA_VISIBLE_DEVICES" in os.environ:  # the job's own GPUs, as a launcher would pass them
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    return env
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 1, reason="needs a GPU")
+def test_one_rank_runs_on_one_gpu(nccl_program, tmp_path):
+    """What a 1-rank torchrun run does, with torchrun's variables set by hand."""
+    out = tmp_path / "r.json"
+    done = subprocess.run([str(nccl_program), "--launcher", "torchrun", "-b", "8", "-e", "1M", "-f", "32",
+                           "-n", "5", "-w", "1", "--id-dir", str(tmp_path), "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, env=_rank_env(0, 1, f"t{os.getpid()}"))
+    assert done.returncode == 0, done.stderr
+    parsed = nccl_tests.parse(done.stdout)
+    assert [d["rank"] for d in parsed["devices"]] == [0] and parsed["rows"]
+    assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["wrong"] == 0 for r in parsed["rows"])
+    assert json.loads(out.read_text())["one_process_per_gpu"] is True
+    assert list(tmp_path.iterdir()) == [out]  # the id file is gone
+    fault = subprocess.run([str(nccl_program), "--launcher", "torchrun", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0",
+                            "--inject-fault", "--id-dir", str(tmp_path)], capture_output=True, text=True,
+                           timeout=300, env=_rank_env(0, 1, f"f{os.getpid()}"))
+    assert fault.returncode == 1 and "data check failed on rank 0" in fault.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("op", ncclbench.OPS)
+def test_two_ranks_are_correct(nccl_program, tmp_path, op):
+    """Two processes started by hand as torchrun would; rank 0 prints, rank 1 prints nothing."""
+    common = [str(nccl_program), "-o", op, "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "1",
+              "--id-dir", str(tmp_path)]
+    ranks = [subprocess.Popen(common, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_rank_env(r, 2, f"two{os.getpid()}{op}")) for r in (1, 0)]
+    (out1, err1), (out0, err0) = [p.communicate(timeout=300) for p in ranks]
+    assert ranks[0].returncode == 0 and ranks[1].returncode == 0, err0 + err1
+    assert out1 == ""
+    parsed = nccl_tests.parse(out0)
+    assert [d["rank"] for d in parsed["devices"]] == [0, 1] and parsed["metadata"]["n_gpus"] == 1
+    for row in parsed["rows"]:
+        assert row["out_of_place"]["wrong"] == 0
+        assert row["in_place"] is None if op == "sendrecv" else row["in_place"]["wrong"] == 0
