@@ -561,6 +561,8 @@ int run_per_rank(const Options& opt, const Launch& launch, const std::string& id
                          " (cudaGetDeviceCount)");
     }
     const int device = device_for(launch, visible);
+    // Before any NCCL call, so that nothing of this rank opens a context on another GPU.
+    CUDA_CHECK(cudaSetDevice(device));
     const Plan plan = plan_sizes(opt, launch.size);
     RunInfo info = run_info(opt, plan, launch.size);
     info.per_rank = true;
