@@ -424,6 +424,9 @@ def test_one_rank_on_one_gpu_runs_live(stand_in_run, monkeypatch):
     assert ncclbench.run(launcher="torchrun", gpus=1)["mode"] == "live"
     assert started["command"][5] == "1"
     assert ncclbench.run(gpus=1)["mode"] == "reference"
+    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: None)  # detection failed
+    with pytest.raises(ncclbench.NcclBenchError, match="pass gpus=N"):
+        ncclbench.run(launcher="torchrun")
 
 
 # ---------------------------------------------------------------- rank 0's table and JSON

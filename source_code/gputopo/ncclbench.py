@@ -270,8 +270,10 @@ def run(
                 nproc = gpus
             elif gpus is not None:
                 nproc = len(gpus)
+            elif visible:
+                nproc = visible
             else:
-                nproc = visible if visible else 1
+                raise NcclBenchError("could not count the GPUs here: pass gpus=N with launcher='torchrun'")
             prefix = launcher_command(nproc, launcher)
         if cuda_graph:
             args.append("-G")
