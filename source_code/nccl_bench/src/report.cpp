@@ -55,8 +55,8 @@ void print_header(const RunInfo& info) {
     if (info.per_rank) {
         // nGpus is per process, as nccl-tests prints it under mpirun with -g 1; the ranks are
         // the "Rank" lines below.
-        std::printf("# nccl_bench (gputopo course), one process per GPU: %d ranks started by %s "
-                    "(ncclCommInitRank)\n", info.nranks, info.launcher.c_str());
+        std::printf("# nccl_bench (gputopo course), one process per GPU: %d rank%s started by %s "
+                    "(ncclCommInitRank)\n", info.nranks, info.nranks == 1 ? "" : "s", info.launcher.c_str());
     } else {
         std::printf("# nccl_bench (gputopo course), one process driving %d GPUs (ncclCommInitAll + group calls)\n",
                     info.nranks);
