@@ -11,6 +11,12 @@ the program's output, the table as `gputopo.parsers.nccl_tests.parse` reads it, 
 settings the run had, the program's --json file, and where the data came from. Every live
 run is appended to the results store (`results.append_record("nccl_bench", ...)`).
 
+One process per GPU. run(..., launcher="torchrun") starts one nccl_bench process per GPU with
+PyTorch's launcher (`python -m torch.distributed.run --standalone --nproc_per_node N --no_python
+nccl_bench --launcher torchrun ...`), the way nccl-tests measures under `mpirun -np N ... -g 1`;
+rank 0 prints the table (source_code/nccl_bench/README.md). Without PyTorch it raises
+NcclBenchError saying so. `launcher_command(n)` gives that prefix.
+
 Reference mode. With fewer than two GPUs (busbw means nothing on one) `run` measures
 nothing: it returns the run recorded on the course's H200 pair for the same operation and
 transport (`source_code/reference_systems/h200-nvswitch-pair/nccl-bench-*.txt`), with
@@ -22,10 +28,12 @@ NCCL_NVLS_ENABLE=0 is added to the environment unless it is already set (CONTRIB
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -42,8 +50,11 @@ REFERENCE_SYSTEM = "h200-nvswitch-pair"
 RESULTS_KIND = "nccl_bench"
 
 
-# nccl_bench's own line when CUDA finds fewer GPUs than it needs (exit status 2).
-_NO_GPU = re.compile(r"needs at least \d+ GPUs, found (?:none|\d+)")
+# nccl_bench's own line when CUDA finds fewer GPUs than it needs (exit status 2); the second
+# form is a rank's under a launcher.
+_NO_GPU = re.compile(r"needs (?:at least \d+ GPUs|a GPU for this rank), found (?:none|\d+)")
+LAUNCHERS = ("torchrun",)
+_ERROR_LINE = re.compile(r"nccl_bench: error: .*")
 
 
 class NcclBenchError(RuntimeError):
@@ -124,6 +135,34 @@ def _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, 
     return args
 
 
+def launcher_command(nproc: int, launcher: str = "torchrun") -> List[str]:
+    """The command that starts `nproc` nccl_bench processes on this machine, one per GPU.
+
+    torchrun (PyTorch's torch.distributed.run): --standalone runs its rendezvous on this
+    machine, --no_python starts a program that is not a Python script. Raises NcclBenchError
+    when PyTorch is not installed, ValueError for another launcher or a count below 1.
+    """
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)")
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"the number of processes must be a whole number >= 1, not {nproc!r}")
+    if importlib.util.find_spec("torch") is None:
+        raise NcclBenchError("launcher='torchrun' needs PyTorch (python -m torch.distributed.run), which is not "
+                             "installed here; install torch, or leave launcher out to drive every GPU from one "
+                             "process")
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+            "--no_python"]
+
+
+def _error_line(stderr: str) -> str:
+    """nccl_bench's last error line among a launcher's messages, else the last line."""
+    found = _ERROR_LINE.findall(stderr or "")
+    if found:
+        return found[-1].strip()
+    lines = (stderr or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def nccl_settings(env: Mapping[str, str]) -> Dict[str, str]:
     """The NCCL_* (and CUDA_VISIBLE_DEVICES) entries of an environment."""
     return {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"}
@@ -185,6 +224,7 @@ def run(
     cuda_graph: bool = False,
     reference: bool = True,
     record: bool = True,
+    launcher: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Run nccl_bench once and return {text, parsed, env, json, command, returncode, mode, source}.
 
@@ -193,15 +233,23 @@ def run(
     cuda_graph=True times the iterations as one CUDA graph (`-G`: no host launch cost);
     a value of None removes the variable. Builds the program first if it is missing.
     With fewer than two GPUs see the module docstring (reference mode).
+    launcher="torchrun": one process per GPU (see the module docstring); gpus then says how
+    many processes (a count, or the GPUs to use; default every visible GPU), and gpus=1 runs a
+    single rank, which checks the set-up on one GPU (its busbw means nothing).
     Raises NcclBenchError on bad arguments, a failed run, a timeout or wrong results
     (after recording the run, so nothing measured is lost).
     """
+    prefix: List[str] = []
+    if launcher is not None:
+        if launcher not in LAUNCHERS:
+            raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)")
+        launcher_command(1, launcher)  # no PyTorch: say so before anything else
     needed = 2
     if isinstance(gpus, int):
-        needed = max(2, gpus)
+        needed = max(2, gpus) if launcher is None or gpus != 1 else 1
     elif gpus is not None:
         gpus = [int(g) for g in gpus]
-        needed = max(2, len(gpus))
+        needed = max(2, len(gpus)) if launcher is None or len(gpus) != 1 else 1
     visible = _visible_gpu_count()
     if visible is not None and visible < needed:
         why = (f"{visible} GPU(s) visible here and this run needs {needed}: "
@@ -212,7 +260,21 @@ def run(
 
     with tempfile.TemporaryDirectory(prefix="nccl_bench-") as scratch:
         json_path = os.path.join(scratch, "result.json")
-        args = _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+        if launcher is None:
+            args = _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+        else:
+            # One GPU per process: the count goes to the launcher, never to -g.
+            args = _arguments(op, None, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+            args += ["--launcher", launcher]
+            if isinstance(gpus, int):
+                nproc = gpus
+            elif gpus is not None:
+                nproc = len(gpus)
+            elif visible:
+                nproc = visible
+            else:
+                raise NcclBenchError("could not count the GPUs here: pass gpus=N with launcher='torchrun'")
+            prefix = launcher_command(nproc, launcher)
         if cuda_graph:
             args.append("-G")
         if not BINARY.exists():
@@ -224,7 +286,7 @@ def run(
                 return reference_run(op, env, reason=f"nccl_bench could not be built here "
                                      f"({str(error).splitlines()[0]})")
         full_env = _run_env(env, gpus)
-        command = [str(BINARY)] + args
+        command = prefix + [str(BINARY)] + args
         try:
             done = proctree.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
         except subprocess.TimeoutExpired as error:
@@ -235,6 +297,11 @@ def run(
                 stored = json.load(handle)
 
     problem = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if launcher is not None:  # torchrun adds its own report after a failed process's line
+        problem = _error_line(done.stderr)
+        if done.returncode != 0 and reference and _NO_GPU.search(problem):
+            return reference_run(op, env, reason=f"the benchmark could not use the GPUs here ({problem}): "
+                                                 f"showing the run recorded on {REFERENCE_SYSTEM} instead")
     if done.returncode == 2:  # bad arguments or too few GPUs: nothing was measured
         if reference and _NO_GPU.search(problem):
             # nvidia-smi listed GPUs but CUDA could use none (no driver, a container without
@@ -253,7 +320,7 @@ def run(
         "parsed": parsed,
         "env": nccl_settings(full_env),
         "json": stored,
-        "command": " ".join(command[:1] + [a for a in args if a != json_path and a != "--json"]),
+        "command": " ".join(command[:len(prefix) + 1] + [a for a in args if a != json_path and a != "--json"]),
         "returncode": done.returncode,
         "mode": "live",
         "source": "this machine",
@@ -270,6 +337,7 @@ def run(
             "devices": parsed.get("devices"),
             "rows": parsed.get("rows"),
             "transports": (stored or {}).get("transports"),
+            **({"launcher": launcher} if launcher is not None else {}),
         })
     if done.returncode != 0:
         raise NcclBenchError(problem or f"nccl_bench failed with exit status {done.returncode}")

@@ -7,19 +7,12 @@
 // and communicators on the way out.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-struct UsageError : std::runtime_error {
-    explicit UsageError(const std::string& what) : std::runtime_error(what) {}
-};
-
-struct RuntimeFailure : std::runtime_error {
-    explicit RuntimeFailure(const std::string& what) : std::runtime_error(what) {}
-};
+#include "errors.h"
 
 std::string where_text(const char* file, int line);
 

@@ -129,6 +129,21 @@ DType parse_type(const std::string& text, const std::string& where) {
         where);
 }
 
+// The names of --launcher (launch.h; the same words as launcher_name, kept here so that
+// options.cpp links without launch.cpp).
+LauncherChoice parse_launcher(const std::string& text, const std::string& where) {
+    const struct {
+        const char* name;
+        LauncherChoice choice;
+    } names[] = {{"auto", LauncherChoice::Auto},         {"none", LauncherChoice::None},
+                 {"torchrun", LauncherChoice::Torchrun}, {"slurm", LauncherChoice::Slurm},
+                 {"openmpi", LauncherChoice::OpenMpi},   {"pmi", LauncherChoice::Pmi}};
+    for (const auto& entry : names) {
+        if (text == entry.name) return entry.choice;
+    }
+    bad("unknown launcher '" + text + "' (choose auto, none, torchrun, slurm, openmpi or pmi)", where);
+}
+
 }  // namespace
 
 const char* op_name(Op op) {
@@ -150,7 +165,8 @@ void print_usage() {
         "usage: nccl_bench [options]\n"
         "\n"
         "Measures one NCCL collective across the GPUs of this machine, driven by one\n"
-        "process (ncclCommInitAll + group calls), and prints an nccl-tests-style table\n"
+        "process (ncclCommInitAll + group calls), or by one process per GPU under a\n"
+        "launcher (see the end), and prints an nccl-tests-style table\n"
         "(out-of-place and in-place time, algbw, busbw and wrong elements per size).\n"
         "\n"
         "options:\n"
@@ -174,6 +190,12 @@ void print_usage() {
         "      --inject-fault     test only: flip one bit of one output element of rank 0 after\n"
         "                         the first checked operation and before its check, which must\n"
         "                         then fail (exit 1, naming the element)\n"
+        "      --launcher NAME    auto (default), none, torchrun, slurm, openmpi or pmi: see below\n"
+        "      --id-dir DIR       one process per GPU: where rank 0 leaves the ncclUniqueId for the\n"
+        "                         others (default /tmp; a shared directory across nodes)\n"
+        "      --id-timeout S     how long the other ranks wait for it (default 120 s)\n"
+        "      --print-launch     print the rank, size, local rank, device and id file the\n"
+        "                         launcher's variables give, then exit (no GPU is touched)\n"
         "  -h, --help             this text\n"
         "\n"
         "SIZE is the total bytes of the operation: the buffer of all_reduce, broadcast and\n"
@@ -184,12 +206,28 @@ void print_usage() {
         "nor NCCL_DEBUG_FILE is set, NCCL's INFO log goes to a file and the transports it\n"
         "reports are summarised at the end of the table.\n"
         "Exit status: 0 all results correct, 1 wrong results or a CUDA/NCCL failure,\n"
-        "2 bad arguments or fewer than 2 GPUs.\n");
+        "2 bad arguments or fewer than 2 GPUs.\n"
+        "\n"
+        "One process per GPU, as nccl-tests measures with `mpirun -np N all_reduce_perf -g 1`,\n"
+        "started by a launcher (no MPI needed):\n"
+        "  torchrun --standalone --nproc_per_node 8 --no_python ./nccl_bench -b 8 -e 128M\n"
+        "  srun -N 1 -n 8 --gpus-per-node 8 --kill-on-bad-exit=1 ./nccl_bench -b 8 -e 128M\n"
+        "  mpirun -np 8 ./nccl_bench -b 8 -e 128M        (Open MPI; MPICH's mpiexec too)\n"
+        "Each process reads its rank, the number of ranks and its local rank from the\n"
+        "launcher's variables (first complete set of: torchrun RANK/WORLD_SIZE/LOCAL_RANK,\n"
+        "Open MPI OMPI_COMM_WORLD_*, MPICH PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, srun\n"
+        "SLURM_PROCID/SLURM_STEP_NUM_TASKS/SLURM_LOCALID) and uses the GPU of its local rank\n"
+        "among the visible ones. --launcher auto does so only for 2 or more ranks; --launcher\n"
+        "NAME reads that launcher's variables only (1 rank allowed); --launcher none never.\n"
+        "Rank 0 writes the ncclUniqueId to a file in --id-dir (unless NCCL_COMM_ID is set),\n"
+        "the others read it. Times are the slowest rank's (an NCCL all-reduce with max),\n"
+        "#wrong the sum over the ranks; rank 0 alone prints the table and writes --json.\n"
+        "-g more than 1 is refused in this mode.\n");
 }
 
 namespace {
 
-enum { OPT_JSON = 256, OPT_NCCL_LOG, OPT_INJECT_FAULT };
+enum { OPT_JSON = 256, OPT_NCCL_LOG, OPT_INJECT_FAULT, OPT_LAUNCHER, OPT_ID_DIR, OPT_ID_TIMEOUT, OPT_PRINT_LAUNCH };
 
 // Every option but the flags takes a value as -b8, -b 8, --minbytes=8 or --minbytes 8.
 const char kShort[] = "o:b:e:f:w:n:d:g:r:Gh";
@@ -208,6 +246,10 @@ const option kLong[] = {
     {"json", required_argument, nullptr, OPT_JSON},
     {"nccl-log", required_argument, nullptr, OPT_NCCL_LOG},
     {"inject-fault", no_argument, nullptr, OPT_INJECT_FAULT},
+    {"launcher", required_argument, nullptr, OPT_LAUNCHER},
+    {"id-dir", required_argument, nullptr, OPT_ID_DIR},
+    {"id-timeout", required_argument, nullptr, OPT_ID_TIMEOUT},
+    {"print-launch", no_argument, nullptr, OPT_PRINT_LAUNCH},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -237,6 +279,13 @@ Options parse_options(int argc, char** argv) {
             case 'h': opt.help = true; break;
             case 'G': opt.cuda_graph = true; break;
             case OPT_INJECT_FAULT: opt.inject_fault = true; break;
+            case OPT_PRINT_LAUNCH: opt.print_launch = true; break;
+            case OPT_LAUNCHER: opt.launcher = parse_launcher(value, name); break;
+            case OPT_ID_DIR:
+                if (value.empty()) bad("empty directory name", name);
+                opt.id_dir = value;
+                break;
+            case OPT_ID_TIMEOUT: opt.id_timeout = static_cast<double>(parse_int(value, 1, 86400, name)); break;
             case 'o': opt.op = parse_op(value, name); break;
             case 'b':
                 opt.min_bytes = parse_size(value, name);

@@ -6,6 +6,8 @@
 
 #include <nccl.h>
 
+#include "launch.h"
+
 enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, SendRecv };
 
 enum class DType { Int8, Uint8, Int32, Uint32, Int64, Uint64, Half, Float, Double, Bfloat16 };
@@ -35,6 +37,10 @@ struct Options {
     std::string nccl_log;     // keep NCCL's INFO log here (empty: temporary file); must not exist
     bool inject_fault = false; // test only: corrupt one output element before the first check
     bool cuda_graph = false;  // time a CUDA graph of the iterations (no launch overhead)
+    LauncherChoice launcher = LauncherChoice::Auto;  // one process per GPU: launch.h
+    std::string id_dir;       // where rank 0 leaves the ncclUniqueId (empty: /tmp)
+    double id_timeout = kDefaultIdTimeout;  // seconds the other ranks wait for it
+    bool print_launch = false;  // say what the launcher's variables give, touch no GPU, exit
     bool help = false;
 };
 

@@ -52,15 +52,26 @@ std::string json_measurement(const Measurement& m) {
 void print_header(const RunInfo& info) {
     // The "# Collective:", "NCCL version", "nGpus ... iters:" and "# Rank ..."
     // lines use the words gputopo's nccl-tests parser reads as metadata.
-    std::printf("# nccl_bench (gputopo course), one process driving %d GPUs (ncclCommInitAll + group calls)\n",
-                info.nranks);
+    if (info.per_rank) {
+        // nGpus is per process, as nccl-tests prints it under mpirun with -g 1; the ranks are
+        // the "Rank" lines below.
+        std::printf("# nccl_bench (gputopo course), one process per GPU: %d rank%s started by %s "
+                    "(ncclCommInitRank)\n", info.nranks, info.nranks == 1 ? "" : "s", info.launcher.c_str());
+    } else {
+        std::printf("# nccl_bench (gputopo course), one process driving %d GPUs (ncclCommInitAll + group calls)\n",
+                    info.nranks);
+    }
     std::printf("# Collective: %s\n", info.op.c_str());
     std::printf("# nGpus %d  minBytes %zu  maxBytes %zu  step: x%zu  datatype: %s  warmup iters: %d  iters: %d  validation: 1\n",
-                info.nranks, info.min_bytes, info.max_bytes, info.step, info.type.c_str(), info.warmup,
-                info.iters);
-    std::printf("# sizes %s to %s; time: CUDA events around %d back-to-back iterations, divided by %d (slowest GPU)\n",
+                info.per_rank ? 1 : info.nranks, info.min_bytes, info.max_bytes, info.step, info.type.c_str(),
+                info.warmup, info.iters);
+    std::printf("# sizes %s to %s; time: CUDA events around %d back-to-back iterations, divided by %d (%s)\n",
                 human_bytes(info.min_bytes).c_str(), human_bytes(info.max_bytes).c_str(), info.iters,
-                info.iters);
+                info.iters, info.per_rank ? "slowest rank: ncclAllReduce with ncclMax over the ranks' times"
+                                          : "slowest GPU");
+    if (info.per_rank) {
+        std::printf("# #wrong: summed over the ranks (ncclAllReduce with ncclSum); every rank checks its own output\n");
+    }
     if (info.cuda_graph) {
         std::printf("# CUDA graph mode: the %d iterations are captured in one graph per GPU and launched at once,\n"
                     "# so the host's launch cost is not in the times (nccl-tests' default launches each iteration)\n",
@@ -74,8 +85,8 @@ void print_header(const RunInfo& info) {
     if (info.root >= 0) std::printf("# root rank: %d\n", info.root);
     std::printf("#\n# Using devices\n");
     for (const DeviceInfo& d : info.devices) {
-        std::printf("#   Rank %2d Pid %6ld on %s device %2d [%s] %s\n", d.rank, info.pid, info.host.c_str(),
-                    d.device, d.pci_bus_id.c_str(), d.name.c_str());
+        std::printf("#   Rank %2d Pid %6ld on %s device %2d [%s] %s\n", d.rank, d.pid >= 0 ? d.pid : info.pid,
+                    (d.host.empty() ? info.host : d.host).c_str(), d.device, d.pci_bus_id.c_str(), d.name.c_str());
     }
     std::printf("#\n# NCCL environment:");
     if (info.environment.empty()) std::printf(" (no NCCL_* variable set)");
@@ -121,7 +132,8 @@ double print_footer(const RunInfo& info, const std::vector<Row>& rows, unsigned 
     }
     const double avg = n > 0 ? sum / n : 0.0;
     if (info.transport_note.empty()) {
-        std::printf("# Transports NCCL reported (connections, from its INFO log):");
+        std::printf(info.per_rank ? "# Transports NCCL reported to rank 0 (its own connections, from its INFO log):"
+                                  : "# Transports NCCL reported (connections, from its INFO log):");
         if (info.transports.empty()) std::printf(" none reported");
         for (const auto& t : info.transports) std::printf(" %s: %d;", t.first.c_str(), t.second);
         std::printf("\n");
@@ -150,6 +162,11 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
     s += "  \"cuda_graph\": " + json::boolean(info.cuda_graph) + ",\n";
     s += "  \"in_place_measured\": " + json::boolean(info.in_place) + ",\n";
     s += "  \"nranks\": " + std::to_string(info.nranks) + ",\n";
+    if (info.per_rank) {  // absent for one process, whose JSON stays as it was
+        s += "  \"one_process_per_gpu\": true,\n";
+        s += "  \"launcher\": " + json::quote(info.launcher) + ",\n";
+        s += "  \"time_over_ranks\": \"max\",\n";
+    }
     s += "  \"busbw_factor\": " + json_number(info.factor) + ",\n";
     s += "  \"warmup_iters\": " + std::to_string(info.warmup) + ",\n";
     s += "  \"iters\": " + std::to_string(info.iters) + ",\n";
@@ -162,7 +179,9 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
         const DeviceInfo& d = info.devices[i];
         s += std::string(i ? ", " : "") + "{\"rank\": " + std::to_string(d.rank) +
              ", \"device\": " + std::to_string(d.device) + ", \"name\": " + json::quote(d.name) +
-             ", \"pci_bus_id\": " + json::quote(d.pci_bus_id) + "}";
+             ", \"pci_bus_id\": " + json::quote(d.pci_bus_id);
+        if (info.per_rank) s += ", \"host\": " + json::quote(d.host) + ", \"pid\": " + std::to_string(d.pid);
+        s += "}";
     }
     s += "],\n  \"environment\": {";
     for (std::size_t i = 0; i < info.environment.size(); ++i) {

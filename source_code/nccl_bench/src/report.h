@@ -29,12 +29,16 @@ struct DeviceInfo {
     int device;
     std::string name;
     std::string pci_bus_id;
+    long pid = -1;           // per-rank mode: the rank's process (-1: RunInfo's pid)
+    std::string host;        // per-rank mode: the rank's host (empty: RunInfo's host)
 };
 
 struct RunInfo {
     std::string op;
     bool in_place = true;
     bool cuda_graph = false; // timed iterations launched as one CUDA graph    // false: the table has one timed group (sendrecv)
+    bool per_rank = false;   // one process per GPU, started by `launcher` (launch.h)
+    std::string launcher;
     std::string host;
     long pid = 0;
     std::string type;
