@@ -17,6 +17,7 @@ Standard library only: it must run on a bare cluster node before anything is ins
 """
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import json
@@ -33,6 +34,7 @@ from pathlib import Path
 from gputopo import linkcodes, proctree
 from gputopo import gpus as gpu_model
 from gputopo.detect import nvlink_link_counts
+from gputopo.machine import Machine
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
@@ -48,13 +50,19 @@ Finding = namedtuple("Finding", "status item finding fix")
 _ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/gputopo/check.py)
 
 
-def _get(obj, key, default=None):
-    """Read `key` from a dict or an attribute of an object; `default` when absent."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+def as_machine(machine):
+    """A Machine as it is, a dict of Machine fields (tests, notebooks) as a Machine."""
+    if isinstance(machine, dict):
+        return Machine(**machine)
+    return machine
+
+
+def _takes_machine(check):
+    """Every check reads a Machine's fields and its CUDA_VISIBLE_DEVICES-aware pairs."""
+    @functools.wraps(check)
+    def wrapper(machine, *args, **kwargs):
+        return check(as_machine(machine), *args, **kwargs)
+    return wrapper
 
 
 def _gib(n):
@@ -71,25 +79,26 @@ def _gpu_label(i):
 # ---------------------------------------------------------------------------------------
 
 
+@_takes_machine
 def check_gpus(machine):
-    mode = _get(machine, "mode", "reference")
-    count = _get(machine, "gpu_count", 0) or 0
-    driver = _get(machine, "driver_version")
+    mode = machine.mode
+    count = machine.gpu_count or 0
+    driver = machine.driver_version
     if mode == "reference" or count == 0:
-        reason = _get(machine, "reason") or "no NVIDIA GPU visible"
+        reason = machine.reason or "no NVIDIA GPU visible"
         return [Finding(WARN, "GPUs and driver",
                         f"reference mode ({reason}); every notebook runs and shows the "
                         "recorded reference systems instead of live measurements",
                         "none needed for reference mode; for live runs use a node with "
                         "NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: --gres=gpu:2)")]
-    names = _get(machine, "gpu_names") or []
+    names = machine.gpu_names or []
     kinds = sorted(set(names))
     what = ", ".join(f"{names.count(n)} x {n}" for n in kinds) or f"{count} GPU(s)"
     finding = f"{what}, driver {driver or 'version unknown'}"
-    if _get(machine, "cuda_visible_devices") is not None and not isinstance(machine, dict):
+    if machine.cuda_visible_devices is not None:
         finding += "; " + gpu_model.describe_allowed(*gpu_model.from_machine(machine))
     if mode != "multi-gpu":
-        visible = _get(machine, "visible_gpu_count", count)
+        visible = machine.visible_gpu_count
         if visible != count:
             finding += f" ({visible} visible under CUDA_VISIBLE_DEVICES)"
         return [Finding(WARN, "GPUs and driver",
@@ -99,10 +108,11 @@ def check_gpus(machine):
     return [Finding(PASS, "GPUs and driver", f"{finding} (mode {mode})", NONE_NEEDED)]
 
 
+@_takes_machine
 def check_cuda(machine):
-    mode = _get(machine, "mode", "reference")
-    cuda = _get(machine, "cuda_version")
-    nvcc_path, nvcc_version = _get(machine, "nvcc_path"), _get(machine, "nvcc_version")
+    mode = machine.mode
+    cuda = machine.cuda_version
+    nvcc_path, nvcc_version = machine.nvcc_path, machine.nvcc_version
     if nvcc_path:
         nvcc_text = f"nvcc {nvcc_version or '(version unknown)'} at {nvcc_path}"
     else:
@@ -120,37 +130,26 @@ def check_cuda(machine):
     return [Finding(PASS, "CUDA and nvcc", f"{cuda_text}; {nvcc_text}", NONE_NEEDED)]
 
 
-def _pair(topology, key):
-    pair = _get(topology, key)
-    if pair is None or len(pair) != 2:
-        return None
-    return int(pair[0]), int(pair[1])
-
-
-def _link(topology, i, j):
-    links = _get(topology, "links") or {}
-    row = links.get(_gpu_label(i)) or {}
-    return row.get(_gpu_label(j))
-
-
+@_takes_machine
 def check_topology(machine):
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode == "reference":
         return [Finding(PASS, "topology",
                         "reference mode: notebook 2 reads the recorded topologies in "
                         "source_code/reference_systems/", NONE_NEEDED)]
-    topology = _get(machine, "topology")
+    topology = machine.topology
     if topology is None:
         return [Finding(WARN, "topology",
                         "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to "
                         "reference systems",
                         "run `nvidia-smi topo -m` by hand and see what it prints; update the "
                         "driver if the subcommand is missing")]
-    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    # The pairs among the GPUs this job may use (CUDA_VISIBLE_DEVICES applied), as the notebooks pick them.
+    best, worst = machine.best_pair, machine.worst_pair
     if best is None:
         return [Finding(WARN, "topology", "one GPU in the matrix: no pair to compare",
                         "use a node with 2 or more GPUs for the pair experiments")]
-    b, w = _link(topology, *best), _link(topology, *worst) if worst else None
+    b, w = machine.link_between(*best), machine.link_between(*worst) if worst else None
     text = f"best pair GPU{best[0]},GPU{best[1]} ({b or '?'})"
     if worst and worst != best:
         text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({w or '?'})"
@@ -189,21 +188,21 @@ def peer_status(p2p_matrix, i, j):
     return bad[0] if bad else "OK"
 
 
+@_takes_machine
 def check_peer_access(machine):
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode != "multi-gpu":
         return [Finding(PASS, "peer access",
                         "not applicable without 2 GPUs; notebook 4 shows the reference "
                         "P2P matrices", NONE_NEEDED)]
-    topology = _get(machine, "topology")
-    matrix = _get(machine, "p2p_matrix")
-    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    matrix = machine.p2p_matrix
+    best, worst = machine.best_pair, machine.worst_pair
     if best is None:
         return [Finding(WARN, "peer access", "no GPU pair chosen (topology unreadable)",
                         "see the topology line")]
     best_cell = peer_status(matrix, *best)
     if best_cell is None:
-        notes = _get(machine, "notes") or {}
+        notes = machine.notes or {}
         why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
         return [Finding(WARN, "peer access",
                         f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair "
@@ -239,6 +238,7 @@ def check_peer_access(machine):
     return findings
 
 
+@_takes_machine
 def check_nvlink(machine):
     """NVLink state of the chosen pair.
 
@@ -249,17 +249,16 @@ def check_nvlink(machine):
     or a lane is down on one side).
     """
     item = "NVLink"
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode != "multi-gpu":
         return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
-    text = _get(machine, "nvlink_status_text")
-    active = _get(machine, "nvlink_active_links") or {}
+    text = machine.nvlink_status_text
+    active = machine.nvlink_active_links or {}
     inactive = {gpu: links["inactive"] for gpu, links in nvlink_link_counts(text or "").items()}
-    topology = _get(machine, "topology")
-    best = _pair(topology, "best_pair")
-    nv = linkcodes.nvlink_count(_link(topology, *best)) if best else 0
+    best = machine.best_pair
+    nv = linkcodes.nvlink_count(machine.link_between(*best)) if best else 0
     if text is None:
-        why = (_get(machine, "notes") or {}).get("nvlink", "no output")
+        why = (machine.notes or {}).get("nvlink", "no output")
         if nv:
             return [Finding(WARN, item, f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` "
                             f"failed ({why})", "run `nvidia-smi nvlink -s` by hand")]
@@ -295,9 +294,10 @@ def check_nvlink(machine):
     return [Finding(PASS, item, finding, NONE_NEEDED)]
 
 
+@_takes_machine
 def check_nccl(machine):
-    mode = _get(machine, "mode", "reference")
-    version = _get(machine, "nccl_version")
+    mode = machine.mode
+    version = machine.nccl_version
     if mode == "reference":
         return [Finding(PASS, "NCCL",
                         f"not needed in reference mode ({'NCCL ' + version if version else 'not found'})",
@@ -311,11 +311,12 @@ def check_nccl(machine):
     return [Finding(PASS, "NCCL", f"NCCL {version}", NONE_NEEDED)]
 
 
+@_takes_machine
 def check_horovod(machine, installed_here):
-    mode = _get(machine, "mode", "reference")
-    build = _get(machine, "horovod")
+    mode = machine.mode
+    build = machine.horovod
     if not build:
-        why = (_get(machine, "notes") or {}).get("horovod") or "not installed"
+        why = (machine.notes or {}).get("horovod") or "not installed"
         if installed_here:  # the package is there but cannot even report its build
             return [Finding(FAIL, "Horovod build", f"Horovod is installed but broken ({why})",
                             "reinstall it: environment/install.sh"
@@ -323,22 +324,22 @@ def check_horovod(machine, installed_here):
         return [Finding(WARN, "Horovod build",
                         f"no Horovod ({why}); the CNN cells show the reference runs",
                         "environment/install.sh (or --gpu on a GPU node) builds Horovod 0.28.1")]
-    version = _get(build, "version") or "?"
+    version = build.get("version") or "?"
     parts = [f"Horovod {version}"]
-    parts.append("TensorFlow " + ("yes" if _get(build, "tensorflow") else "no"))
-    parts.append("PyTorch " + ("yes" if _get(build, "pytorch") else "no"))
-    parts.append("NCCL ops " + ("yes" if _get(build, "nccl") else "no"))
-    controllers = [c for c in ("gloo", "mpi") if _get(build, c)]
+    parts.append("TensorFlow " + ("yes" if build.get("tensorflow") else "no"))
+    parts.append("PyTorch " + ("yes" if build.get("pytorch") else "no"))
+    parts.append("NCCL ops " + ("yes" if build.get("nccl") else "no"))
+    controllers = [c for c in ("gloo", "mpi") if build.get(c)]
     parts.append("controllers " + ("+".join(c.capitalize() if c == "gloo" else c.upper()
                                              for c in controllers) or "none"))
     text = ", ".join(parts)
     gpu_node = mode == "multi-gpu"  # NCCL needs one GPU per worker
     problems = []
-    if not (_get(build, "tensorflow") or _get(build, "pytorch")):
+    if not (build.get("tensorflow") or build.get("pytorch")):
         problems.append("neither TensorFlow nor PyTorch support: the CNN cannot run")
     if not controllers:
         problems.append("neither Gloo nor MPI: horovodrun cannot start workers")
-    if gpu_node and not _get(build, "nccl"):
+    if gpu_node and not build.get("nccl"):
         problems.append("no NCCL operations: gradients would go through host memory, "
                         "the NCCL lessons would show nothing")
     if not installed_here:
@@ -351,7 +352,7 @@ def check_horovod(machine, installed_here):
                         + " pip install --no-cache-dir horovod==0.28.1 "
                         "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this; "
                         "with PyTorch: environment/install.sh --framework pytorch)")]
-    if not gpu_node and not _get(build, "nccl"):
+    if not gpu_node and not build.get("nccl"):
         text += " (NCCL not needed without GPUs)"
     return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
 
@@ -510,11 +511,12 @@ def _smoke_worker_torch():
     return 0
 
 
+@_takes_machine
 def smoke_command(machine):
     """The horovodrun command line and environment of the smoke run."""
-    build = _get(machine, "horovod") or {}
+    build = machine.horovod or {}
     cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2"]
-    if _get(build, "gloo"):
+    if build.get("gloo"):
         cmd.append("--gloo")
     cmd += [sys.executable, "-m", "gputopo.check", "--smoke-worker"]
     env = dict(os.environ)
@@ -523,9 +525,8 @@ def smoke_command(machine):
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p)
     env[gpu_model.ORDER_VARIABLE] = gpu_model.ORDER_VALUE
-    best = _get(machine, "best_pair") if not isinstance(machine, dict) else None
-    best = best or _pair(_get(machine, "topology"), "best_pair")
-    if _get(machine, "mode") == "multi-gpu":
+    best = machine.best_pair
+    if machine.mode == "multi-gpu":
         # The pair the course uses (nvidia-smi indices), inside what this job was given.
         if best:
             try:
@@ -539,9 +540,10 @@ def smoke_command(machine):
     return cmd, env
 
 
+@_takes_machine
 def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.run):
     item = "Horovod smoke run"
-    if not (installed_here and _get(machine, "horovod")):
+    if not (installed_here and machine.horovod):
         return [Finding(WARN, item, "skipped: no working Horovod in this Python",
                         "see the Horovod build line")]
     cmd, env = smoke_command(machine)
@@ -585,7 +587,7 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
     if machine is None:
         machine, error = _detect()
         if machine is None:
-            machine = {"mode": "reference", "reason": f"discovery failed: {error}"}
+            machine = Machine(mode="reference", reason=f"discovery failed: {error}")
     findings = []
     for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink,
                   check_nccl):
@@ -612,15 +614,15 @@ def verdict(machine, findings):
     fails = [f.item for f in findings if f.status == FAIL]
     if fails:
         return "BLOCKED by: " + ", ".join(dict.fromkeys(fails))
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode == "reference":
         return "the course can run, in reference mode (recorded data instead of live GPUs)"
     return f"the course can run live ({mode}); WARN lines name parts that use reference data"
 
 
 def format_page(machine, findings):
-    mode = _get(machine, "mode", "reference")
-    reason = _get(machine, "reason")
+    mode = machine.mode
+    reason = machine.reason
     lines = [f"gputopo check on {platform.node()} with {sys.executable}: {mode} mode"
              + (f" ({reason})" if reason else ""), ""]
     lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
@@ -632,7 +634,7 @@ def format_page(machine, findings):
 
 def as_json(machine, findings):
     return {
-        "mode": _get(machine, "mode", "reference"),
+        "mode": machine.mode,
         "exit_code": exit_code(findings),
         "verdict": verdict(machine, findings),
         "findings": [f._asdict() for f in findings],
