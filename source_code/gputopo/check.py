@@ -17,6 +17,7 @@ Standard library only: it must run on a bare cluster node before anything is ins
 """
 
 import argparse
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -312,18 +313,28 @@ def check_nccl(machine):
 
 
 @_takes_machine
-def check_horovod(machine, installed_here):
+def check_horovod(machine, installed_here, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     mode = machine.mode
     build = machine.horovod
+    gpu_flag = " --gpu" if mode == "multi-gpu" and flavour.framework == "tensorflow" else ""
+    install = flavour.install_command() + gpu_flag
+    if not flavour.installed:
+        # The course's venv is not this Python: make course installs (or reuses) Horovod there.
+        found = f"this Python ({sys.executable}) is not the course's {flavour.venv}"
+        return [Finding(WARN, "Horovod build",
+                        f"not checked: {found}; make course{flavour.make_suffix} builds Horovod "
+                        "0.28.1 there before the first notebook",
+                        f"make course{flavour.make_suffix} ({install}), then make check"
+                        f"{flavour.make_suffix} again for the build line")]
     if not build:
         why = (machine.notes or {}).get("horovod") or "not installed"
         if installed_here:  # the package is there but cannot even report its build
             return [Finding(FAIL, "Horovod build", f"Horovod is installed but broken ({why})",
-                            "reinstall it: environment/install.sh"
-                            + (" --gpu" if mode == "multi-gpu" else ""))]
+                            f"reinstall it: {install}")]
         return [Finding(WARN, "Horovod build",
                         f"no Horovod ({why}); the CNN cells show the reference runs",
-                        "environment/install.sh (or --gpu on a GPU node) builds Horovod 0.28.1")]
+                        f"{install} builds Horovod 0.28.1")]
     version = build.get("version") or "?"
     parts = [f"Horovod {version}"]
     parts.append("TensorFlow " + ("yes" if build.get("tensorflow") else "no"))
@@ -346,12 +357,12 @@ def check_horovod(machine, installed_here):
         problems.append(f"this Python ({sys.executable}) has no horovod package; the "
                         "horovodrun on PATH belongs to another environment")
     if problems:
+        with_framework = ("HOROVOD_WITH_PYTORCH=1" if flavour.framework == "pytorch"
+                          else "HOROVOD_WITH_TENSORFLOW=1")
         return [Finding(FAIL, "Horovod build", f"{text}; " + "; ".join(problems),
-                        "rebuild: HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1"
+                        f"rebuild: {with_framework} HOROVOD_WITH_GLOO=1"
                         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
-                        + " pip install --no-cache-dir horovod==0.28.1 "
-                        "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this; "
-                        "with PyTorch: environment/install.sh --framework pytorch)")]
+                        + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this)")]
     if not gpu_node and not build.get("nccl"):
         text += " (NCCL not needed without GPUs)"
     return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
@@ -380,19 +391,21 @@ def check_shm(size_bytes, path="/dev/shm"):
     return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}", NONE_NEEDED)]
 
 
-def check_dataset(has=None):
+def check_dataset(has=None, flavour=None):
     """Where Fashion-MNIST is; its content is verified too when numpy is there to read it."""
     from gputopo import fmnist
 
     has = importable if has is None else has
+    flavour = flavour_of() if flavour is None else flavour
     where = fmnist.find_dataset_dir()
     if where is None:
         looked = ", ".join(str(d) for d in fmnist.search_dirs())
         return [Finding(WARN, "dataset",
                         f"Fashion-MNIST not found (looked in {looked}); the CNN cells show "
                         "the reference runs",
-                        "environment/install.sh --with-dataset, or python -m gputopo.fmnist "
-                        "--download, or set FASHION_MNIST_DIR to a folder with the four files")]
+                        f"{flavour.install_command('--with-dataset')} (make course{flavour.make_suffix} "
+                        "does it), or python -m gputopo.fmnist --download, or set FASHION_MNIST_DIR "
+                        "to a folder with the four files")]
     if not has("numpy"):
         return [Finding(PASS, "dataset", f"Fashion-MNIST files in {where} (content not "
                         "verified: numpy missing)", NONE_NEEDED)]
@@ -427,6 +440,50 @@ def check_disk(path=None, free_bytes=None):
     return [Finding(PASS, "free disk", text, NONE_NEEDED)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Flavour:
+    """Which install of the course this check speaks for (make's FRAMEWORK and VENV).
+
+    `installed` is True when this Python is that venv's: before `make course` installs it,
+    `make check` runs on the system python3, where a missing package is no fault.
+    """
+
+    framework: str = "tensorflow"  # or "pytorch"
+    venv: str = ".venv"
+    installed: bool = True
+
+    @property
+    def make_suffix(self):
+        return " FRAMEWORK=pytorch" if self.framework == "pytorch" else ""
+
+    def install_command(self, *extra):
+        words = ["environment/install.sh", "--venv", self.venv]
+        if self.framework == "pytorch":
+            words += ["--framework", "pytorch"]
+        return " ".join(words + list(extra))
+
+
+def default_venv(framework):
+    """The venv the Makefile uses for a framework (its VENV default)."""
+    return ".venv-pytorch" if framework == "pytorch" else ".venv"
+
+
+def flavour_of(framework=None, venv=None, prefix=None):
+    """The Flavour for make's FRAMEWORK/VENV (None: as install.sh decides, from the venv's stamp)."""
+    prefix = Path(sys.prefix if prefix is None else prefix)
+    if framework is None:
+        stamp = ".requirements-pytorch.sha256"
+        here = venv is None and (prefix / stamp).is_file()
+        framework = "pytorch" if here or (venv and (_ROOT / venv / stamp).is_file()) else "tensorflow"
+    venv = venv or default_venv(framework)
+    place = Path(venv) if Path(venv).is_absolute() else _ROOT / venv
+    try:
+        installed = prefix.resolve() == place.resolve()
+    except OSError:
+        installed = False
+    return Flavour(framework, venv, installed)
+
+
 def importable(module):
     """True when `import module` works in this interpreter (errors of any kind: False)."""
     try:
@@ -436,31 +493,31 @@ def importable(module):
     return True
 
 
-def _pytorch_flavour():
-    """True in a venv made by install.sh --framework pytorch (its stamp file is there)."""
-    return (Path(sys.prefix) / ".requirements-pytorch.sha256").is_file()
-
-
-def check_jupyter(has=importable, pytorch_flavour=None):
+def check_jupyter(has=importable, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
     missing = [m for m in needed if not has(m)]
-    if pytorch_flavour is None:
-        pytorch_flavour = _pytorch_flavour()
-    if missing == ["jupyterlab"] and pytorch_flavour:
+    if missing == ["jupyterlab"] and flavour.framework == "pytorch":
         # The PyTorch flavour adds JupyterLab only for `make lab` (install.sh --with-lab).
         return [Finding(WARN, "JupyterLab",
-                        "not installed yet in this PyTorch venv (" + sys.prefix + "); make course "
+                        f"not installed yet for the PyTorch flavour ({sys.prefix}); make course "
                         "and make test run without it",
-                        "make lab FRAMEWORK=pytorch installs it (install.sh --framework pytorch "
-                        "--with-lab)")]
+                        f"make lab FRAMEWORK=pytorch installs it ({flavour.install_command('--with-lab')})")]
+    if missing and not flavour.installed:
+        # make check before the install runs on the system python3: make course installs these.
+        return [Finding(WARN, "JupyterLab",
+                        f"not installed yet: this Python ({sys.executable}) is not the course's "
+                        f"{flavour.venv} and lacks " + ", ".join(missing),
+                        f"make course{flavour.make_suffix} installs them into {flavour.venv} "
+                        f"first ({flavour.install_command()})")]
     if "jupyterlab" in missing or "ipykernel" in missing:
         return [Finding(FAIL, "JupyterLab",
                         "missing in this Python (" + sys.executable + "): " + ", ".join(missing),
-                        "environment/install.sh, then run make check with the course's .venv")]
+                        f"{flavour.install_command()}, then run make check{flavour.make_suffix} again")]
     if missing:
         return [Finding(FAIL, "JupyterLab",
                         "JupyterLab importable, but notebooks need: " + ", ".join(missing),
-                        "environment/install.sh")]
+                        flavour.install_command())]
     return [Finding(PASS, "JupyterLab", "JupyterLab, ipykernel, nbclient, nbconvert, numpy "
                     "and matplotlib import", NONE_NEEDED)]
 
@@ -582,8 +639,10 @@ def _detect():
 
 
 def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proctree.run,
-               has=importable):
-    """All findings, in page order. Arguments let tests inject a machine and sizes."""
+               has=importable, flavour=None, host=None):
+    """All findings, in page order. Arguments let tests inject a machine, sizes, the install
+    flavour (make's FRAMEWORK/VENV) and the host facts the machine doctor reads."""
+    flavour = flavour_of() if flavour is None else flavour
     if machine is None:
         machine, error = _detect()
         if machine is None:
@@ -593,11 +652,18 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
                   check_nccl):
         findings += check(machine)
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
-    findings += check_horovod(machine, hvd_here)
+    findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(shm_bytes() if shm_size is None else shm_size)
-    findings += check_dataset(has)
+    from gputopo import doctor  # the machine doctor: ACS, IOMMU, VM, container, RDMA, MIG, clocks
+
+    try:
+        findings += doctor.findings(machine, doctor.gather(machine) if host is None else host)
+    except Exception as exc:  # a reader bug must not take the preflight down with it
+        findings.append(Finding(WARN, "machine doctor", f"could not finish ({type(exc).__name__}: "
+                                f"{exc})", "please report it; the other lines stand"))
+    findings += check_dataset(has, flavour)
     findings += check_disk()
-    findings += check_jupyter(has)
+    findings += check_jupyter(has, flavour)
     if skip_smoke:
         findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)",
                                 NONE_NEEDED))
@@ -620,11 +686,17 @@ def verdict(machine, findings):
     return f"the course can run live ({mode}); WARN lines name parts that use reference data"
 
 
-def format_page(machine, findings):
+def _flavour_words(flavour):
+    where = "this Python" if flavour.installed else "not installed yet"
+    return f"{flavour.framework} flavour, {flavour.venv} ({where})"
+
+
+def format_page(machine, findings, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     mode = machine.mode
     reason = machine.reason
     lines = [f"gputopo check on {platform.node()} with {sys.executable}: {mode} mode"
-             + (f" ({reason})" if reason else ""), ""]
+             + (f" ({reason})" if reason else "") + f"; {_flavour_words(flavour)}", ""]
     lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
     counts = {s: sum(f.status == s for f in findings) for s in (PASS, WARN, FAIL)}
     lines += ["", f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
@@ -632,9 +704,13 @@ def format_page(machine, findings):
     return "\n".join(lines)
 
 
-def as_json(machine, findings):
+def as_json(machine, findings, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     return {
         "mode": machine.mode,
+        "framework": flavour.framework,
+        "venv": flavour.venv,
+        "venv_installed": flavour.installed,
         "exit_code": exit_code(findings),
         "verdict": verdict(machine, findings),
         "findings": [f._asdict() for f in findings],
@@ -649,13 +725,19 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-smoke", action="store_true",
                         help="skip the ~10 s two-worker Horovod run")
+    parser.add_argument("--framework", choices=("tensorflow", "pytorch"),
+                        help="the install to check for (make check FRAMEWORK=...); default: the "
+                        "venv's own, else tensorflow")
+    parser.add_argument("--venv", metavar="DIR",
+                        help="the course's venv (make's VENV; default .venv, .venv-pytorch for pytorch)")
     parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
     args = parse_args_or_exit(parser, argv, where="command line")
     if args.smoke_worker:
         return _smoke_worker()
-    machine, findings = run_checks(skip_smoke=args.skip_smoke)
-    text = json.dumps(as_json(machine, findings), indent=2) if args.json else format_page(
-        machine, findings)
+    flavour = flavour_of(args.framework, args.venv)
+    machine, findings = run_checks(skip_smoke=args.skip_smoke, flavour=flavour)
+    text = json.dumps(as_json(machine, findings, flavour), indent=2) if args.json else format_page(
+        machine, findings, flavour)
     try:
         print(text, flush=True)
     except BrokenPipeError:  # `make check | head`: the reader left, the verdict still counts
