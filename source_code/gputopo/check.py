@@ -362,7 +362,10 @@ def check_horovod(machine, installed_here, flavour=None):
         return [Finding(FAIL, "Horovod build", f"{text}; " + "; ".join(problems),
                         f"rebuild: {with_framework} HOROVOD_WITH_GLOO=1"
                         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
-                        + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this)")]
+                        + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this"
+                        + ("" if flavour.framework == "pytorch" else "; the PyTorch flavour: "
+                           + Flavour("pytorch", default_venv("pytorch")).install_command())
+                        + ")")]
     if not gpu_node and not build.get("nccl"):
         text += " (NCCL not needed without GPUs)"
     return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
