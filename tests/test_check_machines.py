@@ -123,3 +123,16 @@ def test_doctor_on_a_mig_stand_in_warns_and_never_fails(standin):
     found = {f.item: f for f in doctor.findings(machine, HOST)}
     assert found["MIG"].status == "WARN" and "GPU0" in found["MIG"].finding
     assert all(f.status != "FAIL" for f in found.values())
+
+
+def test_the_doctor_reads_this_host_on_a_stand_in_without_breaking(standin):
+    """No injected host facts: lspci, /proc and the stand-in's nvidia-smi clock query, as make check runs."""
+    machine = standin("l40s-4gpu-2numa-nics", "2,3")
+    machine.horovod = dict(GPU_BUILD)
+    _, found = check.run_checks(machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE)
+    items = [f.item for f in found]
+    assert "machine doctor" not in items  # every reader finished
+    numbering = next(f for f in found if f.item == "GPU numbering")
+    assert "CUDA_VISIBLE_DEVICES=2,3: cuda:0 = GPU2, cuda:1 = GPU3" in numbering.finding
+    clocks = next(f for f in found if f.item == "persistence and clocks")
+    assert clocks.status == "PASS" and "not reported" in clocks.finding  # the stand-in answers [N/A]
