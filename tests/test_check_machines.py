@@ -113,7 +113,7 @@ def test_the_page_says_which_flavour_it_checked(standin):
     page = check.format_page(machine, found, BEFORE_PYTORCH_INSTALL).splitlines()
     assert page[0].endswith("; pytorch flavour, .venv-pytorch (not installed yet)")
     assert page[-1].endswith("0 FAIL: the course can run live (single-gpu); WARN lines name parts that use "
-                             "reference data")
+                             "reference data or what can slow GPU-to-GPU copies")
     data = check.as_json(machine, found, BEFORE_PYTORCH_INSTALL)
     assert data["framework"] == "pytorch" and data["venv_installed"] is False and data["exit_code"] == 0
 

@@ -106,6 +106,8 @@ def test_virtual_machine_and_its_peer_access():
     warn = doctor.check_vm(pair(p2p_matrix=denied), "KVM")[0]
     assert warn.status == "WARN" and "peer access between the chosen pair is NS" in warn.finding
     assert doctor.check_vm(pair(), None)[0].status == "PASS"
+    gns = {c: {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}} for c in ("read", "write")}
+    assert doctor.check_vm(pair(p2p_matrix=gns), "KVM")[0].status == "PASS"  # consumer GPUs: not the VM's doing
 
 
 def test_container_shm_and_ipc_namespace():
@@ -235,3 +237,41 @@ def test_gather_reads_this_host_without_failing():
     host = doctor.gather(Machine(mode="reference"))
     assert set(host) >= {"cmdline", "cpuinfo", "markers", "shm_size", "modules", "kernel_release"}
     assert all(f.status in ("PASS", "WARN") for f in doctor.findings(Machine(mode="reference"), host))
+
+
+class FakeNvml:
+    """The pynvml calls the clock reader makes (names as in nvidia-ml-py), for two GPUs."""
+
+    NVML_CLOCK_SM = 1
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        return 1 if handle == 0 else 0
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 1980
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, clock):
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):  # older nvidia-ml-py's name
+        return 0x1 if handle == 0 else 0x80
+
+
+def test_clocks_from_nvml_when_pynvml_loads(monkeypatch):
+    from gputopo import nvml
+
+    monkeypatch.setattr(nvml, "load", lambda: (FakeNvml(), None))
+    rows, source = doctor.clock_rows(pair())
+    assert source == "NVML"
+    assert rows[1] == {"index": "1", "persistence_mode": "Disabled", "clocks.sm": "1980 MHz",
+                       "clocks.max.sm": "1980 MHz", "clocks_throttle_reasons.active": "0x80"}
+    found = doctor.check_clocks(pair(), rows, source)[0]
+    assert found.status == "WARN" and "GPU1 slowed by heat or power" in found.finding
+    assert "hardware power brake" in found.finding

@@ -686,7 +686,8 @@ def verdict(machine, findings):
     mode = machine.mode
     if mode == "reference":
         return "the course can run, in reference mode (recorded data instead of live GPUs)"
-    return f"the course can run live ({mode}); WARN lines name parts that use reference data"
+    return (f"the course can run live ({mode}); WARN lines name parts that use reference data "
+            "or what can slow GPU-to-GPU copies")
 
 
 def _flavour_words(flavour):

@@ -308,7 +308,8 @@ def check_vm(machine, vm: Optional[str]) -> List[Finding]:
     text = f"running under {vm}"
     if _multi(machine) and machine.best_pair:
         status = peer_status(machine.p2p_matrix, *machine.best_pair)
-        if status is not None and status.upper() != "OK":
+        # GNS: the GPUs themselves offer no peer access (GeForce cards), whatever the hypervisor does
+        if status is not None and status.upper() not in ("OK", "GNS"):
             return [Finding(WARN, item, f"{text}; peer access between the chosen pair is {status}: "
                             "in a VM, P2P needs the hypervisor to pass the GPUs through with their "
                             "PCIe switch and ACS/ATS settings", "ask the cloud or hypervisor admin for "
