@@ -99,7 +99,8 @@ def test_flavour_of_reads_make_s_framework_and_venv(tmp_path):
 
 def test_make_check_passes_framework_and_venv_through():
     for args, expected in (([], "--venv .venv"), (["FRAMEWORK=pytorch"], "--venv .venv-pytorch --framework pytorch"),
-                           (["FRAMEWORK=pytorch", "VENV=/opt/v"], "--venv /opt/v --framework pytorch")):
+                           (["FRAMEWORK=pytorch", "VENV=/opt/v"], "--venv /opt/v --framework pytorch"),
+                           (["JSON=1"], "--venv .venv --json")):
         done = subprocess.run(["make", "-n", "--no-print-directory", "check", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
