@@ -139,12 +139,15 @@ def test_gpudirect_rdma_paths():
     with_nics = pair(topology={"best_pair": [0, 1], "worst_pair": [0, 1], "links": {}, "nics": {"NIC0": "mlx5_0"}})
     assert doctor.check_rdma(with_nics, MODULES_PEERMEM, "5.15.0-105-generic", CLOSED_DRIVER)[0].status == "PASS"
     dmabuf = doctor.check_rdma(with_nics, "", "6.8.0-31-generic", OPEN_DRIVER)[0]
-    assert dmabuf.status == "PASS" and dmabuf.finding.startswith("DMA-BUF possible")
+    assert dmabuf.status == "PASS" and dmabuf.finding.startswith("DMA-BUF likely")
     old_kernel = doctor.rdma_paths("", "5.4.0-150-generic", OPEN_DRIVER)
     assert old_kernel["dmabuf"] is False  # DMA-BUF needs Linux 5.12+
     neither = doctor.check_rdma(with_nics, "", "6.8.0-31-generic", CLOSED_DRIVER)[0]
     assert neither.status == "WARN" and "1 NIC(s)" in neither.finding and "modprobe nvidia-peermem" in neither.fix
     assert doctor.check_rdma(pair(), "", "6.8.0", CLOSED_DRIVER)[0].status == "PASS"  # no NIC: not needed
+    # the file NCCL looks for (src/transport/net_ib.cc, v2.28.3-1), without /proc/modules saying so
+    files = {path: path == "/sys/module/nvidia_peermem/version" for path in doctor.PEERMEM_FILES}
+    assert doctor.check_rdma(with_nics, "", "5.4.0", CLOSED_DRIVER, files)[0].finding.startswith("nvidia-peermem loaded")
 
 
 def test_mig_on_warns():

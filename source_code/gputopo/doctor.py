@@ -17,8 +17,12 @@ missing P2P path before the first hour of a workshop goes to it. What it looks a
   /dev/shm size (NCCL's SHM transport allocates there) and its IPC namespace: the host's
   initial IPC namespace has the fixed inode 4026531839 (PROC_IPC_INIT_INO = 0xEFFFFFFF in the
   Linux kernel's include/linux/proc_ns.h), so `ipc:[4026531839]` means --ipc=host;
-- GPUDirect RDMA: nvidia_peermem in /proc/modules, or DMA-BUF (Linux 5.12 or later with
-  NVIDIA's open kernel module, as the GPU Operator's "GPUDirect RDMA" page lists it);
+- GPUDirect RDMA: the peer-memory module as NCCL looks for it (one of PEERMEM_FILES exists:
+  ibGdrSupportInitOnce in src/transport/net_ib.cc, NCCL v2.28.3-1), or DMA-BUF likely (Linux
+  5.12 or later, whose RDMA core registers dma-buf memory, and NVIDIA's open kernel module, as
+  the GPU Operator's "GPUDirect RDMA" page recommends); NCCL itself decides DMA-BUF with
+  CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED and a trial ibv_reg_dmabuf_mr call (dmaBufSupported in
+  src/init.cc, ibDmaBufSupportInitOnce in src/transport/net_ib.cc), which needs a NIC;
 - MIG mode, persistence mode and clocks (NVML through pynvml when it loads, else
   `nvidia-smi --query-gpu`), and the throttle reasons NVML reports (nvml.h's
   nvmlClocksThrottleReason* bits);
@@ -44,6 +48,9 @@ GiB = 2**30
 SHM_WARN_BYTES = 1 * GiB
 HOST_IPC_NAMESPACE_INODE = 4026531839  # PROC_IPC_INIT_INO (include/linux/proc_ns.h)
 DMABUF_KERNEL = (5, 12)
+# What NCCL checks for GPUDirect RDMA through a peer-memory module (src/transport/net_ib.cc, v2.28.3-1)
+PEERMEM_FILES = ("/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+                 "/sys/module/nvidia_peermem/version")
 NCCL_ACS_DOC = ("NCCL's troubleshooting guide, 'PCI Access Control Services (ACS)': "
                 "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 # nvml.h: nvmlClocksThrottleReason* (the same bits nvidia-smi's clocks_throttle_reasons.active shows)
@@ -211,10 +218,13 @@ def kernel_version(release: str):
     return (int(numbers.group(1)), int(numbers.group(2))) if numbers else None
 
 
-def rdma_paths(modules: str, release: str, driver_text: str) -> Dict[str, object]:
-    """{"peermem": bool, "dmabuf": bool, "why": ...} from /proc/modules, uname -r and
-    /proc/driver/nvidia/version (which names the "Open Kernel Module" when that is loaded)."""
-    peermem = any(line.split()[:1] in (["nvidia_peermem"], ["nv_peer_mem"]) for line in modules.splitlines())
+def rdma_paths(modules: str, release: str, driver_text: str,
+               peer_files: Optional[Dict[str, bool]] = None) -> Dict[str, object]:
+    """{"peermem": bool, "dmabuf": bool, "why": ...} from /proc/modules, the PEERMEM_FILES that
+    exist, uname -r and /proc/driver/nvidia/version (which names the "Open Kernel Module" when
+    that is loaded)."""
+    loaded = any(line.split()[:1] in (["nvidia_peermem"], ["nv_peer_mem"]) for line in modules.splitlines())
+    peermem = loaded or any((peer_files or {}).values())
     kernel = kernel_version(release)
     open_module = "open kernel module" in driver_text.lower()
     dmabuf = bool(kernel and kernel >= DMABUF_KERNEL and open_module)
@@ -335,16 +345,17 @@ def check_container(kind: Optional[str], shm_size: Optional[int], ipc_link: Opti
     return [Finding(PASS, item, text, NONE_NEEDED)]
 
 
-def check_rdma(machine, modules: str, release: str, driver_text: str) -> List[Finding]:
+def check_rdma(machine, modules: str, release: str, driver_text: str,
+               peer_files: Optional[Dict[str, bool]] = None) -> List[Finding]:
     item = "GPUDirect RDMA"
     if machine.mode == "reference":
         return [Finding(PASS, item, "not applicable without GPUs", NONE_NEEDED)]
-    found = rdma_paths(modules, release, driver_text)
+    found = rdma_paths(modules, release, driver_text, peer_files)
     if found["peermem"]:
         return [Finding(PASS, item, f"nvidia-peermem loaded ({found['why']})", NONE_NEEDED)]
     if found["dmabuf"]:
-        return [Finding(PASS, item, f"DMA-BUF possible ({found['why']}); nvidia-peermem not loaded",
-                        NONE_NEEDED)]
+        return [Finding(PASS, item, f"DMA-BUF likely ({found['why']}; NCCL confirms it with its NIC at "
+                        "start-up); nvidia-peermem not loaded", NONE_NEEDED)]
     nics = ((machine.topology or {}).get("nics") or {})
     text = f"neither nvidia-peermem nor DMA-BUF ({found['why']})"
     if nics:
@@ -430,7 +441,7 @@ def findings(machine, host: Dict[str, object]) -> List[Finding]:
     out += check_vm(machine, vm)
     out += check_container(kind, host.get("shm_size"), host.get("ipc_namespace"))
     out += check_rdma(machine, host.get("modules", ""), host.get("kernel_release", ""),
-                      host.get("driver_version_text", ""))
+                      host.get("driver_version_text", ""), host.get("peermem_files"))
     out += check_mig(machine)
     out += check_clocks(machine, host.get("clock_rows", []), host.get("clock_source", "not asked"))
     out += check_numbering(machine, host.get("environ", {}))
@@ -530,6 +541,7 @@ def gather(machine, environ: Optional[Dict[str, str]] = None, timeout: float = 2
         host["ipc_namespace"] = None
     host["shm_size"] = shm_size()
     host["modules"] = _read("/proc/modules")
+    host["peermem_files"] = {p: os.path.exists(p) for p in PEERMEM_FILES}
     host["kernel_release"] = os.uname().release
     host["driver_version_text"] = _read("/proc/driver/nvidia/version")
     host["clock_rows"], host["clock_source"] = clock_rows(machine, timeout)
