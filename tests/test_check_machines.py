@@ -137,3 +137,10 @@ def test_the_doctor_reads_this_host_on_a_stand_in_without_breaking(standin):
     assert "CUDA_VISIBLE_DEVICES=2,3: cuda:0 = GPU2, cuda:1 = GPU3" in numbering.finding
     clocks = next(f for f in found if f.item == "persistence and clocks")
     assert clocks.status == "PASS" and "not reported" in clocks.finding  # the stand-in answers [N/A]
+
+
+def test_a_wrong_framework_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as done:
+        check.main(["--framework", "jax"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "--framework" in err and "jax" in err
