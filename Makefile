@@ -75,9 +75,13 @@ test-machines: install ## only the machine matrix: the whole course on 13 stand-
 lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requirements-*.txt; needs PyPI
 	bash environment/lock.sh
 
+# FRAMEWORK and VENV reach the check, so that before the install its fix lines name this flavour's
+# venv and install command (a package missing in the system python3 is a WARN, not a FAIL).
+# JSON=1: the same findings as one JSON object (python -m gputopo.check --json).
+CHECK_ARGS := --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))$(if $(JSON), --json)
 check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install)
-	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check; \
-	else echo "[make] no $(VENV) yet: running the check with the system python3"; PYTHONPATH=source_code python3 -m gputopo.check; fi
+	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check $(CHECK_ARGS); \
+	else echo "[make] no $(VENV) yet: running the check with the system python3" >&2; PYTHONPATH=source_code python3 -m gputopo.check $(CHECK_ARGS); fi
 
 course: install ## instructor: execute every notebook headless; dated report under results/
 	$(CLEAN_ENV) $(PY) -m gputopo.course

@@ -66,7 +66,7 @@ def test_no_gpu_is_reference_mode_and_exit_0(no_gpu_env):
     done = run_cli("--skip-smoke", env=no_gpu_env)
     assert done.returncode == 0, done.stdout + done.stderr
     page = done.stdout.splitlines()
-    assert page[0].endswith(f"with {sys.executable}: reference mode (nvidia-smi not found)")
+    assert f"with {sys.executable}: reference mode (nvidia-smi not found); " in page[0]
     findings = [ln for ln in page if ln[:4] in ("PASS", "WARN", "FAIL")]
     assert len(findings) >= 12
     for text in findings:
@@ -323,9 +323,9 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
 def test_jupyterlab_missing_in_the_pytorch_flavour_is_a_warning():
     """Seen on the H200 machine: the PyTorch venv installs JupyterLab only for `make lab`."""
     only_lab = lambda name: name != "jupyterlab"  # noqa: E731 - a one-line stand-in
-    warn = check.check_jupyter(has=only_lab, pytorch_flavour=True)[0]
+    warn = check.check_jupyter(has=only_lab, flavour=check.Flavour("pytorch", ".venv-pytorch", True))[0]
     assert warn.status == "WARN" and "make lab FRAMEWORK=pytorch" in warn.fix
-    fail = check.check_jupyter(has=only_lab, pytorch_flavour=False)[0]
+    fail = check.check_jupyter(has=only_lab, flavour=check.Flavour("tensorflow", ".venv", True))[0]
     assert fail.status == "FAIL"
-    nothing = check.check_jupyter(has=lambda name: False, pytorch_flavour=True)[0]
+    nothing = check.check_jupyter(has=lambda name: False, flavour=check.Flavour("pytorch", ".venv-pytorch", True))[0]
     assert nothing.status == "FAIL"  # a PyTorch venv without ipykernel cannot run notebooks

@@ -26,6 +26,7 @@ _DESCRIPTIONS = {
     "nccl-tests": "nccl-tests / course NCCL benchmark table",
     "horovod": "throughput lines of a Horovod CNN run",
     "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
+    "nvbandwidth": "NVIDIA nvbandwidth's text output (every test and matrix in it)",
 }
 USAGE_ERROR = USAGE_EXIT_STATUS
 

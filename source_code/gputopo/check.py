@@ -17,6 +17,8 @@ Standard library only: it must run on a bare cluster node before anything is ins
 """
 
 import argparse
+import dataclasses
+import functools
 import importlib
 import importlib.util
 import json
@@ -33,6 +35,7 @@ from pathlib import Path
 from gputopo import linkcodes, proctree
 from gputopo import gpus as gpu_model
 from gputopo.detect import nvlink_link_counts
+from gputopo.machine import Machine
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
@@ -48,13 +51,19 @@ Finding = namedtuple("Finding", "status item finding fix")
 _ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/gputopo/check.py)
 
 
-def _get(obj, key, default=None):
-    """Read `key` from a dict or an attribute of an object; `default` when absent."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+def as_machine(machine):
+    """A Machine as it is, a dict of Machine fields (tests, notebooks) as a Machine."""
+    if isinstance(machine, dict):
+        return Machine(**machine)
+    return machine
+
+
+def _takes_machine(check):
+    """Every check reads a Machine's fields and its CUDA_VISIBLE_DEVICES-aware pairs."""
+    @functools.wraps(check)
+    def wrapper(machine, *args, **kwargs):
+        return check(as_machine(machine), *args, **kwargs)
+    return wrapper
 
 
 def _gib(n):
@@ -71,25 +80,26 @@ def _gpu_label(i):
 # ---------------------------------------------------------------------------------------
 
 
+@_takes_machine
 def check_gpus(machine):
-    mode = _get(machine, "mode", "reference")
-    count = _get(machine, "gpu_count", 0) or 0
-    driver = _get(machine, "driver_version")
+    mode = machine.mode
+    count = machine.gpu_count or 0
+    driver = machine.driver_version
     if mode == "reference" or count == 0:
-        reason = _get(machine, "reason") or "no NVIDIA GPU visible"
+        reason = machine.reason or "no NVIDIA GPU visible"
         return [Finding(WARN, "GPUs and driver",
                         f"reference mode ({reason}); every notebook runs and shows the "
                         "recorded reference systems instead of live measurements",
                         "none needed for reference mode; for live runs use a node with "
                         "NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: --gres=gpu:2)")]
-    names = _get(machine, "gpu_names") or []
+    names = machine.gpu_names or []
     kinds = sorted(set(names))
     what = ", ".join(f"{names.count(n)} x {n}" for n in kinds) or f"{count} GPU(s)"
     finding = f"{what}, driver {driver or 'version unknown'}"
-    if _get(machine, "cuda_visible_devices") is not None and not isinstance(machine, dict):
+    if machine.cuda_visible_devices is not None:
         finding += "; " + gpu_model.describe_allowed(*gpu_model.from_machine(machine))
     if mode != "multi-gpu":
-        visible = _get(machine, "visible_gpu_count", count)
+        visible = machine.visible_gpu_count
         if visible != count:
             finding += f" ({visible} visible under CUDA_VISIBLE_DEVICES)"
         return [Finding(WARN, "GPUs and driver",
@@ -99,10 +109,11 @@ def check_gpus(machine):
     return [Finding(PASS, "GPUs and driver", f"{finding} (mode {mode})", NONE_NEEDED)]
 
 
+@_takes_machine
 def check_cuda(machine):
-    mode = _get(machine, "mode", "reference")
-    cuda = _get(machine, "cuda_version")
-    nvcc_path, nvcc_version = _get(machine, "nvcc_path"), _get(machine, "nvcc_version")
+    mode = machine.mode
+    cuda = machine.cuda_version
+    nvcc_path, nvcc_version = machine.nvcc_path, machine.nvcc_version
     if nvcc_path:
         nvcc_text = f"nvcc {nvcc_version or '(version unknown)'} at {nvcc_path}"
     else:
@@ -120,37 +131,26 @@ def check_cuda(machine):
     return [Finding(PASS, "CUDA and nvcc", f"{cuda_text}; {nvcc_text}", NONE_NEEDED)]
 
 
-def _pair(topology, key):
-    pair = _get(topology, key)
-    if pair is None or len(pair) != 2:
-        return None
-    return int(pair[0]), int(pair[1])
-
-
-def _link(topology, i, j):
-    links = _get(topology, "links") or {}
-    row = links.get(_gpu_label(i)) or {}
-    return row.get(_gpu_label(j))
-
-
+@_takes_machine
 def check_topology(machine):
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode == "reference":
         return [Finding(PASS, "topology",
                         "reference mode: notebook 2 reads the recorded topologies in "
                         "source_code/reference_systems/", NONE_NEEDED)]
-    topology = _get(machine, "topology")
+    topology = machine.topology
     if topology is None:
         return [Finding(WARN, "topology",
                         "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to "
                         "reference systems",
                         "run `nvidia-smi topo -m` by hand and see what it prints; update the "
                         "driver if the subcommand is missing")]
-    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    # The pairs among the GPUs this job may use (CUDA_VISIBLE_DEVICES applied), as the notebooks pick them.
+    best, worst = machine.best_pair, machine.worst_pair
     if best is None:
         return [Finding(WARN, "topology", "one GPU in the matrix: no pair to compare",
                         "use a node with 2 or more GPUs for the pair experiments")]
-    b, w = _link(topology, *best), _link(topology, *worst) if worst else None
+    b, w = machine.link_between(*best), machine.link_between(*worst) if worst else None
     text = f"best pair GPU{best[0]},GPU{best[1]} ({b or '?'})"
     if worst and worst != best:
         text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({w or '?'})"
@@ -189,21 +189,21 @@ def peer_status(p2p_matrix, i, j):
     return bad[0] if bad else "OK"
 
 
+@_takes_machine
 def check_peer_access(machine):
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode != "multi-gpu":
         return [Finding(PASS, "peer access",
                         "not applicable without 2 GPUs; notebook 4 shows the reference "
                         "P2P matrices", NONE_NEEDED)]
-    topology = _get(machine, "topology")
-    matrix = _get(machine, "p2p_matrix")
-    best, worst = _pair(topology, "best_pair"), _pair(topology, "worst_pair")
+    matrix = machine.p2p_matrix
+    best, worst = machine.best_pair, machine.worst_pair
     if best is None:
         return [Finding(WARN, "peer access", "no GPU pair chosen (topology unreadable)",
                         "see the topology line")]
     best_cell = peer_status(matrix, *best)
     if best_cell is None:
-        notes = _get(machine, "notes") or {}
+        notes = machine.notes or {}
         why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
         return [Finding(WARN, "peer access",
                         f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair "
@@ -239,6 +239,7 @@ def check_peer_access(machine):
     return findings
 
 
+@_takes_machine
 def check_nvlink(machine):
     """NVLink state of the chosen pair.
 
@@ -249,17 +250,16 @@ def check_nvlink(machine):
     or a lane is down on one side).
     """
     item = "NVLink"
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode != "multi-gpu":
         return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
-    text = _get(machine, "nvlink_status_text")
-    active = _get(machine, "nvlink_active_links") or {}
+    text = machine.nvlink_status_text
+    active = machine.nvlink_active_links or {}
     inactive = {gpu: links["inactive"] for gpu, links in nvlink_link_counts(text or "").items()}
-    topology = _get(machine, "topology")
-    best = _pair(topology, "best_pair")
-    nv = linkcodes.nvlink_count(_link(topology, *best)) if best else 0
+    best = machine.best_pair
+    nv = linkcodes.nvlink_count(machine.link_between(*best)) if best else 0
     if text is None:
-        why = (_get(machine, "notes") or {}).get("nvlink", "no output")
+        why = (machine.notes or {}).get("nvlink", "no output")
         if nv:
             return [Finding(WARN, item, f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` "
                             f"failed ({why})", "run `nvidia-smi nvlink -s` by hand")]
@@ -295,9 +295,10 @@ def check_nvlink(machine):
     return [Finding(PASS, item, finding, NONE_NEEDED)]
 
 
+@_takes_machine
 def check_nccl(machine):
-    mode = _get(machine, "mode", "reference")
-    version = _get(machine, "nccl_version")
+    mode = machine.mode
+    version = machine.nccl_version
     if mode == "reference":
         return [Finding(PASS, "NCCL",
                         f"not needed in reference mode ({'NCCL ' + version if version else 'not found'})",
@@ -311,47 +312,61 @@ def check_nccl(machine):
     return [Finding(PASS, "NCCL", f"NCCL {version}", NONE_NEEDED)]
 
 
-def check_horovod(machine, installed_here):
-    mode = _get(machine, "mode", "reference")
-    build = _get(machine, "horovod")
+@_takes_machine
+def check_horovod(machine, installed_here, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
+    mode = machine.mode
+    build = machine.horovod
+    gpu_flag = " --gpu" if mode == "multi-gpu" and flavour.framework == "tensorflow" else ""
+    install = flavour.install_command() + gpu_flag
+    if not flavour.installed:
+        # The course's venv is not this Python: make course installs (or reuses) Horovod there.
+        found = f"this Python ({sys.executable}) is not the course's {flavour.venv}"
+        return [Finding(WARN, "Horovod build",
+                        f"not checked: {found}; make course{flavour.make_suffix} builds Horovod "
+                        "0.28.1 there before the first notebook",
+                        f"make course{flavour.make_suffix} ({install}), then make check"
+                        f"{flavour.make_suffix} again for the build line")]
     if not build:
-        why = (_get(machine, "notes") or {}).get("horovod") or "not installed"
+        why = (machine.notes or {}).get("horovod") or "not installed"
         if installed_here:  # the package is there but cannot even report its build
             return [Finding(FAIL, "Horovod build", f"Horovod is installed but broken ({why})",
-                            "reinstall it: environment/install.sh"
-                            + (" --gpu" if mode == "multi-gpu" else ""))]
+                            f"reinstall it: {install}")]
         return [Finding(WARN, "Horovod build",
                         f"no Horovod ({why}); the CNN cells show the reference runs",
-                        "environment/install.sh (or --gpu on a GPU node) builds Horovod 0.28.1")]
-    version = _get(build, "version") or "?"
+                        f"{install} builds Horovod 0.28.1")]
+    version = build.get("version") or "?"
     parts = [f"Horovod {version}"]
-    parts.append("TensorFlow " + ("yes" if _get(build, "tensorflow") else "no"))
-    parts.append("PyTorch " + ("yes" if _get(build, "pytorch") else "no"))
-    parts.append("NCCL ops " + ("yes" if _get(build, "nccl") else "no"))
-    controllers = [c for c in ("gloo", "mpi") if _get(build, c)]
+    parts.append("TensorFlow " + ("yes" if build.get("tensorflow") else "no"))
+    parts.append("PyTorch " + ("yes" if build.get("pytorch") else "no"))
+    parts.append("NCCL ops " + ("yes" if build.get("nccl") else "no"))
+    controllers = [c for c in ("gloo", "mpi") if build.get(c)]
     parts.append("controllers " + ("+".join(c.capitalize() if c == "gloo" else c.upper()
                                              for c in controllers) or "none"))
     text = ", ".join(parts)
     gpu_node = mode == "multi-gpu"  # NCCL needs one GPU per worker
     problems = []
-    if not (_get(build, "tensorflow") or _get(build, "pytorch")):
+    if not (build.get("tensorflow") or build.get("pytorch")):
         problems.append("neither TensorFlow nor PyTorch support: the CNN cannot run")
     if not controllers:
         problems.append("neither Gloo nor MPI: horovodrun cannot start workers")
-    if gpu_node and not _get(build, "nccl"):
+    if gpu_node and not build.get("nccl"):
         problems.append("no NCCL operations: gradients would go through host memory, "
                         "the NCCL lessons would show nothing")
     if not installed_here:
         problems.append(f"this Python ({sys.executable}) has no horovod package; the "
                         "horovodrun on PATH belongs to another environment")
     if problems:
+        with_framework = ("HOROVOD_WITH_PYTORCH=1" if flavour.framework == "pytorch"
+                          else "HOROVOD_WITH_TENSORFLOW=1")
         return [Finding(FAIL, "Horovod build", f"{text}; " + "; ".join(problems),
-                        "rebuild: HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1"
+                        f"rebuild: {with_framework} HOROVOD_WITH_GLOO=1"
                         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
-                        + " pip install --no-cache-dir horovod==0.28.1 "
-                        "(environment/install.sh" + (" --gpu" if gpu_node else "") + " does this; "
-                        "with PyTorch: environment/install.sh --framework pytorch)")]
-    if not gpu_node and not _get(build, "nccl"):
+                        + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this"
+                        + ("" if flavour.framework == "pytorch" else "; the PyTorch flavour: "
+                           + Flavour("pytorch", default_venv("pytorch")).install_command())
+                        + ")")]
+    if not gpu_node and not build.get("nccl"):
         text += " (NCCL not needed without GPUs)"
     return [Finding(PASS, "Horovod build", text, NONE_NEEDED)]
 
@@ -379,19 +394,21 @@ def check_shm(size_bytes, path="/dev/shm"):
     return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}", NONE_NEEDED)]
 
 
-def check_dataset(has=None):
+def check_dataset(has=None, flavour=None):
     """Where Fashion-MNIST is; its content is verified too when numpy is there to read it."""
     from gputopo import fmnist
 
     has = importable if has is None else has
+    flavour = flavour_of() if flavour is None else flavour
     where = fmnist.find_dataset_dir()
     if where is None:
         looked = ", ".join(str(d) for d in fmnist.search_dirs())
         return [Finding(WARN, "dataset",
                         f"Fashion-MNIST not found (looked in {looked}); the CNN cells show "
                         "the reference runs",
-                        "environment/install.sh --with-dataset, or python -m gputopo.fmnist "
-                        "--download, or set FASHION_MNIST_DIR to a folder with the four files")]
+                        f"{flavour.install_command('--with-dataset')} (make course{flavour.make_suffix} "
+                        "does it), or python -m gputopo.fmnist --download, or set FASHION_MNIST_DIR "
+                        "to a folder with the four files")]
     if not has("numpy"):
         return [Finding(PASS, "dataset", f"Fashion-MNIST files in {where} (content not "
                         "verified: numpy missing)", NONE_NEEDED)]
@@ -426,6 +443,50 @@ def check_disk(path=None, free_bytes=None):
     return [Finding(PASS, "free disk", text, NONE_NEEDED)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Flavour:
+    """Which install of the course this check speaks for (make's FRAMEWORK and VENV).
+
+    `installed` is True when this Python is that venv's: before `make course` installs it,
+    `make check` runs on the system python3, where a missing package is no fault.
+    """
+
+    framework: str = "tensorflow"  # or "pytorch"
+    venv: str = ".venv"
+    installed: bool = True
+
+    @property
+    def make_suffix(self):
+        return " FRAMEWORK=pytorch" if self.framework == "pytorch" else ""
+
+    def install_command(self, *extra):
+        words = ["environment/install.sh", "--venv", self.venv]
+        if self.framework == "pytorch":
+            words += ["--framework", "pytorch"]
+        return " ".join(words + list(extra))
+
+
+def default_venv(framework):
+    """The venv the Makefile uses for a framework (its VENV default)."""
+    return ".venv-pytorch" if framework == "pytorch" else ".venv"
+
+
+def flavour_of(framework=None, venv=None, prefix=None):
+    """The Flavour for make's FRAMEWORK/VENV (None: as install.sh decides, from the venv's stamp)."""
+    prefix = Path(sys.prefix if prefix is None else prefix)
+    if framework is None:
+        stamp = ".requirements-pytorch.sha256"
+        here = venv is None and (prefix / stamp).is_file()
+        framework = "pytorch" if here or (venv and (_ROOT / venv / stamp).is_file()) else "tensorflow"
+    venv = venv or default_venv(framework)
+    place = Path(venv) if Path(venv).is_absolute() else _ROOT / venv
+    try:
+        installed = prefix.resolve() == place.resolve()
+    except OSError:
+        installed = False
+    return Flavour(framework, venv, installed)
+
+
 def importable(module):
     """True when `import module` works in this interpreter (errors of any kind: False)."""
     try:
@@ -435,31 +496,31 @@ def importable(module):
     return True
 
 
-def _pytorch_flavour():
-    """True in a venv made by install.sh --framework pytorch (its stamp file is there)."""
-    return (Path(sys.prefix) / ".requirements-pytorch.sha256").is_file()
-
-
-def check_jupyter(has=importable, pytorch_flavour=None):
+def check_jupyter(has=importable, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
     missing = [m for m in needed if not has(m)]
-    if pytorch_flavour is None:
-        pytorch_flavour = _pytorch_flavour()
-    if missing == ["jupyterlab"] and pytorch_flavour:
+    if missing == ["jupyterlab"] and flavour.framework == "pytorch":
         # The PyTorch flavour adds JupyterLab only for `make lab` (install.sh --with-lab).
         return [Finding(WARN, "JupyterLab",
-                        "not installed yet in this PyTorch venv (" + sys.prefix + "); make course "
+                        f"not installed yet for the PyTorch flavour ({sys.prefix}); make course "
                         "and make test run without it",
-                        "make lab FRAMEWORK=pytorch installs it (install.sh --framework pytorch "
-                        "--with-lab)")]
+                        f"make lab FRAMEWORK=pytorch installs it ({flavour.install_command('--with-lab')})")]
+    if missing and not flavour.installed:
+        # make check before the install runs on the system python3: make course installs these.
+        return [Finding(WARN, "JupyterLab",
+                        f"not installed yet: this Python ({sys.executable}) is not the course's "
+                        f"{flavour.venv} and lacks " + ", ".join(missing),
+                        f"make course{flavour.make_suffix} installs them into {flavour.venv} "
+                        f"first ({flavour.install_command()})")]
     if "jupyterlab" in missing or "ipykernel" in missing:
         return [Finding(FAIL, "JupyterLab",
                         "missing in this Python (" + sys.executable + "): " + ", ".join(missing),
-                        "environment/install.sh, then run make check with the course's .venv")]
+                        f"{flavour.install_command()}, then run make check{flavour.make_suffix} again")]
     if missing:
         return [Finding(FAIL, "JupyterLab",
                         "JupyterLab importable, but notebooks need: " + ", ".join(missing),
-                        "environment/install.sh")]
+                        flavour.install_command())]
     return [Finding(PASS, "JupyterLab", "JupyterLab, ipykernel, nbclient, nbconvert, numpy "
                     "and matplotlib import", NONE_NEEDED)]
 
@@ -510,11 +571,12 @@ def _smoke_worker_torch():
     return 0
 
 
+@_takes_machine
 def smoke_command(machine):
     """The horovodrun command line and environment of the smoke run."""
-    build = _get(machine, "horovod") or {}
+    build = machine.horovod or {}
     cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2"]
-    if _get(build, "gloo"):
+    if build.get("gloo"):
         cmd.append("--gloo")
     cmd += [sys.executable, "-m", "gputopo.check", "--smoke-worker"]
     env = dict(os.environ)
@@ -523,9 +585,8 @@ def smoke_command(machine):
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p)
     env[gpu_model.ORDER_VARIABLE] = gpu_model.ORDER_VALUE
-    best = _get(machine, "best_pair") if not isinstance(machine, dict) else None
-    best = best or _pair(_get(machine, "topology"), "best_pair")
-    if _get(machine, "mode") == "multi-gpu":
+    best = machine.best_pair
+    if machine.mode == "multi-gpu":
         # The pair the course uses (nvidia-smi indices), inside what this job was given.
         if best:
             try:
@@ -539,9 +600,10 @@ def smoke_command(machine):
     return cmd, env
 
 
+@_takes_machine
 def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.run):
     item = "Horovod smoke run"
-    if not (installed_here and _get(machine, "horovod")):
+    if not (installed_here and machine.horovod):
         return [Finding(WARN, item, "skipped: no working Horovod in this Python",
                         "see the Horovod build line")]
     cmd, env = smoke_command(machine)
@@ -580,22 +642,31 @@ def _detect():
 
 
 def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proctree.run,
-               has=importable):
-    """All findings, in page order. Arguments let tests inject a machine and sizes."""
+               has=importable, flavour=None, host=None):
+    """All findings, in page order. Arguments let tests inject a machine, sizes, the install
+    flavour (make's FRAMEWORK/VENV) and the host facts the machine doctor reads."""
+    flavour = flavour_of() if flavour is None else flavour
     if machine is None:
         machine, error = _detect()
         if machine is None:
-            machine = {"mode": "reference", "reason": f"discovery failed: {error}"}
+            machine = Machine(mode="reference", reason=f"discovery failed: {error}")
     findings = []
     for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink,
                   check_nccl):
         findings += check(machine)
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
-    findings += check_horovod(machine, hvd_here)
+    findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(shm_bytes() if shm_size is None else shm_size)
-    findings += check_dataset(has)
+    from gputopo import doctor  # the machine doctor: ACS, IOMMU, VM, container, RDMA, MIG, clocks
+
+    try:
+        findings += doctor.findings(machine, doctor.gather(machine) if host is None else host)
+    except Exception as exc:  # a reader bug must not take the preflight down with it
+        findings.append(Finding(WARN, "machine doctor", f"could not finish ({type(exc).__name__}: "
+                                f"{exc})", "please report it; the other lines stand"))
+    findings += check_dataset(has, flavour)
     findings += check_disk()
-    findings += check_jupyter(has)
+    findings += check_jupyter(has, flavour)
     if skip_smoke:
         findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)",
                                 NONE_NEEDED))
@@ -612,17 +683,24 @@ def verdict(machine, findings):
     fails = [f.item for f in findings if f.status == FAIL]
     if fails:
         return "BLOCKED by: " + ", ".join(dict.fromkeys(fails))
-    mode = _get(machine, "mode", "reference")
+    mode = machine.mode
     if mode == "reference":
         return "the course can run, in reference mode (recorded data instead of live GPUs)"
-    return f"the course can run live ({mode}); WARN lines name parts that use reference data"
+    return (f"the course can run live ({mode}); WARN lines name parts that use reference data "
+            "or what can slow GPU-to-GPU copies")
 
 
-def format_page(machine, findings):
-    mode = _get(machine, "mode", "reference")
-    reason = _get(machine, "reason")
+def _flavour_words(flavour):
+    where = "this Python" if flavour.installed else "not installed yet"
+    return f"{flavour.framework} flavour, {flavour.venv} ({where})"
+
+
+def format_page(machine, findings, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
+    mode = machine.mode
+    reason = machine.reason
     lines = [f"gputopo check on {platform.node()} with {sys.executable}: {mode} mode"
-             + (f" ({reason})" if reason else ""), ""]
+             + (f" ({reason})" if reason else "") + f"; {_flavour_words(flavour)}", ""]
     lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
     counts = {s: sum(f.status == s for f in findings) for s in (PASS, WARN, FAIL)}
     lines += ["", f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
@@ -630,9 +708,13 @@ def format_page(machine, findings):
     return "\n".join(lines)
 
 
-def as_json(machine, findings):
+def as_json(machine, findings, flavour=None):
+    flavour = flavour_of() if flavour is None else flavour
     return {
-        "mode": _get(machine, "mode", "reference"),
+        "mode": machine.mode,
+        "framework": flavour.framework,
+        "venv": flavour.venv,
+        "venv_installed": flavour.installed,
         "exit_code": exit_code(findings),
         "verdict": verdict(machine, findings),
         "findings": [f._asdict() for f in findings],
@@ -647,13 +729,19 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-smoke", action="store_true",
                         help="skip the ~10 s two-worker Horovod run")
+    parser.add_argument("--framework", choices=("tensorflow", "pytorch"),
+                        help="the install to check for (make check FRAMEWORK=...); default: the "
+                        "venv's own, else tensorflow")
+    parser.add_argument("--venv", metavar="DIR",
+                        help="the course's venv (make's VENV; default .venv, .venv-pytorch for pytorch)")
     parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
     args = parse_args_or_exit(parser, argv, where="command line")
     if args.smoke_worker:
         return _smoke_worker()
-    machine, findings = run_checks(skip_smoke=args.skip_smoke)
-    text = json.dumps(as_json(machine, findings), indent=2) if args.json else format_page(
-        machine, findings)
+    flavour = flavour_of(args.framework, args.venv)
+    machine, findings = run_checks(skip_smoke=args.skip_smoke, flavour=flavour)
+    text = json.dumps(as_json(machine, findings, flavour), indent=2) if args.json else format_page(
+        machine, findings, flavour)
     try:
         print(text, flush=True)
     except BrokenPipeError:  # `make check | head`: the reader left, the verdict still counts

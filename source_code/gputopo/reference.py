@@ -50,6 +50,7 @@ KIND_PATTERNS = {
     "nvidia-smi": ("nvidia-smi.txt",),
     "simple-p2p": ("simpleP2P*.txt",),
     "p2p-status": ("nvidia-smi-topo-p2p*.txt",),
+    "nvbandwidth": ("nvbandwidth*.txt",),
     "json": ("*.json",),
     "csv": ("*.csv",),
     "notes": ("*.md",),

@@ -43,6 +43,7 @@ from .nccl_log import parse as parse_nccl_log  # noqa: E402
 from .nccl_tests import parse as parse_nccl_tests  # noqa: E402
 from .horovod_log import parse as parse_horovod_log  # noqa: E402
 from .p2p_status import parse as parse_p2p_status  # noqa: E402
+from .nvbandwidth import parse as parse_nvbandwidth  # noqa: E402
 
 # CLI kind name -> parser; the CLI and gputopo.reference both dispatch through this.
 PARSERS = {
@@ -52,6 +53,7 @@ PARSERS = {
     "nccl-tests": parse_nccl_tests,
     "horovod": parse_horovod_log,
     "p2p-status": parse_p2p_status,
+    "nvbandwidth": parse_nvbandwidth,
 }
 
 __all__ = [
@@ -63,5 +65,6 @@ __all__ = [
     "parse_nccl_tests",
     "parse_horovod_log",
     "parse_p2p_status",
+    "parse_nvbandwidth",
     "rank_link",
 ]

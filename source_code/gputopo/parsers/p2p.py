@@ -123,9 +123,10 @@ def _start_table(result, section, tokens, lineno):
     group, prefix, title, _ = section
     corner, labels = tokens[0], tokens[1:]
     if group == "latency_us":
-        if corner == "D\\D":
-            raise ParseError(f"latency table under {title!r} must start with GPU or CPU", lineno)
-        key = f"{prefix}_{corner.lower()}"
+        # Older builds of NVIDIA's sample print one latency table with a D\D corner, timed
+        # with CUDA events on the GPU (cudaEventElapsedTime in their outputLatencyMatrix): it is
+        # the GPU table of the later builds, which print a GPU and a CPU table.
+        key = f"{prefix}_gpu" if corner == "D\\D" else f"{prefix}_{corner.lower()}"
     elif corner != "D\\D":
         raise ParseError(f"table under {title!r} must start with D\\D, not {corner}", lineno)
     else:
