@@ -41,6 +41,9 @@ SCRIPTS = {
     "gputopo.fmnist": ([PY, "-m", "gputopo.fmnist"], "python -m gputopo.fmnist"),
     "gputopo.runner": ([PY, "-m", "gputopo.runner"], "python -m gputopo.runner"),
     "patch-horovod.py": ([PY, ROOT / "environment" / "patch-horovod.py"], "patch-horovod.py"),
+    "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
+    "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
+    "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
 }
 
 # Tools a GPU script would reach for first; none may run while answering --help or a bad option.

@@ -165,21 +165,26 @@ def render(text):
     for name, build in BLOCKS.items():
         pattern = re.compile(rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- end generated: {re.escape(name)} -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"readme_tables: error: README.md has no block '{name}' (add the two marker lines)")
+            raise SystemExit(f"readme_tables.py: error: README.md has no block '{name}' (add the two marker lines)")
         table = build()
         text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     return text
 
 
 def main(argv):
+    usage = "usage: python tools/readme_tables.py [--check]"
+    if argv in (["-h"], ["--help"]):
+        print(usage)
+        print(__doc__.strip().splitlines()[0])
+        return 0
     if argv not in ([], ["--check"]):
-        print("usage: python tools/readme_tables.py [--check]", file=sys.stderr)
+        print(f"readme_tables.py: error: unknown arguments {' '.join(argv)} ({usage})", file=sys.stderr)
         return 2
     current = README.read_text()
     wanted = render(current)
     if argv == ["--check"]:
         if wanted != current:
-            print("readme_tables: README.md's generated tables differ from the recorded files: "
+            print("readme_tables.py: error: README.md's generated tables differ from the recorded files: "
                   "run python tools/readme_tables.py", file=sys.stderr)
             return 1
         return 0

@@ -105,7 +105,7 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
     predicted = store.get(name)
     if predicted is None:
         shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)
-        said = f"Measured {name}" if how == "measured" else f"{name}, {how}"
+        said = f"{how[0].upper()}{how[1:]} {name}" if " " not in how else f"{name}, {how}"
         print(f"{said}: {shown}{(' ' + unit) if unit else ''} (no prediction was recorded).")
         return None
     if isinstance(predicted, str) or isinstance(measured, str):
