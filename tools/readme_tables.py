@@ -9,6 +9,7 @@ source_code/reference_systems/ named in the table, with the number of files (n) 
 over them. `make test` runs the --check form (tests/test_readme_tables.py), so a changed
 recording or a hand edit of a figure fails until this script has been run again.
 """
+import json
 import re
 import statistics
 import sys
@@ -158,7 +159,21 @@ def node8_table():
     return "\n".join(out)
 
 
-BLOCKS = {"h200-pair-tools": pair_tools_table, "h200-pair-cnn": cnn_table, "h200-node8": node8_table}
+def nvidia_tools_table():
+    """NVIDIA's own tools on the same machine: figures only, as the recorded JSON gives them."""
+    name = "nvidia-tools-figures-2026-11-21.json"
+    data = json.loads(reference.read_text(PAIR, name))
+    out = ["| NVIDIA's tool (2x H200, NV18, 2026-11-21) | what | figures |", "| --- | --- | --- |"]
+    for key in ("p2pBandwidthLatencyTest", "nccl-tests"):
+        section = data[key]
+        for figure in section["figures"]:
+            values = "; ".join(f"{k} {'-'.join(str(x) for x in v) if isinstance(v, list) else v}"
+                               for k, v in figure.items() if k not in ("what", "approximate"))
+            out.append(f"| {section['tool']} | {figure['what']} | {values} |")
+    return "\n".join(out)
+
+
+BLOCKS = {"h200-pair-tools": pair_tools_table, "h200-pair-nvidia": nvidia_tools_table, "h200-pair-cnn": cnn_table, "h200-node8": node8_table}
 
 
 def render(text):
