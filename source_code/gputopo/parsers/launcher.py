@@ -6,8 +6,9 @@
     horovodrun (Gloo)            [1]<stderr>:text
     torchrun / torch logging     [rank0]:text, [default0]:text
     srun --label, torchrun       0: text
-    MPICH / hydra -prepend-rank  [0] host:pid:tid [0] NCCL INFO text   (only before NCCL's own
-                                 prefix: a bare "[0] NCCL INFO" is NCCL's device number)
+    a rank in brackets           [0] host:pid:tid [0] NCCL INFO text   (as in NVIDIA/nccl#1453;
+                                 only before NCCL's own prefix: a bare "[0] NCCL INFO" is
+                                 NCCL's device number)
 
 `split(line)` returns (rank or None, the line without its prefix). Standard library only.
 """
@@ -23,7 +24,7 @@ _TAGS = (
     re.compile(r"^()<std(?:out|err)>:"),  # --timestamp-output without --tag-output
     re.compile(r"^\[(?:rank|default)(\d+)\]:"),  # torchrun / torch.distributed
     re.compile(r"^\s*(\d+):\s"),  # srun --label, torchrun's "0:"
-    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]+:\d+:\d+ \[\d+\] )"),  # MPICH -prepend-rank, before NCCL's prefix
+    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]+:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
 )
 
 
