@@ -12,8 +12,9 @@ hint}:
     2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"  ("2.24")
     2.27.3 - 2.29     "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d[ nWorks %d]"
                       (format "symmetric"; src/scheduler/symmetric_sched.cc from 2.28)
-  Only rank 0 prints them (`if (comm->rank == 0)`), and none before 2.20 (2.19 and older
-  have the line commented out or as TRACE). Algorithm and protocol numbers are turned into
+  Only rank 0 prints them (`if (comm->rank == 0)`; 2.27's symmetric line alone is printed by
+  every rank, 2.28 guards it too), and none before 2.20 (2.19 and older have the line
+  commented out or as TRACE). Algorithm and protocol numbers are turned into
   NCCL_ALGO / NCCL_PROTO names with ncclAlgoStr / ncclProtoStr of src/init.cc at v2.23.4-1
   (0 Tree, 1 Ring, 2 CollNetDirect, 3 CollNetChain, 4 NVLS, 5 NVLSTree, 6 PAT; 0 LL, 1 LL128,
   2 Simple); the upper-case names of 2.24+ ("RING", "SIMPLE", "NVLS_TREE") are turned into

@@ -203,7 +203,9 @@ def _read_xml(text, root_tag, what, section_name):
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError as error:
         line, _column = error.position
-        if _stops_early(body, line):
+        # expat's "no element found" (3), "unclosed token" (5), "partial character" (6) at the
+        # end of the text: it was cut; any other error (a mismatched tag...) is garbled XML.
+        if getattr(error, "code", None) in (3, 5, 6) and _stops_early(body, line):
             reason = re.sub(r": line \d+, column \d+$", "", str(getattr(error, "msg", error)))
             raise ParseError(f"the XML stops before its closing tags ({reason})",
                              line, truncated=True, last_complete=_last_complete(body, section_name)) from None
@@ -256,7 +258,7 @@ def _topology_section(element, stack):
 
 def _graph_section(element, stack):
     if element.tag == "channel" and stack:
-        index = sum(1 for sub in stack[-1] if sub.tag == "channel") - 1
+        index = [sub for sub in stack[-1] if sub.tag == "channel"].index(element)  # from 0
         return f"graph {stack[-1].get('id')} channel {index}"
     if element.tag == "graph":
         return f"graph {element.get('id')}"
