@@ -24,7 +24,7 @@ _TAGS = (
     re.compile(r"^()<std(?:out|err)>:"),  # --timestamp-output without --tag-output
     re.compile(r"^\[(?:rank|default)(\d+)\]:"),  # torchrun / torch.distributed
     re.compile(r"^\s*(\d+):\s"),  # srun --label, torchrun's "0:"
-    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]+:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
+    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
 )
 
 

@@ -54,30 +54,31 @@ _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
 # NCCL 2.4 printed ranks without device ids: "Ring 00 : 5 -> 2 [send] via NET/IB/0".
 _CONNECTION = re.compile(
-    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]]*)\])? -> (\d+)(?:\[([^\]]*)\])?"
+    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])? -> (\d+)(?:\[([^\]\s]{0,32})\])?"
     r"(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
 )
 # The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
 # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA": one rank and the network.
-_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]]*)\])?(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$")
+_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])?(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$")
 # What is left of a connection line cut early: "Channel 07/", "Channel 02/0 : 7[7]".
-_PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]]*\]?)?)?)?\s*$")
+_PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$")
 # NVLS in use (not merely supported): "Connected NVLS tree", "... via NVLS".
 _NVLS_USED = re.compile(r"Connected NVLS|via NVLS")
 # Enough of a connection line to notice one that was cut off or garbled.
-_CONNECTION_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[[^\]]*\])? ->")
+_CONNECTION_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[[^\]\s]{0,32}\])? ->")
 # Not connections, though they start alike: NCCL 2.7-2.8's ring and tree summaries,
 # "Ring 00 : 1 -> 0 -> 1" and "Tree 0 : -1 -> 0 -> 1/-1/-1".
 _OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]+\s*$")
-_WARNING = re.compile(r"NCCL WARN (.*?)\s*$")
 
 # One record: NCCL's prefix `host:pid:tid [dev]` (optional, or only `[dev]`), for WARN lines
-# the source location, then `NCCL INFO|WARN|TRACE`. Found anywhere in a line, so that two
-# records written into one line by two ranks are read apart.
-_HEADER = re.compile(
-    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?(?:\[(?P<dev>\d+)\] )?"
-    r"(?:\S+\.(?:cc|cu|cpp|c|h):\d+ (?:\([^)\s]*\) )?)?NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?"
-)
+# the source location and function, then `NCCL INFO|WARN|TRACE`. Found anywhere in a line, so
+# that two records written into one line by two ranks are read apart. The level is found
+# first and the prefix read token by token backwards from it, which keeps a long line linear.
+_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|ABORT)\b ?")
+_HOST_TOKEN = re.compile(r"([^\s:\[\]]{1,253}):(\d+):(\d+)")
+_DEV_TOKEN = re.compile(r"\[(\d+)\]")
+_SOURCE_TOKEN = re.compile(r"[\w/.+-]{1,255}\.(?:cc|cu|cpp|c|h):\d+")
+_FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
 # Wrappers around a whole line that are neither NCCL's nor a launcher's.
 _WRAPPERS = (
     re.compile(r"^\s*(?:>\s?)+"),  # a quoted post ("> > > ...")
@@ -86,7 +87,7 @@ _WRAPPERS = (
     re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?"),  # Ray: "(RayTrainWorker pid=615, ip=10.72.7.6) "
 )
 # A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3").
-_CUT_HEADER = re.compile(r"[^\s:\[\]]+:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
+_CUT_HEADER = re.compile(r"[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
 _COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 _INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
@@ -163,17 +164,51 @@ def unwrap(line):
 
 
 def records(text):
-    """Each NCCL record of a line: (header match or None, message). The text before the first
-    header comes first with header None (a bare "NCCL version ...", a trimmed "Channel ..."
-    line, a fragment of a record cut by another rank's)."""
-    headers = list(_HEADER.finditer(text))
-    if not headers:
-        return [(None, text)]
-    found = [(None, text[:headers[0].start()])]
-    for index, header in enumerate(headers):
-        end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
-        found.append((header, text[header.end():end]))
+    """Each NCCL record of a line: (header or None, message). A header is {host, pid, tid, dev,
+    level} (None where absent). The text before the first header comes first with header None
+    (a bare "NCCL version ...", a trimmed "Channel ..." line, a fragment of a record cut by
+    another rank's)."""
+    found, floor, previous = [], 0, None
+    for level in _LEVEL.finditer(text):
+        header, start = _prefix_before(text, floor, level.start())
+        header["level"] = level.group(1)
+        found.append((previous, text[floor:start]))
+        previous, floor = header, level.end()
+    found.append((previous, text[floor:]))
     return found
+
+
+def _prefix_before(text, floor, end):
+    """NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) "), read token by
+    token backwards, never before `floor`; returns (header, where the prefix starts)."""
+    header = {"host": None, "pid": None, "tid": None, "dev": None}
+    start = end
+    if end > floor and text[end - 1] != " ":
+        return header, start  # "NCCL" glued to other text: no prefix
+    tokens = []
+    cursor = end - 1
+    while len(tokens) < 4 and cursor > floor:
+        space = text.rfind(" ", floor, cursor)
+        begin = space + 1 if space >= floor else floor
+        tokens.append((begin, text[begin:cursor]))
+        if space < floor:
+            break
+        cursor = space
+    steps = iter(tokens)
+    token = next(steps, None)
+    if token and _FUNCTION_TOKEN.fullmatch(token[1]):
+        following = next(steps, None)
+        if following and _SOURCE_TOKEN.fullmatch(following[1]):
+            start, token = following[0], next(steps, None)
+    elif token and _SOURCE_TOKEN.fullmatch(token[1]):
+        start, token = token[0], next(steps, None)
+    if token and _DEV_TOKEN.fullmatch(token[1]):
+        header["dev"] = _DEV_TOKEN.fullmatch(token[1]).group(1)
+        start, token = token[0], next(steps, None)
+    if token and header["dev"] is not None and _HOST_TOKEN.fullmatch(token[1]):
+        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
+        start = token[0]
+    return header, start
 
 
 def parse(text):
@@ -200,7 +235,7 @@ def parse(text):
             if header is not None:
                 saw_nccl = True
                 _note_header(header, state)
-                if header.group("level") == "WARN":
+                if header["level"] == "WARN":
                     result["warnings"].append(message)
             kind = _read_record(message, header is not None, lineno, launcher_rank, result, state)
             if kind == "cut":
@@ -209,7 +244,7 @@ def parse(text):
                 saw_nccl = True
         if saw_nccl or cut:
             result["nccl_lines"] += 1
-        if lineno == last_nonblank and (cut or _CUT_HEADER.search(line) or _cut_tail(line)):
+        if lineno == last_nonblank and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
     if not result["nccl_lines"] and not result["channels"]:
         if not text.strip():
@@ -244,7 +279,7 @@ def _drop_glued_hosts(state):
 
 
 def _note_header(header, state):
-    host, dev = header.group("host"), header.group("dev")
+    host, dev = header["host"], header["dev"]
     if host:
         state["hosts"].add(host)
         if dev is not None:

@@ -132,7 +132,7 @@ def _read_call(message, header, lineno):
     return {"func": func, "op_count": int(op_count, 16), "count": int(count), "datatype": int(datatype),
             "datatype_name": name, "bytes": None if size is None else int(count) * size, "op": int(op),
             "op_name": REDUCTIONS.get(int(op)), "root": int(root), "nranks": int(nranks), "comm": comm,
-            "host": header.group("host"), "device": None if header.group("dev") is None else int(header.group("dev")),
+            "host": header["host"], "device": None if header["dev"] is None else int(header["dev"]),
             "line": lineno}
 
 

@@ -196,7 +196,7 @@ def _read_xml(text, root_tag, what, section_name):
     body = text.lstrip("\ufeff")
     if not body.lstrip().startswith("<"):
         raise ParseError(f"not an XML file: expected an {what}")
-    first = re.search(r"<([A-Za-z_][\w.-]*)", re.sub(r"<\?.*?\?>|<!--.*?-->", "", body, flags=re.S))
+    first = re.search(r"<([A-Za-z_][\w.-]*)", re.sub(r"<\?.*?\?>|<!--.*?-->", "", body[:4096], flags=re.S))
     if first and first.group(1) != root_tag:
         _wrong_root(first.group(1), what)
     try:
