@@ -72,6 +72,11 @@ def test_ibm_h100_vm_nics_beside_each_gpu():
     assert nic0["pci_path"][0] == topo["gpus"][0]["pci_path"][0]
 
 
+def test_windows_line_ends_and_an_xml_declaration_change_nothing():
+    text = read(IBM)
+    assert parse_nccl_topo('<?xml version="1.0"?>\r\n' + text.replace("\n", "\r\n")) == parse_nccl_topo(text)
+
+
 def test_a_hand_written_topology_file_with_bare_pci_entries():
     topo = parse_nccl_topo(read("topo-g5-12xlarge-topo-file-aws-466.xml"))
     assert [c["numaid"] for c in topo["cpus"]] == [0] and topo["cpus"][0]["affinity"] is None
@@ -145,6 +150,8 @@ def test_a_cut_graph_dump_is_reported_truncated(name, lineno, last):
     (parse_nccl_graph, '<system version="1">\n  <cpu numaid="0">\n', "root element is <system> (a topology dump"),
     (parse_nccl_topo, '<system version="1">\n<cpu></pci>\n</system>\n', "not well-formed XML"),
     (parse_nccl_topo, '<system version="1">\n<cpu>\n</pci>', "not well-formed XML"),  # garbled, not cut
+    (parse_nccl_topo, "<system><cpu>" + '<pci busid="x">' * 100 + "</pci>" * 100 + "</cpu></system>",
+     "nested deeper than 64 levels"),
 ])
 def test_bad_input_is_one_clear_error(parser, text, what):
     with pytest.raises(ParseError) as error:

@@ -106,6 +106,8 @@ def parse_topology(text):
 
 
 def _walk(parent, numaid, path, result):
+    if len(path) > 64:  # real dumps nest a few levels; this keeps recursion bounded
+        raise ParseError(f"PCI tree nested deeper than 64 levels under {path[0]}: not an NCCL topology dump")
     for pci in parent.findall("pci"):
         busid = pci.get("busid")
         width, speed = _int(pci.get("link_width")), pci.get("link_speed")
