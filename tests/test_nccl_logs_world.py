@@ -86,6 +86,8 @@ EXPECTED = [
     ("nccl-tuning-algo-proto-time-1595.txt", None, [], 0, None, []),
     ("nccl-tuning-interleaved-row-1453.txt", None, [], 0, 9, []),
     ("nccl-tuning-table-2.28-vllm-28901.txt", None, [], 0, None, []),
+    ("nccl-2.4.8-warn-with-source-257.txt", "2.4.8", [], 0, 18, []),
+    ("nccl-tuning-after-connections-1453.txt", None, ["NET"], 6, None, []),
 ]
 
 
@@ -178,6 +180,13 @@ def test_versions_printed_bare_and_behind_the_prefix():
     assert (new["nccl_build"], new["network"], new["nranks"]) == ("2.28.9+cuda13.0", "Socket", 2)
     one = log("nccl-2.19-socket-one-rank-1267.txt")
     assert (one["nccl_build"], one["network"], one["nranks"], one["kinds"]["ring"]) == ("2.19.3+cuda12.3", "Socket", 1, 3)
+
+
+def test_a_warning_with_its_source_location_and_24s_nranks_line():
+    parsed = log("nccl-2.4.8-warn-with-source-257.txt")
+    assert parsed["warnings"] == ["Failed to open libibverbs.so[.1]"]
+    assert parsed["devices"] == {"jupyter-vmarkovtsev": [0, 1, 3]}  # the WARN line's prefix counts too
+    assert parsed["nranks"] == 4
 
 
 def test_init_lines_of_two_eras():

@@ -43,6 +43,13 @@ def test_tuning_lines_glued_to_a_table_row_behind_a_rank_prefix():
     assert parsed["truncated_line"] == 9
 
 
+def test_tuning_lines_after_connections_the_last_cut():
+    parsed = tuning("nccl-tuning-after-connections-1453.txt")
+    assert [(c["bytes"], c["algo"], c["proto"], c["time_us"]) for c in parsed["choices"]] == [
+        (4, "Tree", "LL", 25.200462)] * 6
+    assert parsed["cut_lines"] == [14] and (parsed["truncated"], parsed["truncated_line"]) == (True, 14)
+
+
 def test_the_init_table_of_228_with_its_last_row_cut():
     table = tuning("nccl-tuning-table-2.28-vllm-28901.txt")["table"]
     assert table["columns"] == [[algo, proto] for algo in ("Tree", "Ring", "CollNetDirect")

@@ -106,7 +106,7 @@ _KINDS = (
     ("ring", re.compile(r"^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
     ("tree", re.compile(r"^Trees? ")),
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
-    ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks")),
+    ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
     ("channel_summary", re.compile(r"^\d+ coll channels")),
     ("network", _NETWORK),
     ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
@@ -345,6 +345,10 @@ def _read_facts(message, lineno, result, state):
     if comm:
         state["ranks"].add(int(comm.group(1)))
         state["nranks"].append(int(comm.group(2)))
+        return
+    old_nranks = re.match(r"nranks (\d+)$", message)
+    if old_nranks:
+        state["nranks"].append(int(old_nranks.group(1)))
         return
     coll = _COLL_NRANKS.search(message)
     if coll and message.find(": opCount ") > 0:

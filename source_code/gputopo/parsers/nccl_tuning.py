@@ -85,6 +85,9 @@ def parse(text):
                 pass
             elif re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
+    last = max((i for i, line in enumerate(text.splitlines(), 1) if line.strip()), default=0)
+    if result["cut_lines"] and result["cut_lines"][-1] == last:  # the log stops inside such a line
+        result["truncated"], result["truncated_line"] = True, last
     result["table"] = table.result()
     result["switches"] = switches(result["choices"])
     if not result["choices"] and not result["calls"] and result["table"] is None:
