@@ -260,6 +260,11 @@ def test_a_log_that_starts_mid_way():
     assert parsed["truncated"] is False
 
 
+def test_a_clock_time_at_the_end_is_not_a_cut_prefix():
+    parsed = parse_nccl_log("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nFinished at 12:34:56\n")
+    assert parsed["truncated"] is False
+
+
 def test_a_line_of_a_kind_never_seen_is_kept_and_counted():
     text = ("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
             "h:1:2 [0] NCCL INFO Quantum link calibrated in 3 ns\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gputopo import reference
 from gputopo.parsers import PARSERS, ParseError, parse_nccl_graph, parse_nccl_topo
 
 XML = Path(__file__).parent / "fixtures" / "parsers" / "nccl-xml"
@@ -188,6 +189,12 @@ def test_cli_wrong_kind_is_one_line():
     result = run_cli("nccl-topo", str(XML / "graph-4gpu-2nic-sjeaugey-524.xml"))
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
     assert "use kind nccl-graph" in result.stderr
+
+
+def test_a_recorded_dump_named_so_is_found_by_its_kind():
+    assert reference.kinds_of("nccl-topo-h200-pair.xml") == ["nccl-topo"]
+    assert reference.kinds_of("nccl-graph-h200-pair.xml") == ["nccl-graph"]
+    assert reference.kinds_of("nccl-tuning-h200-pair.txt") == ["nccl-tuning"]
 
 
 def test_help_lists_the_new_kinds():

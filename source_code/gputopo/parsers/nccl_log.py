@@ -86,8 +86,9 @@ _WRAPPERS = (
     re.compile(r"^\s*(?:\|\s*)?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s*\|\s?"),
     re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?"),  # Ray: "(RayTrainWorker pid=615, ip=10.72.7.6) "
 )
-# A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3").
-_CUT_HEADER = re.compile(r"[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
+# A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3"): the whole
+# line, or the end of a line of joined records after a run of spaces (not "done at 12:34:56").
+_CUT_HEADER = re.compile(r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
 _COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 _INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
@@ -310,7 +311,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
         result["cut_lines"].append(lineno)
         return "cut"
     version = _VERSION.search(message)
-    if not has_header and not version:
+    if not has_header and not version and not _P2P_LEVEL.search(message):
         return None  # not NCCL's: a table row, a program's own output, a fragment
     if version and result["nccl_version"] is None:
         result["nccl_version"] = version.group(1)
