@@ -260,6 +260,20 @@ def test_a_log_that_starts_mid_way():
     assert parsed["truncated"] is False
 
 
+def test_the_prefixes_of_each_level_as_nccl_228_writes_them():
+    # src/debug.cc at v2.28.3-1: a "[%F %T] " timestamp (by default on WARN lines), then
+    # "%s:%d:%d " and "[%d] %s:%d NCCL WARN " / "[%d] NCCL INFO " / "[%d] %f %s:%d NCCL TRACE "
+    text = ("[2025-06-01 10:00:00] gpu7:12:34 [3] transport/net_ib.cc:852 NCCL WARN NET/IB : No device found.\n"
+            "gpu7:12:34 [3] NCCL INFO Channel 00/0 : 0[3] -> 1[4] via P2P/CUMEM/read\n"
+            "gpu7:12:34 [3] 1234.567890 ncclTopoCompute:310 NCCL TRACE Pattern 4, crossNic 0\n"
+            "gpu7:12:35 NCCL CALL ncclAllReduce(0x7f00,0x7f00,1024,7,0,0x55aa,0x55bb)\n")
+    parsed = parse_nccl_log(text)
+    assert parsed["warnings"] == ["NET/IB : No device found."]
+    assert parsed["hosts"] == ["gpu7"] and parsed["devices"] == {"gpu7": [3]}
+    assert [c["via"] for c in parsed["channels"]] == ["P2P/CUMEM/read"]
+    assert parsed["nccl_lines"] == 4 and parsed["kinds"]["topology"] == 1 and parsed["kinds"]["call"] == 1
+
+
 def test_a_clock_time_at_the_end_is_not_a_cut_prefix():
     parsed = parse_nccl_log("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nFinished at 12:34:56\n")
     assert parsed["truncated"] is False

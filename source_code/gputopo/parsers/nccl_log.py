@@ -74,11 +74,16 @@ _OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]
 # the source location and function, then `NCCL INFO|WARN|TRACE`. Found anywhere in a line, so
 # that two records written into one line by two ranks are read apart. The level is found
 # first and the prefix read token by token backwards from it, which keeps a long line linear.
-_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|ABORT)\b ?")
+# The layouts, from src/misc/utils.cc at v2.4.8-1 to src/debug.cc at v2.28.3-1:
+#   [timestamp] host:pid:tid [dev] NCCL INFO msg      (timestamp "[%F %T] " from 2.26, by
+#   [timestamp] host:pid:tid [dev] file:line NCCL WARN msg        default on WARN lines only)
+#   host:pid:tid [dev] time_ms func:line NCCL TRACE msg;  host:pid:tid NCCL CALL msg
+_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|CALL|ABORT)\b ?")
 _HOST_TOKEN = re.compile(r"([^\s:\[\]]{1,253}):(\d+):(\d+)")
 _DEV_TOKEN = re.compile(r"\[(\d+)\]")
-_SOURCE_TOKEN = re.compile(r"[\w/.+-]{1,255}\.(?:cc|cu|cpp|c|h):\d+")
+_SOURCE_TOKEN = re.compile(r"[\w/.+~<>-]{1,255}:\d+")  # a file (WARN) or a function (TRACE) and a line
 _FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
+_TIME_TOKEN = re.compile(r"\d+\.\d+")  # TRACE: milliseconds since NCCL started
 # Wrappers around a whole line that are neither NCCL's nor a launcher's.
 _WRAPPERS = (
     re.compile(r"^\s*(?:>\s?)+"),  # a quoted post ("> > > ...")
@@ -112,6 +117,7 @@ _KINDS = (
     ("network", _NETWORK),
     ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
     ("coll", re.compile(r"^\w+: opCount ")),
+    ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
     ("tuning", re.compile(r"Bytes -> (?:Algo|Kernel) ")),
     ("tuning_table", re.compile(r"^\s*(?:Algorithm|Protocol|Max NThreads|Latency/AlgBw)\s*\|"
                                 r"|^\s*\w+ \|\s*-?[\d.]+/")),
@@ -188,7 +194,7 @@ def _prefix_before(text, floor, end):
         return header, start  # "NCCL" glued to other text: no prefix
     tokens = []
     cursor = end - 1
-    while len(tokens) < 4 and cursor > floor:
+    while len(tokens) < 5 and cursor > floor:
         space = text.rfind(" ", floor, cursor)
         begin = space + 1 if space >= floor else floor
         tokens.append((begin, text[begin:cursor]))
@@ -203,6 +209,11 @@ def _prefix_before(text, floor, end):
             start, token = following[0], next(steps, None)
     elif token and _SOURCE_TOKEN.fullmatch(token[1]):
         start, token = token[0], next(steps, None)
+    if token and _TIME_TOKEN.fullmatch(token[1]):
+        start, token = token[0], next(steps, None)
+    if token and _HOST_TOKEN.fullmatch(token[1]) and text.startswith("NCCL CALL", end):
+        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
+        return header, token[0]
     if token and _DEV_TOKEN.fullmatch(token[1]):
         header["dev"] = _DEV_TOKEN.fullmatch(token[1]).group(1)
         start, token = token[0], next(steps, None)
