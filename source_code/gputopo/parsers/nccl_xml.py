@@ -9,7 +9,8 @@ subsystem_device link_speed link_width> <gpu dev sm rank gdr> <nvlink target cou
 src/graph/search.cc ncclTopoGetXmlFromGraphs (graphs: <graphs version> <graph id pattern
 crossnic nchannels speedintra speedinter latencyinter typeintra typeinter samechannels>
 <channel> <net dev/> <gpu dev/> ... </channel>). Dumps of older NCCL lack some attributes
-(no latencyinter before 2.12, no vendor/device ids in 2.7): those read as None.
+(no latencyinter before 2.12, no vendor/device ids before 2.9: search.cc and xml.cc at
+v2.11.4-1 and v2.8.4-1): those read as None.
 
 `parse_topology(text)` returns {version, cpus, pci, gpus, nics, nets, nvswitch_links,
 unknown_elements}: every <pci> with its parent bus id, NUMA node and `kind` (NCCL's class
@@ -140,7 +141,11 @@ def _read_gpu(gpu, pci, numaid, path, result):
         nvlinks.append({"target": link.get("target"), "count": count, "tclass": link.get("tclass"),
                         "target_kind": target_kind,
                         "nccl_bw_gbs": None if count is None or per_link is None else round(count * per_link, 1)})
-    c2c = [{"count": _int(link.get("count")), "bw": _float(link.get("bw"))} for link in gpu.findall("c2c")]
+    c2c = []
+    for link in gpu.findall("c2c"):  # Grace-Hopper: topo.cc reads bw x count / 1000 GB/s
+        count, bw = _int(link.get("count")), _float(link.get("bw"))
+        c2c.append({"count": count, "bw": bw,
+                    "nccl_bw_gbs": None if count is None or bw is None else round(bw * count / 1000.0, 3)})
     result["gpus"].append({"dev": _int(gpu.get("dev")), "rank": _int(gpu.get("rank")), "sm": sm,
                            "gdr": _int(gpu.get("gdr")), "busid": pci["busid"], "numaid": numaid,
                            "link_speed": pci["link_speed"], "link_width": pci["link_width"],
