@@ -49,7 +49,7 @@ def test_ibm_h100_vm_bandwidths_as_nccl_assigns_them():
     gpu0 = topo["gpus"][0]
     # topo.cc: width 0 is read as 16; "32.0 GT/s PCIe" is 240 (x100 Mb/s per lane); 16*240/80 = 48
     assert gpu0["pci_bw_gbs"] == 48.0
-    # the VM's synthetic bridge: "2.5 GT/s PCIe" x1 -> 1*15/80 = 0.1875 GB/s
+    # the bridge the virtual server reports: "2.5 GT/s PCIe" x1 -> 1*15/80 = 0.1875 GB/s
     bridge = next(p for p in topo["pci"] if p["busid"] == "0000:a1:00.0")
     assert (bridge["kind"], bridge["parent"], bridge["nccl_bw_gbs"]) == ("bridge", None, 0.19)
     # NVLinks of GPU 0: 5, 5, 4, 4 links to NVSwitches; sm 90 -> 20.6 GB/s a link (topo.h)
