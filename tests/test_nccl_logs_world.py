@@ -88,6 +88,7 @@ EXPECTED = [
     ("nccl-tuning-table-2.28-vllm-28901.txt", None, [], 0, None, []),
     ("nccl-2.4.8-warn-with-source-257.txt", "2.4.8", [], 0, 18, []),
     ("nccl-tuning-after-connections-1453.txt", None, ["NET"], 6, None, []),
+    ("nccl-p2p-level-loc-shm-chimera-2.txt", None, ["SHM"], 4, None, []),
 ]
 
 
@@ -187,6 +188,14 @@ def test_a_warning_with_its_source_location_and_24s_nranks_line():
     assert parsed["warnings"] == ["Failed to open libibverbs.so[.1]"]
     assert parsed["devices"] == {"jupyter-vmarkovtsev": [0, 1, 3]}  # the WARN line's prefix counts too
     assert parsed["nranks"] == 4
+
+
+def test_p2p_level_loc_gives_shm_connections():
+    parsed = log("nccl-p2p-level-loc-shm-chimera-2.txt")
+    assert parsed["p2p_level"] == "LOC"
+    assert {c["via"] for c in parsed["channels"]} == {"SHM/direct/direct"}
+    assert parsed["transports_by_channel"] == {0: ["SHM"], 1: ["SHM"]}
+    assert parsed["kinds"]["ring"] == 2 and parsed["kinds"]["connected"] == 4
 
 
 def test_init_lines_of_two_eras():
