@@ -92,6 +92,9 @@ EXPECTED = [
 ]
 
 
+UNRECOGNISED = {"nccl-p2p-level-loc-shm-chimera-2.txt": [{"line": 19, "text": "threadThres"}]}
+
+
 def test_every_fixture_has_hand_read_facts():
     assert sorted(row[0] for row in EXPECTED) == FIXTURES
 
@@ -105,7 +108,8 @@ def test_hand_read_facts(name, version, transports, connections, truncated_line,
     assert parsed["truncated_line"] == truncated_line
     assert parsed["truncated"] is (truncated_line is not None)
     assert parsed["cut_lines"] == cut_lines
-    assert parsed["unrecognised"] == []  # every published line is of a kind the parser knows
+    # every published line is of a kind the parser knows, but for a record cut inside its first word
+    assert parsed["unrecognised"] == UNRECOGNISED.get(name, [])
 
 
 def test_the_nccl_227_cloud_log_the_old_parser_refused():
