@@ -3,6 +3,9 @@
     python -m gputopo topo nvidia-smi-topo.txt --json
     nvidia-smi topo -m | python -m gputopo topo - --json
     nvidia-smi topo -p2p r | python -m gputopo p2p-status - --json   # {"status": {"GPU0": {...}}}
+    python -m gputopo nccl-topo topo.xml --json      # NCCL_TOPO_DUMP_FILE=topo.xml
+    python -m gputopo nccl-graph graph.xml --json    # NCCL_GRAPH_DUMP_FILE=graph.xml
+    python -m gputopo nccl-tuning run.log --json     # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING
 
 Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
 Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
@@ -27,6 +30,9 @@ _DESCRIPTIONS = {
     "horovod": "throughput lines of a Horovod CNN run",
     "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
     "nvbandwidth": "NVIDIA nvbandwidth's text output (every test and matrix in it)",
+    "nccl-topo": "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)",
+    "nccl-graph": "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)",
+    "nccl-tuning": "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING or COLL)",
 }
 USAGE_ERROR = USAGE_EXIT_STATUS
 

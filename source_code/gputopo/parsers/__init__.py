@@ -44,6 +44,8 @@ from .nccl_tests import parse as parse_nccl_tests  # noqa: E402
 from .horovod_log import parse as parse_horovod_log  # noqa: E402
 from .p2p_status import parse as parse_p2p_status  # noqa: E402
 from .nvbandwidth import parse as parse_nvbandwidth  # noqa: E402
+from .nccl_tuning import parse as parse_nccl_tuning  # noqa: E402
+from .nccl_xml import parse_graphs as parse_nccl_graph, parse_topology as parse_nccl_topo  # noqa: E402
 
 # CLI kind name -> parser; the CLI and gputopo.reference both dispatch through this.
 PARSERS = {
@@ -54,6 +56,9 @@ PARSERS = {
     "horovod": parse_horovod_log,
     "p2p-status": parse_p2p_status,
     "nvbandwidth": parse_nvbandwidth,
+    "nccl-topo": parse_nccl_topo,
+    "nccl-graph": parse_nccl_graph,
+    "nccl-tuning": parse_nccl_tuning,
 }
 
 __all__ = [
@@ -66,5 +71,8 @@ __all__ = [
     "parse_horovod_log",
     "parse_p2p_status",
     "parse_nvbandwidth",
+    "parse_nccl_topo",
+    "parse_nccl_graph",
+    "parse_nccl_tuning",
     "rank_link",
 ]

@@ -6,6 +6,9 @@
     horovodrun (Gloo)            [1]<stderr>:text
     torchrun / torch logging     [rank0]:text, [default0]:text
     srun --label, torchrun       0: text
+    a rank in brackets           [0] host:pid:tid [0] NCCL INFO text   (as in NVIDIA/nccl#1453;
+                                 only before NCCL's own prefix: a bare "[0] NCCL INFO" is
+                                 NCCL's device number)
 
 `split(line)` returns (rank or None, the line without its prefix). Standard library only.
 """
@@ -21,6 +24,7 @@ _TAGS = (
     re.compile(r"^()<std(?:out|err)>:"),  # --timestamp-output without --tag-output
     re.compile(r"^\[(?:rank|default)(\d+)\]:"),  # torchrun / torch.distributed
     re.compile(r"^\s*(\d+):\s"),  # srun --label, torchrun's "0:"
+    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
 )
 
 

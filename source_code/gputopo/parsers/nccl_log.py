@@ -1,22 +1,51 @@
-"""Parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.28).
+"""Parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.28 and later), as people actually have it.
 
-Returns {nccl_version, nccl_build, p2p_level, channels, transports, warnings}.
+Returns {nccl_version, nccl_build, p2p_level, channels, transports, warnings} and, added for
+logs of many ranks and hosts: network, networks, ranks, nranks, hosts, devices, comms,
+transports_by_channel, launcher_ranks, kinds, unrecognised, cut_lines, truncated,
+truncated_line, lines, nccl_lines.
+
 Each channel is {channel, src, dst, src_device, dst_device, direction, via, transport, line,
 launcher_rank}: `via` is the text after "via" exactly as printed (e.g. "P2P/IPC/read",
-"direct shared memory", "NET/IB/0/GDRDMA", "COLLNET/SHARP/1/GDRDMA"); `src_device` /
-`dst_device` are the bracketed ids, a PCI bus id in older NCCL, a CUDA device number in
-newer ones, None where NCCL 2.4 printed ranks only (`Ring 00 : 5 -> 2 [send] via NET/IB/0`);
-`direction` is "send", "receive" or None. A CollNet connection (`CollNet 00/0 : 0 [receive]
-via COLLNET/SHARP/1/GDRDMA`) has dst None. `transports` is the sorted set of P2P, SHM, NET,
-COLLNET, NVLS and other: NVLS counts when NCCL says it connected NVLS ("Connected NVLS" or
-"via NVLS"), not when it only reports NVLS support.
+"direct shared memory", "NET/IB/0/GDRDMA", "NET/AWS Libfabric/0/GDRDMA",
+"COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
+older NCCL, a CUDA device number in newer ones, None where NCCL 2.4 printed ranks only
+(`Ring 00 : 5 -> 2 [send] via NET/IB/0`); `direction` is "send", "receive" or None. A CollNet
+connection (`CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA`) has dst None.
+`transports` is the sorted set of P2P, SHM, NET, COLLNET, NVLS and other: NVLS counts when
+NCCL says it connected NVLS ("Connected NVLS" or "via NVLS"), not when it only reports NVLS
+support.
 
-Lines may carry a launcher's prefix (mpirun --tag-output / --timestamp-output, horovodrun,
-torchrun, srun --label): it is taken off, and `launcher_rank` keeps the rank it named.
+What a real log looks like, and what this parser does with it (each taught by a published log
+in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
+- every line may carry a launcher's prefix (mpirun --tag-output / --timestamp-output,
+  horovodrun, torchrun `[rank0]:` / `[default0]:`, srun `0: `, a `[0] ` before NCCL's own prefix): taken off by
+  `gputopo.parsers.launcher`, and `launcher_rank` keeps the rank it named; a Ray worker's
+  `(RayTrainWorker pid=615, ip=10.72.7.6) `, a CloudWatch export's `  | 2024-12-04T05:27:44Z | `
+  and the `> ` of a quoted post are taken off too;
+- NCCL's own prefix `host:pid:tid [cudaDev]` is optional (logs trimmed for a post have none,
+  or only `[0]`); a WARN line carries `file.cc:line` before `NCCL WARN`;
+- ranks write to one stream at once, so one physical line may hold several records (two
+  headers, or a dozen records joined by a terminal), and a record may lose its start or its
+  end: each record is read on its own; a connection line without its "via" is a cut line,
+  counted in `cut_lines`, never an error;
+- a log may start or stop mid-way (a paste, a run killed): `truncated` is True when the last
+  line stops inside a record (`truncated_line` names it); what was read is still returned;
+- Windows line ends and terminal colour codes are harmless;
+- an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text}) and
+  counted; `kinds` counts the lines of each kind recognised.
+Only a text holding no NCCL line at all (or nothing) raises ParseError.
+
+`network` is what "Using network X" named first (IB, Socket, "AWS Libfabric", IBext_v8...);
+`networks` the sorted names from that line and from NET connections ("NET/<name>/<dev>").
+`ranks` are the ranks seen in connection and communicator lines, `nranks` the largest
+communicator size printed; `hosts` the host names of NCCL's prefixes and `devices` the CUDA
+device numbers (the `[N]` of the prefix) seen per host; `comms` one entry per
+"Init COMPLETE" line: {rank, nranks, cuda_dev, nvml_dev, bus_id, line}.
 """
 import re
 
-from . import ParseError
+from . import ANSI_ESCAPE, ParseError
 from .launcher import split as split_prefix
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
@@ -25,16 +54,87 @@ _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
 # NCCL 2.4 printed ranks without device ids: "Ring 00 : 5 -> 2 [send] via NET/IB/0".
 _CONNECTION = re.compile(
-    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]]*)\])? -> (\d+)(?:\[([^\]]*)\])?"
-    r"(?: \[(send|receive)\])? via (\S.*?)\s*$"
+    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])? -> (\d+)(?:\[([^\]\s]{0,32})\])?"
+    r"(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
 )
+# The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
 # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA": one rank and the network.
-_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]]*)\])?(?: \[(send|receive)\])? via (\S.*?)\s*$")
+_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])?(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$")
+# What is left of a connection line cut early: "Channel 07/", "Channel 02/0 : 7[7]".
+_PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$")
 # NVLS in use (not merely supported): "Connected NVLS tree", "... via NVLS".
 _NVLS_USED = re.compile(r"Connected NVLS|via NVLS")
 # Enough of a connection line to notice one that was cut off or garbled.
-_CONNECTION_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[[^\]]*\])? ->")
-_WARNING = re.compile(r"NCCL WARN (.*?)\s*$")
+_CONNECTION_START = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[[^\]\s]{0,32}\])? ->")
+# Not connections, though they start alike: NCCL 2.7-2.8's ring and tree summaries,
+# "Ring 00 : 1 -> 0 -> 1" and "Tree 0 : -1 -> 0 -> 1/-1/-1".
+_OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]+\s*$")
+
+# One record: NCCL's prefix `host:pid:tid [dev]` (optional, or only `[dev]`), for WARN lines
+# the source location and function, then `NCCL INFO|WARN|TRACE`. Found anywhere in a line, so
+# that two records written into one line by two ranks are read apart. The level is found
+# first and the prefix read token by token backwards from it, which keeps a long line linear.
+# The layouts, from src/misc/utils.cc at v2.4.8-1 to src/debug.cc at v2.28.3-1:
+#   [timestamp] host:pid:tid [dev] NCCL INFO msg      (timestamp "[%F %T] " from 2.26, by
+#   [timestamp] host:pid:tid [dev] file:line NCCL WARN msg        default on WARN lines only)
+#   host:pid:tid [dev] time_ms func:line NCCL TRACE msg;  host:pid:tid NCCL CALL msg
+_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|CALL|ABORT)\b ?")
+_HOST_TOKEN = re.compile(r"([^\s:\[\]]{1,253}):(\d+):(\d+)")
+_DEV_TOKEN = re.compile(r"\[(\d+)\]")
+_SOURCE_TOKEN = re.compile(r"[\w/.+~<>-]{1,255}:\d+")  # a file (WARN) or a function (TRACE) and a line
+_FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
+_TIME_TOKEN = re.compile(r"\d+\.\d+")  # TRACE: milliseconds since NCCL started
+# Wrappers around a whole line that are neither NCCL's nor a launcher's.
+_WRAPPERS = (
+    re.compile(r"^\s*(?:>\s?)+"),  # a quoted post ("> > > ...")
+    # a CloudWatch / console table export: "  | 2024-12-04T05:27:44.079Z | text"
+    re.compile(r"^\s*(?:\|\s*)?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s*\|\s?"),
+    re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?"),  # Ray: "(RayTrainWorker pid=615, ip=10.72.7.6) "
+)
+# A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3"): the whole
+# line, or the end of a line of joined records after a run of spaces (not "done at 12:34:56").
+_CUT_HEADER = re.compile(r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
+_COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
+_INIT = re.compile(
+    r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
+    r".* - Init (START|COMPLETE)")
+_COMM_INFO = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)", re.IGNORECASE)
+# A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
+_PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
+_COLL_NRANKS = re.compile(r"\[nranks=(\d+)\]")
+_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+_NET_VIA = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/|$)")
+
+# Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
+_KINDS = (
+    ("version", re.compile(r"^NCCL version \d")),
+    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$")),
+    ("ring", re.compile(r"^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
+    ("tree", re.compile(r"^Trees? ")),
+    ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
+    ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
+    ("channel_summary", re.compile(r"^\d+ coll channels")),
+    ("network", _NETWORK),
+    ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
+    ("coll", re.compile(r"^\w+: opCount ")),
+    ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
+    ("tuning", re.compile(r"Bytes -> (?:Algo|Kernel) ")),
+    ("tuning_table", re.compile(r"^\s*(?:Algorithm|Protocol|Max NThreads|Latency/AlgBw)\s*\|"
+                                r"|^\s*\w+ \|\s*-?[\d.]+/")),
+    ("error_path", re.compile(r"^\S+\.(?:cc|cu|h):\d+ -> \d+")),  # "transport/net_ib.cc:852 -> 3"
+    ("topology", re.compile(r"^=== System|^\s*\+ \w+\[|^(?:CPU|GPU|NET|NIC|NVS|PCI)/[0-9A-Fa-f]+ ?[:(]"
+                            r"|^={10,}|^\s*\d+ : (?:NET|GPU)/|^Pattern \d+, crossNic")),
+    ("network_setup", re.compile(r"^NET/|^(?:IB|Socket|OFI)\b|^Failed to (?:open|initialize)|NET plugin")),
+    ("plugin", re.compile(r"[Pp]lugin")),
+    ("bootstrap", re.compile(r"^Bootstrap")),
+    ("affinity", re.compile(r"^Setting affinity|CPU core \d+$")),
+    ("connected", re.compile(r"^Connected ")),
+    ("thresholds", re.compile(r"^threadThresholds")),
+    ("timings", re.compile(r"[Tt]imings")),
+    ("p2p", re.compile(r"P2P|DMA-BUF|cuMem|CUMEM")),
+    ("memory", re.compile(r"Alloc|[Rr]egister|[Bb]uffer")),
+    ("device", re.compile(r"^cudaDriverVersion|^MNNVL|^CC |^Comm config|^RAS|[Cc]uda|NVLS|GDR")),
+)
 
 
 def transport_of(via):
@@ -53,53 +153,247 @@ def transport_of(via):
     return "other"
 
 
+def unwrap(line):
+    """(launcher rank or None, the line without colour codes, quote marks, a table export's
+    timestamp column, a Ray worker's or a launcher's prefix)."""
+    rest = ANSI_ESCAPE.sub("", line).rstrip("\r\n")
+    rank = None
+    for _ in range(4):  # wrappers nest: "> > > (WorkerDict pid=1) text", "[1,0]<stdout>:..."
+        before = rest
+        for wrapper in _WRAPPERS:
+            rest = wrapper.sub("", rest, count=1)
+        found_rank, rest = split_prefix(rest)
+        if found_rank is not None and rank is None:
+            rank = found_rank
+        if rest == before:
+            break
+    return rank, rest
+
+
+def records(text):
+    """Each NCCL record of a line: (header or None, message). A header is {host, pid, tid, dev,
+    level} (None where absent). The text before the first header comes first with header None
+    (a bare "NCCL version ...", a trimmed "Channel ..." line, a fragment of a record cut by
+    another rank's)."""
+    found, floor, previous = [], 0, None
+    for level in _LEVEL.finditer(text):
+        header, start = _prefix_before(text, floor, level.start())
+        header["level"] = level.group(1)
+        found.append((previous, text[floor:start]))
+        previous, floor = header, level.end()
+    found.append((previous, text[floor:]))
+    return found
+
+
+def _prefix_before(text, floor, end):
+    """NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) "), read token by
+    token backwards, never before `floor`; returns (header, where the prefix starts)."""
+    header = {"host": None, "pid": None, "tid": None, "dev": None}
+    start = end
+    if end > floor and text[end - 1] != " ":
+        return header, start  # "NCCL" glued to other text: no prefix
+    tokens = []
+    cursor = end - 1
+    while len(tokens) < 5 and cursor > floor:
+        space = text.rfind(" ", floor, cursor)
+        begin = space + 1 if space >= floor else floor
+        tokens.append((begin, text[begin:cursor]))
+        if space < floor:
+            break
+        cursor = space
+    steps = iter(tokens)
+    token = next(steps, None)
+    if token and _FUNCTION_TOKEN.fullmatch(token[1]):
+        following = next(steps, None)
+        if following and _SOURCE_TOKEN.fullmatch(following[1]):
+            start, token = following[0], next(steps, None)
+    elif token and _SOURCE_TOKEN.fullmatch(token[1]):
+        start, token = token[0], next(steps, None)
+    if token and _TIME_TOKEN.fullmatch(token[1]):
+        start, token = token[0], next(steps, None)
+    if token and _HOST_TOKEN.fullmatch(token[1]) and text.startswith("NCCL CALL", end):
+        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
+        return header, token[0]
+    if token and _DEV_TOKEN.fullmatch(token[1]):
+        header["dev"] = _DEV_TOKEN.fullmatch(token[1]).group(1)
+        start, token = token[0], next(steps, None)
+    if token and header["dev"] is not None and _HOST_TOKEN.fullmatch(token[1]):
+        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
+        start = token[0]
+    return header, start
+
+
 def parse(text):
-    """Parse an NCCL_DEBUG=INFO log; raise ParseError if it holds no NCCL lines at all."""
-    nccl_version = nccl_build = p2p_level = None
-    channels, warnings = [], []
-    extra_transports = set()
-    saw_nccl = False
-    for lineno, raw_line in enumerate(text.splitlines(), start=1):
-        launcher_rank, line = split_prefix(raw_line)
-        connection = _CONNECTION.search(line)
-        collnet = _COLLNET.search(line)
-        if connection:
-            # Also without the "NCCL INFO" prefix, as in text trimmed for a slide or a post.
-            channels.append(_channel(connection, lineno, launcher_rank))
-        elif collnet:
-            channel, src, src_device, direction, via = collnet.groups()
-            channels.append({"channel": int(channel), "src": int(src), "dst": None, "src_device": src_device,
-                             "dst_device": None, "direction": direction, "via": via,
-                             "transport": transport_of(via), "line": lineno, "launcher_rank": launcher_rank})
-        elif _CONNECTION_START.search(line):
-            raise ParseError(f"connection line without a readable 'via' transport: {line.strip()!r}", lineno)
-        if "NCCL" not in line:
-            continue
-        saw_nccl = True
-        version = _VERSION.search(line)
-        if version and nccl_version is None:
-            nccl_version = version.group(1)
-            nccl_build = version.group(1) + version.group(2)
-        level = _P2P_LEVEL.search(line)
-        if level and p2p_level is None:
-            p2p_level = level.group(1)
-        warning = _WARNING.search(line)
-        if warning:
-            warnings.append(warning.group(1))
-        if _NVLS_USED.search(line):
-            extra_transports.add("NVLS")
-    if not saw_nccl and not channels:
+    """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
+    result = {
+        "nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [],
+        "transports": [], "warnings": [], "network": None, "networks": [], "ranks": [],
+        "nranks": None, "hosts": [], "devices": {}, "comms": [], "transports_by_channel": {},
+        "launcher_ranks": [], "kinds": {}, "unrecognised": [], "cut_lines": [],
+        "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0,
+    }
+    state = {"extra_transports": set(), "networks": set(), "ranks": set(), "hosts": set(),
+             "devices": {}, "launcher_ranks": set(), "nranks": []}
+    lines = text.splitlines()
+    result["lines"] = len(lines)
+    last_nonblank = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
+    for lineno, raw_line in enumerate(lines, start=1):
+        launcher_rank, line = unwrap(raw_line)
+        if launcher_rank is not None:
+            state["launcher_ranks"].add(launcher_rank)
+        saw_nccl = cut = False
+        for header, message in records(line):
+            message = message.strip()
+            if header is not None:
+                saw_nccl = True
+                _note_header(header, state)
+                if header["level"] == "WARN":
+                    result["warnings"].append(message)
+            kind = _read_record(message, header is not None, lineno, launcher_rank, result, state)
+            if kind == "cut":
+                cut = True
+            if kind is not None and kind != "cut":
+                saw_nccl = True
+        if saw_nccl or cut:
+            result["nccl_lines"] += 1
+        if lineno == last_nonblank and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
+            result["truncated"], result["truncated_line"] = True, lineno
+    if not result["nccl_lines"] and not result["channels"]:
         if not text.strip():
             raise ParseError("empty input")
         raise ParseError("no NCCL lines found (was NCCL_DEBUG=INFO set?)")
-    return {
-        "nccl_version": nccl_version,
-        "nccl_build": nccl_build,
-        "p2p_level": p2p_level,
-        "channels": channels,
-        "transports": sorted({channel["transport"] for channel in channels} | extra_transports),
-        "warnings": warnings,
-    }
+    channels = result["channels"]
+    result["transports"] = sorted({c["transport"] for c in channels} | state["extra_transports"])
+    by_channel = {}
+    for connection in channels:
+        by_channel.setdefault(connection["channel"], set()).add(connection["transport"])
+        state["ranks"].update(r for r in (connection["src"], connection["dst"]) if r is not None)
+    result["transports_by_channel"] = {c: sorted(t) for c, t in sorted(by_channel.items())}
+    result["networks"] = sorted(state["networks"])
+    result["ranks"] = sorted(state["ranks"])
+    result["nranks"] = max(state["nranks"]) if state["nranks"] else None
+    _drop_glued_hosts(state)
+    result["hosts"] = sorted(state["hosts"])
+    result["devices"] = {host: sorted(devs) for host, devs in sorted(state["devices"].items())}
+    result["launcher_ranks"] = sorted(state["launcher_ranks"])
+    return result
+
+
+def _drop_glued_hosts(state):
+    """A table row glued to a record ("...  none  -1aiplatform-72:58070:58112 [0] NCCL INFO")
+    puts the row's last number before the host name: keep the host name alone."""
+    for host in sorted(state["hosts"]):
+        glued = re.match(r"-?\d+", host)
+        if glued and host[glued.end():] in state["hosts"]:
+            state["hosts"].discard(host)
+            devices = state["devices"].pop(host, set())
+            state["devices"].setdefault(host[glued.end():], set()).update(devices)
+
+
+def _note_header(header, state):
+    host, dev = header["host"], header["dev"]
+    if host:
+        state["hosts"].add(host)
+        if dev is not None:
+            state["devices"].setdefault(host, set()).add(int(dev))
+
+
+def _read_record(message, has_header, lineno, launcher_rank, result, state):
+    """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
+    text (without an NCCL header) is not NCCL's."""
+    connection = _CONNECTION.search(message)
+    collnet = _COLLNET.search(message) if not connection else None
+    if connection and not _OLD_RING_OR_TREE.search(message):
+        # Also without the "NCCL INFO" prefix, as in text trimmed for a slide or a post.
+        result["channels"].append(_channel(connection, lineno, launcher_rank))
+        via = connection.group(7)
+        _note_via(via, state)
+        _count(result, "connection")
+        return "connection"
+    if collnet:
+        channel, src, src_device, direction, via = collnet.groups()
+        result["channels"].append({"channel": int(channel), "src": int(src), "dst": None,
+                                   "src_device": src_device, "dst_device": None, "direction": direction,
+                                   "via": via, "transport": transport_of(via), "line": lineno,
+                                   "launcher_rank": launcher_rank})
+        _count(result, "connection")
+        return "connection"
+    if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
+        result["cut_lines"].append(lineno)
+        return "cut"
+    version = _VERSION.search(message)
+    if not has_header and not version and not _P2P_LEVEL.search(message):
+        return None  # not NCCL's: a table row, a program's own output, a fragment
+    if version and result["nccl_version"] is None:
+        result["nccl_version"] = version.group(1)
+        result["nccl_build"] = version.group(1) + version.group(2)
+    if not message:
+        return "empty"
+    level = _P2P_LEVEL.search(message)
+    if level and result["p2p_level"] is None:
+        result["p2p_level"] = level.group(1)
+    if _NVLS_USED.search(message):
+        state["extra_transports"].add("NVLS")
+    _read_facts(message, lineno, result, state)
+    for kind, pattern in _KINDS:
+        if pattern.search(message):
+            _count(result, kind)
+            return kind
+    if _PARTIAL_CONNECTION.search(message):
+        result["cut_lines"].append(lineno)
+        return "cut"
+    result["unrecognised"].append({"line": lineno, "text": message})
+    return "unrecognised"
+
+
+def _read_facts(message, lineno, result, state):
+    init = _INIT.search(message)
+    if init and init.group(7) == "COMPLETE":
+        _comm, rank, nranks, cuda_dev, nvml_dev, bus_id, _stage = init.groups()
+        result["comms"].append({"rank": int(rank), "nranks": int(nranks), "cuda_dev": int(cuda_dev),
+                                "nvml_dev": None if nvml_dev is None else int(nvml_dev),
+                                "bus_id": bus_id, "line": lineno})
+    comm = _COMM_INFO.search(message)
+    if comm:
+        state["ranks"].add(int(comm.group(1)))
+        state["nranks"].append(int(comm.group(2)))
+        return
+    old_nranks = re.match(r"nranks (\d+)$", message)
+    if old_nranks:
+        state["nranks"].append(int(old_nranks.group(1)))
+        return
+    coll = _COLL_NRANKS.search(message)
+    if coll and message.find(": opCount ") > 0:
+        state["nranks"].append(int(coll.group(1)))
+        return
+    network = _NETWORK.search(message)
+    if network:
+        if result["network"] is None:
+            result["network"] = network.group(1)
+        state["networks"].add(network.group(1))
+
+
+def _note_via(via, state):
+    net = _NET_VIA.search(via)
+    if net:
+        state["networks"].add(net.group(1))
+    if via.startswith("NVLS"):
+        state["extra_transports"].add("NVLS")
+
+
+def _cut_tail(line):
+    """Whether a line's last record stops early: a per-call line without its stream."""
+    last_header, last_message = records(line)[-1]
+    message = last_message.strip()
+    if last_header is None:
+        return False
+    if re.match(r"\w+: opCount ", message) and not _COLL.search(message):
+        return True
+    return bool(_PARTIAL_INIT.search(message))
+
+
+def _count(result, kind):
+    result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
 
 
 def _channel(connection, lineno, launcher_rank=None):

@@ -1,0 +1,206 @@
+"""Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING,
+and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
+
+Returns {nccl_version, choices, calls, table, switches, truncated, truncated_line, cut_lines,
+hint}:
+
+- `choices`: one per algorithm/protocol line NCCL printed, in order:
+  {func, bytes, algo, proto, channel_lo, channel_hi, time_us, kernel, nchannels, nthreads,
+  symmetric, format, line}. The formats, from NCCL's src/enqueue.cc at each tag:
+    2.20.5 - 2.22.3   "%ld Bytes -> Algo %d proto %d time %f"            (format "2.20")
+    2.23.4            "%s: %ld Bytes -> Algo %d proto %d time %f"        (format "2.23")
+    2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"  ("2.24")
+    2.27.3 - 2.29     "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d[ nWorks %d]"
+                      (format "symmetric"; src/scheduler/symmetric_sched.cc from 2.28)
+  Only rank 0 prints them (`if (comm->rank == 0)`; 2.27's symmetric line alone is printed by
+  every rank, 2.28 guards it too), and none before 2.20 (2.19 and older have the line
+  commented out or as TRACE). Algorithm and protocol numbers are turned into
+  NCCL_ALGO / NCCL_PROTO names with ncclAlgoStr / ncclProtoStr of src/init.cc at v2.23.4-1
+  (0 Tree, 1 Ring, 2 CollNetDirect, 3 CollNetChain, 4 NVLS, 5 NVLSTree, 6 PAT; 0 LL, 1 LL128,
+  2 Simple); the upper-case names of 2.24+ ("RING", "SIMPLE", "NVLS_TREE") are turned into
+  the same spelling. `func` is None for the 2.20 format, which does not name it.
+- `calls`: one per "AllReduce: opCount 0 sendbuff ... count 1024 datatype 7 op 0 root 0 comm
+  0x... [nranks=2] stream 0x..." line (same format from 2.4 to 2.28):
+  {func, op_count, count, datatype, datatype_name, bytes, op, op_name, root, nranks, comm,
+  host, device, line}; `bytes` = count x the type's size (nccl.h.in's ncclDataType_t), the
+  size NCCL's TUNING line reports, None for a type number not known here.
+- `table`: the bandwidth/latency table NCCL prints at init (rank 0): {columns: [[algo, proto],
+  ...], max_nthreads: [...], rows: {func: [[latency_us, bandwidth], ...]}, truncated}; both
+  layouts: "Latency/AlgBw |" (up to 2.17) and the "Algorithm |"/"Protocol |" blocks (2.18+).
+  None when the log has no table.
+- `switches`: per func, the runs of one (algo, proto) as the size grows, from `choices`:
+  {func: [{algo, proto, from_bytes, to_bytes}]}, to see where NCCL changes its choice.
+Lines may carry the prefixes `nccl_log` takes off (launchers, Ray, CloudWatch, quotes). A text
+with NCCL lines but none of these gives empty lists and a `hint`; a text with no NCCL line
+raises ParseError, as the log parser does.
+"""
+import re
+
+from .nccl_log import parse as parse_log, records, unwrap
+
+ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+PROTOCOLS = ("LL", "LL128", "Simple")
+_NAME = {name.upper(): name for name in ALGORITHMS + PROTOCOLS}
+_NAME.update({"COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain", "NVLS_TREE": "NVLSTree"})
+# nccl.h.in (v2.28.3-1): ncclDataType_t number -> (name, bytes per element).
+DATATYPES = {0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4), 4: ("int64", 8),
+             5: ("uint64", 8), 6: ("float16", 2), 7: ("float32", 4), 8: ("float64", 8),
+             9: ("bfloat16", 2), 10: ("float8e4m3", 1), 11: ("float8e5m2", 1)}
+REDUCTIONS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
+
+_NEW = re.compile(r"^(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+) channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
+_OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?[\d.]+)")
+_SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
+                        r"(?: nWorks (\d+))?")
+_CALL = re.compile(r"^(\w+): opCount ([0-9a-f]+) sendbuff (\S+) recvbuff (\S+) count (\d+) datatype (\d+) "
+                   r"op (\d+) root (-?\d+) comm (\S+) \[nranks=(\d+)\] stream (\S+)")
+_OLD_HEADER = re.compile(r"^Latency/AlgBw \|")
+_ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|")
+_PROTO_HEADER = re.compile(r"^\s*Protocol\s*\|")
+_NTHREADS = re.compile(r"^\s*Max NThreads\s*\|")
+_ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?[\d.]+/\s*-?[\d.]+ \|)*)(.*)$")
+_PAIR = re.compile(r"(-?[\d.]+)/\s*(-?[\d.]+)")
+
+HINT = ("no algorithm/protocol lines: NCCL prints them with NCCL_DEBUG=INFO and "
+        "NCCL_DEBUG_SUBSYS including TUNING, on rank 0 only, from NCCL 2.20 (src/enqueue.cc)")
+
+
+def parse(text):
+    """Parse the TUNING and COLL lines of an NCCL log; see the module docstring."""
+    log = parse_log(text)  # raises ParseError for a text with no NCCL line at all
+    result = {"nccl_version": log["nccl_version"], "choices": [], "calls": [], "table": None,
+              "switches": {}, "truncated": log["truncated"], "truncated_line": log["truncated_line"],
+              "cut_lines": [], "hint": None}
+    table = _Table()
+    for lineno, raw_line in enumerate(text.splitlines(), start=1):
+        _rank, line = unwrap(raw_line)
+        for header, message in records(line):
+            if header is None:
+                continue
+            message = message.rstrip()
+            found = _read_choice(message.strip(), lineno) or _read_call(message.strip(), header, lineno)
+            if found:
+                result["choices" if "algo" in found or "kernel" in found else "calls"].append(found)
+            elif table.read(message, lineno):
+                pass
+            elif re.search(r"Bytes -> |: opCount ", message):
+                result["cut_lines"].append(lineno)
+    last = max((i for i, line in enumerate(text.splitlines(), 1) if line.strip()), default=0)
+    if result["cut_lines"] and result["cut_lines"][-1] == last:  # the log stops inside such a line
+        result["truncated"], result["truncated_line"] = True, last
+    result["table"] = table.result()
+    result["switches"] = switches(result["choices"])
+    if not result["choices"] and not result["calls"] and result["table"] is None:
+        result["hint"] = HINT
+    return result
+
+
+def _name(value, names):
+    if value.isdigit():
+        number = int(value)
+        return names[number] if number < len(names) else value
+    return _NAME.get(value.upper(), value)
+
+
+def _read_choice(message, lineno):
+    found = _NEW.match(message)
+    if found:
+        func, size, algo, proto, low, high = found.groups()
+        return {"func": func, "bytes": int(size), "algo": _name(algo, ALGORITHMS), "proto": _name(proto, PROTOCOLS),
+                "channel_lo": int(low), "channel_hi": int(high), "time_us": None, "kernel": None,
+                "nchannels": int(high) - int(low) + 1, "nthreads": None, "symmetric": False,
+                "format": "2.24", "line": lineno}
+    found = _OLD.match(message)
+    if found:
+        func, size, algo, proto, time = found.groups()
+        return {"func": func, "bytes": int(size), "algo": _name(algo, ALGORITHMS), "proto": _name(proto, PROTOCOLS),
+                "channel_lo": None, "channel_hi": None, "time_us": float(time), "kernel": None,
+                "nchannels": None, "nthreads": None, "symmetric": False,
+                "format": "2.23" if func else "2.20", "line": lineno}
+    found = _SYMMETRIC.match(message)
+    if found:
+        func, size, kernel, nchannels, nthreads, _works = found.groups()
+        return {"func": func, "bytes": int(size), "algo": None, "proto": None, "channel_lo": None,
+                "channel_hi": None, "time_us": None, "kernel": kernel, "nchannels": int(nchannels),
+                "nthreads": int(nthreads), "symmetric": True, "format": "symmetric", "line": lineno}
+    return None
+
+
+def _read_call(message, header, lineno):
+    found = _CALL.match(message)
+    if not found:
+        return None
+    func, op_count, _send, _recv, count, datatype, op, root, comm, nranks, _stream = found.groups()
+    name, size = DATATYPES.get(int(datatype), (None, None))
+    return {"func": func, "op_count": int(op_count, 16), "count": int(count), "datatype": int(datatype),
+            "datatype_name": name, "bytes": None if size is None else int(count) * size, "op": int(op),
+            "op_name": REDUCTIONS.get(int(op)), "root": int(root), "nranks": int(nranks), "comm": comm,
+            "host": header["host"], "device": None if header["dev"] is None else int(header["dev"]),
+            "line": lineno}
+
+
+def switches(choices):
+    """Per func, the runs of one (algo, proto) with the smallest and largest size seen in each."""
+    by_func = {}
+    for choice in choices:
+        if choice["algo"] is None:
+            continue
+        by_func.setdefault(choice["func"] or "", {})[choice["bytes"]] = (choice["algo"], choice["proto"])
+    runs = {}
+    for func, sizes in sorted(by_func.items()):
+        func_runs = runs.setdefault(func, [])
+        for size in sorted(sizes):
+            algo, proto = sizes[size]
+            if func_runs and (func_runs[-1]["algo"], func_runs[-1]["proto"]) == (algo, proto):
+                func_runs[-1]["to_bytes"] = size
+            else:
+                func_runs.append({"algo": algo, "proto": proto, "from_bytes": size, "to_bytes": size})
+    return runs
+
+
+class _Table:
+    """NCCL's init-time latency/bandwidth table, in either layout."""
+
+    def __init__(self):
+        self.columns, self.block, self.pending_algos = [], [], None
+        self.max_nthreads, self.rows, self.truncated, self.seen = [], {}, False, False
+
+    def read(self, message, lineno):
+        text = message.strip()
+        if _OLD_HEADER.match(text):
+            labels = [cell.strip() for cell in text.split("|")[1:] if cell.strip()]
+            self.block = [[_name(part.strip(), ALGORITHMS + PROTOCOLS) for part in label.split("/", 1)]
+                          for label in labels]
+            self.columns.extend(self.block)
+            self.seen = True
+            return True
+        if _ALGO_HEADER.match(text):
+            self.pending_algos = [_name(cell.strip(), ALGORITHMS) for cell in text.split("|")[1:] if cell.strip()]
+            self.seen = True
+            return True
+        if _PROTO_HEADER.match(text) and self.pending_algos is not None:
+            protos = [_name(cell.strip(), PROTOCOLS) for cell in text.split("|")[1:] if cell.strip()]
+            per_algo = max(1, len(protos) // max(1, len(self.pending_algos)))
+            self.block = [[self.pending_algos[i // per_algo], proto] for i, proto in enumerate(protos)
+                          if i // per_algo < len(self.pending_algos)]
+            self.columns.extend(self.block)
+            self.pending_algos = None
+            return True
+        if _NTHREADS.match(text) and self.seen:
+            self.max_nthreads.extend(int(cell) for cell in re.findall(r"-?\d+", text.split("|", 1)[1]))
+            return True
+        row = _ROW.match(text) if self.seen and self.block else None
+        if row and row.group(2):
+            func, cells, rest = row.groups()
+            pairs = [[float(lat), float(bw)] for lat, bw in _PAIR.findall(cells)]
+            if rest.strip():  # the row stops inside a cell: keep the whole cells, say so
+                self.truncated = True
+            self.rows.setdefault(func, []).extend(pairs)
+            return True
+        return False
+
+    def result(self):
+        if not self.seen:
+            return None
+        return {"columns": self.columns, "max_nthreads": self.max_nthreads, "rows": self.rows,
+                "truncated": self.truncated}
