@@ -38,6 +38,10 @@ NCCL_TESTS = {
     ("h200-nvswitch-pair", "nccl-bench-sendrecv-cuda-graph.txt"): (27, 8, 536870912, 355.38),
     ("h200-nvswitch-pair", "nccl-bench-sendrecv.txt"): (27, 8, 536870912, 355.94),
     ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"): (25, 8, 134217728, 129.14),
+    # one rank: busbw is 0 by definition
+    ("h100-single-gpu", "nccl-bench-torchrun-1rank.txt"): (25, 8, 134217728, 0.0),
+    ("h100-single-gpu", "nccl-bench-torchrun-1rank-G.txt"): (25, 8, 134217728, 0.0),
+    ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug.txt"): (18, 8, 1048576, 0.0),
 }
 
 # P2P program output: (matrix, row label, column label) -> value, as printed.
@@ -68,16 +72,18 @@ P2P = {
                                                                ("bidirectional_enabled", 0, 5): 14.25},
 }
 
-# nvidia-smi topo -m: GPU count and the link printed between GPU0 and GPU1.
+# nvidia-smi topo -m: GPU count and the link printed between GPU0 and GPU1 (None: one GPU).
 TOPO = {
+    ("h100-single-gpu", "nvidia-smi-topo-m.txt"): (1, None),
     ("h100-pcie-nvlink-pair", "nvidia-smi-topo-m.txt"): (2, "NV12"),
     ("h200-nvswitch-8gpu", "nvidia-smi-topo-m.txt"): (8, "NV18"),
     ("h200-nvswitch-pair", "nvidia-smi-topo-m.txt"): (2, "NV18"),
     ("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"): (8, "NV1"),
 }
 
-# nvidia-smi topo -p2p: GPU count; every pair printed OK in both files.
+# nvidia-smi topo -p2p: GPU count; every pair printed OK (one GPU: no pair at all).
 P2P_STATUS = {
+    ("h100-single-gpu", "nvidia-smi-topo-p2p-rw.txt"): 1,
     ("h200-nvswitch-8gpu", "nvidia-smi-topo-p2p-rw.txt"): 8,
     ("h200-nvswitch-pair", "nvidia-smi-topo-p2p-rw.txt"): 2,
 }
@@ -102,8 +108,21 @@ HOROVOD = {
     ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt"): (5, 98996.51),
 }
 
+# NCCL's topology dump (NCCL_TOPO_DUMP_FILE): cpu numaid and vendor, GPU dev/sm, PCI
+# link_width as written, the net's name, speed (Mb/s) and gdr.
+NCCL_TOPO = {
+    ("h100-single-gpu", "nccl-topo-dump.xml"): {"numaid": -1, "vendor": "GenuineIntel", "gpu": (0, 90),
+                                                "link_width": 0, "net": ("eth0", 10000, 0)},
+}
+
+# NCCL's graph dump (NCCL_GRAPH_DUMP_FILE): number of <graph> elements, and the first one's
+# pattern, nchannels and typeintra.
+NCCL_GRAPH = {
+    ("h100-single-gpu", "nccl-graph-dump.xml"): (5, 4, 32, "LOC"),
+}
+
 GOLDEN = {"nccl-tests": NCCL_TESTS, "p2p": P2P, "topo": TOPO, "p2p-status": P2P_STATUS,
-          "nccl-log": NCCL_LOG, "horovod": HOROVOD}
+          "nccl-log": NCCL_LOG, "horovod": HOROVOD, "nccl-topo": NCCL_TOPO, "nccl-graph": NCCL_GRAPH}
 PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
           for name in reference.find(system, kind)]
 
@@ -135,14 +154,17 @@ def test_topo_matrices(key, facts):
     count, link = facts
     topo = reference.load(key[0], "topo", filename=key[1])
     assert len(topo["gpus"]) == count
-    assert topo["links"]["GPU0"]["GPU1"] == link and topo["links"]["GPU1"]["GPU0"] == link
+    if link is None:
+        assert topo["links"]["GPU0"] == {}
+    else:
+        assert topo["links"]["GPU0"]["GPU1"] == link and topo["links"]["GPU1"]["GPU0"] == link
 
 
 @pytest.mark.parametrize("key,count", sorted(P2P_STATUS.items()))
 def test_p2p_status_matrices(key, count):
     status = reference.load(key[0], "p2p-status", filename=key[1])
     assert len(status["gpus"]) == count
-    assert {v for row in status["status"].values() for v in row.values()} == {"OK"}
+    assert {v for row in status["status"].values() for v in row.values()} == ({"OK"} if count > 1 else set())
 
 
 @pytest.mark.parametrize("key,transports", sorted(NCCL_LOG.items()))
@@ -159,3 +181,21 @@ def test_horovod_throughput_lines(key, facts):
     assert len(run["epochs"]) == count
     if first is not None:
         assert run["epochs"][0]["images_per_sec"] == pytest.approx(first)
+
+
+@pytest.mark.parametrize("key,facts", sorted(NCCL_TOPO.items()))
+def test_nccl_topology_dumps(key, facts):
+    dump = reference.load(key[0], "nccl-topo", filename=key[1])
+    assert [c["numaid"] for c in dump["cpus"]] == [facts["numaid"]]
+    assert dump["cpus"][0]["vendor"] == facts["vendor"]
+    assert [(g["dev"], g["sm"]) for g in dump["gpus"]] == [facts["gpu"]]
+    assert dump["gpus"][0]["link_width"] == facts["link_width"]
+    assert [(n["name"], n["speed_mbps"], n["gdr"]) for n in dump["nets"]] == [facts["net"]]
+
+
+@pytest.mark.parametrize("key,facts", sorted(NCCL_GRAPH.items()))
+def test_nccl_graph_dumps(key, facts):
+    count, pattern, nchannels, typeintra = facts
+    graphs = reference.load(key[0], "nccl-graph", filename=key[1])["graphs"]
+    assert len(graphs) == count
+    assert (graphs[0]["pattern"], graphs[0]["nchannels"], graphs[0]["typeintra"]) == (pattern, nchannels, typeintra)

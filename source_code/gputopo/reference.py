@@ -51,6 +51,9 @@ KIND_PATTERNS = {
     "simple-p2p": ("simpleP2P*.txt",),
     "p2p-status": ("nvidia-smi-topo-p2p*.txt",),
     "nvbandwidth": ("nvbandwidth*.txt",),
+    "lscpu": ("lscpu*.txt",),
+    "numactl": ("numactl-H*.txt",),
+    "host-device-copy": ("host-device-copy*.txt",),
     "nccl-topo": ("nccl-topo*.xml",),
     "nccl-graph": ("nccl-graph*.xml",),
     "nccl-tuning": ("nccl-tuning*.txt",),
@@ -60,7 +63,7 @@ KIND_PATTERNS = {
 }
 # Kinds read_text serves but load cannot turn into data.
 _TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
-                    "json", "notes"}
+                    "json", "notes", "lscpu", "numactl", "host-device-copy"}
 # Each system's description, beside its recorded files (never itself a recorded file).
 SYSTEM_FILE = "system.json"
 
