@@ -7,7 +7,7 @@
 # The base image is pinned to the CUDA/cuDNN pair TensorFlow 2.15.1 was built for (CUDA 12.2,
 # cuDNN 8.9); it also brings nvcc and NCCL 2.19 (headers and library) for Horovod and the
 # course's CUDA programs. environment/course.def (Apptainer) starts from the same image.
-# It is pinned by tag; README.md ("Pinning the base image") says how a site pins it by digest.
+# It is pinned by tag; docs/maintainer.md ("Pinning the base image") says how a site pins it by digest.
 # The environment is made by environment/install.sh, the same script `make lab` and
 # `make test` run, so the tested path and the container path cannot drift;
 # `make rehearse-gpu` rehearses its --gpu build on a machine without a GPU.

@@ -101,7 +101,7 @@ distclean: clean ## also remove the venv (the next make lab/test rebuilds it, Ho
 
 # The GPU image's riskiest step, install.sh --gpu (TensorFlow's GPU wheel, Horovod's NCCL operations
 # against CUDA 12.2 and NCCL 2.19), rehearsed without a GPU in build/rehearse-gpu (its own venv).
-# Not part of `make test`: it takes longer than make test may grow (README, Tests).
+# Not part of `make test`: it takes longer than make test may grow (docs/maintainer.md, Tests).
 .PHONY: rehearse-gpu
 rehearse-gpu: ## rehearse the GPU image's install.sh --gpu here, without a GPU (long; log in build/rehearse-gpu)
 	bash environment/rehearse-gpu.sh

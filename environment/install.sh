@@ -205,7 +205,7 @@ install.sh: error: $1
   Options:
     - install one, e.g. \`apt-get install python3.11 python3.11-venv\` (Debian 12),
       \`pyenv install 3.11\`, or conda; then re-run, optionally with PYTHON=/path/to/python3.11
-    - or use the course container, which brings its own Python (README: Docker / Apptainer)
+    - or use the course container, which brings its own Python (docs/maintainer.md: Docker / Apptainer)
 MSG
   exit 1
 }

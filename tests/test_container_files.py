@@ -183,7 +183,7 @@ def test_oci_labels_name_the_base_source_version_and_licences():
     lab = labels(ins)
     base = [a for k, a in ins if k == "FROM"][0]
     # The label records the base the FROM line really uses (Docker Hub's full name for it), and
-    # its digest where a site pinned one (README: "Pinning the base image").
+    # its digest where a site pinned one (docs/maintainer.md: "Pinning the base image").
     name, _, digest = base.partition("@")
     assert lab["org.opencontainers.image.base.name"] == "docker.io/" + name
     assert lab.get("org.opencontainers.image.base.digest", "") == digest

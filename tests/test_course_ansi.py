@@ -11,7 +11,8 @@ import pytest
 
 from gputopo import course, reference
 
-COURSE_RUN = Path(reference.__file__).resolve().parents[1] / "reference_systems" / "h200-nvswitch-pair" / "course-run"
+# The executed course run is verification evidence, kept outside the lesson data.
+COURSE_RUN = Path(__file__).resolve().parents[1] / "evidence" / "2026-11-23-h200-nvswitch-pair" / "course-run"
 TOPO_WITH_ESCAPES = reference.read_text("h200-nvswitch-pair", "nvidia-smi-topo-m.txt")
 
 

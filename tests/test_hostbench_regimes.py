@@ -19,7 +19,7 @@ REFERENCE_036DB2E = [(8, 0.72), (32, 0.71), (128, 0.73), (512, 0.70), (2048, 0.7
                      (134217728, 19428.61), (268435456, 20998.57)]
 
 # The live run on the 2x H200 machine (its Linux reported a 300 MiB last-level cache):
-# source_code/reference_systems/h200-nvswitch-pair/course-run/1.Latency-and-Bandwidth.ipynb
+# evidence/2026-11-23-h200-nvswitch-pair/course-run/1.Latency-and-Bandwidth.ipynb
 # cells 11 and 15. Bandwidth: 40.141 GB/s at 512 KiB (the peak), 13.135 at 2 MiB, 12.991 /
 # 13.364 / 13.486 / 8.415 / 11.933 at 8 / 32 / 64 / 128 / 256 MiB.
 H200_COURSE_RUN = [(8, 0.31), (32, 0.30), (128, 0.30), (512, 0.36), (2048, 0.36), (8192, 0.40),

@@ -5,7 +5,7 @@
 - install.sh installs the lock with `pip install --require-hashes`, and its step-3 stamp covers
   the lock: an edited lock is installed again. Checked with a stand-in Python whose `-m pip`
   only logs its arguments (no network; the real install from the lock into a fresh venv is
-  what the lock's author runs, see README "Updating the pinned environment").
+  what the lock's author runs, see docs/maintainer.md "Updating the pinned environment").
 """
 import os
 import re

@@ -11,6 +11,7 @@ Every expected figure was read by hand from the recorded files named in each tes
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,8 @@ from gputopo.parsers.nvidia_smi import nvlink_link_speeds
 
 H100 = "h100-pcie-nvlink-pair"
 H200 = "h200-nvswitch-pair"
+# The H200 pair's executed course run: verification evidence, outside the lesson data.
+EVIDENCE = Path(__file__).resolve().parents[1] / "evidence" / "2026-11-23-h200-nvswitch-pair"
 
 
 def recorded_nvlink(system):
@@ -60,7 +63,7 @@ def test_h200_pair_peak_is_450_like_its_recorded_row(fake_nvidia_smi):
 
     # The live run of the course on that machine (its notebook 4, cell 5) printed 396.45 GB/s
     # for GPU0 -> GPU1; held against the machine it is 396.45 / 450 = 88 %, as the recorded row.
-    course_run = reference.REFERENCE_DIR / H200 / "course-run" / "4.P2P-Bandwidth-Latency-Test.ipynb"
+    course_run = EVIDENCE / "course-run" / "4.P2P-Bandwidth-Latency-Test.ipynb"
     notebook = json.loads(course_run.read_text(encoding="utf-8"))
     text = "".join(notebook["cells"][5]["outputs"][0]["data"]["text/plain"])
     live = p2p_parser.parse(text)

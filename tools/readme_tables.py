@@ -1,7 +1,7 @@
-"""README.md's tables of recorded figures, written from the committed files they describe.
+"""docs/recorded-figures.md's tables of recorded figures, written from the committed files they describe.
 
-    python tools/readme_tables.py           # rewrite the generated blocks of README.md
-    python tools/readme_tables.py --check   # exit 1 (one line) when README.md differs from the files
+    python tools/readme_tables.py           # rewrite the generated blocks of docs/recorded-figures.md
+    python tools/readme_tables.py --check   # exit 1 (one line) when that file differs from the recorded files
 
 Each block sits between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`; the text
 around the blocks is hand-written. Every figure comes from a file under
@@ -22,7 +22,8 @@ from gputopo import reference, sweep  # noqa: E402
 from gputopo.parsers import nccl_tests, p2p  # noqa: E402
 
 PAIR = "h200-nvswitch-pair"
-README = ROOT / "README.md"
+TARGET = ROOT / "docs" / "recorded-figures.md"
+TARGET_NAME = "docs/recorded-figures.md"
 MiB, GiB = 2**20, 2**30
 
 
@@ -180,7 +181,7 @@ def render(text):
     for name, build in BLOCKS.items():
         pattern = re.compile(rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- end generated: {re.escape(name)} -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"readme_tables.py: error: README.md has no block '{name}' (add the two marker lines)")
+            raise SystemExit(f"readme_tables.py: error: {TARGET_NAME} has no block '{name}' (add the two marker lines)")
         table = build()
         text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     return text
@@ -195,16 +196,20 @@ def main(argv):
     if argv not in ([], ["--check"]):
         print(f"readme_tables.py: error: unknown arguments {' '.join(argv)} ({usage})", file=sys.stderr)
         return 2
-    current = README.read_text()
+    try:
+        current = TARGET.read_text()
+    except OSError as exc:
+        print(f"readme_tables.py: error: cannot read {TARGET_NAME} ({exc.strerror})", file=sys.stderr)
+        return 2
     wanted = render(current)
     if argv == ["--check"]:
         if wanted != current:
-            print("readme_tables.py: error: README.md's generated tables differ from the recorded files: "
+            print(f"readme_tables.py: error: {TARGET_NAME}'s generated tables differ from the recorded files: "
                   "run python tools/readme_tables.py", file=sys.stderr)
             return 1
         return 0
     if wanted != current:
-        README.write_text(wanted)
+        TARGET.write_text(wanted)
     return 0
 
 
