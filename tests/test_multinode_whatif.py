@@ -120,3 +120,43 @@ def test_panel_builds_its_widgets_when_ipywidgets_is_there(capsys):
     pytest.importorskip("ipywidgets")
     panel = lessons.whatif_panel(show_static=False)
     assert panel is not None and len(panel.children) == 2
+
+
+# The NET lines of multi-node logs. Expected values read by hand from the published excerpts in
+# source_code/reference_systems/_multinode-logs/ and, for PXN, from the format NCCL prints
+# (src/transport/net.cc at v2.28.3-1: "via NET/%s/%d(%d)%s" with the proxy rank in brackets).
+@pytest.mark.parametrize("via,expected", [
+    ("NET/IB/0/GDRDMA", {"net": "IB", "nic": 0, "proxy_rank": None, "gdr": True, "shared": False}),
+    ("NET/IB/3(7)/GDRDMA", {"net": "IB", "nic": 3, "proxy_rank": 7, "gdr": True, "shared": False}),
+    ("NET/Socket/0", {"net": "Socket", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
+    ("NET/AWS Libfabric/0", {"net": "AWS Libfabric", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
+    ("NET/IBext_v8/5/GDRDMA(PCI)/Shared", {"net": "IBext_v8", "nic": 5, "proxy_rank": None, "gdr": True, "shared": True}),
+])
+def test_net_route_reads_every_part_nccl_prints(via, expected):
+    assert lessons.net_route(via) == expected
+
+
+@pytest.mark.parametrize("via", ["P2P/IPC/read", "SHM/direct/direct", "COLLNET/SHARP/1/GDRDMA", "NET/IB"])
+def test_net_route_is_none_for_other_transports(via):
+    assert lessons.net_route(via) is None
+
+
+def test_published_logs_net_lines_read_by_hand():
+    rows = lessons.net_lines("nccl-tests-133-ib-gdrdma-excerpt.txt")
+    # the three NET lines: channel 1 receive 12 -> 4, channels 0 and 1 send 4 -> 12, NIC 0, GDRDMA
+    assert rows == [(1, "12[8d000]", "4[89000]", "receive", "IB", 0, "-", "yes"),
+                    (0, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes"),
+                    (1, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes")]
+    rails = lessons.net_lines("nccl-1814-ibext-rails-excerpt.txt")
+    assert len(rails) == 13 and {r[5] for r in rails} == {3, 4, 5, 6, 7}
+    # rail-aligned: GPU i of one node to GPU i of the other ("36[4] -> 20[4]")
+    assert all(r[1].split("[")[1] == r[2].split("[")[1] for r in rails)
+    socket = lessons.net_lines("nccl-398-socket-excerpt.txt")
+    assert socket == [(0, "15", "0", "send", "Socket", 0, "-", "no"), (0, "7", "8", "send", "Socket", 0, "-", "no")]
+    summary = {r[0]: r for r in lessons.log_summary_rows()}
+    assert summary["aws-ofi-nccl-64-libfabric-excerpt.txt"][1:] == ("NET, P2P", "AWS Libfabric", "0", "no", "no")
+
+
+def test_an_unknown_log_is_one_clear_error():
+    with pytest.raises(ValueError, match="no published log"):
+        lessons.net_lines("nope.txt")

@@ -599,3 +599,71 @@ def whatif_panel(machine=None, show_static: bool = True):
     update()
     return widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:6]),
                                        widgets.VBox(list(controls.values())[6:])]), output])
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the NET lines of a multi-node NCCL log
+
+# Published multi-node NCCL_DEBUG=INFO excerpts (a "_" folder: not a system of its own).
+MULTINODE_LOGS = reference.REFERENCE_DIR / "_multinode-logs"
+# What follows "via " on a network connection line, as NCCL prints it (src/transport/net.cc at
+# v2.28.3-1): NET/<plugin>/<NIC index>, then "(<proxy rank>)" when PXN hands the data to another
+# GPU's NIC, "/GDRDMA" with GPUDirect RDMA ("(PCI)" when that goes through PCIe), "/Shared" for
+# shared buffers. NCCL 2.4 printed "NET/IB/0" the same way.
+_NET_ROUTE = re.compile(r"^NET/(?P<net>[^/]+)/(?P<nic>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?"
+                        r"(?P<pci>\(PCI\))?(?P<shared>/Shared)?$")
+
+
+def net_route(via: str) -> Optional[Dict[str, Any]]:
+    """{net, nic, proxy_rank, gdr, shared} of a "via NET/..." text; None for any other transport.
+
+    "NET/IB/0/GDRDMA" -> net "IB", NIC 0, GPUDirect RDMA; "NET/IB/3(7)/GDRDMA" -> NIC 3 reached
+    through rank 7's GPU (PXN); "NET/Socket/0" -> TCP sockets, no GPUDirect.
+    """
+    match = _NET_ROUTE.match(via.strip())
+    if not match:
+        return None
+    return {"net": match["net"], "nic": int(match["nic"]),
+            "proxy_rank": int(match["proxy"]) if match["proxy"] else None,
+            "gdr": bool(match["gdr"]), "shared": bool(match["shared"])}
+
+
+def multinode_logs() -> List[str]:
+    """File names of the published multi-node log excerpts."""
+    return sorted(p.name for p in MULTINODE_LOGS.glob("*.txt"))
+
+
+def net_lines(name: str) -> List[Tuple]:
+    """(channel, from rank[dev], to rank[dev], send/receive, network, NIC, PXN via rank, GDR) for
+    each NET connection of one published log, read by gputopo.parsers.nccl_log."""
+    from gputopo.parsers import nccl_log
+
+    if name not in multinode_logs():
+        raise ValueError(f"no published log {name!r}; there are: {', '.join(multinode_logs())}")
+    parsed = nccl_log.parse((MULTINODE_LOGS / name).read_text(encoding="utf-8"))
+    rows = []
+    for c in parsed["channels"]:
+        route = net_route(c["via"]) if c["transport"] == "NET" else None
+        if route is None:
+            continue
+        src = f"{c['src']}[{c['src_device']}]" if c["src_device"] is not None else str(c["src"])
+        dst = f"{c['dst']}[{c['dst_device']}]" if c["dst_device"] is not None else str(c["dst"])
+        rows.append((c["channel"], src, dst, c["direction"] or "-", route["net"], route["nic"],
+                     "-" if route["proxy_rank"] is None else route["proxy_rank"], "yes" if route["gdr"] else "no"))
+    return rows
+
+
+def log_summary_rows() -> List[Tuple]:
+    """One row per published log: transports, networks, NICs seen, GPUDirect RDMA, PXN."""
+    from gputopo.parsers import nccl_log
+
+    out = []
+    for name in multinode_logs():
+        parsed = nccl_log.parse((MULTINODE_LOGS / name).read_text(encoding="utf-8"))
+        routes = [net_route(c["via"]) for c in parsed["channels"] if c["transport"] == "NET"]
+        routes = [r for r in routes if r]
+        out.append((name, ", ".join(parsed["transports"]), ", ".join(sorted({r["net"] for r in routes})),
+                    ", ".join(str(n) for n in sorted({r["nic"] for r in routes})),
+                    "yes" if routes and all(r["gdr"] for r in routes) else "no",
+                    "yes" if any(r["proxy_rank"] is not None for r in routes) else "no"))
+    return out
