@@ -109,8 +109,9 @@ def test_panel_falls_back_to_a_static_view_without_ipywidgets(monkeypatch, capsy
 
     matplotlib.use("Agg")
     monkeypatch.setitem(sys.modules, "ipywidgets", None)   # import fails as if not installed
-    figure = lessons.whatif_panel()
+    figure, panel = lessons.whatif_panel()
     out = capsys.readouterr().out
+    assert panel is None
     assert "ipywidgets is not installed" in out
     assert "bounded by" in out and "node's NICs" in out
     assert figure is not None and figure.axes[0].get_xscale() == "log"
@@ -118,8 +119,8 @@ def test_panel_falls_back_to_a_static_view_without_ipywidgets(monkeypatch, capsy
 
 def test_panel_builds_its_widgets_when_ipywidgets_is_there(capsys):
     pytest.importorskip("ipywidgets")
-    panel = lessons.whatif_panel(show_static=False)
-    assert panel is not None and len(panel.children) == 2
+    figure, panel = lessons.whatif_panel(show_static=False)
+    assert figure is None and panel is not None and len(panel.children) == 2
 
 
 # The NET lines of multi-node logs. Expected values read by hand from the published excerpts in

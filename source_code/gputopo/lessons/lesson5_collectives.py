@@ -540,10 +540,11 @@ def whatif_static(settings_list: Optional[Sequence[Dict[str, Any]]] = None) -> L
 
 
 def whatif_panel(machine=None, show_static: bool = True):
-    """Notebook 5's what-if panel. Prints the static table and draws the static plot (what nbval
-    and the HTML report keep); then, when ipywidgets can be imported, returns the interactive
-    panel (sliders and dropdowns) for the notebook to display. Without ipywidgets it says so and
-    returns None.
+    """Notebook 5's what-if panel: (static figure, interactive panel).
+
+    Prints the static table and builds the static plot (what nbval and the HTML report keep,
+    figure None with show_static=False); the panel is the ipywidgets box of sliders and
+    dropdowns when ipywidgets can be imported, else None, and a line says so.
     """
     from gputopo import plots
     from gputopo.selfcheck import text_table
@@ -563,8 +564,8 @@ def whatif_panel(machine=None, show_static: bool = True):
     try:
         import ipywidgets as widgets
     except ImportError:
-        print("(ipywidgets is not installed: the interactive panel needs it; the table and plot above are its static view)")
-        return figure
+        print("(ipywidgets is not installed: the interactive panel needs it; the table and plot are its static view)")
+        return figure, None
     labels = [o["label"] for o in options]
     default = next(label for label in labels if label.startswith("NVLink 4: H100 SXM5"))
     controls = {
@@ -597,7 +598,7 @@ def whatif_panel(machine=None, show_static: bool = True):
     for control in controls.values():
         control.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:6]),
+    return figure, widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:6]),
                                        widgets.VBox(list(controls.values())[6:])]), output])
 
 
