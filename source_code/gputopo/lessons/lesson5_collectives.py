@@ -9,6 +9,9 @@ step time and scaling efficiency.
                                                # one system's one- and two-GPU step times, chosen by name
     lessons.multinode_rows(...)                # the ring beyond one node, bounded by the node's NICs
     lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
+    lessons.recorded_clusters()                # published multi-node runs against alphabeta.whatif
+    figure, panel = lessons.whatif_panel()     # the what-if panel: static table + plot, ipywidgets box
+    lessons.net_lines("nccl-398-socket-excerpt.txt")   # the NET lines of a published multi-node log
 
 numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
 """
@@ -548,6 +551,7 @@ def whatif_panel(machine=None, show_static: bool = True):
     """
     from gputopo import plots
     from gputopo.selfcheck import text_table
+    from gputopo.units import format_bytes
 
     options = link_options(machine)
     clusters = recorded_clusters()
@@ -581,8 +585,8 @@ def whatif_panel(machine=None, show_static: bool = True):
         "nodes": widgets.SelectionSlider(options=list(WHATIF_NODES), value=2, description="nodes"),
         "algorithm": widgets.ToggleButtons(options=["ring", "tree"], value="ring", description="algorithm"),
         "nvls": widgets.Checkbox(value=False, description="NVLS (opt-in; NVSwitch with SHARP only)"),
-        "size": widgets.SelectionSlider(options=[(f"{s / 2**20:g} MiB" if s >= 2**20 else f"{s // 1024} KiB", s)
-                                                 for s in WHATIF_SIZES], value=2**30, description="message"),
+        "size": widgets.SelectionSlider(options=[(format_bytes(s), s) for s in WHATIF_SIZES], value=2**30,
+                                        description="message"),
     }
     output = widgets.Output()
 
