@@ -161,3 +161,10 @@ def test_published_logs_net_lines_read_by_hand():
 def test_an_unknown_log_is_one_clear_error():
     with pytest.raises(ValueError, match="no published log"):
         lessons.net_lines("nope.txt")
+
+
+def test_tree_latency_follows_nccls_tuner():
+    # src/graph/tuning.cc at v2.28.3-1: 2 * ((nRanks/nNodes - 1) * intraLat + log2i(nNodes) * interLat),
+    # log2i rounding down: 3 nodes of 8 GPUs -> 2 * (7 * 5 + 1 * 10) = 90 us before the bandwidth term
+    result = alphabeta.whatif(8, None, 8, 400, 3, 4, algorithm="tree", alpha_in_node_us=5, alpha_net_us=10)
+    assert result["time_us"] == pytest.approx(90.0, abs=0.01)

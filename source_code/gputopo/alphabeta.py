@@ -363,15 +363,15 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
                  GPUDirect RDMA): the node's total NIC bandwidth (`total_nic_gbps`, finding C1)
       spine      the NIC term / spine_oversubscription, when rails are not aligned and PXN is
                  off: a ring hop from NIC i of one node to a NIC of another rail crosses the
-                 spine (with PXN, NCCL moves the data over NVLink to the GPU beside the NIC of
-                 the right rail first; NVIDIA, "Doubling all2all performance with NCCL 2.12")
+                 spine (with PXN, on by default, NCCL moves the data over NVLink to the GPU beside
+                 the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
     Ring: busbw = the smallest term; T = 2(N-1) alpha + 2(N-1)/N S / busbw (alpha: the network's
     from two nodes on). Tree on two nodes: each node's data crosses the network once per
     direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (NCCL's tuner
     takes the intra-node bandwidth for a tree on <= 2 nodes, src/graph/tuning.cc at v2.28.3-1;
     nccl-tests #196: two-node tree busbw can exceed the network); on more nodes it is the ring's
-    term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 ceil(log2 nodes) network alphas
-    (tuning.cc's tree latency). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
+    term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
+    (tuning.cc's tree latency: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
     NIC is used. Returns {busbw_gbps, bound_gbps, estimate terms, bound_by, time_us, algbw_gbps, notes}.
     """
     g, k, nodes = _check_ranks(gpus_per_node), _check_ranks(nics_per_node), _check_ranks(nodes)
@@ -419,7 +419,7 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
     busbw = terms[bound_by] * (TREE_EFFICIENCY if algorithm == "tree" else 1.0)
     bound = min(bounds.values())
     if algorithm == "tree":
-        alpha_steps = 2 * (g - 1) * alpha_in_node_us + 2 * math.ceil(math.log2(max(nodes, 1))) * alpha_net_us
+        alpha_steps = 2 * (g - 1) * alpha_in_node_us + 2 * (nodes.bit_length() - 1) * alpha_net_us
     else:
         alpha_steps = ring_steps("all_reduce", n) * (alpha_in_node_us if one_domain else max(alpha_in_node_us, alpha_net_us))
     factor = busbw_factor("all_reduce", n)
