@@ -367,10 +367,9 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
                  the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
     Ring: busbw = the smallest term; T = 2(N-1) alpha + 2(N-1)/N S / busbw (alpha: the network's
     from two nodes on). Tree on two nodes: each node's data crosses the network once per
-    direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (NCCL's tuner
-    takes the intra-node bandwidth for a tree on <= 2 nodes, src/graph/tuning.cc at v2.28.3-1;
-    nccl-tests #196: two-node tree busbw can exceed the network); on more nodes it is the ring's
-    term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
+    direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (nccl-tests
+    #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck, provided the
+    intra-node bandwidth sustains it); on more nodes it is the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
     (tuning.cc's tree latency: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
     NIC is used. Returns {busbw_gbps, bound_gbps, estimate terms, bound_by, time_us, algbw_gbps, notes}.
     """
