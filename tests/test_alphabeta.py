@@ -177,6 +177,9 @@ def _recorded_tables():
             parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
             op = next((o for o in PERFORMANCE_MD if o in name.replace("-", "_")), None)
             n = parsed["metadata"].get("n_gpus") or len(parsed["devices"])
+            cluster = reference.system_info(system).get("cluster")
+            if cluster:   # a run of one process per GPU on several nodes: nGpus is 1, the ranks are these
+                n = cluster.get("nvlink_domain_gpus") or cluster["nodes"] * cluster["gpus_per_node"]
             if op and n:
                 yield system, name, op, n, parsed
 

@@ -42,6 +42,11 @@ NCCL_TESTS = {
     ("h100-single-gpu", "nccl-bench-torchrun-1rank.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-G.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug.txt"): (18, 8, 1048576, 0.0),
+    # published multi-node runs (excerpts; their system.json "cluster" entries say what ran)
+    ("a100-hdr-3node", "all_reduce_perf-24ranks-excerpt.txt"): (6, 127926280, 133169160, 95.74),
+    ("gb10-spark-pair", "all_gather_perf-16G-before-mtu9000-excerpt.txt"): (1, 17179869184, 17179869184, 18.94),
+    ("gb200-nvl72-rack", "all_reduce_perf-72gpus-excerpt.txt"): (5, 536870912, 8589934592, 834.57),
+    ("h100-4gpu-2node", "all_reduce_perf-ring-8ranks-excerpt.txt"): (5, 536870912, 8589934592, 95.10),
 }
 
 # P2P program output: (matrix, row label, column label) -> value, as printed.

@@ -36,6 +36,10 @@ Functions:
 - `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
   spans several nodes, where the node's total NIC bandwidth bounds the bus bandwidth.
 - `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
+- `whatif(...)`: notebook 5's what-if panel: busbw, its bound and what sets it, and the
+  all-reduce time for a cluster of `nodes` nodes (ring, tree, NVLS), every factor sourced below.
+- `cluster_busbw(cluster)`: the bound and the estimate for a recorded cluster's `cluster` entry
+  (its system.json), which the tests hold against what the cluster recorded.
 
 numpy is imported inside the functions that need it (CONTRIBUTING.md).
 """
@@ -311,6 +315,131 @@ def multinode_allreduce_time_us(size_bytes: Any, gpus_per_node: int, nodes: int,
     return ring_allreduce_time_us(size_bytes, n, alpha, busbw)
 
 
+# ---------------------------------------------------------------------------------------
+# The what-if model of notebook 5: one place for every factor, each with its source.
+
+# What NCCL reaches per NIC, over the line rate: 24 GB/s per 200 Gb/s NIC and 12 per 100 Gb/s
+# (NCCL's lead, NVIDIA/nccl-tests issue #119), 46-48 GB/s per 400 Gb/s NIC (an NCCL maintainer,
+# nccl-tests issue #290): 0.92-0.96 of the line rate; 24 / 25 = 0.96 is used.
+NIC_EFFICIENCY = 0.96
+# A NIC NCCL cannot use with GPUDirect RDMA (data staged through host memory): about 16 GB/s
+# instead of 24 per 200 Gb/s NIC (NCCL's lead, NVIDIA/nccl issue #412): 16 / 25 = 0.64.
+NIC_EFFICIENCY_NO_GDR = 0.64
+# NCCL's ring over NVLink: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can
+# get an effective NVLink bandwidth of 370GB/s" (NCCL's lead, nccl-tests issue #212): 370 / 450.
+NVLINK_RING_EFFICIENCY = 370.0 / 450.0
+# NVLS on 8 H100s: peak all-reduce busbw about 480 GB/s against 370 GB/s for the ring (same
+# comment, nccl-tests issue #212): 480 / 370.
+NVLS_GAIN = 480.0 / 370.0
+# NCCL's own tuning model takes 0.92 of the path bandwidth for a tree all-reduce
+# (`busBw*.92`, src/graph/tuning.cc at v2.28.3-1).
+TREE_EFFICIENCY = 0.92
+# How far below the estimate a recorded cluster may sit and still count as matching the model
+# (notebook 5 explains the choice; the upper limit is the line-rate bound itself).
+TOLERANCE_BELOW = 0.25
+
+
+def _positive(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{what} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
+           nodes: int, size_bytes: float, algorithm: str = "ring", gdr: bool = True, pxn: bool = True,
+           rails_aligned: bool = True, spine_oversubscription: float = 1.0, nvls: bool = False,
+           nvlink_domain_gpus: Optional[int] = None, alpha_in_node_us: float = 5.0,
+           alpha_net_us: float = 10.0, in_node_busbw_gbps: Optional[float] = None) -> Dict[str, Any]:
+    """busbw, bound and time of an all-reduce over nodes x gpus_per_node GPUs, and what bounds it.
+
+    in_node_link_gbps: one GPU's NVLink bandwidth per direction at line rate (`links.link_table`),
+    or None for one GPU per node or a PCIe-only node (then the in-node term is not a limit).
+    in_node_busbw_gbps: a recorded in-node busbw (e.g. the 8x H200 node's), used as the in-node
+    estimate instead of the line rate x efficiency. The alphas are placeholders a caller replaces
+    with fitted ones (notebook 5 passes the recorded node's fit).
+    The terms, each an upper limit on busbw (GB/s):
+      in-node    in_node_link_gbps x NVLINK_RING_EFFICIENCY (x NVLS_GAIN with NVLS on)
+      NICs       nics_per_node x nic_gbit / 8 x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR without
+                 GPUDirect RDMA): the node's total NIC bandwidth (`total_nic_gbps`, finding C1)
+      spine      the NIC term / spine_oversubscription, when rails are not aligned and PXN is
+                 off: a ring hop from NIC i of one node to a NIC of another rail crosses the
+                 spine (with PXN, on by default, NCCL moves the data over NVLink to the GPU beside
+                 the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
+    Ring: busbw = the smallest term; T = 2(N-1) alpha + 2(N-1)/N S / busbw (alpha: the network's
+    from two nodes on). Tree on two nodes: each node's data crosses the network once per
+    direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (nccl-tests
+    #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck, provided the
+    intra-node bandwidth sustains it); on more nodes it is the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
+    (tuning.cc's tree latency: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
+    NIC is used. Returns {busbw_gbps, bound_gbps, estimate terms, bound_by, time_us, algbw_gbps, notes}.
+    """
+    g, k, nodes = _check_ranks(gpus_per_node), _check_ranks(nics_per_node), _check_ranks(nodes)
+    nic_gbit = _positive(nic_gbit, "a NIC's rate (Gb/s)")
+    size = _positive(size_bytes, "message size (bytes)")
+    algorithm = str(algorithm).lower()
+    if algorithm not in ("ring", "tree"):
+        raise ValueError(f"algorithm must be 'ring' or 'tree' (NVLS is the nvls switch), not {algorithm!r}")
+    n = g * nodes
+    notes = []
+    one_domain = nodes == 1 or (nvlink_domain_gpus is not None and n <= nvlink_domain_gpus)
+    bounds, terms = {}, {}
+    if (in_node_link_gbps is not None or in_node_busbw_gbps is not None) and (g > 1 or (one_domain and n > 1)):
+        gain = NVLS_GAIN if nvls else 1.0
+        if in_node_busbw_gbps is not None:
+            est = _positive(in_node_busbw_gbps, "in-node busbw (GB/s)")
+            link = _positive(in_node_link_gbps, "in-node link bandwidth (GB/s)") if in_node_link_gbps else est
+        else:
+            link = _positive(in_node_link_gbps, "in-node link bandwidth (GB/s)")
+            est = link * NVLINK_RING_EFFICIENCY
+        bounds["in-node NVLink"] = link * gain
+        terms["in-node NVLink"] = est * gain
+        if nvls:
+            notes.append("NVLS on (opt-in): in-node busbw x 480/370 (nccl-tests #212); the course's default is NVLS off")
+    if not one_domain:
+        line = total_nic_gbps(k, nic_gbit)
+        eff = NIC_EFFICIENCY if gdr else NIC_EFFICIENCY_NO_GDR
+        net_line, net_est = line, line * eff
+        if not gdr:
+            notes.append("GPUDirect RDMA off: about 16 of 25 GB/s per 200 Gb/s NIC (nccl #412)")
+        if not rails_aligned and not pxn:
+            over = _positive(spine_oversubscription, "spine oversubscription")
+            net_line, net_est = net_line / over, net_est / over
+            notes.append(f"rails not aligned, PXN off: ring hops cross the spine ({over:g}:1)")
+        if algorithm == "tree" and nodes == 2:
+            factor = busbw_factor("all_reduce", n)
+            net_line, net_est = net_line * factor, net_est * factor
+            notes.append("tree on two nodes: the network carries each byte once per direction")
+        bounds["node's NICs"] = net_line
+        terms["node's NICs"] = net_est
+    if not terms:
+        return {"busbw_gbps": math.inf, "bound_gbps": math.inf, "terms": {}, "bound_by": "nothing (one GPU)",
+                "time_us": 0.0, "algbw_gbps": math.inf, "gpus": n, "notes": notes}
+    bound_by = min(terms, key=terms.get)
+    busbw = terms[bound_by] * (TREE_EFFICIENCY if algorithm == "tree" else 1.0)
+    bound = min(bounds.values())
+    if algorithm == "tree":
+        alpha_steps = 2 * (g - 1) * alpha_in_node_us + 2 * (nodes.bit_length() - 1) * alpha_net_us
+    else:
+        alpha_steps = ring_steps("all_reduce", n) * (alpha_in_node_us if one_domain else max(alpha_in_node_us, alpha_net_us))
+    factor = busbw_factor("all_reduce", n)
+    time_us = alpha_steps + factor * size / (busbw * _BYTES_PER_US_PER_GBPS)
+    return {"busbw_gbps": busbw, "bound_gbps": bound, "terms": terms, "bound_by": bound_by, "time_us": time_us,
+            "algbw_gbps": size / (time_us * _BYTES_PER_US_PER_GBPS), "gpus": n, "notes": notes}
+
+
+def cluster_busbw(cluster: Dict[str, Any], link_gbps: Optional[float]) -> Tuple[float, float]:
+    """(line-rate bound, estimate) of busbw for a recorded cluster (a system.json "cluster" entry).
+
+    link_gbps: the in-node link's line rate per GPU per direction (None: not a limit). The
+    cluster's algorithm is taken as a ring (the tests compare large messages, where NCCL's ring
+    and tree bounds coincide beyond two nodes). A recorded value matches the model when
+    (1 - TOLERANCE_BELOW) x estimate <= value <= bound.
+    """
+    result = whatif(cluster["gpus_per_node"], link_gbps, cluster["nics_per_node"], cluster["nic_gbit"],
+                    cluster["nodes"], 2**30, nvlink_domain_gpus=cluster.get("nvlink_domain_gpus"))
+    return result["bound_gbps"], result["busbw_gbps"]
+
+
 def half_bandwidth_size(alpha_us: float, beta_gbps: float) -> float:
     """Message size (bytes) at which T = alpha + n/beta reaches half of beta: alpha * beta."""
     if math.isinf(beta_gbps):
@@ -330,6 +459,8 @@ __all__: Sequence[str] = (
     "total_nic_gbps",
     "multinode_busbw_gbps",
     "multinode_allreduce_time_us",
+    "whatif",
+    "cluster_busbw",
 )
 
 

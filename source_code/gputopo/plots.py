@@ -501,3 +501,24 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
     if tallest:
         ax.set_ylim(0, tallest * 1.15)  # room for the labels above the bars
     return ax
+
+
+def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = (),
+                  ax=None):
+    """Notebook 5's static what-if view: predicted busbw against node count (log scale), one line
+    per setting, and the recorded clusters as labelled points (busbw they recorded, their node count)."""
+    figure, ax = _new_axes(ax, (8, 4.5))
+    for label, points in curves.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=f"model: {label}")
+    for cluster in clusters:
+        ax.scatter([cluster["nodes"]], [cluster["recorded_gbps"]], marker="x", color="black", zorder=3)
+        ax.annotate(cluster["system"], (cluster["nodes"], cluster["recorded_gbps"]), fontsize=7,
+                    xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("all-reduce busbw (GB/s)")
+    ax.set_title("What-if: ring all-reduce busbw, model and recorded clusters (x)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return figure

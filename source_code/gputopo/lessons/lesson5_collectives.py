@@ -9,6 +9,9 @@ step time and scaling efficiency.
                                                # one system's one- and two-GPU step times, chosen by name
     lessons.multinode_rows(...)                # the ring beyond one node, bounded by the node's NICs
     lessons.step_time_ms(100000, 2, 512)       # images/s and batch -> time of one step
+    lessons.recorded_clusters()                # published multi-node runs against alphabeta.whatif
+    figure, panel = lessons.whatif_panel()     # the what-if panel: static table + plot, ipywidgets box
+    lessons.net_lines("nccl-398-socket-excerpt.txt")   # the NET lines of a published multi-node log
 
 numpy and matplotlib are imported inside the functions that need them (CONTRIBUTING.md).
 """
@@ -351,4 +354,321 @@ def scaling_rows(compute_ms: float, in_node: Dict[int, Tuple[float, float]], nod
         effs = [scaling_efficiency(compute_ms, float(alphabeta.multinode_allreduce_time_us(
             size, per_node, nodes, alpha, busbw, alpha, node_nic_gbps)) / 1e3) for size in sizes_bytes]
         out.append((n, nodes, f"{bound:.1f}", *(f"{e:.1%}" for e in effs)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Multi-node without a cluster: the what-if panel over the recorded clusters
+
+# Message sizes the panel offers (bytes).
+WHATIF_SIZES = tuple(2**k for k in range(10, 35, 2))
+# Node counts the static view and the plot use.
+WHATIF_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# The NVLink sets that can do NVLS (NVLink SHARP in the third-generation NVSwitch on): HGX
+# H100/H200, HGX B200 and GB200 (NCCL's NVLS needs NVSwitch with SHARP; notebook 5 "What NVLS
+# would change").
+_NVLS_LINKS = ("H100 SXM5", "H200 SXM", "B200 / GB200", "h200-nvswitch-8gpu")
+
+
+def _nvlink_line_rates() -> Dict[str, float]:
+    """{"NVLink 4: H100 SXM5": 450.0, ...}: one GPU's NVLink bandwidth per direction (gputopo.links)."""
+    from gputopo import links
+
+    return {row["link"]: float(row["per_direction_gbs"]) for row in links.link_table()
+            if str(row["link"]).startswith("NVLink")}
+
+
+def _last_busbw(system: str, filename: str) -> Tuple[int, float]:
+    rows = reference.load(system, "nccl-tests", filename=filename)["rows"]
+    return rows[-1]["size"], rows[-1]["out_of_place"]["busbw"]
+
+
+def link_options(machine=None) -> List[Dict[str, Any]]:
+    """The panel's in-node links: this machine (when it has two GPUs), two recorded nodes, the
+    NVLink sets of gputopo.links, and "none" (one GPU per node, or PCIe only).
+
+    Each: {label, line_gbps (per GPU per direction, or None), busbw_gbps (recorded in-node busbw,
+    or None: line rate x NCCL's ring efficiency), nvls (the hardware can do NVLS)}.
+    """
+    rates = _nvlink_line_rates()
+    options = []
+    if machine is not None and getattr(machine, "visible_gpu_count", 0) >= 2:
+        from gputopo import links
+
+        peak = links.machine_peak(machine, 0, 1)
+        if peak.gbs:
+            options.append({"label": f"this machine: GPU0-GPU1, {peak.gbs:.0f} GB/s per direction",
+                            "line_gbps": peak.gbs, "busbw_gbps": None, "nvls": False})
+    for system, filename, line_key in (("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt", "NVLink 4: H200 SXM"),
+                                       ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt", "NVLink 2: Tesla V100 SXM2")):
+        if system in reference.list_systems():
+            _, busbw = _last_busbw(system, filename)
+            options.append({"label": f"recorded {system}: busbw {busbw:.0f} GB/s on 8 GPUs",
+                            "line_gbps": rates.get(line_key), "busbw_gbps": busbw,
+                            "nvls": system.startswith("h200")})
+    for label, gbps in rates.items():
+        options.append({"label": f"{label} ({gbps:.0f} GB/s per direction)", "line_gbps": gbps, "busbw_gbps": None,
+                        "nvls": any(key in label for key in _NVLS_LINKS)})
+    options.append({"label": "none (one GPU per node, or PCIe only)", "line_gbps": None, "busbw_gbps": None, "nvls": False})
+    return options
+
+
+def recorded_clusters() -> List[Dict[str, Any]]:
+    """Every recorded system whose system.json has a "cluster" entry, against the what-if model.
+
+    Each row: system, machine, the cluster's facts, the recorded busbw (the last row's
+    out-of-place busbw of its table, or the published figure), the model's line-rate bound and
+    estimate (`alphabeta.cluster_busbw`), their ratio and whether the recorded value lies in
+    [(1 - TOLERANCE_BELOW) x estimate, bound].
+    """
+    from gputopo import alphabeta
+
+    rates = _nvlink_line_rates()
+    out = []
+    for system in reference.list_systems():
+        info = reference.system_info(system)
+        cluster = info.get("cluster")
+        if not cluster:
+            continue
+        if cluster.get("file"):
+            size, recorded = _last_busbw(system, cluster["file"])
+            what = f"{cluster.get('op', 'all_reduce')} table, {size / 2**20:.0f} MiB"
+        else:
+            size, recorded = None, float(cluster["recorded_busbw_gbps"])
+            what = "published figure"
+        link = rates.get(cluster.get("in_node_link") or "")
+        bound, estimate = alphabeta.cluster_busbw(cluster, link)
+        low = (1 - alphabeta.TOLERANCE_BELOW) * estimate
+        out.append({"system": system, "machine": info.get("machine", ""), "source": info.get("source", ""),
+                    "nodes": cluster["nodes"], "gpus_per_node": cluster["gpus_per_node"],
+                    "nics_per_node": cluster["nics_per_node"], "nic_gbit": cluster["nic_gbit"],
+                    "nvlink_domain_gpus": cluster.get("nvlink_domain_gpus"), "fabric": cluster.get("fabric", ""),
+                    "algorithm": cluster.get("algorithm", ""), "what": what, "size": size,
+                    "recorded_gbps": recorded, "bound_gbps": bound, "estimate_gbps": estimate,
+                    "ratio": recorded / estimate, "within": low <= recorded <= bound * (1 + 1e-9)})
+    return out
+
+
+def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
+    """Rows for a text table of the recorded clusters against the model."""
+    return [(c["system"], f"{c['nodes']} x {c['gpus_per_node']}",
+             f"{c['nics_per_node']} x {c['nic_gbit']:g}G" + (f" (NVLink domain {c['nvlink_domain_gpus']})"
+                                                              if c["nvlink_domain_gpus"] else ""),
+             c["what"], f"{c['recorded_gbps']:.2f}", f"{c['bound_gbps']:.1f}", f"{c['estimate_gbps']:.1f}",
+             f"{c['ratio']:.2f}", "yes" if c["within"] else "NO") for c in clusters]
+
+
+def whatif_settings(**changes) -> Dict[str, Any]:
+    """The panel's default settings (an HGX H100-class node: 8 GPUs, 8 x 400 Gb/s, rails aligned,
+    PXN and GPUDirect RDMA on, NVLS off as the course's default), with `changes` applied."""
+    settings = {"gpus_per_node": 8, "link": "NVLink 4: H100 SXM5", "nics_per_node": 8, "nic_gbit": 400,
+                "rails_aligned": True, "pxn": True, "gdr": True, "spine_oversubscription": 2.0,
+                "nodes": 2, "algorithm": "ring", "nvls": False, "size": 2**30}
+    unknown = set(changes) - set(settings)
+    if unknown:
+        raise ValueError(f"unknown what-if settings: {', '.join(sorted(unknown))}")
+    settings.update(changes)
+    return settings
+
+
+def _option_for(settings: Dict[str, Any], options: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    wanted = settings["link"]
+    for option in options:
+        if option["label"] == wanted or option["label"].startswith(wanted):
+            return option
+    raise ValueError(f"unknown in-node link {wanted!r}")
+
+
+def whatif_result(settings: Dict[str, Any], options: Optional[Sequence[Dict[str, Any]]] = None,
+                  clusters: Optional[Sequence[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """alphabeta.whatif for the panel's settings, plus the recorded clusters that match them
+    (same NIC count and rate, and the same GPUs per node)."""
+    from gputopo import alphabeta
+
+    options = link_options() if options is None else options
+    option = _option_for(settings, options)
+    nvls = bool(settings["nvls"]) and option["nvls"]
+    result = alphabeta.whatif(settings["gpus_per_node"], option["line_gbps"], settings["nics_per_node"],
+                              settings["nic_gbit"], settings["nodes"], settings["size"],
+                              algorithm=settings["algorithm"], gdr=settings["gdr"], pxn=settings["pxn"],
+                              rails_aligned=settings["rails_aligned"],
+                              spine_oversubscription=settings["spine_oversubscription"], nvls=nvls,
+                              in_node_busbw_gbps=option["busbw_gbps"])
+    if settings["nvls"] and not option["nvls"]:
+        result["notes"].append("NVLS needs NVSwitch with SHARP (H100/H200/B200/GB200): ignored for this link")
+    clusters = recorded_clusters() if clusters is None else clusters
+    result["matches"] = [c for c in clusters if c["nics_per_node"] == settings["nics_per_node"]
+                         and c["nic_gbit"] == settings["nic_gbit"] and c["gpus_per_node"] == settings["gpus_per_node"]]
+    result["nvls_used"] = nvls
+    return result
+
+
+def whatif_text(settings: Dict[str, Any], result: Dict[str, Any]) -> str:
+    """A few lines for people: the prediction, what bounds it, the notes and the matching recordings."""
+    from gputopo.units import format_bytes
+
+    lines = [f"{settings['nodes']} node(s) x {settings['gpus_per_node']} GPUs = {result['gpus']} GPUs, "
+             f"{settings['algorithm']}, NVLS {'on (opt-in)' if result['nvls_used'] else 'off (course default)'}, "
+             f"all-reduce of {format_bytes(settings['size'])}",
+             f"predicted busbw {result['busbw_gbps']:.1f} GB/s (line-rate bound {result['bound_gbps']:.1f} GB/s), "
+             f"bounded by: {result['bound_by']}",
+             f"all-reduce time {result['time_us'] / 1e3:.3f} ms, algbw {result['algbw_gbps']:.1f} GB/s"]
+    lines += [f"note: {note}" for note in result["notes"]]
+    if result["matches"]:
+        lines += ["recorded clusters with these NICs and GPUs per node:"]
+        lines += [f"  {c['system']}: {c['recorded_gbps']:.2f} GB/s busbw ({c['what']}, {c['nodes']} nodes)"
+                  for c in result["matches"]]
+    else:
+        lines.append("no recorded cluster has these NICs and GPUs per node")
+    return "\n".join(lines)
+
+
+def whatif_static(settings_list: Optional[Sequence[Dict[str, Any]]] = None) -> List[Tuple]:
+    """Rows of the static view: a few fixed settings at 1, 2, 16 and 1024 nodes."""
+    options = link_options()
+    clusters = recorded_clusters()
+    if settings_list is None:
+        settings_list = [whatif_settings(nodes=nodes) for nodes in (1, 2, 16, 1024)]
+        settings_list += [whatif_settings(nodes=16, gdr=False), whatif_settings(nodes=16, rails_aligned=False, pxn=False),
+                          whatif_settings(nodes=2, algorithm="tree"),
+                          whatif_settings(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200, nodes=3)]
+    rows = []
+    for s in settings_list:
+        r = whatif_result(s, options, clusters)
+        rows.append((s["link"].split(":")[-1].strip(), s["gpus_per_node"], f"{s['nics_per_node']} x {s['nic_gbit']}G",
+                     s["nodes"], s["algorithm"], "on" if s["gdr"] else "off",
+                     "yes" if s["rails_aligned"] else ("no, PXN on" if s["pxn"] else "no, PXN off"),
+                     f"{r['busbw_gbps']:.1f}", r["bound_by"], f"{r['time_us'] / 1e3:.2f}"))
+    return rows
+
+
+def whatif_panel(machine=None, show_static: bool = True):
+    """Notebook 5's what-if panel: (static figure, interactive panel).
+
+    Prints the static table and builds the static plot (what nbval and the HTML report keep,
+    figure None with show_static=False); the panel is the ipywidgets box of sliders and
+    dropdowns when ipywidgets can be imported, else None, and a line says so.
+    """
+    from gputopo import plots
+    from gputopo.selfcheck import text_table
+    from gputopo.units import format_bytes
+
+    options = link_options(machine)
+    clusters = recorded_clusters()
+    figure = None
+    if show_static:
+        print(text_table(whatif_static(), header=("link", "GPUs/node", "NICs/node", "nodes", "algorithm", "GDR",
+                                                  "rails aligned", "busbw GB/s", "bounded by", "1 GiB ms")))
+        curves = {}
+        for label, s in (("8 x 400G, H100 NVLink", whatif_settings()),
+                         ("8 x 400G, GPUDirect RDMA off", whatif_settings(gdr=False)),
+                         ("4 x 200G, A100 NVLink", whatif_settings(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200))):
+            curves[label] = [(n, whatif_result(dict(s, nodes=n), options, clusters)["busbw_gbps"]) for n in WHATIF_NODES]
+        figure = plots.whatif_figure(curves, clusters)
+    try:
+        import ipywidgets as widgets
+    except ImportError:
+        print("(ipywidgets is not installed: the interactive panel needs it; the table and plot are its static view)")
+        return figure, None
+    labels = [o["label"] for o in options]
+    default = next(label for label in labels if label.startswith("NVLink 4: H100 SXM5"))
+    controls = {
+        "gpus_per_node": widgets.IntSlider(value=8, min=1, max=8, description="GPUs/node"),
+        "link": widgets.Dropdown(options=labels, value=default, description="in-node link",
+                                 layout=widgets.Layout(width="520px")),
+        "nics_per_node": widgets.IntSlider(value=8, min=1, max=8, description="NICs/node"),
+        "nic_gbit": widgets.Dropdown(options=[100, 200, 400, 800], value=400, description="NIC Gb/s"),
+        "rails_aligned": widgets.Checkbox(value=True, description="rails aligned"),
+        "pxn": widgets.Checkbox(value=True, description="PXN"),
+        "spine_oversubscription": widgets.FloatSlider(value=2.0, min=1.0, max=4.0, step=0.5, description="spine x:1"),
+        "gdr": widgets.Checkbox(value=True, description="GPUDirect RDMA"),
+        "nodes": widgets.SelectionSlider(options=list(WHATIF_NODES), value=2, description="nodes"),
+        "algorithm": widgets.ToggleButtons(options=["ring", "tree"], value="ring", description="algorithm"),
+        "nvls": widgets.Checkbox(value=False, description="NVLS (opt-in; NVSwitch with SHARP only)"),
+        "size": widgets.SelectionSlider(options=[(format_bytes(s), s) for s in WHATIF_SIZES], value=2**30,
+                                        description="message"),
+    }
+    output = widgets.Output()
+
+    def update(*_):
+        settings = whatif_settings(**{key: control.value for key, control in controls.items()})
+        output.clear_output(wait=True)
+        with output:
+            try:
+                print(whatif_text(settings, whatif_result(settings, options, clusters)))
+            except ValueError as error:
+                print(f"not a valid setting: {error}")
+
+    for control in controls.values():
+        control.observe(update, names="value")
+    update()
+    return figure, widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:6]),
+                                       widgets.VBox(list(controls.values())[6:])]), output])
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the NET lines of a multi-node NCCL log
+
+# Published multi-node NCCL_DEBUG=INFO excerpts (a "_" folder: not a system of its own).
+MULTINODE_LOGS = reference.REFERENCE_DIR / "_multinode-logs"
+# What follows "via " on a network connection line, as NCCL prints it (src/transport/net.cc at
+# v2.28.3-1): NET/<plugin>/<NIC index>, then "(<proxy rank>)" when PXN hands the data to another
+# GPU's NIC, "/GDRDMA" with GPUDirect RDMA ("(PCI)" when that goes through PCIe), "/Shared" for
+# shared buffers. NCCL 2.4 printed "NET/IB/0" the same way.
+_NET_ROUTE = re.compile(r"^NET/(?P<net>[^/]+)/(?P<nic>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?"
+                        r"(?P<pci>\(PCI\))?(?P<shared>/Shared)?$")
+
+
+def net_route(via: str) -> Optional[Dict[str, Any]]:
+    """{net, nic, proxy_rank, gdr, shared} of a "via NET/..." text; None for any other transport.
+
+    "NET/IB/0/GDRDMA" -> net "IB", NIC 0, GPUDirect RDMA; "NET/IB/3(7)/GDRDMA" -> NIC 3 reached
+    through rank 7's GPU (PXN); "NET/Socket/0" -> TCP sockets, no GPUDirect.
+    """
+    match = _NET_ROUTE.match(via.strip())
+    if not match:
+        return None
+    return {"net": match["net"], "nic": int(match["nic"]),
+            "proxy_rank": int(match["proxy"]) if match["proxy"] else None,
+            "gdr": bool(match["gdr"]), "shared": bool(match["shared"])}
+
+
+def multinode_logs() -> List[str]:
+    """File names of the published multi-node log excerpts."""
+    return sorted(p.name for p in MULTINODE_LOGS.glob("*.txt"))
+
+
+def net_lines(name: str) -> List[Tuple]:
+    """(channel, from rank[dev], to rank[dev], send/receive, network, NIC, PXN via rank, GDR) for
+    each NET connection of one published log, read by gputopo.parsers.nccl_log."""
+    from gputopo.parsers import nccl_log
+
+    if name not in multinode_logs():
+        raise ValueError(f"no published log {name!r}; there are: {', '.join(multinode_logs())}")
+    parsed = nccl_log.parse((MULTINODE_LOGS / name).read_text(encoding="utf-8"))
+    rows = []
+    for c in parsed["channels"]:
+        route = net_route(c["via"]) if c["transport"] == "NET" else None
+        if route is None:
+            continue
+        src = f"{c['src']}[{c['src_device']}]" if c["src_device"] is not None else str(c["src"])
+        dst = f"{c['dst']}[{c['dst_device']}]" if c["dst_device"] is not None else str(c["dst"])
+        rows.append((c["channel"], src, dst, c["direction"] or "-", route["net"], route["nic"],
+                     "-" if route["proxy_rank"] is None else route["proxy_rank"], "yes" if route["gdr"] else "no"))
+    return rows
+
+
+def log_summary_rows() -> List[Tuple]:
+    """One row per published log: transports, networks, NICs seen, GPUDirect RDMA, PXN."""
+    from gputopo.parsers import nccl_log
+
+    out = []
+    for name in multinode_logs():
+        parsed = nccl_log.parse((MULTINODE_LOGS / name).read_text(encoding="utf-8"))
+        routes = [net_route(c["via"]) for c in parsed["channels"] if c["transport"] == "NET"]
+        routes = [r for r in routes if r]
+        out.append((name, ", ".join(parsed["transports"]), ", ".join(sorted({r["net"] for r in routes})),
+                    ", ".join(str(n) for n in sorted({r["nic"] for r in routes})),
+                    "yes" if routes and all(r["gdr"] for r in routes) else "no",
+                    "yes" if any(r["proxy_rank"] is not None for r in routes) else "no"))
     return out

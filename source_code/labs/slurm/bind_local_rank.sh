@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs one rank's command on the CPU cores and memory of the NUMA node nearest that rank's GPU.
+#
+#   srun --cpu-bind=none bind_local_rank.sh python train.py ...        (one task per GPU)
+#   torchrun --no_python ... bind_local_rank.sh python train.py ...    (torchrun's workers)
+#
+# The rank's GPU is its local rank: HOROVOD_LOCAL_RANK (horovodrun), else LOCAL_RANK (torchrun),
+# else OMPI_COMM_WORLD_LOCAL_RANK (mpirun), else SLURM_LOCALID (srun; last, since a launcher
+# started by one srun task passes that task's id to all its workers). All of the node's GPUs stay visible, because Horovod and
+# torchrun programs pick their GPU by local rank among the visible ones; when CUDA_VISIBLE_DEVICES
+# is set (Slurm sets it to the job's GPUs), the rank's GPU is its local-rank-th entry. The GPU's
+# NUMA node is read from sysfs through its PCI bus id (nvidia-smi's index, PCI bus order, as
+# everywhere in the course). Without numactl, or when the GPU reports no NUMA node (-1), the
+# command runs unbound and a line on stderr says so. (GPUTOPO_SYSFS replaces /sys, for tests.)
+# Usage: bind_local_rank.sh COMMAND [ARGS...]   (--help: this text)
+set -euo pipefail
+case ${1-} in
+  -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  '') echo "bind_local_rank.sh: error: no command to run (try --help)" >&2; exit 2 ;;
+  -*) echo "bind_local_rank.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+local_rank=${HOROVOD_LOCAL_RANK:-${LOCAL_RANK:-${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-0}}}}
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+gpu=$local_rank
+if [[ -n ${CUDA_VISIBLE_DEVICES-} ]]; then
+  IFS=, read -r -a visible <<<"$CUDA_VISIBLE_DEVICES"
+  gpu=${visible[$local_rank]:-$local_rank}
+fi
+node=-1
+if bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i "$gpu" 2>/dev/null); then
+  # nvidia-smi prints 00000000:18:00.0; sysfs names the device 0000:18:00.0
+  sysfs=${GPUTOPO_SYSFS:-/sys}/bus/pci/devices/$(tr '[:upper:]' '[:lower:]' <<<"${bus: -12}")/numa_node
+  [[ -r $sysfs ]] && node=$(<"$sysfs")
+fi
+if [[ $node != -1 ]] && command -v numactl >/dev/null; then
+  exec numactl --cpunodebind="$node" --membind="$node" "$@"
+fi
+echo "bind_local_rank.sh: local rank $local_rank (GPU $gpu): no NUMA binding (numa node $node, numactl $(command -v numactl || echo missing))" >&2
+exec "$@"

@@ -1,0 +1,170 @@
+"""Notebook 5's what-if panel: the multi-node model against every recorded cluster.
+
+Expected values are read by hand: each cluster's recorded busbw from its table's last row or the
+published figure (reference_systems/<name>/), each bound from its NICs (count x Gb/s / 8) or,
+inside one NVLink domain, from the GPU's NVLink 5 rate (18 links x 50 GB/s, links.py's source).
+"""
+import sys
+
+import pytest
+
+from gputopo import alphabeta
+from gputopo.lessons import lesson5_collectives as lessons
+
+# system -> (recorded busbw GB/s, line-rate bound GB/s), both read by hand
+RECORDED = {
+    "a100-hdr-3node": (95.74, 4 * 200 / 8),
+    "h100-4gpu-2node": (95.10, 4 * 200 / 8),
+    "gb10-spark-pair": (18.94, 1 * 200 / 8),
+    "gb200-nvl72-rack": (834.57, 18 * 50.0),
+    "edr-1nic-4node": (12.2, 1 * 100 / 8),
+    "dgx1-4edr-cluster": (48.0, 4 * 100 / 8),
+    "dgx-a100-8hdr-cluster": (192.0, 8 * 200 / 8),
+}
+
+
+def test_every_recorded_cluster_is_listed_with_its_hand_read_figures():
+    clusters = {c["system"]: c for c in lessons.recorded_clusters()}
+    assert set(clusters) == set(RECORDED)
+    for system, (recorded, bound) in RECORDED.items():
+        assert clusters[system]["recorded_gbps"] == pytest.approx(recorded), system
+        assert clusters[system]["bound_gbps"] == pytest.approx(bound), system
+
+
+@pytest.mark.parametrize("system", sorted(RECORDED))
+def test_model_matches_every_recorded_cluster_within_the_stated_tolerance(system):
+    # Stated in notebook 5: (1 - 0.25) x (bound x per-NIC efficiency) <= recorded <= bound.
+    cluster = next(c for c in lessons.recorded_clusters() if c["system"] == system)
+    recorded, bound = RECORDED[system]
+    assert 0.75 * cluster["estimate_gbps"] <= recorded <= bound
+    assert cluster["within"] is True
+
+
+def test_the_tolerance_would_catch_a_per_gpu_nic_share():
+    # Finding C1: a DGX-1's bound is its four NICs together (50 GB/s), not one GPU's share
+    # (50 / 8 = 6.25 GB/s); the recorded 48 GB/s lies far above a per-GPU-share bound.
+    assert 48.0 > 4 * 100 / 8 / 8
+    result = alphabeta.whatif(8, None, 4, 100, 2, 2**30)
+    assert result["bound_gbps"] == pytest.approx(50.0)
+    assert result["busbw_gbps"] == pytest.approx(50.0 * 0.96)
+
+
+def test_six_or_more_clusters_of_several_generations():
+    clusters = lessons.recorded_clusters()
+    assert len(clusters) >= 6
+    assert {c["nic_gbit"] for c in clusters} >= {100, 200, 400}
+
+
+def test_each_switch_of_the_panel_changes_the_terms_as_documented():
+    # eight 400 Gb/s NICs, no in-node limit (in_node_link None), 2 nodes x 8 GPUs
+    base = alphabeta.whatif(8, None, 8, 400, 2, 2**30)
+    assert base["busbw_gbps"] == pytest.approx(8 * 50 * 0.96)          # 384
+    assert base["bound_by"] == "node's NICs"
+    no_gdr = alphabeta.whatif(8, None, 8, 400, 2, 2**30, gdr=False)
+    assert no_gdr["busbw_gbps"] == pytest.approx(8 * 50 * 0.64)        # 256 (nccl #412: 16 of 25)
+    spine = alphabeta.whatif(8, None, 8, 400, 2, 2**30, rails_aligned=False, pxn=False, spine_oversubscription=2)
+    assert spine["busbw_gbps"] == pytest.approx(384 / 2)
+    pxn = alphabeta.whatif(8, None, 8, 400, 2, 2**30, rails_aligned=False, pxn=True, spine_oversubscription=2)
+    assert pxn["busbw_gbps"] == pytest.approx(384)
+    tree = alphabeta.whatif(8, None, 8, 400, 2, 2**30, algorithm="tree")
+    assert tree["busbw_gbps"] == pytest.approx(384 * 2 * 15 / 16 * 0.92)
+    tree_far = alphabeta.whatif(8, None, 8, 400, 16, 2**30, algorithm="tree")
+    assert tree_far["busbw_gbps"] == pytest.approx(384 * 0.92)
+    nvlink = alphabeta.whatif(8, 450, 8, 400, 2, 2**30)
+    assert nvlink["busbw_gbps"] == pytest.approx(370.0) and nvlink["bound_by"] == "in-node NVLink"
+    nvls = alphabeta.whatif(8, 450, 8, 400, 1, 2**30, nvls=True)
+    assert nvls["busbw_gbps"] == pytest.approx(480.0)
+
+
+def test_ring_time_grows_with_its_alpha_term_at_scale():
+    one = alphabeta.whatif(8, 450, 8, 400, 1, 2**30, alpha_in_node_us=5, alpha_net_us=10)
+    many = alphabeta.whatif(8, 450, 8, 400, 1024, 2**30, alpha_in_node_us=5, alpha_net_us=10)
+    assert one["time_us"] == pytest.approx(2 * 7 * 5 + 2 * 7 / 8 * 2**30 / 370e3)
+    assert many["time_us"] == pytest.approx(2 * 8191 * 10 + 2 * 8191 / 8192 * 2**30 / 370e3)
+
+
+@pytest.mark.parametrize("kwargs", [dict(nodes=0), dict(nic_gbit=0), dict(algorithm="collnet"), dict(size_bytes=-1)])
+def test_bad_settings_are_one_clear_error(kwargs):
+    args = dict(gpus_per_node=8, in_node_link_gbps=450, nics_per_node=8, nic_gbit=400, nodes=2, size_bytes=2**30)
+    args.update(kwargs)
+    with pytest.raises(ValueError):
+        alphabeta.whatif(**args)
+
+
+def test_nvls_is_off_by_default_and_ignored_where_the_hardware_lacks_it():
+    assert lessons.whatif_settings()["nvls"] is False
+    result = lessons.whatif_result(lessons.whatif_settings(link="NVLink 3: A100 SXM4", nvls=True, nodes=1))
+    assert result["nvls_used"] is False and any("NVLS needs NVSwitch" in n for n in result["notes"])
+
+
+def test_matching_recordings_are_shown_for_their_settings():
+    settings = lessons.whatif_settings(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200, nodes=3)
+    result = lessons.whatif_result(settings)
+    assert "a100-hdr-3node" in {c["system"] for c in result["matches"]}
+    assert "a100-hdr-3node: 95.74 GB/s" in lessons.whatif_text(settings, result)
+
+
+def test_panel_falls_back_to_a_static_view_without_ipywidgets(monkeypatch, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)   # import fails as if not installed
+    figure, panel = lessons.whatif_panel()
+    out = capsys.readouterr().out
+    assert panel is None
+    assert "ipywidgets is not installed" in out
+    assert "bounded by" in out and "node's NICs" in out
+    assert figure is not None and figure.axes[0].get_xscale() == "log"
+
+
+def test_panel_builds_its_widgets_when_ipywidgets_is_there(capsys):
+    pytest.importorskip("ipywidgets")
+    figure, panel = lessons.whatif_panel(show_static=False)
+    assert figure is None and panel is not None and len(panel.children) == 2
+
+
+# The NET lines of multi-node logs. Expected values read by hand from the published excerpts in
+# source_code/reference_systems/_multinode-logs/ and, for PXN, from the format NCCL prints
+# (src/transport/net.cc at v2.28.3-1: "via NET/%s/%d(%d)%s" with the proxy rank in brackets).
+@pytest.mark.parametrize("via,expected", [
+    ("NET/IB/0/GDRDMA", {"net": "IB", "nic": 0, "proxy_rank": None, "gdr": True, "shared": False}),
+    ("NET/IB/3(7)/GDRDMA", {"net": "IB", "nic": 3, "proxy_rank": 7, "gdr": True, "shared": False}),
+    ("NET/Socket/0", {"net": "Socket", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
+    ("NET/AWS Libfabric/0", {"net": "AWS Libfabric", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
+    ("NET/IBext_v8/5/GDRDMA(PCI)/Shared", {"net": "IBext_v8", "nic": 5, "proxy_rank": None, "gdr": True, "shared": True}),
+])
+def test_net_route_reads_every_part_nccl_prints(via, expected):
+    assert lessons.net_route(via) == expected
+
+
+@pytest.mark.parametrize("via", ["P2P/IPC/read", "SHM/direct/direct", "COLLNET/SHARP/1/GDRDMA", "NET/IB"])
+def test_net_route_is_none_for_other_transports(via):
+    assert lessons.net_route(via) is None
+
+
+def test_published_logs_net_lines_read_by_hand():
+    rows = lessons.net_lines("nccl-tests-133-ib-gdrdma-excerpt.txt")
+    # the three NET lines: channel 1 receive 12 -> 4, channels 0 and 1 send 4 -> 12, NIC 0, GDRDMA
+    assert rows == [(1, "12[8d000]", "4[89000]", "receive", "IB", 0, "-", "yes"),
+                    (0, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes"),
+                    (1, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes")]
+    rails = lessons.net_lines("nccl-1814-ibext-rails-excerpt.txt")
+    assert len(rails) == 13 and {r[5] for r in rails} == {3, 4, 5, 6, 7}
+    # rail-aligned: GPU i of one node to GPU i of the other ("36[4] -> 20[4]")
+    assert all(r[1].split("[")[1] == r[2].split("[")[1] for r in rails)
+    socket = lessons.net_lines("nccl-398-socket-excerpt.txt")
+    assert socket == [(0, "15", "0", "send", "Socket", 0, "-", "no"), (0, "7", "8", "send", "Socket", 0, "-", "no")]
+    summary = {r[0]: r for r in lessons.log_summary_rows()}
+    assert summary["aws-ofi-nccl-64-libfabric-excerpt.txt"][1:] == ("NET, P2P", "AWS Libfabric", "0", "no", "no")
+
+
+def test_an_unknown_log_is_one_clear_error():
+    with pytest.raises(ValueError, match="no published log"):
+        lessons.net_lines("nope.txt")
+
+
+def test_tree_latency_follows_nccls_tuner():
+    # src/graph/tuning.cc at v2.28.3-1: 2 * ((nRanks/nNodes - 1) * intraLat + log2i(nNodes) * interLat),
+    # log2i rounding down: 3 nodes of 8 GPUs -> 2 * (7 * 5 + 1 * 10) = 90 us before the bandwidth term
+    result = alphabeta.whatif(8, None, 8, 400, 3, 4, algorithm="tree", alpha_in_node_us=5, alpha_net_us=10)
+    assert result["time_us"] == pytest.approx(90.0, abs=0.01)
