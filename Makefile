@@ -81,7 +81,7 @@ lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requi
 # LADDER=1: also climb the P2P ladder's GPU rungs (build and run the P2P test and nccl_bench on
 # the chosen pair, about a minute; python -m gputopo.check --ladder). Rung 1 always runs.
 CHECK_ARGS := --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))$(if $(JSON), --json)$(if $(LADDER), --ladder)
-check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install)
+check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install); LADDER=1 adds the P2P ladder's GPU rungs
 	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check $(CHECK_ARGS); \
 	else echo "[make] no $(VENV) yet: running the check with the system python3" >&2; PYTHONPATH=source_code python3 -m gputopo.check $(CHECK_ARGS); fi
 

@@ -145,3 +145,31 @@ def test_latency_and_cnn_and_host_copy():
     ref = [row["images_per_sec_min"], row["images_per_sec_max"]]
     assert V.judge("cnn_images_per_sec", row["images_per_sec_median"], reference=ref).status == "as expected"
     assert V.judge("cnn_images_per_sec", row["images_per_sec_min"] / 3, reference=ref).status == "low"
+
+
+def test_published_nvbandwidth_outputs():
+    # RTX A6000 (PCIe gen4 x16 per its datasheet), device_to_device_memcpy_read_ce: lowest cell
+    # 21.80 GB/s of 28.8 after TLP overhead (0.76): as expected for a copy over PCIe.
+    a6000 = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.8-6x-a6000-read-ce.txt").read_text(),
+                                       V.Link("pcie", "gen4", width=16))
+    assert [(v.kind, v.status) for v in a6000] == [("p2p_one_way", "as expected")]
+    assert a6000[0].value == pytest.approx(21.80)
+    # 8x A100: the read test stopped on nvbandwidth's own data-check ASSERT: not judged
+    a100 = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.7-8x-a100-assert.txt").read_text(),
+                                      V.Link("nvlink", "nvlink3", count=12))
+    assert [v.status for v in a100] == ["incomplete"]
+    waived = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-2x-rtx2080ti-waiving.txt").read_text(),
+                                        V.Link("pcie", "gen3", width=16))
+    assert [v.status for v in waived] == ["not comparable"]
+    cut = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-8x-rtx4090-cut.txt").read_text(),
+                                     V.Link("pcie", "gen4", width=16))
+    assert [v.status for v in cut] == ["incomplete"]
+    host = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-8x-rtx4090-host.txt").read_text(),
+                                      V.Link("pcie", "gen4", width=16))
+    assert [(v.kind, v.status) for v in host] == [("h2d", "as expected"), ("d2h", "as expected")]
+
+
+def test_nccl_tests_between_two_nodes_has_no_link_peak():
+    # two DGX Spark nodes joined by one network cable: the verdict has no NVLink/PCIe peak for it
+    got = V.judge_nccl_output((FIX / "nccl-tests-2.20-two-gb10-nodes.txt").read_text(), V.Link("network"))
+    assert got.value == pytest.approx(22.74) and got.status == "not comparable" and "no peak" in got.why

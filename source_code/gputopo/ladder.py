@@ -129,7 +129,9 @@ def climb(machine, run_gpu: bool = False, p2p_runner: Optional[Callable] = None,
     try:
         p2p = (p2p_runner or default_p2p_runner)(pair)
     except Exception as error:  # P2PTestError or anything the run raised: one line
-        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        lines = str(error).splitlines()
+        said = [line for line in lines if "error:" in line]  # the program's own line, e.g. its data mismatch
+        text = (said[-1] if said else lines[0]) if lines else type(error).__name__
         wrong = "mismatch" in str(error).lower() or "wrong" in str(error).lower()
         return [rung1, Finding(FAIL if wrong else WARN, _item(2), f"{name}: the P2P test failed: {text}",
                                "run source_code/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest by hand; "

@@ -196,13 +196,12 @@ class Verdict:
 def link_peak(link: Link) -> Figure:
     """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
     if link.type == "nvlink":
-        table = links._what(link.generation)
-        rate = table.get("nvlink_rate")
-        if not rate or not link.count:
-            return Figure("NVLink peak per direction", None,
-                          f"unknown: no NVLink rate for {link.generation!r} or no active link count")
-        return Figure(f"NVLink peak per direction ({link.count} links x {rate:g} GB/s)", link.count * rate,
-                      f"gputopo/links.py: {table['spec_source']}")
+        if not link.count:
+            return Figure("NVLink peak per direction", None, "unknown: no count of active NVLinks")
+        found = links.peak(f"NV{link.count}", link.generation)
+        if found.gbs is None:
+            return Figure("NVLink peak per direction", None, f"unknown: {found.why}")
+        return Figure(f"NVLink peak per direction ({found.how})", found.gbs, f"gputopo/links.py: {found.source}")
     if link.type == "pcie":
         gen = links._pcie_name(link.generation)
         width = link.width or links.PCIE_X16_LANES
@@ -478,3 +477,47 @@ def judge_host_copy_output(text: str, link: Link) -> List[Verdict]:
         largest[(direction, memory)] = (int(size), float(gbs))
     return [judge(direction, gbs, link, memory=memory, size=size)
             for (direction, memory), (size, gbs) in sorted(largest.items())]
+
+
+_NVB_KINDS = {"host_to_device_memcpy": "h2d", "device_to_host_memcpy": "d2h",
+              "device_to_device_memcpy_read": "p2p_one_way", "device_to_device_memcpy_write": "p2p_one_way"}
+
+
+def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
+    """One verdict per test of an nvbandwidth output: its lowest cell (the worst pair), judged on
+    `link`. nvbandwidth's default buffer is 64 MiB at v0.2 and 512 MiB at v0.8 (common.h,
+    defaultBufferSize), above the plateau, and its host buffers are pinned (memcpy.cpp at v0.8:
+    HostBuffer allocates with cuMemHostAlloc, on the GPU's NUMA node). A test that stopped on an error is "incomplete", a waived
+    test (no peer access) "not comparable", a text cut inside a matrix "incomplete"; tests the
+    verdicts do not cover (bidirectional, latency, all-to-one) are "not comparable"."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import nvbandwidth
+
+    try:
+        parsed = nvbandwidth.parse(text)
+    except ParseError as error:
+        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
+        return [Verdict("nvbandwidth", None, status, f"the output could not be read whole: {error.what}")]
+    out = []
+    for test in parsed["tests"]:
+        name = test["name"] or "?"
+        kind = next((k for prefix, k in _NVB_KINDS.items() if name.startswith(prefix)), None)
+        if test["status"] == "error":
+            out.append(Verdict(kind or name, None, INCOMPLETE, f"{name} stopped on an error: "
+                               f"{(test['message'] or '')[:80]}"))
+            continue
+        if test["status"] == "waived":
+            out.append(Verdict(kind or name, None, NOT_COMPARABLE, f"{name} was waived (no peer access or not "
+                               "supported here): nothing measured"))
+            continue
+        matrix = test["matrices"][0] if test["matrices"] else None
+        if kind is None or matrix is None or matrix.get("unit") != "GB/s":
+            out.append(Verdict(name, None, NOT_COMPARABLE, "a test the verdicts do not cover"))
+            continue
+        cells = [v for row in matrix["values"] for v in row if v is not None]
+        if not cells:
+            out.append(Verdict(kind, None, INCOMPLETE, f"{name}: no number in its matrix"))
+            continue
+        method = "sm" if name.endswith("_sm") else "ce"
+        out.append(judge(kind, min(cells), link, method=method, memory="pinned"))
+    return out
