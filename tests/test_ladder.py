@@ -145,3 +145,23 @@ def test_json_page_holds_the_rungs(machine_of):
     data = check.as_json(machine, found, TENSORFLOW_IN_USE)
     assert sum(f["item"].startswith("P2P ladder") for f in data["findings"]) == 4
     assert data["exit_code"] == 0
+
+
+def test_cuda_denying_peer_access_stops_at_rung_1(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    text = recorded("p2pBandwidthLatencyTest.txt").replace("Device=0 CAN Access", "Device=0 CANNOT Access")
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(text),
+                       nccl_runner=lambda pair: pytest.fail("rung 3 must not run"))
+    assert got[0].status == "WARN" and "CANNOT Access Peer" in got[0].finding
+    assert all(f.finding.startswith("not reached") for f in got[1:])
+
+
+def test_an_output_without_its_data_check_does_not_pass_rung_2(machine_of):
+    # NVIDIA's sample (recorded on h100-pcie-nvlink-pair) checks no data: rung 2 cannot pass on it
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    sample = (REF.parent / "h100-pcie-nvlink-pair" / "p2pBandwidthLatencyTest.txt").read_text()
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(sample))
+    assert got[1].status == "WARN" and "no data check" in got[1].finding
+    assert all(f.finding.startswith("not reached") for f in got[2:])

@@ -173,3 +173,19 @@ def test_nccl_tests_between_two_nodes_has_no_link_peak():
     # two DGX Spark nodes joined by one network cable: the verdict has no NVLink/PCIe peak for it
     got = V.judge_nccl_output((FIX / "nccl-tests-2.20-two-gb10-nodes.txt").read_text(), V.Link("network"))
     assert got.value == pytest.approx(22.74) and got.status == "not comparable" and "no peak" in got.why
+
+
+def test_cnn_figures_against_the_recorded_h200_runs():
+    # Recorded on h200-nvswitch-pair (horovod-cnn/, batch 512 per GPU, default NCCL settings, 3 runs):
+    # 2 GPUs 278349-298964 images/s, one GPU median 198192. By hand: a run at 291790 images/s is
+    # as expected, its scaling efficiency 291790 / (2 x 198192) = 0.74 as well; 100000 images/s
+    # (an efficiency of 0.25) is low.
+    ref = V.cnn_reference("cnn_images_per_sec", "NVIDIA H200", 512)
+    assert ref == [pytest.approx(278349, abs=1), pytest.approx(298964, abs=1)]
+    assert V.judge("cnn_images_per_sec", 291790.0, reference=ref).status == "as expected"
+    assert V.judge("cnn_images_per_sec", 100000.0, reference=ref).status == "low"
+    eff = V.cnn_reference("cnn_scaling_efficiency", "NVIDIA H200", 512)
+    assert eff[0] == pytest.approx(278349 / (2 * 198192), abs=0.001)
+    assert V.judge("cnn_scaling_efficiency", 0.74, reference=eff).status == "as expected"
+    assert V.judge("cnn_scaling_efficiency", 0.25, reference=eff).status == "low"
+    assert V.cnn_reference("cnn_images_per_sec", "NVIDIA L4", 512) is None  # nothing recorded: not comparable

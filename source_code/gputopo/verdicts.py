@@ -177,8 +177,8 @@ class Verdict:
         line = f"{self.kind} {value}: {self.status} ({self.why})"
         if self.expected:
             line += f"; expected {self.expected[0]:.4g}-{self.expected[1]:.4g}{unit}"
-        out = [line] + [f"  figure: {f.what} = {f.value if f.value is None else round(f.value, 2)} "
-                        f"[{f.source}]" for f in self.figures]
+        out = [line] + [f"  figure: {f.what}" + ("" if f.value is None else f" = {f.value:.4g}")
+                        + f" [{f.source}]" for f in self.figures]
         out += [f"  reason {n}: {reason} -- check: {check}" for n, (reason, check) in
                 enumerate(self.reasons, 1)]
         return "\n".join(out)
@@ -521,3 +521,36 @@ def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
         method = "sm" if name.endswith("_sm") else "ce"
         out.append(judge(kind, min(cells), link, method=method, memory="pinned"))
     return out
+
+
+def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "default",
+                  workers: int = 2) -> Optional[List[float]]:
+    """Recorded values to judge a CNN figure against (reference_systems/*/horovod-cnn/, read by
+    gputopo.lessons.lesson3_nccl.recorded_runs): images/s min and max of the runs of the same GPU
+    model, batch per GPU, NCCL setting and number of GPUs; or for "cnn_scaling_efficiency" those
+    runs' images/s over `workers` x the one-GPU median at the same batch. None when nothing matches."""
+    if not gpu:
+        return None
+    try:
+        from gputopo.lessons.lesson3_nccl import recorded_runs  # heavy: imported on use
+        rows = recorded_runs()
+    except Exception:
+        return None
+    model = [w for w in re.split(r"[\s_-]+", gpu) if re.search(r"\d", w)]
+
+    def same(row, n, wanted):
+        return (model and all(w in row.get("system", "") for w in model) and row.get("batch_per_worker") == batch
+                and row.get("workers", n) == n and row.get("setting") == wanted and row.get("images_per_sec_min"))
+
+    group = [r for r in rows if same(r, workers, setting)]
+    if not group:
+        return None
+    low = min(r["images_per_sec_min"] for r in group)
+    high = max(r["images_per_sec_max"] for r in group)
+    if kind == "cnn_images_per_sec":
+        return [low, high]
+    one = [r for r in rows if same(r, 1, "default")]
+    if not one:
+        return None
+    base = workers * one[0]["images_per_sec_median"]
+    return [low / base, high / base]
