@@ -109,10 +109,13 @@ def test_h100_single_host_copies():
 
 
 def test_pinned_copy_on_a_link_trained_down_is_low_with_that_reason_first():
-    # The H100's 55.16 GB/s judged as if it were 12 GB/s on a gen5 x16 link that trained to x4.
+    # A gen5 x16 link that trained to x4: its ceiling now is 14.4 GB/s, and 12 GB/s fits that
+    # ceiling, but the machine can do 57.6: low for this machine, the trained-down link first.
     link = V.Link("pcie", "gen5", width=4, gen_max="gen5", width_max=16)
-    got = V.judge("h2d", 10.0, link, memory="pinned", size=1 << 30)
+    got = V.judge("h2d", 12.0, link, memory="pinned", size=1 << 30)
     assert got.status == "low"
+    assert got.expected[1] == pytest.approx(57.6, abs=0.05)
+    assert any("trained now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures)
     assert "trained down" in got.reasons[0][0] and "pcie.link.width.current" in got.reasons[0][1]
     assert any("NUMA" in reason for reason, _ in got.reasons)
 

@@ -70,10 +70,9 @@ def link_of(machine, pair) -> verdicts.Link:
     wmax = [g.pcie_width_max for g in gpus]
     gen = min(gens) if gens and all(gens) else None
     top = min(tops) if tops and all(tops) else None
-    # An idle GPU drops its link to gen1 to save power and trains up under load, so a
-    # generation below the maximum read before the run is not yet a fault: the peak uses the maximum.
-    if gen and top and gen < top:
-        gen = top
+    # An idle GPU drops its link to gen1 to save power and trains up under load, so a generation
+    # below the maximum read before the run is not yet a fault: verdicts judges against the
+    # maximum and names the trained-down link only as a reason when the number is low.
     if gen is None:
         spec = links.spec_for(name)
         gen = spec.pcie if spec else None

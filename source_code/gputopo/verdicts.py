@@ -15,14 +15,19 @@ size, a CNN's images/s and its scaling efficiency. Bandwidths are GB/s (10^9 byt
 microseconds.
 
 The expected range is the link's peak (gputopo.links: NVLink data rate x active links; PCIe
-from the generation and width the link is trained to *now*, less the TLP overhead of
-`links.pcie_tlp_gbs`) times an efficiency range (`EFFICIENCY`), each named with the recorded
-runs or published outputs it comes from. The verdict is "not comparable" where the number and
+from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) times an
+efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
+pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
+runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
+so a number held down by a link that trained down is "low" with that reason first. The
+efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
+it comes from. The verdict is "not comparable" where the number and
 the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
 or busbw against a both-directions peak, a message below the size where bandwidth levels off,
 a number above the peak (the data did not cross that link), or a kind with no figure for this
-machine. A measurement cut off before its end is "incomplete" and never judged
-(`judge_output`). For "low" the reasons come in order: those the given facts already show
+machine. A measurement cut off before its end is "incomplete" and never judged (the
+`judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
+the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
 (a link trained below its maximum, pageable memory, a transport other than P2P) first, then
 the usual suspects, each with a command that tests it.
 
@@ -315,8 +320,21 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                            unit, figures)
         return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us", (0.0, LATENCY_US.value), unit,
                        figures, _reasons(kind, link, memory, transport, numa_ok))
-    peak = link_peak(link)
-    figures.append(peak)
+    # The range is what the hardware can do: a PCIe link trained below its maximum generation or
+    # width is judged against its maximum, and the ceiling it has now is shown beside it (a
+    # number that matches that lower ceiling is low for this machine, and says why first).
+    down = link.trained_down()
+    if down:
+        capable = dataclasses.replace(link, generation=link.gen_max or link.generation,
+                                      width=link.width_max or link.width)
+        peak = link_peak(capable)
+        figures.append(peak)
+        now = link_peak(link)
+        figures.append(Figure(f"as trained now ({down}): {now.what}", now.value,
+                              "this machine: the link's current generation and width (NVML / nvidia-smi)"))
+    else:
+        peak = link_peak(link)
+        figures.append(peak)
     if kind == "allreduce_busbw":
         figures.append(Figure(f"method: {processes}, CUDA graph {'on' if cuda_graph else 'off'}", None,
                               "the run's own header"))
