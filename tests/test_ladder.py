@@ -165,3 +165,30 @@ def test_an_output_without_its_data_check_does_not_pass_rung_2(machine_of):
     got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(sample))
     assert got[1].status == "WARN" and "no data check" in got[1].finding
     assert all(f.finding.startswith("not reached") for f in got[2:])
+
+
+def test_cli_ladder_without_gpus_exits_0_with_one_line_per_rung(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable), GPUTOPO_RESULTS_DIR=str(tmp_path / "results"))
+    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--ladder"], capture_output=True,
+                          text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if "P2P ladder" in ln]
+    assert len(lines) == 4 and all(ln.startswith("PASS") and "no GPU here" in ln and " — fix: " in ln
+                                   for ln in lines)
+
+
+def test_make_check_passes_ladder_on():
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = check._ROOT
+    on = subprocess.run(["make", "-n", "check", "LADDER=1"], capture_output=True, text=True, cwd=root, timeout=60)
+    off = subprocess.run(["make", "-n", "check"], capture_output=True, text=True, cwd=root, timeout=60)
+    assert "-m gputopo.check --venv .venv --ladder" in on.stdout
+    assert "--ladder" not in off.stdout
