@@ -741,7 +741,7 @@ def main(argv=None):
                         help="skip the ~10 s two-worker Horovod run")
     parser.add_argument("--ladder", action="store_true",
                         help="climb the P2P ladder's GPU rungs: build and run the P2P test and nccl_bench "
-                        "on the chosen pair (about a minute; make check LADDER=1)")
+                        "on the chosen pair, building them first if missing (make check LADDER=1)")
     parser.add_argument("--framework", choices=("tensorflow", "pytorch"),
                         help="the install to check for (make check FRAMEWORK=...); default: the "
                         "venv's own, else tensorflow")

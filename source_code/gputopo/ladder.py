@@ -10,7 +10,7 @@
             rung 3's busbw at 128 MiB
 
 Rung 1 reads what `make check` already knows and costs nothing. Rungs 2-4 build and run the
-CUDA programs (tens of seconds, more on the first build), so they run only when asked:
+CUDA programs (building them first when they are missing), so they run only when asked:
 `make check LADDER=1` or `python -m gputopo.check --ladder`. Each rung is one Finding (PASS,
 WARN or FAIL, with its fix); a rung above a failed one says "not reached". The pair is
 `Machine.best_pair`, which honours CUDA_VISIBLE_DEVICES. Without GPUs, with one GPU or
@@ -120,7 +120,7 @@ def climb(machine, run_gpu: bool = False, p2p_runner: Optional[Callable] = None,
         rung1 = Finding(PASS, _item(1), f"{name} ({code}): topo -p2p read and write OK both ways", NONE_NEEDED)
     if not run_gpu:
         return [rung1] + _skipped(2, f"skipped: opt in with {OPT_IN}; it builds and runs the CUDA programs "
-                                     "on the pair (about a minute with the first build)")
+                                     "on the pair, building them first if missing")
     if not machine.nvcc_path:
         return [rung1] + _skipped(2, "not run: no nvcc to build the P2P test and nccl_bench", WARN,
                                   "put nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH")
