@@ -1,4 +1,4 @@
-"""Preflight check for the course: `python -m gputopo.check [--json] [--skip-smoke]`.
+"""Preflight check for the course: `python -m gputopo.check [--json] [--skip-smoke] [--ladder]`.
 
 Prints one page of findings, one line each:
 
@@ -642,9 +642,11 @@ def _detect():
 
 
 def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proctree.run,
-               has=importable, flavour=None, host=None):
+               has=importable, flavour=None, host=None, ladder=False, ladder_runners=None):
     """All findings, in page order. Arguments let tests inject a machine, sizes, the install
-    flavour (make's FRAMEWORK/VENV) and the host facts the machine doctor reads."""
+    flavour (make's FRAMEWORK/VENV) and the host facts the machine doctor reads; `ladder` runs
+    the P2P ladder's GPU rungs (gputopo.ladder; rung 1 always runs), `ladder_runners` are its
+    {"p2p": f(pair), "nccl": f(pair)} stand-ins."""
     flavour = flavour_of() if flavour is None else flavour
     if machine is None:
         machine, error = _detect()
@@ -664,6 +666,14 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
     except Exception as exc:  # a reader bug must not take the preflight down with it
         findings.append(Finding(WARN, "machine doctor", f"could not finish ({type(exc).__name__}: "
                                 f"{exc})", "please report it; the other lines stand"))
+    from gputopo import ladder as p2p_ladder  # peer capability -> checked copy -> all-reduce -> bandwidth
+
+    try:
+        findings += p2p_ladder.climb(machine, run_gpu=ladder, **{f"{k}_runner": v for k, v in
+                                                                 (ladder_runners or {}).items()})
+    except Exception as exc:  # a ladder bug must not take the preflight down with it
+        findings.append(Finding(WARN, "P2P ladder", f"could not finish ({type(exc).__name__}: {exc})",
+                                "please report it; the other lines stand"))
     findings += check_dataset(has, flavour)
     findings += check_disk()
     findings += check_jupyter(has, flavour)
@@ -729,6 +739,9 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-smoke", action="store_true",
                         help="skip the ~10 s two-worker Horovod run")
+    parser.add_argument("--ladder", action="store_true",
+                        help="climb the P2P ladder's GPU rungs: build and run the P2P test and nccl_bench "
+                        "on the chosen pair, building them first if missing (make check LADDER=1)")
     parser.add_argument("--framework", choices=("tensorflow", "pytorch"),
                         help="the install to check for (make check FRAMEWORK=...); default: the "
                         "venv's own, else tensorflow")
@@ -739,7 +752,7 @@ def main(argv=None):
     if args.smoke_worker:
         return _smoke_worker()
     flavour = flavour_of(args.framework, args.venv)
-    machine, findings = run_checks(skip_smoke=args.skip_smoke, flavour=flavour)
+    machine, findings = run_checks(skip_smoke=args.skip_smoke, flavour=flavour, ladder=args.ladder)
     text = json.dumps(as_json(machine, findings, flavour), indent=2) if args.json else format_page(
         machine, findings, flavour)
     try:

@@ -1,0 +1,574 @@
+"""A verdict beside a measured number: "as expected", "low", "not comparable" or "incomplete".
+
+    from gputopo import verdicts
+    link = verdicts.Link("nvlink", "nvlink4", count=18)
+    v = verdicts.judge("p2p_one_way", 396.5, link, method="ce")
+    v.status        # "as expected"
+    v.expected      # (337.5, 450.0) GB/s
+    v.figures       # each figure used, with its source
+    v.reasons       # for "low": the likely reasons in order, each with the check that tests it
+    print(v.text())
+
+What is judged (`KINDS`): a host copy, host-to-device and device-to-host copies (pinned or
+pageable), a P2P copy one way and both ways, P2P latency, an all-reduce's busbw at a message
+size, a CNN's images/s and its scaling efficiency. Bandwidths are GB/s (10^9 bytes/s), latency
+microseconds.
+
+The expected range is the link's peak (gputopo.links: NVLink data rate x active links; PCIe
+from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) times an
+efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
+pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
+runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
+so a number held down by a link that trained down is "low" with that reason first. The
+efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
+it comes from. The verdict is "not comparable" where the number and
+the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
+or busbw against a both-directions peak, a message below the size where bandwidth levels off,
+a number above the peak (the data did not cross that link), or a kind with no figure for this
+machine. A measurement cut off before its end is "incomplete" and never judged (the
+`judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
+the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
+(a link trained below its maximum, pageable memory, a transport other than P2P) first, then
+the usual suspects, each with a command that tests it.
+
+"low" means worse than expected: a bandwidth below the range, or a latency above it.
+
+Standard library only; the course's noise figure (gputopo.lessons.lesson3_nccl) is imported
+only when a CNN figure is judged or a reason needs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import List, Optional, Sequence, Tuple
+
+from gputopo import links
+
+AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not comparable", "incomplete"
+
+KINDS = ("host_copy", "h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency",
+         "allreduce_busbw", "cnn_images_per_sec", "cnn_scaling_efficiency")
+UNITS = {"p2p_latency": "us", "cnn_images_per_sec": "images/s", "cnn_scaling_efficiency": ""}
+METHODS = ("ce", "sm", "staged", None)  # copy engine, SM copy kernel, staged through the host
+
+# Message size from which bandwidth counts as levelled off. P2P copies: the P2P test's
+# bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
+# H100's host copies the pinned figure is within 3 % of its top from 16 MiB on
+# (h100-single-gpu/host-device-copy-run1.txt: 54.13 GB/s at 16 MiB, 55.16 at 1 GiB).
+# All-reduce busbw still rises at 128 MiB on NVLink (h200-nvswitch-pair/nccl-bench-
+# all_reduce.txt: 282 GB/s at 128 MiB, 332 at 2 GiB), so its range is set at >= 128 MiB.
+PLATEAU_BYTES = {"h2d": 16 << 20, "d2h": 16 << 20, "p2p_one_way": 16 << 20, "p2p_both_ways": 16 << 20,
+                 "allreduce_busbw": 128 << 20}
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One number the verdict used, what it is and where it comes from."""
+
+    what: str
+    value: Optional[float]
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    low: float
+    high: float
+    source: str
+
+
+# (kind, link type, method) -> the fraction of the link's peak a healthy run reaches.
+# Lower bounds sit about 10 % below the lowest recorded or published figure named.
+EFFICIENCY = {
+    ("p2p_one_way", "nvlink", "ce"): Efficiency(
+        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest.txt 396.5 of 450 GB/s (0.88), "
+        "h100-pcie-nvlink-pair 256.6 of 300 (0.86), rtx2080-nvlink-pair 24.23 of 25 (0.97)"),
+    ("p2p_one_way", "nvlink", "sm"): Efficiency(
+        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest-sm_copy.txt (copy kernel)"),
+    ("p2p_both_ways", "nvlink", "ce"): Efficiency(
+        0.75, 1.0, "recorded: h200-nvswitch-pair 783.5 of 900 GB/s (0.87), h100-pcie-nvlink-pair 509.4 of "
+        "600 (0.85), rtx2080-nvlink-pair 48.37 of 50 (0.97)"),
+    ("p2p_both_ways", "nvlink", "sm"): Efficiency(
+        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest-sm_copy.txt (copy kernel)"),
+    ("p2p_one_way", "pcie", "ce"): Efficiency(
+        0.70, 1.0, "published: nvbandwidth 0.2 on 8x RTX 4090 (tests/fixtures/parsers/"
+        "nvbandwidth-0.2-8x-rtx4090-host.txt), host<->GPU copy engine 23.9-27.1 of 28.8 GB/s (gen4 x16 after "
+        "TLP overhead, 0.83-0.94); a GPU-to-GPU copy over PCIe crosses the same kind of link"),
+    ("p2p_both_ways", "pcie", "ce"): Efficiency(
+        0.60, 1.0, "as one way (nvbandwidth 0.2, 8x RTX 4090), lower bound widened: both directions share "
+        "the root complex's buffers"),
+    ("h2d", "pcie", "pinned"): Efficiency(
+        0.75, 1.0, "recorded: h100-single-gpu host-device-copy-run1..3 52.9-55.2 of 57.6 GB/s at >= 16 MiB (gen5 x16, "
+        "0.92-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 23.9-26.4 of 28.8 (gen4 x16, 0.83-0.92)"),
+    ("d2h", "pcie", "pinned"): Efficiency(
+        0.75, 1.0, "recorded: h100-single-gpu host-device-copy-run1..3 53.8-55.2 of 57.6 GB/s at >= 16 MiB (gen5 x16, "
+        "0.93-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 26.3-27.1 of 28.8 (gen4 x16, 0.91-0.94)"),
+    # Pageable copies are staged by the driver through its own pinned buffer, so the host's
+    # memcpy sets their pace, not the link: the range is wide and low.
+    ("h2d", "pcie", "pageable"): Efficiency(
+        0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 7.0-14.0 GB/s at >= 16 MiB "
+        "against 57.6 GB/s (0.12-0.24)"),
+    ("d2h", "pcie", "pageable"): Efficiency(
+        0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 10.5-14.2 GB/s at >= 16 MiB "
+        "against 57.6 GB/s (0.18-0.25)"),
+    ("allreduce_busbw", "nvlink", None): Efficiency(
+        0.60, 1.0, "recorded, NVLS off (course default): h200-nvswitch-pair nccl-bench-all_reduce.txt 282-332 "
+        "of 450 GB/s at 128 MiB-2 GiB (0.63-0.74), h200-nvswitch-8gpu -g 8 365 of 450 at 4 GiB (0.81); "
+        "published: v100-sxm2-8gpu-server all_reduce_perf 129 of 150 at 128 MiB (0.86)"),
+    ("allreduce_busbw", "pcie", None): Efficiency(
+        0.60, 1.0, "as NVLink's lower bound (no PCIe all-reduce is recorded in reference_systems/); NCCL's "
+        "ring moves the same bytes per link (nccl-tests doc/PERFORMANCE.md, busbw)"),
+}
+
+# P2P latency with peer access (one-element copies, GPU side): the expected highest value.
+LATENCY_US = Figure("P2P latency with peer access, upper bound", 5.0,
+                    "recorded: h200-nvswitch-pair 2.25-2.27 us, h100-pcie-nvlink-pair 2.52-2.56 us, "
+                    "rtx2080-nvlink-pair 0.92 us (P2P writes, GPU side); bound = twice the highest")
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """The link a measurement crossed.
+
+    type: "nvlink" or "pcie" (or "host" for a host memory copy); generation: "nvlink4",
+    "gen5" or a GPU name (links.py's table); width: PCIe lanes as trained now; count: NVLinks
+    active; gen_max and width_max: what the PCIe link can train to (to see a link trained
+    down); gpu: the GPU's name, for the CNN figures.
+    """
+
+    type: str
+    generation: Optional[str] = None
+    width: Optional[int] = None
+    count: Optional[int] = None
+    gen_max: Optional[str] = None
+    width_max: Optional[int] = None
+    gpu: Optional[str] = None
+
+    def describe(self) -> str:
+        if self.type == "nvlink":
+            return f"{self.count or '?'} x {self.generation or 'NVLink'}"
+        if self.type == "pcie":
+            return f"PCIe {self.generation or '?'} x{self.width or '?'}"
+        return self.type
+
+    def trained_down(self) -> Optional[str]:
+        """A sentence when the PCIe link runs below its maximum generation or width, else None."""
+        if self.type != "pcie":
+            return None
+        gen, top = links._pcie_name(self.generation), links._pcie_name(self.gen_max)
+        words = []
+        if gen and top and links.PCIE_GENERATIONS[gen][0] < links.PCIE_GENERATIONS[top][0]:
+            words.append(f"generation {gen} of {top}")
+        if self.width and self.width_max and self.width < self.width_max:
+            words.append(f"width x{self.width} of x{self.width_max}")
+        return " and ".join(words) or None
+
+
+@dataclasses.dataclass
+class Verdict:
+    kind: str
+    value: Optional[float]
+    status: str
+    why: str
+    expected: Optional[Tuple[float, float]] = None
+    unit: str = "GB/s"
+    figures: List[Figure] = dataclasses.field(default_factory=list)
+    reasons: List[Tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, check)
+
+    def text(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        value = "?" if self.value is None else f"{self.value:.4g}{unit}"
+        line = f"{self.kind} {value}: {self.status} ({self.why})"
+        if self.expected:
+            line += f"; expected {self.expected[0]:.4g}-{self.expected[1]:.4g}{unit}"
+        out = [line] + [f"  figure: {f.what}" + ("" if f.value is None else f" = {f.value:.4g}")
+                        + f" [{f.source}]" for f in self.figures]
+        out += [f"  reason {n}: {reason} -- check: {check}" for n, (reason, check) in
+                enumerate(self.reasons, 1)]
+        return "\n".join(out)
+
+    def as_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["reasons"] = [{"reason": r, "check": c} for r, c in self.reasons]
+        return data
+
+
+# ---------------------------------------------------------------------------------------
+# Peaks
+
+
+def link_peak(link: Link) -> Figure:
+    """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
+    if link.type == "nvlink":
+        if not link.count:
+            return Figure("NVLink peak per direction", None, "unknown: no count of active NVLinks")
+        found = links.peak(f"NV{link.count}", link.generation)
+        if found.gbs is None:
+            return Figure("NVLink peak per direction", None, f"unknown: {found.why}")
+        return Figure(f"NVLink peak per direction ({found.how})", found.gbs, f"gputopo/links.py: {found.source}")
+    if link.type == "pcie":
+        gen = links._pcie_name(link.generation)
+        width = link.width or links.PCIE_X16_LANES
+        if gen in ("gen3", "gen4", "gen5"):
+            return Figure(f"PCIe {gen} x{width} per direction after TLP overhead (256-byte payloads)",
+                          links.pcie_tlp_gbs(gen, 256, width),
+                          "gputopo/links.py pcie_tlp_gbs: PCI Express Base Specification 3.0-5.0")
+        if gen:
+            return Figure(f"PCIe {gen} x{width} per direction", links.pcie_gbs(gen, width),
+                          f"gputopo/links.py: {links.PCIE_GENERATIONS[gen][2]}")
+        return Figure("PCIe peak", None, f"unknown PCIe generation {link.generation!r}")
+    return Figure("link peak", None, f"no peak for a {link.type!r} link")
+
+
+# ---------------------------------------------------------------------------------------
+# Reasons, each with the command that tests it
+
+
+def _noise_pct() -> Optional[float]:
+    try:
+        from gputopo.lessons.lesson3_nccl import run_to_run_noise  # heavy: imported on use
+        return run_to_run_noise().figure_pct
+    except Exception:
+        return None
+
+
+def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
+             numa_ok: Optional[bool]) -> List[Tuple[str, str]]:
+    seen, usual = [], []
+    down = link.trained_down()
+    query = ("nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
+             "pcie.link.width.max --format=csv (read it while the copy runs: idle GPUs drop to gen1)")
+    if kind in ("h2d", "d2h"):
+        if memory == "pageable":
+            seen.append(("the host buffer is pageable: the driver stages it through a pinned buffer",
+                         "repeat with pinned memory (cudaMallocHost, torch pin_memory())"))
+        else:
+            usual.append(("the host buffer is pageable", "check the program allocates it pinned "
+                          "(cudaMallocHost / cudaHostRegister, torch pin_memory())"))
+    if down:
+        seen.append((f"the PCIe link is trained down ({down})", query))
+    elif link.type == "pcie":
+        usual.append(("the PCIe link is trained below its maximum generation or width", query))
+    if transport and transport.upper() not in ("P2P", "NVLS"):
+        seen.append((f"NCCL used {transport}, not P2P: the data went through host memory or the network",
+                     "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
+                     "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
+    if kind in ("h2d", "d2h"):
+        reason = ("the process runs on the wrong NUMA node for this GPU",
+                  "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
+                  "--membind=N <command>")
+        (seen if numa_ok is False else usual).append(reason)
+    if kind in ("p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw"):
+        usual.append(("peer access is off between the pair (P2P copies are staged through the host)",
+                      "nvidia-smi topo -p2p r and nvidia-smi topo -p2p w (OK expected); make check, peer "
+                      "access and PCIe ACS lines"))
+        if link.type == "nvlink":
+            usual.append(("NVLinks are inactive or trained down", "nvidia-smi nvlink -s (every link "
+                          "active, all at one speed); nvidia-smi nvlink -e for errors"))
+    if kind == "allreduce_busbw":
+        usual.append(("another job shares the GPUs or their links", "nvidia-smi (processes), rerun alone"))
+    noise = _noise_pct()
+    noise_text = f"{noise:.1f} %" if noise is not None else "see notebook 3"
+    usual.append((f"noise larger than the effect (the course's run-to-run noise figure: {noise_text})",
+                  "repeat the run 3 times and compare the range with the gap"))
+    return seen + usual
+
+
+# ---------------------------------------------------------------------------------------
+# The verdict
+
+
+def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, method: Optional[str] = "ce",
+          memory: Optional[str] = None, direction: str = "one-way", size: Optional[int] = None,
+          against: str = "one-way", metric: str = "busbw", transport: Optional[str] = None,
+          processes: str = "one per GPU", cuda_graph: bool = False, numa_ok: Optional[bool] = None,
+          reference: Optional[Sequence[float]] = None, complete: bool = True) -> Verdict:
+    """The verdict on one measured number (see the module docstring).
+
+    kind: one of KINDS; link: the link it crossed; method: "ce" (copy engine), "sm" (copy
+    kernel) or "staged" (peer access off); memory: "pinned" or "pageable" (h2d, d2h);
+    direction: "one-way" or "both"; size: the message size in bytes; against: the peak the
+    reader compares with ("one-way" or "both"); metric: "busbw" or "algbw" (all-reduce);
+    transport: NCCL's transport ("P2P", "SHM", "NET") when known; processes and cuda_graph:
+    how nccl_bench ran (recorded in the figures); numa_ok: False when the process is known to
+    run on another NUMA node than the GPU; reference: recorded values of the same setting on
+    the same GPU model (CNN kinds); complete: False for an output cut off before its end.
+    """
+    unit = UNITS.get(kind, "GB/s")
+    if kind not in KINDS:
+        return Verdict(kind, value, NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}", unit=unit)
+    if not complete:
+        return Verdict(kind, value, INCOMPLETE, "the output stops before its end: not judged", unit=unit)
+    if value is None:
+        return Verdict(kind, value, INCOMPLETE, "no number was measured", unit=unit)
+    if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
+        return _judge_cnn(kind, value, reference, unit)
+    if kind == "host_copy":
+        return Verdict(kind, value, NOT_COMPARABLE,
+                       "no published peak for this host's memory in the course; compare runs of this machine "
+                       "with each other (notebook 1's regimes)", unit=unit)
+    link = link or Link("unknown")
+    figures: List[Figure] = []
+    if kind == "p2p_latency":
+        figures.append(LATENCY_US)
+        if method == "staged":
+            return Verdict(kind, value, NOT_COMPARABLE, "peer access off: a staged copy's latency includes "
+                           "the host, the P2P bound does not apply", unit=unit, figures=figures)
+        if value <= LATENCY_US.value:
+            return Verdict(kind, value, AS_EXPECTED, f"at or below {LATENCY_US.value:g} us", (0.0, LATENCY_US.value),
+                           unit, figures)
+        return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us", (0.0, LATENCY_US.value), unit,
+                       figures, _reasons(kind, link, memory, transport, numa_ok))
+    # The range is what the hardware can do: a PCIe link trained below its maximum generation or
+    # width is judged against its maximum, and the ceiling it has now is shown beside it (a
+    # number that matches that lower ceiling is low for this machine, and says why first).
+    down = link.trained_down()
+    if down:
+        capable = dataclasses.replace(link, generation=link.gen_max or link.generation,
+                                      width=link.width_max or link.width)
+        peak = link_peak(capable)
+        figures.append(peak)
+        now = link_peak(link)
+        figures.append(Figure(f"as trained now ({down}): {now.what}", now.value,
+                              "this machine: the link's current generation and width (NVML / nvidia-smi)"))
+    else:
+        peak = link_peak(link)
+        figures.append(peak)
+    if kind == "allreduce_busbw":
+        figures.append(Figure(f"method: {processes}, CUDA graph {'on' if cuda_graph else 'off'}", None,
+                              "the run's own header"))
+    if method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"):
+        return Verdict(kind, value, NOT_COMPARABLE, "peer access off: the copy is staged through host memory and "
+                       "never crosses the GPU-GPU link alone", unit=unit, figures=figures)
+    both = kind == "p2p_both_ways" or direction == "both"
+    if kind == "allreduce_busbw" and metric == "algbw":
+        return Verdict(kind, value, NOT_COMPARABLE, "algbw is not comparable with a link's peak: use busbw "
+                       "(nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
+    if kind == "allreduce_busbw" and against == "both":
+        return Verdict(kind, value, NOT_COMPARABLE, "busbw compares with a link's one-way peak, not the sum of "
+                       "both directions (nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
+    if both and against == "one-way" and kind == "p2p_one_way":
+        return Verdict(kind, value, NOT_COMPARABLE, "a both-directions figure against a one-way peak",
+                       unit=unit, figures=figures)
+    if kind == "p2p_one_way" and against == "both":
+        return Verdict(kind, value, NOT_COMPARABLE, "a one-way figure against a both-directions peak",
+                       unit=unit, figures=figures)
+    plateau = PLATEAU_BYTES.get(kind)
+    if size is not None and plateau and size < plateau:
+        return Verdict(kind, value, NOT_COMPARABLE, f"message of {size} B is below the plateau ({plateau >> 20} "
+                       "MiB): fixed costs dominate, not the link", unit=unit, figures=figures)
+    if peak.value is None:
+        return Verdict(kind, value, NOT_COMPARABLE, f"no peak for this link ({peak.source})", unit=unit,
+                       figures=figures)
+    if kind in ("h2d", "d2h") and link.type != "pcie":
+        return Verdict(kind, value, NOT_COMPARABLE, "host copies cross the GPU's PCIe link; no PCIe facts given",
+                       unit=unit, figures=figures)
+    key_method = (memory or "pinned") if kind in ("h2d", "d2h") else (None if kind == "allreduce_busbw" else method)
+    eff = EFFICIENCY.get((kind if kind != "p2p_one_way" or not both else "p2p_both_ways", link.type, key_method))
+    if eff is None:
+        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with "
+                       f"{key_method}", unit=unit, figures=figures)
+    top = peak.value * (2 if both else 1)
+    if both:
+        figures.append(Figure("both directions: twice the one-way peak", top, "a link is full duplex"))
+    figures.append(Figure(f"efficiency {eff.low:g}-{eff.high:g} of the peak", None, eff.source))
+    expected = (eff.low * top, eff.high * top)
+    if value > top * 1.02:
+        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not "
+                       "cross this link alone, or the link facts are wrong", expected, unit, figures)
+    if value >= expected[0]:
+        return Verdict(kind, value, AS_EXPECTED, f"{value / top:.2f} of the peak", expected, unit, figures)
+    return Verdict(kind, value, LOW, f"{value / top:.2f} of the peak", expected, unit, figures,
+                   _reasons(kind, link, memory, transport, numa_ok))
+
+
+def _judge_cnn(kind, value, reference, unit):
+    if not reference:
+        return Verdict(kind, value, NOT_COMPARABLE, "no recorded run of this GPU model, batch and setting to "
+                       "compare with", unit=unit)
+    noise = _noise_pct()
+    if noise is None:
+        return Verdict(kind, value, NOT_COMPARABLE, "the course's noise figure is unavailable", unit=unit)
+    low = min(reference) * (1 - noise / 100)
+    high = max(reference) * (1 + noise / 100)
+    figures = [Figure("recorded runs of the same setting, min-max", min(reference), f"{len(reference)} runs"),
+               Figure("the course's run-to-run noise figure (%)", noise,
+                      "gputopo.lessons.lesson3_nccl.run_to_run_noise()")]
+    if value < low:
+        reasons = [("another job shares the GPUs", "nvidia-smi (processes)"),
+                   ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
+                    "training: GPU utilisation well below 100 %"),
+                   ("NCCL used another transport", "NCCL_DEBUG=INFO 'via' lines")]
+        return Verdict(kind, value, LOW, "below the recorded range widened by the noise", (low, high), unit,
+                       figures, reasons)
+    return Verdict(kind, value, AS_EXPECTED, "inside the recorded range widened by the noise", (low, high), unit,
+                   figures)
+
+
+# ---------------------------------------------------------------------------------------
+# Whole outputs: read, then judge; a cut-off output is "incomplete"
+
+
+def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> List[Verdict]:
+    """Verdicts on a P2P test's output (the course's or NVIDIA's sample): one way, both ways,
+    latency for the pair src -> dst (ordinals as printed)."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import p2p as p2p_parser
+
+    try:
+        parsed = p2p_parser.parse(text)
+    except ParseError as error:
+        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
+        return [Verdict("p2p_one_way", None, status, f"the output could not be read whole: {error.what}")]
+    matrices = list((parsed.get("bandwidth_gbs") or {}).values()) + list((parsed.get("latency_us") or {}).values())
+    short = [m for m in matrices if m and len(m) < max(len(row) for row in m)]
+    if short or ("(gputopo course)" in text and "Data check:" not in text):
+        return [Verdict("p2p_one_way", None, INCOMPLETE, "the output stops before its end (a matrix with missing "
+                        "rows, or no data check line): not judged")]
+    method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
+    bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
+    out = []
+    enabled = bool((parsed.get("connectivity") or [[1, 1], [1, 1]])[src][dst])
+    how = method if enabled else "staged"
+    one = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
+    if one:
+        out.append(judge("p2p_one_way", one[src][dst], link, method=how))
+    if bandwidth.get("bidirectional_enabled"):
+        out.append(judge("p2p_both_ways", bandwidth["bidirectional_enabled"][src][dst], link, method=how,
+                         direction="both", against="both"))
+    lat = latency.get("write_gpu") or latency.get("read_gpu")
+    if lat:
+        out.append(judge("p2p_latency", lat[src][dst], link, method=how))
+    return out
+
+
+def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verdict:
+    """The verdict on an all-reduce table's busbw at `size` (default: its largest message)."""
+    from gputopo.parsers import ParseError, nccl_tests
+
+    try:
+        parsed = nccl_tests.parse(text, strict=False)
+    except ParseError as error:
+        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
+        return Verdict("allreduce_busbw", None, status, f"the table could not be read whole: {error.what}")
+    rows = parsed["rows"]
+    meta = parsed.get("metadata") or {}
+    last = rows[-1]["size"] if rows else None
+    if parsed.get("truncated") or not rows or (meta.get("max_bytes") and last < meta["max_bytes"]) or (
+            "# Avg bus bandwidth" not in text):
+        return Verdict("allreduce_busbw", None, INCOMPLETE, f"the table stops at {last} B before its end: not "
+                       "judged")
+    row = rows[-1] if size is None else next((r for r in rows if r["size"] == size), None)
+    if row is None:
+        return Verdict("allreduce_busbw", None, NOT_COMPARABLE, f"no row of {size} B")
+    transport = None
+    found = re.search(r"Transports NCCL reported[^:]*:\s*([A-Za-z]+)", text)
+    if found:
+        transport = found.group(1)
+    if re.search(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=LOC", text) and transport == "P2P":
+        transport = None
+    graph = bool(re.search(r"command:.*\s-G(\s|$)", text, re.M))
+    processes = "one per GPU" if "torchrun" in text or "--launcher" in text else "one process for all GPUs"
+    if "nccl_bench" not in text:
+        processes = "nccl-tests (threads/processes as its header says)"
+    if re.search(r"NCCL_NVLS_ENABLE=0", text):
+        processes += ", NVLS off (course default)"
+    return judge("allreduce_busbw", row["out_of_place"]["busbw"], link, size=row["size"], transport=transport,
+                 cuda_graph=graph, processes=processes)
+
+
+_HOST_ROW = re.compile(r"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
+
+
+def judge_host_copy_output(text: str, link: Link) -> List[Verdict]:
+    """Verdicts on the course's host<->GPU copy lab output, largest size of each direction and memory.
+    The lab ends with '# exit status: N'; without it the output was cut off."""
+    rows = [m.groups() for m in map(_HOST_ROW.match, text.splitlines()) if m]
+    if not re.search(r"^# exit status: 0\s*$", text, re.M):
+        return [Verdict("h2d", None, INCOMPLETE, "the output has no '# exit status: 0' line: cut off or failed, "
+                        "not judged")]
+    largest = {}
+    for size, direction, memory, _, gbs, check in rows:
+        if check != "ok":
+            return [Verdict(direction, float(gbs), NOT_COMPARABLE, f"data check says {check!r} at {size} B")]
+        largest[(direction, memory)] = (int(size), float(gbs))
+    return [judge(direction, gbs, link, memory=memory, size=size)
+            for (direction, memory), (size, gbs) in sorted(largest.items())]
+
+
+_NVB_KINDS = {"host_to_device_memcpy": "h2d", "device_to_host_memcpy": "d2h",
+              "device_to_device_memcpy_read": "p2p_one_way", "device_to_device_memcpy_write": "p2p_one_way"}
+
+
+def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
+    """One verdict per test of an nvbandwidth output: its lowest cell (the worst pair), judged on
+    `link`. nvbandwidth's default buffer is 64 MiB at v0.2 and 512 MiB at v0.8 (common.h,
+    defaultBufferSize), above the plateau, and its host buffers are pinned (memcpy.cpp at v0.8:
+    HostBuffer allocates with cuMemHostAlloc, on the GPU's NUMA node). A test that stopped on an error is "incomplete", a waived
+    test (no peer access) "not comparable", a text cut inside a matrix "incomplete"; tests the
+    verdicts do not cover (bidirectional, latency, all-to-one) are "not comparable"."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import nvbandwidth
+
+    try:
+        parsed = nvbandwidth.parse(text)
+    except ParseError as error:
+        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
+        return [Verdict("nvbandwidth", None, status, f"the output could not be read whole: {error.what}")]
+    out = []
+    for test in parsed["tests"]:
+        name = test["name"] or "?"
+        kind = next((k for prefix, k in _NVB_KINDS.items() if name.startswith(prefix)), None)
+        if test["status"] == "error":
+            out.append(Verdict(kind or name, None, INCOMPLETE, f"{name} stopped on an error: "
+                               f"{(test['message'] or '')[:80]}"))
+            continue
+        if test["status"] == "waived":
+            out.append(Verdict(kind or name, None, NOT_COMPARABLE, f"{name} was waived (no peer access or not "
+                               "supported here): nothing measured"))
+            continue
+        matrix = test["matrices"][0] if test["matrices"] else None
+        if kind is None or matrix is None or matrix.get("unit") != "GB/s":
+            out.append(Verdict(name, None, NOT_COMPARABLE, "a test the verdicts do not cover"))
+            continue
+        cells = [v for row in matrix["values"] for v in row if v is not None]
+        if not cells:
+            out.append(Verdict(kind, None, INCOMPLETE, f"{name}: no number in its matrix"))
+            continue
+        method = "sm" if name.endswith("_sm") else "ce"
+        out.append(judge(kind, min(cells), link, method=method, memory="pinned"))
+    return out
+
+
+def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "default",
+                  workers: int = 2) -> Optional[List[float]]:
+    """Recorded values to judge a CNN figure against (reference_systems/*/horovod-cnn/, read by
+    gputopo.lessons.lesson3_nccl.recorded_runs): images/s min and max of the runs of the same GPU
+    model, batch per GPU, NCCL setting and number of GPUs; or for "cnn_scaling_efficiency" those
+    runs' images/s over `workers` x the one-GPU median at the same batch. None when nothing matches."""
+    if not gpu:
+        return None
+    try:
+        from gputopo.lessons.lesson3_nccl import recorded_runs  # heavy: imported on use
+        rows = recorded_runs()
+    except Exception:
+        return None
+    model = [w for w in re.split(r"[\s_-]+", gpu) if re.search(r"\d", w)]
+
+    def same(row, n, wanted):
+        return (model and all(w in row.get("system", "") for w in model) and row.get("batch_per_worker") == batch
+                and row.get("workers", n) == n and row.get("setting") == wanted and row.get("images_per_sec_min"))
+
+    group = [r for r in rows if same(r, workers, setting)]
+    if not group:
+        return None
+    low = min(r["images_per_sec_min"] for r in group)
+    high = max(r["images_per_sec_max"] for r in group)
+    if kind == "cnn_images_per_sec":
+        return [low, high]
+    one = [r for r in rows if same(r, 1, "default")]
+    if not one:
+        return None
+    base = workers * one[0]["images_per_sec_median"]
+    return [low / base, high / base]

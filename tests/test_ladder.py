@@ -1,0 +1,194 @@
+"""The P2P ladder of make check (gputopo.ladder) on the stand-in machines and on program outputs
+faked from files recorded on h200-nvswitch-pair (its P2P test and nccl_bench all-reduce)."""
+
+import pytest
+
+from gputopo import check, gpus, ladder
+from gputopo.detect import detect
+from gputopo.machine import Machine
+from gputopo.parsers import nccl_tests, p2p
+from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE
+from test_machines import install_machine
+
+REF = check._ROOT / "source_code" / "reference_systems" / "h200-nvswitch-pair"
+GiB = 2**30
+
+
+def recorded(name):
+    return (REF / name).read_text()
+
+
+def p2p_result(text):
+    return {"mode": "live", "text": text, "parsed": p2p.parse(text), "json": None}
+
+
+def nccl_result(text):
+    return {"mode": "live", "text": text, "parsed": nccl_tests.parse(text, strict=False)}
+
+
+@pytest.fixture
+def machine_of(fake_nvidia_smi, monkeypatch):
+    def make(name=None, visible=None, system=None):
+        if system:  # its recorded topo -p2p rw matrix answers both r and w
+            rw = recorded("nvidia-smi-topo-p2p-rw.txt")
+            fake_nvidia_smi(system=system, outputs={"topo -p2p r": rw, "topo -p2p w": rw})
+        else:
+            install_machine(fake_nvidia_smi, name)
+        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None))
+        environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        if visible is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        return detect(check_horovod=False, environ=environ)
+    return make
+
+
+def rungs(findings):
+    return [f for f in findings if f.item.startswith("P2P ladder")]
+
+
+@pytest.mark.parametrize("name,visible", CASES, ids=IDS)
+def test_every_stand_in_climbs_without_fail_and_check_still_passes(machine_of, name, visible):
+    machine = machine_of(name, visible)
+    machine.horovod = {"version": "0.28.1", "tensorflow": True, "nccl": True, "gloo": True}
+    _, found = check.run_checks(machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST)
+    assert check.exit_code(found) == 0, [f for f in found if f.status == "FAIL"]
+    got = rungs(found)
+    assert [f.item.split(" (")[0] for f in got] == [f"P2P ladder {n}/4" for n in range(1, 5)]
+
+
+def test_a_visible_subset_uses_its_own_pair(machine_of):
+    machine = machine_of("h20-8gpu-hgx", "2,3")
+    got = ladder.climb(machine)
+    assert "GPU2,GPU3 (NV18)" in got[0].finding and got[0].status == "PASS"
+    assert all("opt in with make check LADDER=1" in f.finding for f in got[1:])
+    seen = []
+    ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: seen.append(pair) or p2p_result(
+        recorded("p2pBandwidthLatencyTest.txt")), nccl_runner=lambda pair: seen.append(pair) or nccl_result(
+        recorded("nccl-bench-all_reduce.txt")))
+    assert seen == [[2, 3], [2, 3]]
+
+
+def test_rtx4090_pair_without_peer_access_stops_at_rung_1(machine_of):
+    got = ladder.climb(machine_of("rtx4090-pair-no-p2p"), run_gpu=True,
+                       p2p_runner=lambda pair: pytest.fail("rung 2 must not run"))
+    assert got[0].status == "WARN" and "GNS" in got[0].finding and "SHM" in got[0].fix
+    assert [f.finding.startswith("not reached") for f in got[1:]] == [True, True, True]
+
+
+def test_no_gpu_and_one_gpu_say_so_per_rung(machine_of):
+    got = ladder.climb(Machine(mode="reference", reason="no nvidia-smi"), run_gpu=True)
+    assert len(got) == 4 and all(f.status == "PASS" and "no GPU" in f.finding for f in got)
+    got = ladder.climb(machine_of("l4-single"), run_gpu=True)
+    assert len(got) == 4 and all("one GPU" in f.finding for f in got)
+
+
+def test_no_nvcc_says_so_and_does_not_fail(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = None
+    got = ladder.climb(machine, run_gpu=True)
+    assert got[0].status == "PASS" and all(f.status == "WARN" and "no nvcc" in f.finding for f in got[1:])
+
+
+def test_h200_pair_recorded_outputs_climb_all_four_rungs(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    got = ladder.climb(machine, run_gpu=True,
+                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce.txt")))
+    assert [f.status for f in got] == ["PASS"] * 4, got
+    assert "CUDA: peer access both ways" in got[0].finding
+    assert "0 elements wrong" in got[1].finding and "0 wrong" in got[2].finding
+    # by hand: 396.5 one way and 332.3 busbw at 2 GiB on NV18 (450 GB/s): both as expected
+    assert "p2p_one_way 396.5 GB/s" in got[3].finding and "allreduce_busbw 332.3 GB/s" in got[3].finding
+    assert got[3].finding.count("as expected") == 2
+
+
+def test_a_sockets_all_reduce_is_low_at_rung_4(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    got = ladder.climb(machine, run_gpu=True,
+                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")))
+    assert got[3].status == "WARN" and "low" in got[3].finding and "NET" in got[3].fix
+
+
+def test_wrong_elements_fail_rung_3_and_rung_4_is_not_reached(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    text = recorded("nccl-bench-all_reduce.txt")
+    bad = text.replace("  332.29      0  ", "  332.29      7  ")
+    assert bad != text
+    got = ladder.climb(machine, run_gpu=True,
+                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+                       nccl_runner=lambda pair: nccl_result(bad))
+    assert got[2].status == "FAIL" and "7 wrong" in got[2].finding
+    assert got[3].finding.startswith("not reached")
+
+
+def test_a_failed_p2p_program_stops_at_rung_2(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+
+    def broken(pair):
+        raise RuntimeError("the P2P test failed (exit status 1): data mismatch at element 12")
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=broken)
+    assert got[1].status == "FAIL" and "mismatch" in got[1].finding
+    assert all(f.finding.startswith("not reached") for f in got[2:])
+
+
+def test_json_page_holds_the_rungs(machine_of):
+    machine = machine_of("rtx4090-pair-no-p2p")
+    machine.horovod = {"version": "0.28.1", "tensorflow": True, "nccl": True, "gloo": True}
+    _, found = check.run_checks(machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST)
+    data = check.as_json(machine, found, TENSORFLOW_IN_USE)
+    assert sum(f["item"].startswith("P2P ladder") for f in data["findings"]) == 4
+    assert data["exit_code"] == 0
+
+
+def test_cuda_denying_peer_access_stops_at_rung_1(machine_of):
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    text = recorded("p2pBandwidthLatencyTest.txt").replace("Device=0 CAN Access", "Device=0 CANNOT Access")
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(text),
+                       nccl_runner=lambda pair: pytest.fail("rung 3 must not run"))
+    assert got[0].status == "WARN" and "CANNOT Access Peer" in got[0].finding
+    assert all(f.finding.startswith("not reached") for f in got[1:])
+
+
+def test_an_output_without_its_data_check_does_not_pass_rung_2(machine_of):
+    # NVIDIA's sample (recorded on h100-pcie-nvlink-pair) checks no data: rung 2 cannot pass on it
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    sample = (REF.parent / "h100-pcie-nvlink-pair" / "p2pBandwidthLatencyTest.txt").read_text()
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(sample))
+    assert got[1].status == "WARN" and "no data check" in got[1].finding
+    assert all(f.finding.startswith("not reached") for f in got[2:])
+
+
+def test_cli_ladder_without_gpus_exits_0_with_one_line_per_rung(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable), GPUTOPO_RESULTS_DIR=str(tmp_path / "results"))
+    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--ladder"], capture_output=True,
+                          text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if "P2P ladder" in ln]
+    assert len(lines) == 4 and all(ln.startswith("PASS") and "no GPU here" in ln and " — fix: " in ln
+                                   for ln in lines)
+
+
+def test_make_check_passes_ladder_on():
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = check._ROOT
+    on = subprocess.run(["make", "-n", "check", "LADDER=1"], capture_output=True, text=True, cwd=root, timeout=60)
+    off = subprocess.run(["make", "-n", "check"], capture_output=True, text=True, cwd=root, timeout=60)
+    assert "-m gputopo.check --venv .venv --ladder" in on.stdout
+    assert "--ladder" not in off.stdout

@@ -1,0 +1,194 @@
+"""gputopo.verdicts on real outputs, each verdict decided by hand before the code ran.
+
+Peaks by hand: NV18 of NVLink4 = 18 x 25 = 450 GB/s per direction (H100 whitepaper); NV12 of
+the H100 PCIe bridge = 300; one RTX 2080 NVLink = 25; V100 SXM2, 6 NVLink2 links = 150; PCIe
+gen5 x16 after TLP overhead with 256-byte payloads = 32 x 16 x 128/130 / 8 x 256/280 = 57.6.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from gputopo import verdicts as V
+
+ROOT = Path(__file__).resolve().parents[1]
+REF = ROOT / "source_code" / "reference_systems"
+FIX = ROOT / "tests" / "fixtures" / "parsers"
+NV18 = V.Link("nvlink", "nvlink4", count=18)
+GEN5 = V.Link("pcie", "gen5", width=16, gen_max="gen5", width_max=16)
+
+
+def read(path):
+    return (REF / path).read_text()
+
+
+def by_kind(verdicts):
+    return {v.kind: v for v in verdicts}
+
+
+def test_h200_pair_p2p_is_as_expected():
+    # 396.51 one way of 450 (0.88), 783.46 both ways of 900, latency 2.27 us: a healthy NV18.
+    got = by_kind(V.judge_p2p_output(read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt"), NV18))
+    assert got["p2p_one_way"].value == pytest.approx(396.51)
+    assert got["p2p_one_way"].status == "as expected"
+    assert got["p2p_both_ways"].status == "as expected"
+    assert got["p2p_both_ways"].expected[1] == pytest.approx(900)
+    assert got["p2p_latency"].status == "as expected"
+
+
+def test_h100_pcie_bridge_and_rtx2080_are_as_expected():
+    got = by_kind(V.judge_p2p_output(read("h100-pcie-nvlink-pair/p2pBandwidthLatencyTest.txt"),
+                                     V.Link("nvlink", "nvlink4", count=12)))
+    assert got["p2p_one_way"].value == pytest.approx(256.62) and got["p2p_one_way"].status == "as expected"
+    got = by_kind(V.judge_p2p_output(read("rtx2080-nvlink-pair/p2pBandwidthLatencyTest.txt"),
+                                     V.Link("nvlink", "nvlink2", count=1)))
+    assert got["p2p_one_way"].value == pytest.approx(24.23) and got["p2p_one_way"].status == "as expected"
+
+
+def test_the_same_pair_judged_with_too_few_links_is_above_its_peak():
+    # 396.5 GB/s cannot cross 4 NVLink4 links (100 GB/s): the link facts are wrong.
+    got = V.judge("p2p_one_way", 396.51, V.Link("nvlink", "nvlink4", count=4))
+    assert got.status == "not comparable" and "above the link's peak" in got.why
+
+
+def test_bidirectional_against_one_way_peak_is_not_comparable():
+    got = V.judge("p2p_one_way", 783.46, NV18, direction="both", against="one-way")
+    assert got.status == "not comparable"
+
+
+def test_h200_pair_all_reduce_busbw():
+    # 332.29 GB/s at 2 GiB of 450: 0.74, inside 0.60-1.0.
+    got = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18)
+    assert got.value == pytest.approx(332.29) and got.status == "as expected"
+    # at 1 MiB (44.14 GB/s) the message is far below the plateau
+    small = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18, size=1048576)
+    assert small.status == "not comparable" and "plateau" in small.why
+
+
+def test_sockets_and_loc_runs_are_low_and_name_the_transport_first():
+    # NCCL over sockets on an NV18 pair: 2.88 GB/s; under NCCL_P2P_LEVEL=LOC (SHM): 27.77.
+    sockets = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-sockets.txt"), NV18)
+    assert sockets.status == "low" and "NET" in sockets.reasons[0][0]
+    loc = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"), NV18)
+    assert loc.status == "low" and "SHM" in loc.reasons[0][0]
+    assert any("topo -p2p" in check for _, check in loc.reasons)
+    assert "noise" in loc.reasons[-1][0]
+
+
+def test_busbw_against_a_both_ways_peak_or_algbw_is_not_comparable():
+    assert V.judge("allreduce_busbw", 332.29, NV18, size=2 << 30, against="both").status == "not comparable"
+    assert V.judge("allreduce_busbw", 332.29, NV18, size=2 << 30, metric="algbw").status == "not comparable"
+
+
+def test_h200_8gpu_and_v100_all_reduce():
+    # -g 8: 365.22 GB/s at 4 GiB of 450 (0.81). V100: 129.14 at 128 MiB of 150 (0.86).
+    got = V.judge_nccl_output(read("h200-nvswitch-8gpu/nccl-bench-all_reduce-g8.txt"), NV18)
+    assert got.value == pytest.approx(365.22) and got.status == "as expected"
+    got = V.judge_nccl_output(read("v100-sxm2-8gpu-server/all_reduce_perf-g8.txt"), V.Link("nvlink", "nvlink2", count=6))
+    assert got.value == pytest.approx(129.14) and got.status == "as expected"
+    assert not any("NVLS" in f.what for f in got.figures)  # a 2019 V100 run: no NVLS label
+
+
+def test_a_table_cut_off_is_incomplete():
+    text = read("h200-nvswitch-pair/nccl-bench-all_reduce.txt")
+    cut = text[: text.index("  134217728")]  # stops after the 64 MiB row, max is 2 GiB
+    assert V.judge_nccl_output(cut, NV18).status == "incomplete"
+    p2p = read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt")
+    cut = p2p[: p2p.index("     1 396.47")]  # stops inside the one-way matrix
+    assert V.judge_p2p_output(cut, NV18)[0].status == "incomplete"
+
+
+def test_h100_single_host_copies():
+    # pinned 55.16 / 55.15 of 57.6 at 1 GiB; pageable 7.69 / 12.43: inside the pageable range.
+    for run in (1, 2, 3):
+        got = V.judge_host_copy_output(read(f"h100-single-gpu/host-device-copy-run{run}.txt"), GEN5)
+        assert {(v.kind, v.status) for v in got} == {("h2d", "as expected"), ("d2h", "as expected")}
+        assert len(got) == 4
+    text = read("h100-single-gpu/host-device-copy-run1.txt")
+    assert V.judge_host_copy_output(text.replace("# exit status: 0", ""), GEN5)[0].status == "incomplete"
+
+
+def test_pinned_copy_on_a_link_trained_down_is_low_with_that_reason_first():
+    # A gen5 x16 link that trained to x4: its ceiling now is 14.4 GB/s, and 12 GB/s fits that
+    # ceiling, but the machine can do 57.6: low for this machine, the trained-down link first.
+    link = V.Link("pcie", "gen5", width=4, gen_max="gen5", width_max=16)
+    got = V.judge("h2d", 12.0, link, memory="pinned", size=1 << 30)
+    assert got.status == "low"
+    assert got.expected[1] == pytest.approx(57.6, abs=0.05)
+    assert any("trained now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures)
+    assert "trained down" in got.reasons[0][0] and "pcie.link.width.current" in got.reasons[0][1]
+    assert any("NUMA" in reason for reason, _ in got.reasons)
+
+
+def test_pageable_h2d_below_its_range_names_pageable_first():
+    got = V.judge("h2d", 2.0, GEN5, memory="pageable", size=1 << 30)
+    assert got.status == "low" and "pageable" in got.reasons[0][0]
+
+
+def test_nvbandwidth_rtx4090_host_copies_are_as_expected():
+    # published nvbandwidth 0.2 on 8x RTX 4090: host->GPU 23.90-26.38 GB/s, gen4 x16 -> 28.8 GB/s
+    from gputopo.parsers import nvbandwidth
+
+    parsed = nvbandwidth.parse((FIX / "nvbandwidth-0.2-8x-rtx4090-host.txt").read_text())
+    row = parsed["tests"][0]["matrices"][0]["values"][0]
+    link = V.Link("pcie", "gen4", width=16)
+    assert all(V.judge("h2d", gbs, link, memory="pinned", size=512 << 20).status == "as expected" for gbs in row)
+
+
+def test_latency_and_cnn_and_host_copy():
+    assert V.judge("p2p_latency", 14.76, NV18, method="staged").status == "not comparable"
+    assert V.judge("p2p_latency", 20.0, NV18).status == "low"
+    assert V.judge("host_copy", 10.0).status == "not comparable"
+    assert V.judge("cnn_images_per_sec", 30000.0).status == "not comparable"  # nothing recorded to compare
+    # the recorded default-setting H200 pair runs at batch 64; their own median is as expected
+    from gputopo.lessons.lesson3_nccl import recorded_runs
+
+    row = next(r for r in recorded_runs() if r["setting"] == "default" and r["batch_per_worker"] == 64
+               and r.get("workers") == 2)
+    ref = [row["images_per_sec_min"], row["images_per_sec_max"]]
+    assert V.judge("cnn_images_per_sec", row["images_per_sec_median"], reference=ref).status == "as expected"
+    assert V.judge("cnn_images_per_sec", row["images_per_sec_min"] / 3, reference=ref).status == "low"
+
+
+def test_published_nvbandwidth_outputs():
+    # RTX A6000 (PCIe gen4 x16 per its datasheet), device_to_device_memcpy_read_ce: lowest cell
+    # 21.80 GB/s of 28.8 after TLP overhead (0.76): as expected for a copy over PCIe.
+    a6000 = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.8-6x-a6000-read-ce.txt").read_text(),
+                                       V.Link("pcie", "gen4", width=16))
+    assert [(v.kind, v.status) for v in a6000] == [("p2p_one_way", "as expected")]
+    assert a6000[0].value == pytest.approx(21.80)
+    # 8x A100: the read test stopped on nvbandwidth's own data-check ASSERT: not judged
+    a100 = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.7-8x-a100-assert.txt").read_text(),
+                                      V.Link("nvlink", "nvlink3", count=12))
+    assert [v.status for v in a100] == ["incomplete"]
+    waived = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-2x-rtx2080ti-waiving.txt").read_text(),
+                                        V.Link("pcie", "gen3", width=16))
+    assert [v.status for v in waived] == ["not comparable"]
+    cut = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-8x-rtx4090-cut.txt").read_text(),
+                                     V.Link("pcie", "gen4", width=16))
+    assert [v.status for v in cut] == ["incomplete"]
+    host = V.judge_nvbandwidth_output((FIX / "nvbandwidth-0.2-8x-rtx4090-host.txt").read_text(),
+                                      V.Link("pcie", "gen4", width=16))
+    assert [(v.kind, v.status) for v in host] == [("h2d", "as expected"), ("d2h", "as expected")]
+
+
+def test_nccl_tests_between_two_nodes_has_no_link_peak():
+    # two DGX Spark nodes joined by one network cable: the verdict has no NVLink/PCIe peak for it
+    got = V.judge_nccl_output((FIX / "nccl-tests-2.20-two-gb10-nodes.txt").read_text(), V.Link("network"))
+    assert got.value == pytest.approx(22.74) and got.status == "not comparable" and "no peak" in got.why
+
+
+def test_cnn_figures_against_the_recorded_h200_runs():
+    # Recorded on h200-nvswitch-pair (horovod-cnn/, batch 512 per GPU, default NCCL settings, 3 runs):
+    # 2 GPUs 278349-298964 images/s, one GPU median 198192. By hand: a run at 291790 images/s is
+    # as expected, its scaling efficiency 291790 / (2 x 198192) = 0.74 as well; 100000 images/s
+    # (an efficiency of 0.25) is low.
+    ref = V.cnn_reference("cnn_images_per_sec", "NVIDIA H200", 512)
+    assert ref == [pytest.approx(278349, abs=1), pytest.approx(298964, abs=1)]
+    assert V.judge("cnn_images_per_sec", 291790.0, reference=ref).status == "as expected"
+    assert V.judge("cnn_images_per_sec", 100000.0, reference=ref).status == "low"
+    eff = V.cnn_reference("cnn_scaling_efficiency", "NVIDIA H200", 512)
+    assert eff[0] == pytest.approx(278349 / (2 * 198192), abs=0.001)
+    assert V.judge("cnn_scaling_efficiency", 0.74, reference=eff).status == "as expected"
+    assert V.judge("cnn_scaling_efficiency", 0.25, reference=eff).status == "low"
+    assert V.cnn_reference("cnn_images_per_sec", "NVIDIA L4", 512) is None  # nothing recorded: not comparable
