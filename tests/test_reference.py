@@ -30,7 +30,7 @@ def test_every_system_is_described(system):
 def test_describe_reads_the_table():
     row = reference.describe("h100-pcie-nvlink-pair")
     assert "H100" in row["machine"] and "NV12" in row["machine"]
-    assert "Japanese blog" in row["source"]
+    assert "HPE-Japan-Presales/e-learning" in row["source"]
 
 
 def test_unknown_system_lists_the_known_ones():

@@ -478,6 +478,35 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
             "gpu": (result["parsed"].get("devices") or [{}])[0].get("name")}
 
 
+# Max_Payload_Size values a host commonly sets (bytes): the TLP ceilings notebook 1 prints.
+TLP_PAYLOADS = (128, 256)
+
+
+def staged_copy_link(gpu: Dict[str, object], machine=None):
+    """(peak, {payload: GB/s}): the PCIe link a staged GPU0 -> GPU1 copy crosses, and the data
+    it carries after each TLP's framing, header and LCRC (`links.pcie_tlp_gbs`).
+
+    `gpu` is `gpu_paths`'s result. Measured live, the link is the one the machine's driver
+    reports for GPU0 and GPU1 (`links.machine_peak`, the slower end; the GPU's table entry when
+    the driver reports none); from a recording, one x16 link of the recorded GPU's PCIe
+    generation ("gen5" when the name is unknown). The dict is empty when the peak is unknown
+    or the link is not gen3 to gen5 (gen6 packs TLPs into flits). Never raises.
+    """
+    import re
+
+    from gputopo import links
+
+    if gpu.get("mode") == "live" and machine is not None:
+        peak = links.machine_peak(machine, 0, 1, "PHB")
+    else:
+        peak = links.peak("PHB", gpu.get("gpu") or "gen5")
+    found = re.match(r"PCIe (gen[345]) x(\d+)", peak.how or "")
+    if peak.gbs is None or found is None:
+        return peak, {}
+    generation, lanes = found.group(1), int(found.group(2))
+    return peak, {payload: links.pcie_tlp_gbs(generation, payload, lanes) for payload in TLP_PAYLOADS}
+
+
 def measure_all(budget_s: float = 15.0) -> Dict[str, Series]:
     """Host copies and loopback transfers on this machine, within about budget_s seconds.
 
