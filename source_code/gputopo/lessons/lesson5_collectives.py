@@ -5,6 +5,8 @@ step time and scaling efficiency.
     lessons.nccl_tables("all_reduce")          # every recorded all-reduce table, with transport and NVLS state
     lessons.ring_schedule(4)                   # who sends which chunk in each step (gputopo.alphabeta)
     lessons.nccl_tables("all_reduce", cuda_graph=True)   # the runs with CUDA graphs (-G): no host launch cost
+    lessons.live_tables(ncclbench.run, lessons.TRANSPORTS)   # the benchmark run here (two or more GPUs)
+    lessons.fit_table(fits, system)            # one system's fits as printed rows (full NVLS label)
     lessons.cnn_steps(runner.summarize(runner.reference_sweep()), "2x H200 NVSwitch", 512)
                                                # one system's one- and two-GPU step times, chosen by name
     lessons.multinode_rows(...)                # the ring beyond one node, bounded by the node's NICs
@@ -23,6 +25,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import reference
+from gputopo.units import format_bytes
 from gputopo.alphabeta import ring_schedule, simulate_ring_allreduce  # noqa: F401  (notebook 5's lessons.ring_schedule)
 
 # Collectives (notebook 5)
@@ -57,12 +60,25 @@ def launch_mode(text: str) -> str:
     return "CUDA graph" if _GRAPH_LINE.search(text) else "plain launches"
 
 
+def gpu_count(parsed: Dict[str, Any]) -> Optional[int]:
+    """How many ranks ran a parsed nccl-tests style table: its "Using devices" list first
+    (one line per rank, whatever launched them), else its nGpus line, else None.
+
+    nGpus counts the GPUs driven by ONE process: a single process with -g 8 prints nGpus 8,
+    but mpirun, srun or torchrun with one process per GPU (nccl-tests -g 1, nccl_bench's
+    one-process-per-GPU mode) print nGpus 1 however many ranks took part, so nGpus alone
+    would make such a table a one-rank run (gputopo.measurements counts the same way).
+    """
+    devices = parsed.get("devices") or []
+    return len(devices) or (parsed.get("metadata") or {}).get("n_gpus") or None
+
+
 def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None,
                 cuda_graph: bool = False) -> List[Dict[str, Any]]:
     """Every recorded nccl-tests style table of one operation.
 
-    Rows: {system, file, parsed, n, transport, nvls, launch, op}. n comes from the table's
-    nGpus line or its device list. Only files named for the operation and at most a GPU count
+    Rows: {system, file, parsed, n, transport, nvls, launch, op}. n is `gpu_count`: the
+    table's device list, else its nGpus line. Only files named for the operation and at most a GPU count
     (nccl-bench-all_reduce.txt, all_reduce_perf-g8.txt), or with one more word when their
     system.json gives them a transport (-sockets, -P2P_LEVEL-LOC), so repeats with other
     iteration counts (nccl-bench-all_reduce-n100.txt) are left out. With cuda_graph=True, the
@@ -84,7 +100,7 @@ def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None,
             if match.group("more") and not settings.get("transport"):
                 continue
             parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
-            n = parsed["metadata"].get("n_gpus") or len(parsed["devices"]) or None
+            n = gpu_count(parsed)
             text = reference.read_text(system, name)
             out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
                         "transport": transport_of(text, settings), "nvls": nvls_state(text, system),
@@ -118,6 +134,60 @@ def nvls_state(text: str, system: Optional[str] = None) -> str:
     return "not recorded"
 
 
+def live_nvls_label(environ: Dict[str, str], nccl_version: Optional[str] = None) -> str:
+    """NVLS state of a benchmark run live here, from the environment it ran in.
+
+    ncclbench.run adds NCCL_NVLS_ENABLE=0 when the variable is unset, and the Makefile,
+    the Dockerfile and environment/course.def export 0 unless the instructor set another
+    value, so an unset variable and 0 are both the course default ("NVLS off (course
+    default)"); an exported 1 is an instructor's opt-in (gputopo.ncclpaths.nvls_state).
+    """
+    from gputopo.ncclpaths import nvls_state as from_environment
+
+    return from_environment({"NCCL_NVLS_ENABLE": environ.get("NCCL_NVLS_ENABLE", "0")}, nccl_version)
+
+
+# The transports notebook 5 runs live, as in notebook 3: NCCL's own choice, shared memory, sockets.
+TRANSPORTS = {"default": {}, "SHM (NCCL_P2P_LEVEL=LOC)": {"NCCL_P2P_LEVEL": "LOC"},
+              "NET (sockets; P2P and SHM disabled)": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
+
+
+def live_tables(run, transports: Dict[str, Dict[str, str]], environ: Optional[Dict[str, str]] = None,
+                nccl_version: Optional[str] = None, max_bytes: int = 256 * 2**20,
+                op: str = "all_reduce") -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Run the course's benchmark here under each transport (plain launches), then under the
+    default settings once more with CUDA graphs (-G), and return (tables, lines).
+
+    run: `gputopo.ncclbench.run` (or anything with its keywords and result). tables: rows in
+    `nccl_tables`' format, system "this machine", n from `gpu_count`, NVLS from
+    `live_nvls_label` of the environment each run had, launch "plain launches" or "CUDA
+    graph". lines: one sentence per run for the notebook to show; when a run falls back to
+    a recording (run["mode"] != "live"), its reason, and nothing more is run.
+    """
+    import os
+
+    environ = dict(os.environ if environ is None else environ)
+    plan = [(name, env, False) for name, env in transports.items()] + [("default", {}, True)]
+    tables: List[Dict[str, Any]] = []
+    lines: List[str] = []
+    for name, env, graph in plan:
+        result = run(op, env=env, max_bytes=max_bytes, cuda_graph=graph)
+        if result.get("mode") != "live":
+            first = (result.get("text") or "").splitlines()[0].lstrip("# ") if result.get("text") else "not run live"
+            lines.append(f"{first} " + ("The live runs above stay; the recorded runs below stand in for the rest."
+                                        if tables else "The recorded runs below stand in."))
+            break
+        parsed = result["parsed"]
+        nvls = live_nvls_label({**environ, **{k: v for k, v in env.items() if v is not None}}, nccl_version)
+        launch = "CUDA graph" if graph else "plain launches"
+        tables.append({"system": "this machine", "file": "live" + (" -G" if graph else ""), "parsed": parsed,
+                       "op": op, "n": gpu_count(parsed), "transport": name, "nvls": nvls, "launch": launch})
+        last = parsed["rows"][-1]
+        lines.append(f"{name}, {launch}: {len(parsed['rows'])} sizes on {gpu_count(parsed)} GPUs, busbw at "
+                     f"{format_bytes(last['size'])}: {last['out_of_place']['busbw']} GB/s; {nvls}")
+    return tables, lines
+
+
 def fit_rows(tables: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The ring model's alpha per step (us) and bus bandwidth (GB/s) of each table, fitted
     with `alphabeta.fit_from_table`: keys "alpha_step_us" and "busbw_gbps". The bus bandwidth
@@ -132,6 +202,33 @@ def fit_rows(tables: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
                     "small_us": rows[0]["out_of_place"]["time_us"], "small_bytes": rows[0]["size"],
                     "big_busbw": rows[-1]["out_of_place"]["busbw"], "big_bytes": rows[-1]["size"]})
     return out
+
+
+FIT_HEADER = ("transport", "launch", "NVLS", "GPUs", "alpha/step us", "busbw GB/s", "smallest msg us",
+              "largest busbw GB/s")
+
+
+def fit_table(fits: Sequence[Dict[str, Any]], system: str) -> List[Tuple]:
+    """One system's fitted tables as rows under FIT_HEADER, with each table's whole NVLS
+    label ("NVLS off (course default)", "n/a (no NVSwitch)", ...), never a cut of it."""
+    return [(f["transport"], f["launch"], f["nvls"], f["n"], f"{f['alpha_step_us']:.2f}", f"{f['busbw_gbps']:.1f}",
+             f"{f['small_us']:.1f}", f"{f['big_busbw']:.1f} at {format_bytes(f['big_bytes'])}")
+            for f in fits if f["system"] == system]
+
+
+def curve_label(f: Dict[str, Any]) -> str:
+    """A legend entry that tells every fitted table apart: system, transport's first word,
+    launch (plain launches or CUDA graph) and GPU count."""
+    return f"{f['system']}, {f['transport'].split(' ')[0]}, {f['launch']}, n={f['n']}"
+
+
+def two_gpu_fits(fits: Sequence[Dict[str, Any]], host: str, prefix: str = "h200-nvswitch") -> List[Dict[str, Any]]:
+    """The 2-GPU fits of every system whose name starts with prefix, for setting against a
+    step recorded on `host`: a fit from another system keeps its numbers but its system
+    reads "<system> (another host)", and its transport carries the launch mode."""
+    return [{**f, "system": f["system"] if f["system"] == host else f"{f['system']} (another host)",
+             "transport": f"{f['transport']}, {f['launch']}"}
+            for f in fits if f["system"].startswith(prefix) and f["n"] == 2]
 
 
 def tree_allreduce_time_us(size_bytes: float, n: int, alpha_us: float, beta_gbps: float) -> float:
@@ -330,7 +427,22 @@ def cnn_steps(summary: Sequence[Dict[str, Any]], system: str, batch_per_worker: 
         "two_gpu_images_per_sec": two["images_per_sec_median"], "two_gpu_runs": two.get("runs_ok", two.get("runs")),
         "two_gpu_range": (two.get("images_per_sec_min"), two.get("images_per_sec_max")),
         "efficiency": two["images_per_sec_median"] / (2 * one["images_per_sec_median"]),
+        **_ranges(one, two, batch_per_worker),
     }
+
+
+def _ranges(one: Dict[str, Any], two: Dict[str, Any], batch_per_worker: int) -> Dict[str, Any]:
+    """Over the two-GPU runs' range of images/s (each run's median epoch; min, max): the step
+    (slow, fast), the time the second worker adds and the efficiency. The one-GPU step is the
+    one-GPU row's median (a single run in the course's recordings), so these ranges carry
+    only the two-GPU runs' spread."""
+    low, high = two.get("images_per_sec_min"), two.get("images_per_sec_max")
+    if not low or not high:
+        return {"two_gpu_ms_range": None, "added_ms_range": None, "efficiency_range": None}
+    one_ms = step_time_ms(one["images_per_sec_median"], 1, batch_per_worker)
+    slow, fast = step_time_ms(low, 2, batch_per_worker), step_time_ms(high, 2, batch_per_worker)
+    return {"two_gpu_ms_range": (fast, slow), "added_ms_range": (fast - one_ms, slow - one_ms),
+            "efficiency_range": (low / (2 * one["images_per_sec_median"]), high / (2 * one["images_per_sec_median"]))}
 
 
 def scaling_rows(compute_ms: float, in_node: Dict[int, Tuple[float, float]], node_nic_gbps: float,
