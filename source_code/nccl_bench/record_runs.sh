@@ -56,7 +56,7 @@ record() {  # name env-assignments... -- arguments...
     nccl=$(sed -n 's/^# NCCL version \([0-9.]*\) .*/\1/p' "$tmp" | head -n 1)
     {
         echo "# date: $start (UTC)"
-        echo "# machine: device tool kind nvidia-h200-x2 ($gpus)"
+        echo "# machine: $(hostname) ($gpus)"
         echo "# driver: $driver (CUDA $cuda_driver); CUDA toolkit (nvcc): $cuda; NCCL library: ${nccl:-unknown}"
         echo "# command: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE ${envs[*]} ./nccl_bench $*"
         echo "# exit status: $rc"

@@ -40,7 +40,7 @@ preamble() {
   local file=$1; shift
   {
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ) (UTC)"
-    echo "# machine: $ngpus GPUs of one host ($gpus), NVSwitch; device tool kind nvidia-h200-x$ngpus"
+    echo "# machine: $ngpus GPUs of one host, $(hostname) ($gpus)"
     echo "# driver: $driver (CUDA $cuda_driver); NCCL_NVLS_ENABLE=0"
     echo "# command: $*"
   } >"$file"
