@@ -62,9 +62,10 @@ def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = N
                local_gpus: Optional[int] = 2) -> List[List[str]]:
     """One row per setting: its label, then the transport NCCL picks for each path type
     ("?" where it cannot be told), under the rules of `nccl_version` (None: the newest) for a job
-    with `local_gpus` GPUs in the node, no NIC close to both GPUs."""
+    with `local_gpus` GPUs in the node and no network card in the node (nics=()), so that
+    ncclTopoCheckNet can never prefer NET."""
     return [[label] + [runner.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
-                                                 local_gpus=local_gpus) or "?"
+                                                 local_gpus=local_gpus, nics=()) or "?"
                        for path in PATH_COLUMNS]
             for label, env in level_settings()]
 
@@ -111,18 +112,21 @@ def shm_exception_rows(nccl_version: str = "2.28.3") -> List[Tuple[str, str]]:
     def expect(env, path, **facts):
         return runner.expected_transport(env, path, "GenuineIntel", nccl_version=facts.pop("version", nccl_version),
                                          local_gpus=2, **facts) or "?"
-    close_nic = {"nics": [("PIX", "PXB")], "nic_faster": True}
+    # ncclTopoCheckNet looks at each GPU's best NIC separately (src/graph/paths.cc, v2.14.3-1 and
+    # v2.28.3-1): for a PHB pair that takes two NICs, one under each GPU's PCIe switch.
+    close_nic = {"nics": [("PIX", "PHB"), ("PHB", "PIX")], "nic_faster": True}
     return [
-        ("PHB pair, no NIC close to both GPUs (the level table)", expect({}, "PHB")),
-        ("PHB pair, both GPUs PIX/PXB to a NIC faster than their own path (NCCL >= 2.14)",
+        ("PHB pair, no network card in the node (the level table)", expect({}, "PHB", nics=())),
+        ("PHB pair, network cards not known", expect({}, "PHB")),
+        ("PHB pair, each GPU PIX/PXB to its own NIC, faster than their own path (NCCL >= 2.14)",
          expect({}, "PHB", **close_nic)),
         ("  the same with NCCL_NET_DISABLE_INTRA=1", expect({"NCCL_NET_DISABLE_INTRA": "1"}, "PHB", **close_nic)),
         ("  the same on NCCL 2.12", expect({}, "PHB", version="2.12.12", **close_nic)),
         ("two processes with different /dev/shm (separate containers), NVLink pair",
          expect({}, "NVL", same_shm=False)),
         ("NVLink pair that NVML reports P2P-disabled (NCCL >= 2.12.7)", expect({}, "NVL", nvml_p2p_ok=False)),
-        ("  the same with NCCL_IGNORE_DISABLED_P2P=1",
-         expect({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", nvml_p2p_ok=False)),
+        ("  the same with NCCL_IGNORE_DISABLED_P2P=1, no network card",
+         expect({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", nvml_p2p_ok=False, nics=())),
     ]
 
 
