@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
+import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import linkcodes, ncclpaths, runner
@@ -457,9 +459,28 @@ def live_log_table(live: LiveRuns) -> str:
         parsed = {"channels": []}
     if parsed["channels"]:
         return channel_table(parsed)
-    lines = [line for line in log.splitlines() if re.search(r"\b(WORKER|EPOCH|SUMMARY) ", line)]
-    return ("No NCCL connection lines in this log (Gloo did the all-reduce). What the workers printed:\n"
-            + ("\n".join(lines) if lines else "(nothing)"))
+    lines = [re.sub(r"\bhost=\S+", "host=(this host)", line)
+             for line in log.splitlines() if re.search(r"\b(WORKER|EPOCH|SUMMARY) ", line)]
+    return ("No NCCL connection lines in this log (Gloo did the all-reduce). What the workers printed"
+            " (host name left out):\n" + ("\n".join(lines) if lines else "(nothing)"))
+
+
+def command_text(command: Optional[Sequence[str]]) -> str:
+    """A run's command line as a shell would take it, with paths inside the course's folder
+    written relative to it (./source_code/..., ./results/...) and the Python interpreter by its
+    name, so that the line reads the same wherever the course is checked out."""
+    if not command:
+        return "no command was run"
+    root = str(runner.SOURCE_DIR.parent)
+    words = []
+    for word in command:
+        word = str(word)
+        if os.path.basename(word).startswith("python") and os.path.isabs(word):
+            word = os.path.basename(word)
+        elif word == root or word.startswith(root + os.sep):
+            word = "." + word[len(root):]
+        words.append(word)
+    return shlex.join(words)
 
 
 # ------------------------------------------------------------------------------------------
@@ -493,10 +514,16 @@ def relative_change(rows: Sequence[Dict[str, Any]], baseline: str) -> List[Tuple
 
 # The course's NCCL benchmark on the same H200 pair, one all_reduce table per transport
 # (reference_systems/h200-nvswitch-pair/, notebook 5 plots them).
+# (transport label, the recorded NCCL benchmark files of that transport): every recorded run of
+# the same all_reduce sweep counts; a transport with several runs is summarised by their median.
 TRANSPORT_BENCHMARKS = (
-    ("P2P (default)", "nccl-bench-all_reduce.txt"),
-    ("SHM (NCCL_P2P_LEVEL=LOC)", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"),
-    ("NET/Socket (P2P and SHM disabled)", "nccl-bench-all_reduce-sockets.txt"),
+    ("P2P (default)", ("nccl-bench-all_reduce.txt",)),
+    ("SHM (NCCL_P2P_LEVEL=LOC)", ("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",)),
+    ("NET/Socket (P2P and SHM disabled)", ("nccl-bench-all_reduce-sockets.txt",
+                                           "nccl-bench-all_reduce-sockets-run2.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat1.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat2.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat3.txt")),
 )
 
 
@@ -512,27 +539,41 @@ def time_at_size(rows: Sequence[Dict[str, Any]], size: float) -> float:
                      f"{points[0][0]}-{points[-1][0]}")
 
 
-def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
-    """{transport label: time (ms) of one all-reduce of `gradient_bytes`}, read from the recorded
-    NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
+def gradient_allreduce_runs(gradient_bytes: int, system: str = "h200-nvswitch-pair"
+                            ) -> Dict[str, List[float]]:
+    """{transport label: time (ms) of one all-reduce of `gradient_bytes` in each recorded run},
+    read from the recorded NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
     from gputopo import reference
-    return {label: time_at_size(reference.load(system, "nccl-tests", filename=filename)["rows"],
-                                gradient_bytes) / 1e3
-            for label, filename in TRANSPORT_BENCHMARKS}
+    return {label: [time_at_size(reference.load(system, "nccl-tests", filename=name)["rows"],
+                                 gradient_bytes) / 1e3 for name in filenames]
+            for label, filenames in TRANSPORT_BENCHMARKS}
+
+
+def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
+    """{transport label: median time (ms) of one all-reduce of `gradient_bytes` over the
+    recorded runs} (gradient_allreduce_runs)."""
+    return {label: statistics.median(times)
+            for label, times in gradient_allreduce_runs(gradient_bytes, system).items()}
 
 
 def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
-                            system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str]]:
-    """(transport, busbw at that size, measured all_reduce time, share of one training step)
-    for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables.
+                            system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str, str]]:
+    """(transport, recorded runs, busbw at that size, all_reduce time, share of one training step)
+    for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables. With
+    several runs the time is their median with the range in brackets, and busbw and the share
+    follow from the median.
 
     The share is what the transfer would add to a step if nothing overlapped it; whether
     Horovod hides part of it behind the backward pass is not measured here.
     """
     out = []
-    for label, ms in gradient_allreduce_ms(gradient_bytes, system).items():
+    for label, times in gradient_allreduce_runs(gradient_bytes, system).items():
+        ms = statistics.median(times)
         busbw = gradient_bytes / (ms * 1e-3) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
-        out.append((label, f"{busbw:,.1f} GB/s", f"{ms:.3f} ms", f"{ms / step_ms * 100:.1f} %"))
+        runs = "1 run" if len(times) == 1 else f"{len(times)} runs"
+        time = f"{ms:.3f} ms" if len(times) == 1 else \
+            f"{ms:.3f} ms (median; {min(times):.3f}-{max(times):.3f})"
+        out.append((label, runs, f"{busbw:,.1f} GB/s", time, f"{ms / step_ms * 100:.1f} %"))
     return out
 
 
