@@ -107,7 +107,7 @@ def test_a_name_older_nccl_does_not_know_is_ignored():
 
 
 # M2: shmCanConnect calls ncclTopoCheckNet (v2.14.3-1 shm.cc line 53, paths.cc 405-434;
-# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when both GPUs reach a NIC at PXB or better
+# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when each GPU reaches a NIC (its own) at PXB or better
 # faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
 def test_net_instead_of_shm_when_a_faster_nic_is_close():
     # each GPU has a NIC of its own under its switch (a SYS pair cannot share a PIX/PXB NIC)
