@@ -181,8 +181,8 @@ def test_gradient_allreduce_rows_from_the_recorded_h200_benchmark():
     # 4,799,528 bytes lie 14.43 % of the way: 33.31 + 0.1443 * 14.08 = 35.34 us.
     rows = nl.gradient_allreduce_rows(4_799_528, step_ms=3.534)
     assert [r[0].split()[0] for r in rows] == ["P2P", "SHM", "NET/Socket"]
-    assert rows[0][2] == "0.035 ms" and rows[0][3] == "1.0 %"
-    assert float(rows[2][2].split()[0]) > 1.5  # sockets: milliseconds, not microseconds
+    assert rows[0][3] == "0.035 ms" and rows[0][4] == "1.0 %"
+    assert float(rows[2][3].split()[0]) > 1.5  # sockets: milliseconds, not microseconds
 
 
 def test_reading_nccls_log():

@@ -10,7 +10,14 @@ import pytest
 from gputopo import ncclpaths
 from gputopo.lessons import lesson3_nccl as nl
 
-E = ncclpaths.expected_transport
+
+
+def E(*args, **facts):
+    """expected_transport for a node with no network card unless a test passes `nics`: these
+    tests are about the level rules; with the NICs unknown (nics=None) NCCL >= 2.14 may prefer NET
+    over SHM (ncclTopoCheckNet), and tests/test_ncclpaths_checknet.py covers that."""
+    facts.setdefault("nics", ())
+    return ncclpaths.expected_transport(*args, **facts)
 
 
 # M1: the default level, one row per release range of the audit's table.
@@ -100,10 +107,11 @@ def test_a_name_older_nccl_does_not_know_is_ignored():
 
 
 # M2: shmCanConnect calls ncclTopoCheckNet (v2.14.3-1 shm.cc line 53, paths.cc 405-434;
-# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when both GPUs reach a NIC at PXB or better
+# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when each GPU reaches a NIC (its own) at PXB or better
 # faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
 def test_net_instead_of_shm_when_a_faster_nic_is_close():
-    close = {"nics": [("PIX", "PXB")], "nic_faster": True}
+    # each GPU has a NIC of its own under its switch (a SYS pair cannot share a PIX/PXB NIC)
+    close = {"nics": [("PIX", "SYS"), ("SYS", "PIX")], "nic_faster": True}
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "NET"
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.14.3", local_gpus=2, **close) == "NET"
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.12.12", local_gpus=2, **close) == "SHM"

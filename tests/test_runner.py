@@ -350,16 +350,17 @@ def test_p2p_level_facts_table():
     assert [f["level"] for f in runner.P2P_LEVEL_FACTS if not f["nvlink_pair_uses_p2p"]] == ["LOC"]
     for level in by_level:
         expected = "SHM" if level == "LOC" else "P2P"
-        assert runner.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL") == expected
+        assert runner.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL", nics=()) == expected
     # Defaults by release: tests/test_ncclpaths_versions.py has the whole table.
     assert runner.default_p2p_level("GenuineIntel") == "PXB"
     assert runner.default_p2p_level("AuthenticAMD", "2.19.3") == "SYS"
     assert runner.default_p2p_level("AuthenticAMD") is None  # 2.23+: depends on the GPU count
-    assert runner.expected_transport({}, "SYS", "GenuineIntel") == "SHM"
+    assert runner.expected_transport({}, "SYS", "GenuineIntel", nics=()) == "SHM"  # no NIC
+    assert runner.expected_transport({}, "SYS", "GenuineIntel") is None  # NICs unknown (>= 2.14)
     assert runner.expected_transport({}, "SYS", "AuthenticAMD", nccl_version="2.19.3") == "P2P"
     assert runner.expected_transport({}, "PXB", None) == "P2P"  # every default reaches PXB
     assert runner.expected_transport({}, "PHB", None) is None  # default unknown
-    assert runner.expected_transport({"NCCL_P2P_DISABLE": "1"}, "NVL") == "SHM"
+    assert runner.expected_transport({"NCCL_P2P_DISABLE": "1"}, "NVL", nics=()) == "SHM"
     assert runner.expected_transport({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
                                      "NVL") == "NET"
     assert "nccl-p2p-level" in runner.P2P_LEVEL_SOURCES["docs"]

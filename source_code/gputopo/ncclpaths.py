@@ -1,9 +1,11 @@
 """NCCL's P2P levels and transports: which transport NCCL should pick for a GPU pair.
 
     from gputopo import ncclpaths
-    ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL")            # "SHM"
+    ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL", nics=())  # "SHM" (no NIC)
     ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
-                                 local_gpus=4)                                # "SHM"
+                                 local_gpus=4, nics=())                       # "SHM"
+    ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
+                                 local_gpus=4)                                # None: NICs unknown
     ncclpaths.default_p2p_level("AuthenticAMD", "2.19.3")                     # "SYS"
     ncclpaths.path_type_of_link("NODE")                                       # "PHB"
 
@@ -118,8 +120,9 @@ P2P_LEVEL_NOTES = (
     "with the release (DEFAULT_LEVEL_BY_VERSION). Since 2.23 it is PXB, and SYS only on x86 AMD "
     "hosts when the job has at most two GPUs in the node; from 2.9 to 2.22 it was PXB on Intel, "
     "ARM and Zhaoxin and SYS on others such as AMD.",
-    "Since 2.14 SHM steps aside when both GPUs reach a NIC through PXB or closer with more "
-    "bandwidth than their own path: NCCL then uses NET inside the node (NCCL_NET_DISABLE_INTRA=1 "
+    "Since 2.14 SHM steps aside when each GPU reaches a NIC of its own (not necessarily the same "
+    "one) through PXB or closer with more bandwidth than the GPUs' path to each other: NCCL then "
+    "uses NET inside the node (NCCL_NET_DISABLE_INTRA=1 "
     "switches that off). Processes with different /dev/shm (separate containers) get neither "
     "P2P nor SHM.",
     "Integer values are discouraged by the docs: their meaning changed in 2.6 (OLD_INTEGER_LEVELS "
@@ -247,8 +250,10 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     nccl_version: the release whose rules apply (None: the newest rule, 2.23 and later);
     local_gpus: GPUs the job uses in this node; cpu_vendor: /proc/cpuinfo's vendor_id (or the
     machine name on ARM). nics: for each NIC, the topo -m codes of the two GPUs to it, e.g.
-    [("PIX", "SYS")]; nic_faster: whether that NIC path has more bandwidth than the GPUs' own
-    path (topo -m does not tell; None: unknown). same_shm False: the two processes see
+    [("PIX", "SYS"), ("SYS", "PIX")]; () when there is no NIC; None when unknown (then, from
+    NCCL 2.14 on, a pair that would use SHM gives None). Each GPU counts as close when ANY NIC is
+    PIX/PXB to it; the two may be different NICs. nic_faster: whether each GPU's close NIC path
+    has more bandwidth than the GPUs' own path (topo -m does not tell; None: unknown). same_shm False: the two processes see
     different /dev/shm (separate containers). nvml_p2p_ok False: NVML reports P2P read or write
     not OK for the pair (`nvidia-smi topo -p2p rw`).
 
@@ -263,15 +268,22 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
         return None
 
     # SHM (src/transport/shm.cc): declines when disabled, when the /dev/shm differ (2.5.6+), and
-    # since 2.14 when ncclTopoCheckNet finds both GPUs closer (PXB or better) to a faster NIC.
+    # since 2.14 when ncclTopoCheckNet says the network is faster. ncclTopoCheckNet
+    # (src/graph/paths.cc, v2.14.3-1 lines 405-433, v2.28.3-1 lines 517-546) takes, for EACH GPU
+    # separately, the best NIC that GPU reaches at PXB or closer (netSpeed1, netSpeed2: they may
+    # be two different NICs) and answers NET when both beat the GPU-to-GPU path's bandwidth.
     shm: Optional[str] = "SHM"
     if shm_off or not same_shm:
         shm = "NET"
     elif _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
-        close = [nic for nic in (nics or ())
-                 if all(path_type_of_link(code) in ("PIX", "PXB") for code in nic)]
-        if close:
-            shm = {True: "NET", False: "SHM"}.get(nic_faster) if nic_faster is not None else None
+        if nics is None:
+            shm = None  # the NICs are unknown: ncclTopoCheckNet's answer cannot be told
+        else:
+            codes = [tuple(nic) for nic in nics]
+            close = [any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB")
+                         for nic in codes) for side in (0, 1)]
+            if all(close):
+                shm = {True: "NET", False: "SHM"}.get(nic_faster) if nic_faster is not None else None
     fallback = shm
 
     if version is not None and version < (2, 6, 0):
@@ -309,6 +321,35 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     if None in outcomes or len(outcomes) != 1:
         return None
     return outcomes.pop()
+
+
+# NCCL's own bandwidth model (GB/s), the numbers ncclTopoCheckNet compares; NCCL source at
+# v2.14.3-1 and v2.28.3-1 (the same values at both tags unless a comment says otherwise).
+# PCI links: width * per-lane value / 80 (src/graph/topo.cc ncclTopoAddPci, v2.28.3-1 line 478;
+# the per-lane values, in 100 Mbps, are kvDictPciGen, v2.28.3-1 lines 410-413).
+NCCL_PCI_LANE_VALUE = {"2.5": 15, "5": 30, "8": 60, "16": 120, "32": 240, "64": 480}
+# Between two Intel sockets (src/graph/topo.h, v2.28.3-1 lines 24-27; topo.cc
+# ncclTopoGetInterCpuBw): Broadwell and anything not recognised 6, Skylake 10 (9 at v2.14.3-1),
+# Sapphire Rapids 22, Emerald Rapids 40.
+NCCL_INTEL_INTER_CPU_BW = {"BDW": 6.0, "SKL": 10.0, "SRP": 22.0, "ERP": 40.0}
+
+
+def nccl_pci_bw(gt_per_s: str, width: int = 16) -> float:
+    """NCCL's bandwidth for a PCIe link: nccl_pci_bw("8", 16) -> 12.0 (gen3 x16)."""
+    return width * NCCL_PCI_LANE_VALUE[str(gt_per_s)] / 80.0
+
+
+def nccl_net_bw(mbps: int) -> float:
+    """NCCL's bandwidth for a NIC of `mbps` Mbit/s (topo.cc ncclTopoAddNet: mbps / 8000;
+    a speed of 0 or below counts as 10000)."""
+    return (mbps if mbps > 0 else 10000) / 8000.0
+
+
+def net_beats_pair(pair_bw: float, close_nic_bw: Sequence[float]) -> bool:
+    """ncclTopoCheckNet's comparison: close_nic_bw is, for each of the two GPUs, the bandwidth of
+    its best NIC path at PXB or closer (0 when it has none; a path is as fast as its slowest
+    link). NET wins only when both beat the GPU-to-GPU path (strictly greater)."""
+    return len(close_nic_bw) == 2 and all(bw > pair_bw for bw in close_nic_bw)
 
 
 def nic_paths(topology: Optional[Dict[str, Any]], first: int, second: int

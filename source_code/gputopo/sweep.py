@@ -181,6 +181,33 @@ def _pair_facts(facts: Dict[str, Any], pair: str) -> Tuple[Optional[str], Option
     return entry.get("link"), entry.get("path_type")
 
 
+def _rule_version(nccl: Dict[str, Any]) -> Optional[str]:
+    """The NCCL release whose rules a recorded log is checked against: the one it prints, or,
+    when it prints none but spells SHM "via direct shared memory", 2.12 (the last release with
+    that spelling: src/transport/shm.cc at v2.12.12-1; "via SHM/%s/%s" from v2.13.4-1). Every
+    2.x before it gives the same transport for the recorded rows; what matters is that it
+    predates ncclTopoCheckNet (2.14), so SHM cannot have stepped aside for a NIC."""
+    if nccl.get("nccl_version"):
+        return nccl["nccl_version"]
+    if any(ch.get("via") == "direct shared memory" for ch in nccl.get("channels") or ()):
+        return "2.12"
+    return None
+
+
+def _recorded_nics(system: str, pair: str):
+    """nic_paths() of a recorded system's GPU pair from its recorded `nvidia-smi topo -m`
+    (() when that lists no NIC), or None when the system has no recorded topo -m."""
+    from . import reference
+    names = reference.find(system, "topo")
+    gpus = [int(g) for g in pair.split(",") if g.strip().isdigit()]
+    if "nvidia-smi-topo-m.txt" not in names or len(gpus) != 2:
+        return None
+    try:
+        return nic_paths(reference.load(system, "topo", filename="nvidia-smi-topo-m.txt"), *gpus)
+    except Exception:  # a recorded file the parser refuses: the NICs stay unknown
+        return None
+
+
 def _setting_of(variables: Dict[str, str]) -> str:
     """How a recorded run's NCCL settings read in a table: "default", "NCCL_P2P_LEVEL=LOC (0)"."""
     if not variables:
@@ -244,8 +271,9 @@ def recorded_cnn_runs(system: str) -> List[Dict[str, Any]]:
             "setting": name, "env": dict(variables), "repeat": int(match.group("repeat")),
             "framework": match.group("framework"),
             "expected_transport": (expected_transport(variables, path_type, facts["cpu_vendor"],
-                                                      nccl_version=nccl["nccl_version"],
-                                                      local_gpus=len(pair.split(",")))
+                                                      nccl_version=_rule_version(nccl),
+                                                      local_gpus=len(pair.split(",")),
+                                                      nics=_recorded_nics(system, pair))
                                    if "," in pair else "none (one GPU)"),
             "transports": _transports_text(nccl["transports"]),
             "p2p_level_in_log": nccl["p2p_level"],
@@ -305,8 +333,9 @@ def reference_sweep() -> List[Dict[str, Any]]:
                 "setting": setting,
                 "env": variables,
                 "expected_transport": expected_transport(variables, path_type, facts["cpu_vendor"],
-                                                         nccl_version=nccl["nccl_version"],
-                                                         local_gpus=len(pair.split(","))),
+                                                         nccl_version=_rule_version(nccl),
+                                                         local_gpus=len(pair.split(",")),
+                                                         nics=_recorded_nics(system, pair)),
                 "transports": _transports_text(nccl["transports"]),
                 "p2p_level_in_log": nccl["p2p_level"],
                 "batch_per_worker": settings.get("batch_per_worker"),

@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
+import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import linkcodes, ncclpaths, runner
@@ -62,9 +64,10 @@ def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = N
                local_gpus: Optional[int] = 2) -> List[List[str]]:
     """One row per setting: its label, then the transport NCCL picks for each path type
     ("?" where it cannot be told), under the rules of `nccl_version` (None: the newest) for a job
-    with `local_gpus` GPUs in the node, no NIC close to both GPUs."""
+    with `local_gpus` GPUs in the node and no network card in the node (nics=()), so that
+    ncclTopoCheckNet can never prefer NET."""
     return [[label] + [runner.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
-                                                 local_gpus=local_gpus) or "?"
+                                                 local_gpus=local_gpus, nics=()) or "?"
                        for path in PATH_COLUMNS]
             for label, env in level_settings()]
 
@@ -111,18 +114,21 @@ def shm_exception_rows(nccl_version: str = "2.28.3") -> List[Tuple[str, str]]:
     def expect(env, path, **facts):
         return runner.expected_transport(env, path, "GenuineIntel", nccl_version=facts.pop("version", nccl_version),
                                          local_gpus=2, **facts) or "?"
-    close_nic = {"nics": [("PIX", "PXB")], "nic_faster": True}
+    # ncclTopoCheckNet looks at each GPU's best NIC separately (src/graph/paths.cc, v2.14.3-1 and
+    # v2.28.3-1): for a PHB pair that takes two NICs, one under each GPU's PCIe switch.
+    close_nic = {"nics": [("PIX", "PHB"), ("PHB", "PIX")], "nic_faster": True}
     return [
-        ("PHB pair, no NIC close to both GPUs (the level table)", expect({}, "PHB")),
-        ("PHB pair, both GPUs PIX/PXB to a NIC faster than their own path (NCCL >= 2.14)",
+        ("PHB pair, no network card in the node (the level table)", expect({}, "PHB", nics=())),
+        ("PHB pair, network cards not known", expect({}, "PHB")),
+        ("PHB pair, each GPU PIX/PXB to its own NIC, faster than their own path (NCCL >= 2.14)",
          expect({}, "PHB", **close_nic)),
         ("  the same with NCCL_NET_DISABLE_INTRA=1", expect({"NCCL_NET_DISABLE_INTRA": "1"}, "PHB", **close_nic)),
         ("  the same on NCCL 2.12", expect({}, "PHB", version="2.12.12", **close_nic)),
         ("two processes with different /dev/shm (separate containers), NVLink pair",
          expect({}, "NVL", same_shm=False)),
         ("NVLink pair that NVML reports P2P-disabled (NCCL >= 2.12.7)", expect({}, "NVL", nvml_p2p_ok=False)),
-        ("  the same with NCCL_IGNORE_DISABLED_P2P=1",
-         expect({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", nvml_p2p_ok=False)),
+        ("  the same with NCCL_IGNORE_DISABLED_P2P=1, no network card",
+         expect({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", nvml_p2p_ok=False, nics=())),
     ]
 
 
@@ -453,9 +459,28 @@ def live_log_table(live: LiveRuns) -> str:
         parsed = {"channels": []}
     if parsed["channels"]:
         return channel_table(parsed)
-    lines = [line for line in log.splitlines() if re.search(r"\b(WORKER|EPOCH|SUMMARY) ", line)]
-    return ("No NCCL connection lines in this log (Gloo did the all-reduce). What the workers printed:\n"
-            + ("\n".join(lines) if lines else "(nothing)"))
+    lines = [re.sub(r"\bhost=\S+", "host=(this host)", line)
+             for line in log.splitlines() if re.search(r"\b(WORKER|EPOCH|SUMMARY) ", line)]
+    return ("No NCCL connection lines in this log (Gloo did the all-reduce). What the workers printed"
+            " (host name left out):\n" + ("\n".join(lines) if lines else "(nothing)"))
+
+
+def command_text(command: Optional[Sequence[str]]) -> str:
+    """A run's command line as a shell would take it, with paths inside the course's folder
+    written relative to it (./source_code/..., ./results/...) and the Python interpreter by its
+    name, so that the line reads the same wherever the course is checked out."""
+    if not command:
+        return "no command was run"
+    root = str(runner.SOURCE_DIR.parent)
+    words = []
+    for word in command:
+        word = str(word)
+        if os.path.basename(word).startswith("python") and os.path.isabs(word):
+            word = os.path.basename(word)
+        elif word == root or word.startswith(root + os.sep):
+            word = "." + word[len(root):]
+        words.append(word)
+    return shlex.join(words)
 
 
 # ------------------------------------------------------------------------------------------
@@ -489,10 +514,16 @@ def relative_change(rows: Sequence[Dict[str, Any]], baseline: str) -> List[Tuple
 
 # The course's NCCL benchmark on the same H200 pair, one all_reduce table per transport
 # (reference_systems/h200-nvswitch-pair/, notebook 5 plots them).
+# (transport label, the recorded NCCL benchmark files of that transport): every recorded run of
+# the same all_reduce sweep counts; a transport with several runs is summarised by their median.
 TRANSPORT_BENCHMARKS = (
-    ("P2P (default)", "nccl-bench-all_reduce.txt"),
-    ("SHM (NCCL_P2P_LEVEL=LOC)", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"),
-    ("NET/Socket (P2P and SHM disabled)", "nccl-bench-all_reduce-sockets.txt"),
+    ("P2P (default)", ("nccl-bench-all_reduce.txt",)),
+    ("SHM (NCCL_P2P_LEVEL=LOC)", ("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",)),
+    ("NET/Socket (P2P and SHM disabled)", ("nccl-bench-all_reduce-sockets.txt",
+                                           "nccl-bench-all_reduce-sockets-run2.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat1.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat2.txt",
+                                           "nccl-bench-all_reduce-sockets-repeat3.txt")),
 )
 
 
@@ -508,27 +539,41 @@ def time_at_size(rows: Sequence[Dict[str, Any]], size: float) -> float:
                      f"{points[0][0]}-{points[-1][0]}")
 
 
-def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
-    """{transport label: time (ms) of one all-reduce of `gradient_bytes`}, read from the recorded
-    NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
+def gradient_allreduce_runs(gradient_bytes: int, system: str = "h200-nvswitch-pair"
+                            ) -> Dict[str, List[float]]:
+    """{transport label: time (ms) of one all-reduce of `gradient_bytes` in each recorded run},
+    read from the recorded NCCL benchmark tables of `system` (TRANSPORT_BENCHMARKS)."""
     from gputopo import reference
-    return {label: time_at_size(reference.load(system, "nccl-tests", filename=filename)["rows"],
-                                gradient_bytes) / 1e3
-            for label, filename in TRANSPORT_BENCHMARKS}
+    return {label: [time_at_size(reference.load(system, "nccl-tests", filename=name)["rows"],
+                                 gradient_bytes) / 1e3 for name in filenames]
+            for label, filenames in TRANSPORT_BENCHMARKS}
+
+
+def gradient_allreduce_ms(gradient_bytes: int, system: str = "h200-nvswitch-pair") -> Dict[str, float]:
+    """{transport label: median time (ms) of one all-reduce of `gradient_bytes` over the
+    recorded runs} (gradient_allreduce_runs)."""
+    return {label: statistics.median(times)
+            for label, times in gradient_allreduce_runs(gradient_bytes, system).items()}
 
 
 def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
-                            system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str]]:
-    """(transport, busbw at that size, measured all_reduce time, share of one training step)
-    for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables.
+                            system: str = "h200-nvswitch-pair") -> List[Tuple[str, str, str, str, str]]:
+    """(transport, recorded runs, busbw at that size, all_reduce time, share of one training step)
+    for one all-reduce of the CNN's gradients, read from the recorded NCCL benchmark tables. With
+    several runs the time is their median with the range in brackets, and busbw and the share
+    follow from the median.
 
     The share is what the transfer would add to a step if nothing overlapped it; whether
     Horovod hides part of it behind the backward pass is not measured here.
     """
     out = []
-    for label, ms in gradient_allreduce_ms(gradient_bytes, system).items():
+    for label, times in gradient_allreduce_runs(gradient_bytes, system).items():
+        ms = statistics.median(times)
         busbw = gradient_bytes / (ms * 1e-3) / 1e9  # 2 GPUs: busbw = algbw (factor 2(n-1)/n = 1)
-        out.append((label, f"{busbw:,.1f} GB/s", f"{ms:.3f} ms", f"{ms / step_ms * 100:.1f} %"))
+        runs = "1 run" if len(times) == 1 else f"{len(times)} runs"
+        time = f"{ms:.3f} ms" if len(times) == 1 else \
+            f"{ms:.3f} ms (median; {min(times):.3f}-{max(times):.3f})"
+        out.append((label, runs, f"{busbw:,.1f} GB/s", time, f"{ms / step_ms * 100:.1f} %"))
     return out
 
 

@@ -346,6 +346,38 @@ def share_ranges(found: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str,
     return {kind: (min(values), max(values)) for kind, values in picked.items() if values}
 
 
+LATENCY_KINDS = ("P2P writes", "P2P reads", "staged (P2P disabled, or no peer access)")
+
+
+def latency_ranges(found: Optional[Dict[str, Dict[str, Any]]] = None
+                   ) -> Dict[str, Tuple[float, float, int, List[str]]]:
+    """{kind: (lowest us, highest us, cells, systems)} over every recorded GPU-timed latency cell
+    between two different GPUs: P2P writes and P2P reads between GPUs with peer access, and
+    staged copies (the P2P=Disabled matrix, plus "P2P=Enabled" cells of pairs without peer
+    access, which CUDA stages through host memory). CPU-timed latencies are left out."""
+    found = reference_p2p() if found is None else found
+    picked: Dict[str, List[Tuple[float, str]]] = {kind: [] for kind in LATENCY_KINDS}
+    for system, entry in found.items():
+        parsed = entry["parsed"]
+        peer = peer_access(parsed, system)
+        for key, kind in (("write_gpu", "P2P writes"), ("read_gpu", "P2P reads"),
+                          ("disabled_gpu", LATENCY_KINDS[2])):
+            matrix = parsed["latency_us"].get(key)
+            if not matrix:
+                continue
+            rows, columns = labels_of(parsed, key)
+            for a, i in enumerate(rows):
+                for b, j in enumerate(columns):
+                    value = matrix[a][b] if a < len(matrix) and b < len(matrix[a]) else None
+                    if i == j or value is None:
+                        continue
+                    staged = key == "disabled_gpu" or not peer(i, j)
+                    picked[LATENCY_KINDS[2] if staged else kind].append((value, system))
+    return {kind: (min(v for v, _ in cells), max(v for v, _ in cells), len(cells),
+                   sorted({system for _, system in cells}))
+            for kind, cells in picked.items() if cells}
+
+
 def side_by_side(key: str, found: Optional[Dict[str, Dict[str, Any]]] = None, unit: Optional[str] = None):
     """One figure with a heatmap of matrix `key` for every recorded system that has it.
 

@@ -145,7 +145,8 @@ def transport_of(via):
         return "NVLS"
     if via.startswith("P2P"):
         return "P2P"
-    # "direct shared memory" is the pre-2.12 spelling of "SHM/direct/direct".
+    # "direct shared memory" is how NCCL up to 2.12 spells SHM (src/transport/shm.cc at
+    # v2.12.12-1); from v2.13.4-1 it prints "SHM/direct/direct" (or CE for a memcpy side).
     if via.startswith("SHM") or "shared memory" in via:
         return "SHM"
     if via.startswith("NET"):
