@@ -126,3 +126,26 @@ def test_rule_version_from_the_shm_spelling():
     assert sweep._rule_version(old) == "2.12"
     assert sweep._rule_version(new) is None
     assert sweep._rule_version({"nccl_version": "2.28.3", "channels": []}) == "2.28.3"
+
+
+# p2pCanConnect (src/transport/p2p.cc) calls ncclTopoCheckNet too: v2.14.3-1 line 112,
+# v2.28.3-1 lines 135-141 ("Check if NET would work better ... if (useNet) { *ret = 0; ...}"),
+# and v2.13.4-1 has no such call. So a pair P2P would serve goes to NET when each GPU's close
+# NIC is faster than the pair's own path.
+@pytest.mark.parametrize("version,env,faster,expected", [
+    ("2.28.3", {}, True, "NET"),
+    ("2.28.3", {}, False, "P2P"),
+    ("2.28.3", {}, None, None),
+    ("2.14.3", {}, True, "NET"),
+    ("2.13.4", {}, True, "P2P"),
+    ("2.28.3", {"NCCL_NET_DISABLE_INTRA": "1"}, True, "P2P"),
+])
+def test_p2p_also_gives_way_to_a_faster_nic(version, env, faster, expected):
+    got = ncclpaths.expected_transport(env, "PIX", "GenuineIntel", nccl_version=version, local_gpus=2,
+                                       nics=[("PIX", "PIX")], nic_faster=faster)
+    assert got == expected
+
+
+def test_a_p2p_pair_with_unknown_nics_stays_p2p():
+    assert ncclpaths.expected_transport({}, "NVL", "GenuineIntel", nccl_version="2.28.3",
+                                        local_gpus=2, nics=None) == "P2P"

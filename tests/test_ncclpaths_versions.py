@@ -122,8 +122,11 @@ def test_net_instead_of_shm_when_a_faster_nic_is_close():
              nics=[("PIX", "SYS")], nic_faster=True) == "SHM"
     # close NIC, speed unknown (topo -m does not give it): cannot be told
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=[("PIX", "PIX")]) is None
-    # P2P pairs never ask SHM
-    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "P2P"
+    # A P2P pair never reaches SHM, but p2pCanConnect asks ncclTopoCheckNet too (p2p.cc,
+    # v2.28.3-1 lines 135-141): only a NIC path faster than the P2P path itself sends it to NET
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "NET"
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2,
+             nics=close["nics"], nic_faster=False) == "P2P"
 
 
 def test_nic_paths_from_topo_m_columns():

@@ -120,10 +120,10 @@ P2P_LEVEL_NOTES = (
     "with the release (DEFAULT_LEVEL_BY_VERSION). Since 2.23 it is PXB, and SYS only on x86 AMD "
     "hosts when the job has at most two GPUs in the node; from 2.9 to 2.22 it was PXB on Intel, "
     "ARM and Zhaoxin and SYS on others such as AMD.",
-    "Since 2.14 SHM steps aside when each GPU reaches a NIC of its own (not necessarily the same "
-    "one) through PXB or closer with more bandwidth than the GPUs' path to each other: NCCL then "
-    "uses NET inside the node (NCCL_NET_DISABLE_INTRA=1 "
-    "switches that off). Processes with different /dev/shm (separate containers) get neither "
+    "Since 2.14 SHM (and, in the rare case that a NIC path beats a P2P path, P2P too) steps "
+    "aside when each GPU reaches a NIC of its own (not necessarily the same one) through PXB or "
+    "closer with more bandwidth than the GPUs' path to each other: NCCL then uses NET inside the "
+    "node (NCCL_NET_DISABLE_INTRA=1 switches that off). Processes with different /dev/shm (separate containers) get neither "
     "P2P nor SHM.",
     "Integer values are discouraged by the docs: their meaning changed in 2.6 (OLD_INTEGER_LEVELS "
     "are the 2.4-2.5 meanings); since 2.6 values above 4 are read as SYS.",
@@ -272,18 +272,23 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     # (src/graph/paths.cc, v2.14.3-1 lines 405-433, v2.28.3-1 lines 517-546) takes, for EACH GPU
     # separately, the best NIC that GPU reaches at PXB or closer (netSpeed1, netSpeed2: they may
     # be two different NICs) and answers NET when both beat the GPU-to-GPU path's bandwidth.
-    shm: Optional[str] = "SHM"
-    if shm_off or not same_shm:
-        shm = "NET"
-    elif _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
+    # The P2P transport asks the same question since 2.14 (p2pCanConnect, src/transport/p2p.cc,
+    # v2.14.3-1 line 112, v2.28.3-1 lines 135-141): a pair P2P would serve goes to NET when
+    # ncclTopoCheckNet says so. net_wins: True, False, or None when it cannot be told.
+    net_wins: Optional[bool] = False
+    if _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
         if nics is None:
-            shm = None  # the NICs are unknown: ncclTopoCheckNet's answer cannot be told
+            net_wins = None  # the NICs are unknown: ncclTopoCheckNet's answer cannot be told
         else:
             codes = [tuple(nic) for nic in nics]
             close = [any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB")
                          for nic in codes) for side in (0, 1)]
-            if all(close):
-                shm = {True: "NET", False: "SHM"}.get(nic_faster) if nic_faster is not None else None
+            net_wins = nic_faster if all(close) else False
+    shm: Optional[str] = "SHM"
+    if shm_off or not same_shm:
+        shm = "NET"
+    elif net_wins is not False:
+        shm = "NET" if net_wins else None
     fallback = shm
 
     if version is not None and version < (2, 6, 0):
@@ -317,6 +322,11 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
                 outcomes.add("ERROR")
                 continue
             p2p = False
+        if p2p and nics is not None and net_wins is not False:
+            # Known NICs close to each GPU: NET when they are faster, unknown when that is unknown.
+            # With the NICs unknown a P2P pair stays P2P: a NIC path must beat the P2P path itself.
+            outcomes.add("NET" if net_wins else None)
+            continue
         outcomes.add("P2P" if p2p else fallback)
     if None in outcomes or len(outcomes) != 1:
         return None
