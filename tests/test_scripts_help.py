@@ -44,6 +44,9 @@ SCRIPTS = {
     "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
     "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
+    "allreduce_check.py": ([PY, ROOT / "source_code" / "labs" / "slurm" / "allreduce_check.py"], "allreduce_check.py"),
+    "bind_local_rank.sh": (["bash", ROOT / "source_code" / "labs" / "slurm" / "bind_local_rank.sh"],
+                           "bind_local_rank.sh"),
 }
 
 # Tools a GPU script would reach for first; none may run while answering --help or a bad option.

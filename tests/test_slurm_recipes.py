@@ -140,7 +140,7 @@ def test_allreduce_check_bad_arguments_are_one_line_and_exit_2(argv):
     done = subprocess.run([sys.executable, str(SLURM / "allreduce_check.py"), *argv], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.startswith("allreduce_check: error:") and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("allreduce_check.py: error:") and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_the_recipes_are_linted_as_shell_scripts():

@@ -38,7 +38,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def parse_args(argv=None):
-    p = OneLineParser(prog="allreduce_check", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="allreduce_check.py", description=__doc__.split("\n")[0])
     p.add_argument("--min-bytes", type=size_arg, default=2**20, help="smallest buffer (default 1M)")
     p.add_argument("--max-bytes", type=size_arg, default=2**30, help="largest buffer (default 1G)")
     p.add_argument("--iters", type=positive_int, default=20, help="timed calls per size (default 20)")
@@ -86,7 +86,7 @@ def main(argv=None):
         buf.fill_(rank + 1)
         dist.all_reduce(buf)
         if not bool(torch.all(buf == expected)):
-            print(f"allreduce_check: error: wrong sum at {size} bytes on rank {rank} "
+            print(f"allreduce_check.py: error: wrong sum at {size} bytes on rank {rank} "
                   f"(expected {expected:g})", file=sys.stderr)
             dist.destroy_process_group()
             return 1
