@@ -198,6 +198,52 @@ class Verdict:
 # Peaks
 
 
+def link_from_machine(machine, first: int, second: Optional[int] = None) -> Optional[Link]:
+    """The Link a live measurement on a detected Machine crossed, or None when it is not known.
+
+    second None: GPU `first`'s own PCIe link to the host (host<->GPU copies). Otherwise the link
+    between two GPUs (nvidia-smi indices) as the machine's `topo -m` names it: NVLink (the GPU's
+    name picks its NVLink generation in links.py; the count is the fewer of the code's links and
+    the links `nvidia-smi nvlink -s` shows active) or, for any other code, the PCIe link of the
+    slower end. The PCIe link is as the driver reports it now (an idle GPU may show generation 1:
+    the verdict then shows the ceiling it has now beside the maximum). Never raises.
+    """
+    try:
+        by_index = {getattr(g, "index", None): g for g in (getattr(machine, "gpus", None) or [])}
+        ends = [by_index.get(i) for i in ((first,) if second is None else (first, second))]
+        if any(g is None for g in ends):
+            return None
+
+        def pcie(gpus):
+            def num(value):
+                return value if isinstance(value, int) and value > 0 else None
+            gens = [num(g.pcie_gen_current) or num(g.pcie_gen_max) for g in gpus]
+            widths = [num(g.pcie_width_current) or num(g.pcie_width_max) for g in gpus]
+            tops = [num(g.pcie_gen_max) for g in gpus]
+            top_widths = [num(g.pcie_width_max) for g in gpus]
+            if None in gens:
+                return None
+            return Link("pcie", f"gen{min(gens)}", min(w for w in widths if w) if any(widths) else None,
+                        gen_max=f"gen{min(t for t in tops if t)}" if any(tops) else None,
+                        width_max=min(w for w in top_widths if w) if any(top_widths) else None,
+                        gpu=gpus[0].name or None)
+
+        if second is None:
+            return pcie(ends)
+        code = machine.link_between(first, second) if hasattr(machine, "link_between") else None
+        match = re.fullmatch(r"NV(\d+)", code or "")
+        if not match:
+            return pcie(ends) if code else None
+        count = int(match.group(1))
+        active = getattr(machine, "nvlink_active_links", None) or {}
+        for index in (first, second):
+            if f"GPU{index}" in active:
+                count = min(count, active[f"GPU{index}"])
+        return Link("nvlink", ends[0].name or None, count=count, gpu=ends[0].name or None)
+    except Exception:  # a verdict is a side note: never stop the notebook
+        return None
+
+
 def link_peak(link: Link) -> Figure:
     """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
     if link.type == "nvlink":
