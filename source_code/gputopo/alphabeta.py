@@ -35,6 +35,8 @@ Functions:
 - `total_nic_gbps(nics_per_node, gbit_per_nic)`: a node's total NIC bandwidth per direction, GB/s.
 - `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
   spans several nodes, where the node's total NIC bandwidth bounds the bus bandwidth.
+- `ring_allreduce_latency_us(n, nodes, alpha_in_node_us, alpha_net_us)`: a ring all-reduce's
+  alpha term as NCCL's tuner counts it (2(nodes-1) network steps, the rest in-node).
 - `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
 - `whatif(...)`: notebook 5's what-if panel: busbw, its bound and what sets it, and the
   all-reduce time for a cluster of `nodes` nodes (ring, tree, NVLS), every factor sourced below.
