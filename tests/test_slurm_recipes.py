@@ -156,3 +156,37 @@ def test_the_recipes_are_linted_as_shell_scripts():
 def test_help_exits_0_with_a_usage_line(command):
     done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "usage" in done.stdout.lower()
+
+
+# Second review of notebook 5, minor 4: a --cpus-per-task smaller than the node under --exclusive
+# can leave a step's cpuset (ConstrainCores) without the GPU's whole NUMA node, so numactl's binding
+# narrows or fails. The recipes ask srun for all of the node's CPUs instead.
+def _sbatch_options(script):
+    return [line.split(None, 1)[1] for line in (SLURM / script).read_text().splitlines() if line.startswith("#SBATCH ")]
+
+
+def test_torchrun_recipe_gives_its_one_task_all_of_the_nodes_cpus(fake):
+    env, log, _ = fake
+    run("torchrun.sbatch", env, SLURM_CPUS_ON_NODE="128")
+    call = log.read_text().strip()
+    assert call.startswith("srun --cpu-bind=none --cpus-per-task=128 python3 -m torch.distributed.run ")
+    assert "--exclusive" in _sbatch_options("torchrun.sbatch")
+    assert not any(o.startswith("--cpus-per-task") for o in _sbatch_options("torchrun.sbatch"))
+
+
+def test_horovod_recipe_splits_all_of_the_nodes_cpus_over_its_ranks(fake):
+    env, log, _ = fake
+    run("horovod.sbatch", env, SLURM_CPUS_ON_NODE="128")       # 8 ranks per node: 16 CPUs each
+    call = log.read_text().strip()
+    assert call.startswith("srun --mpi=pmix --cpu-bind=none --cpus-per-task=16 ")
+    assert not any(o.startswith("--cpus-per-task") for o in _sbatch_options("horovod.sbatch"))
+
+
+def test_wrapper_can_prefer_rather_than_bind_memory(gpu_host):
+    env, _ = gpu_host
+    done = wrap(env, "echo", "hello", LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="4,5", GPUTOPO_NUMA_MEM="preferred")
+    assert done.stdout.strip() == "numactl --cpunodebind=1 --preferred=1 echo hello"
+    bad = wrap(env, "true", GPUTOPO_NUMA_MEM="interleave")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("bind_local_rank.sh: error: GPUTOPO_NUMA_MEM must be membind or preferred, "
+                                  "not 'interleave'")

@@ -506,14 +506,17 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
 def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = (),
                   ax=None):
     """Notebook 5's static what-if view: predicted busbw against node count (log scale), one line
-    per setting, and the recorded clusters as labelled points (busbw they recorded, their node count)."""
+    per setting, and the recorded clusters as labelled points (busbw they recorded, their node count;
+    a cluster whose node count is not stated is drawn at two nodes with "(nodes ?)" and a run that
+    was likely NVLS is labelled so: it is not a ring figure)."""
     figure, ax = _new_axes(ax, (8, 4.5))
     for label, points in curves.items():
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=f"model: {label}")
     for cluster in clusters:
-        ax.scatter([cluster["nodes"]], [cluster["recorded_gbps"]], marker="x", color="black", zorder=3)
-        ax.annotate(cluster["system"], (cluster["nodes"], cluster["recorded_gbps"]), fontsize=7,
-                    xytext=(4, 2), textcoords="offset points")
+        nodes = cluster["nodes"] or 2
+        label = cluster["system"] + ("" if cluster["nodes"] else " (nodes ?)") + (" (NVLS likely)" if cluster.get("nvls") else "")
+        ax.scatter([nodes], [cluster["recorded_gbps"]], marker="x", color="black", zorder=3)
+        ax.annotate(label, (nodes, cluster["recorded_gbps"]), fontsize=7, xytext=(4, 2), textcoords="offset points")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("nodes")

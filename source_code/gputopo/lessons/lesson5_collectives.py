@@ -529,9 +529,12 @@ def recorded_clusters() -> List[Dict[str, Any]]:
     """Every recorded system whose system.json has a "cluster" entry, against the what-if model.
 
     Each row: system, machine, the cluster's facts, the recorded busbw (the last row's
-    out-of-place busbw of its table, or the published figure), the model's line-rate bound and
-    estimate (`alphabeta.cluster_busbw`), their ratio and whether the recorded value lies in
-    [(1 - TOLERANCE_BELOW) x estimate, bound].
+    out-of-place busbw of its table, or the published figure), the model's bound and estimate
+    (`alphabeta.cluster_busbw`), their ratio, the provenance of the figure (calibration: from the
+    same posts as the model's NIC factor; inferred: the cluster's facts were inferred from its
+    result; independent) and, for ring runs only, whether the recorded value lies in
+    [(1 - TOLERANCE_BELOW) x estimate, line-rate bound]. A run that was likely NVLS has "within"
+    None: NVLS busbw is not bounded by any link's line rate (nccl-tests #212).
     """
     from gputopo import alphabeta
 
@@ -550,24 +553,37 @@ def recorded_clusters() -> List[Dict[str, Any]]:
             what = "published figure"
         link = rates.get(cluster.get("in_node_link") or "")
         bound, estimate = alphabeta.cluster_busbw(cluster, link)
+        nvls = cluster.get("nvls") == "likely"
         low = (1 - alphabeta.TOLERANCE_BELOW) * estimate
+        within = None if nvls else low <= recorded <= bound * (1 + 1e-9)
         out.append({"system": system, "machine": info.get("machine", ""), "source": info.get("source", ""),
                     "nodes": cluster["nodes"], "gpus_per_node": cluster["gpus_per_node"],
                     "nics_per_node": cluster["nics_per_node"], "nic_gbit": cluster["nic_gbit"],
                     "nvlink_domain_gpus": cluster.get("nvlink_domain_gpus"), "fabric": cluster.get("fabric", ""),
-                    "algorithm": cluster.get("algorithm", ""), "what": what, "size": size,
+                    "algorithm": cluster.get("algorithm", ""), "what": what, "size": size, "nvls": nvls,
+                    "provenance": cluster.get("provenance", "not stated"), "tuned": cluster.get("tuned", True),
                     "recorded_gbps": recorded, "bound_gbps": bound, "estimate_gbps": estimate,
-                    "ratio": recorded / estimate, "within": low <= recorded <= bound * (1 + 1e-9)})
+                    "ratio": recorded / estimate, "within": within})
     return out
+
+
+def _within_text(c: Dict[str, Any]) -> str:
+    if c["within"] is None:
+        return "not tested (NVLS likely)"
+    if c["within"]:
+        return "yes"
+    return "outside (untuned)" if not c["tuned"] else "NO"
 
 
 def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
     """Rows for a text table of the recorded clusters against the model."""
-    return [(c["system"], f"{c['nodes']} x {c['gpus_per_node']}",
+    return [(c["system"], f"{c['nodes'] if c['nodes'] else '?'} x {c['gpus_per_node']}",
              f"{c['nics_per_node']} x {c['nic_gbit']:g}G" + (f" (NVLink domain {c['nvlink_domain_gpus']})"
                                                               if c["nvlink_domain_gpus"] else ""),
-             c["what"], f"{c['recorded_gbps']:.2f}", f"{c['bound_gbps']:.1f}", f"{c['estimate_gbps']:.1f}",
-             f"{c['ratio']:.2f}", "yes" if c["within"] else "NO") for c in clusters]
+             c["what"], c["provenance"], f"{c['recorded_gbps']:.2f}",
+             f"{c['bound_gbps']:.1f}" if math.isfinite(c["bound_gbps"]) else "none (NVLS)",
+             f"{c['estimate_gbps']:.1f}" + (" (NVLS)" if c["nvls"] else ""),
+             f"{c['ratio']:.2f}", _within_text(c)) for c in clusters]
 
 
 def whatif_settings(**changes) -> Dict[str, Any]:
@@ -622,13 +638,16 @@ def whatif_text(settings: Dict[str, Any], result: Dict[str, Any]) -> str:
     lines = [f"{settings['nodes']} node(s) x {settings['gpus_per_node']} GPUs = {result['gpus']} GPUs, "
              f"{settings['algorithm']}, NVLS {'on (opt-in)' if result['nvls_used'] else 'off (course default)'}, "
              f"all-reduce of {format_bytes(settings['size'])}",
-             f"predicted busbw {result['busbw_gbps']:.1f} GB/s (line-rate bound {result['bound_gbps']:.1f} GB/s), "
+             f"predicted busbw {result['busbw_gbps']:.1f} GB/s ("
+             + (f"line-rate bound {result['bound_gbps']:.1f} GB/s" if math.isfinite(result['bound_gbps'])
+                else "no line-rate bound: NVLS busbw is not a wire bandwidth, nccl-tests #212") + "), "
              f"bounded by: {result['bound_by']}",
              f"all-reduce time {result['time_us'] / 1e3:.3f} ms, algbw {result['algbw_gbps']:.1f} GB/s"]
     lines += [f"note: {note}" for note in result["notes"]]
     if result["matches"]:
         lines += ["recorded clusters with these NICs and GPUs per node:"]
-        lines += [f"  {c['system']}: {c['recorded_gbps']:.2f} GB/s busbw ({c['what']}, {c['nodes']} nodes)"
+        lines += [f"  {c['system']}: {c['recorded_gbps']:.2f} GB/s busbw ({c['what']}, "
+                  f"{str(c['nodes']) + ' nodes' if c['nodes'] else 'nodes not stated'}, {c['provenance']})"
                   for c in result["matches"]]
     else:
         lines.append("no recorded cluster has these NICs and GPUs per node")
@@ -648,7 +667,7 @@ def whatif_static(settings_list: Optional[Sequence[Dict[str, Any]]] = None) -> L
     for s in settings_list:
         r = whatif_result(s, options, clusters)
         rows.append((s["link"].split(":")[-1].strip(), s["gpus_per_node"], f"{s['nics_per_node']} x {s['nic_gbit']}G",
-                     s["nodes"], s["algorithm"], "on" if s["gdr"] else "off",
+                     s["nodes"], s["algorithm"], "on" if s["gdr"] else "off (NIC behind CPU)",
                      "yes" if s["rails_aligned"] else ("no, PXN on" if s["pxn"] else "no, PXN off"),
                      f"{r['busbw_gbps']:.1f}", r["bound_by"], f"{r['time_us'] / 1e3:.2f}"))
     return rows
@@ -673,7 +692,7 @@ def whatif_panel(machine=None, show_static: bool = True):
                                                   "rails aligned", "busbw GB/s", "bounded by", "1 GiB ms")))
         curves = {}
         for label, s in (("8 x 400G, H100 NVLink", whatif_settings()),
-                         ("8 x 400G, GPUDirect RDMA off", whatif_settings(gdr=False)),
+                         ("8 x 400G, NIC behind CPU / no GDR", whatif_settings(gdr=False)),
                          ("4 x 200G, A100 NVLink", whatif_settings(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200))):
             curves[label] = [(n, whatif_result(dict(s, nodes=n), options, clusters)["busbw_gbps"]) for n in WHATIF_NODES]
         figure = plots.whatif_figure(curves, clusters)
@@ -693,7 +712,7 @@ def whatif_panel(machine=None, show_static: bool = True):
         "rails_aligned": widgets.Checkbox(value=True, description="rails aligned"),
         "pxn": widgets.Checkbox(value=True, description="PXN"),
         "spine_oversubscription": widgets.FloatSlider(value=2.0, min=1.0, max=4.0, step=0.5, description="spine x:1"),
-        "gdr": widgets.Checkbox(value=True, description="GPUDirect RDMA"),
+        "gdr": widgets.Checkbox(value=True, description="GDR (off: NIC behind CPU)"),
         "nodes": widgets.SelectionSlider(options=list(WHATIF_NODES), value=2, description="nodes"),
         "algorithm": widgets.ToggleButtons(options=["ring", "tree"], value="ring", description="algorithm"),
         "nvls": widgets.Checkbox(value=False, description="NVLS (opt-in; NVSwitch with SHARP only)"),
