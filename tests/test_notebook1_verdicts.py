@@ -93,3 +93,15 @@ def test_verdict_line_is_one_line_unless_low():
 def test_a_system_without_recorded_link_files_gives_none_and_why():
     link, why = hostbench.recorded_link("no-such-system")
     assert link is None and "no-such-system" in why
+
+
+def test_a_pair_without_peer_access_is_not_judged_as_a_p2p_copy():
+    # Without peer access the P2P test's "enabled" copy is staged too: no P2P verdict on it.
+    live = {"mode": "live", "peer_access": False,
+            "paths": {"P2P enabled (GPU0 -> GPU1)": (15.0, 20.0), "P2P disabled, staged (GPU0 -> GPU1)": (15.0, 20.0)}}
+    pairs, _ = hostbench.gpu_path_verdicts(live, _pcie_machine())
+    assert {v.status for _, v in pairs} == {"not comparable"}
+
+
+def test_the_recorded_runs_show_peer_access():
+    assert hostbench.gpu_paths(None)["peer_access"] is True

@@ -455,7 +455,8 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
     queued copy-engine copies, data checked) when it is built and two GPUs are visible;
     otherwise the run recorded on the course's H200 pair (`p2ptest.reference()`), and the
     reason. Never raises. Returns {"mode": "live"/"reference", "source", "reason",
-    "paths": {name: (alpha_us, beta_gbps)}, "gpu", "system"} (system: the recorded system, or None live).
+    "paths": {name: (alpha_us, beta_gbps)}, "gpu", "system", "peer_access"} (system: the recorded
+    system, or None live; peer_access: False when the output shows no peer access GPU0 -> GPU1).
     """
     from gputopo import p2ptest
 
@@ -475,7 +476,16 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
     source = ("measured here by the course's P2P program" if result["mode"] == "live"
               else f"recorded by the course's P2P program: {result['source']}")
     return {"mode": result["mode"], "source": source, "reason": reason, "paths": paths,
-            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name"), "system": result.get("system")}
+            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name"), "system": result.get("system"),
+            "peer_access": _peer_access(result["parsed"])}
+
+
+def _peer_access(parsed) -> Optional[bool]:
+    """Whether the P2P output's connectivity matrix shows peer access GPU0 -> GPU1 (None: not printed)."""
+    try:
+        return bool(parsed["connectivity"][0][1])
+    except (KeyError, IndexError, TypeError):
+        return None
 
 
 # Max_Payload_Size values a host commonly sets (bytes): the TLP ceilings notebook 1 prints.
@@ -553,15 +563,17 @@ def recorded_link(system: str, first: int = 0, second: int = 1):
         return None, f"{system}: the link could not be read from its recorded files ({error})"
 
 
-def path_verdicts(paths: Dict[str, Tuple[float, float]], link) -> List[Tuple[str, object]]:
+def path_verdicts(paths: Dict[str, Tuple[float, float]], link,
+                  peer_access: Optional[bool] = None) -> List[Tuple[str, object]]:
     """(label, verdicts.Verdict) for each GPU0 -> GPU1 path of a `paths` dict {name: (alpha_us,
     beta_gbps)}: its latency and its one-way bandwidth. A path whose name says P2P is disabled is
-    judged as a staged copy (verdicts: "not comparable", it does not cross the GPU-GPU link alone)."""
+    judged as a staged copy (verdicts: "not comparable", it does not cross the GPU-GPU link alone),
+    and so is every path when peer_access is False (the "enabled" copy was staged too)."""
     from gputopo import verdicts
 
     out = []
     for name, (alpha, beta) in paths.items():
-        method = "staged" if "disabled" in name.lower() else "ce"
+        method = "staged" if "disabled" in name.lower() or peer_access is False else "ce"
         out.append((f"{name}, alpha", verdicts.judge("p2p_latency", alpha, link, method=method)))
         out.append((f"{name}, beta", verdicts.judge("p2p_one_way", beta, link, method=method)))
     return out
@@ -590,4 +602,4 @@ def gpu_path_verdicts(gpu: Dict[str, object], machine=None) -> Tuple[List[Tuple[
 
         link, where = recorded_link(str(gpu.get("system") or p2ptest.REFERENCE_SYSTEM))
         where = f"link recorded on {where}"
-    return path_verdicts(gpu["paths"], link), where
+    return path_verdicts(gpu["paths"], link, gpu.get("peer_access")), where
