@@ -455,7 +455,8 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
     queued copy-engine copies, data checked) when it is built and two GPUs are visible;
     otherwise the run recorded on the course's H200 pair (`p2ptest.reference()`), and the
     reason. Never raises. Returns {"mode": "live"/"reference", "source", "reason",
-    "paths": {name: (alpha_us, beta_gbps)}}.
+    "paths": {name: (alpha_us, beta_gbps)}, "gpu", "system", "peer_access"} (system: the recorded
+    system, or None live; peer_access: False when the output shows no peer access GPU0 -> GPU1).
     """
     from gputopo import p2ptest
 
@@ -475,7 +476,16 @@ def gpu_paths(machine=None, devices: Sequence[int] = (0, 1)) -> Dict[str, object
     source = ("measured here by the course's P2P program" if result["mode"] == "live"
               else f"recorded by the course's P2P program: {result['source']}")
     return {"mode": result["mode"], "source": source, "reason": reason, "paths": paths,
-            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name")}
+            "gpu": (result["parsed"].get("devices") or [{}])[0].get("name"), "system": result.get("system"),
+            "peer_access": _peer_access(result["parsed"])}
+
+
+def _peer_access(parsed) -> Optional[bool]:
+    """Whether the P2P output's connectivity matrix shows peer access GPU0 -> GPU1 (None: not printed)."""
+    try:
+        return bool(parsed["connectivity"][0][1])
+    except (KeyError, IndexError, TypeError):
+        return None
 
 
 # Max_Payload_Size values a host commonly sets (bytes): the TLP ceilings notebook 1 prints.
@@ -516,3 +526,80 @@ def measure_all(budget_s: float = 15.0) -> Dict[str, Series]:
     results["host"] = host_copy(budget_s=0.6 * budget_s)
     results["loopback"] = loopback(budget_s=0.4 * budget_s)
     return results
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts beside notebook 1's numbers (gputopo.verdicts)
+
+
+def recorded_link(system: str, first: int = 0, second: int = 1):
+    """(verdicts.Link, facts): the link between two GPUs of a recorded system, built from its
+    recorded files: the `nvidia-smi topo -m` code, the active links of `nvidia-smi nvlink -s`
+    and the GPU name its P2P output prints. (None, why) when a fact is missing. Never raises."""
+    import re
+
+    from gputopo import reference, verdicts
+    from gputopo.parsers import nvidia_smi
+
+    try:
+        code = reference.load(system, "topo")["links"][f"GPU{first}"][f"GPU{second}"]
+        names = reference.find(system, "p2p")
+        name = "p2pBandwidthLatencyTest.txt" if "p2pBandwidthLatencyTest.txt" in names else names[0]
+        gpu = reference.load(system, "p2p", name)["devices"][first]["name"]
+        match = re.fullmatch(r"NV(\d+)", code or "")
+        if not match:
+            return None, f"{system}: topo -m shows {code} between GPU{first} and GPU{second}, not NVLink"
+        count = int(match.group(1))
+        facts = f"nvidia-smi-topo-m.txt {code}"
+        if "nvidia-smi-nvlink-s.txt" in reference.files(system):
+            active = nvidia_smi.nvlink_link_counts(reference.read_text(system, "nvidia-smi-nvlink-s.txt"))
+            for index in (first, second):
+                if f"GPU{index}" in active:
+                    count = min(count, active[f"GPU{index}"]["active"])
+            facts += f", nvidia-smi-nvlink-s.txt {count} links active per GPU"
+        link = verdicts.Link("nvlink", gpu, count=count, gpu=gpu)
+        return link, f"{system}: {facts}, {gpu} ({name})"
+    except Exception as error:   # a verdict is a side note: never stop the notebook
+        return None, f"{system}: the link could not be read from its recorded files ({error})"
+
+
+def path_verdicts(paths: Dict[str, Tuple[float, float]], link,
+                  peer_access: Optional[bool] = None) -> List[Tuple[str, object]]:
+    """(label, verdicts.Verdict) for each GPU0 -> GPU1 path of a `paths` dict {name: (alpha_us,
+    beta_gbps)}: its latency and its one-way bandwidth. A path whose name says P2P is disabled is
+    judged as a staged copy (verdicts: "not comparable", it does not cross the GPU-GPU link alone),
+    and so is every path when peer_access is False (the "enabled" copy was staged too)."""
+    from gputopo import verdicts
+
+    out = []
+    for name, (alpha, beta) in paths.items():
+        method = "staged" if "disabled" in name.lower() or peer_access is False else "ce"
+        out.append((f"{name}, alpha", verdicts.judge("p2p_latency", alpha, link, method=method)))
+        out.append((f"{name}, beta", verdicts.judge("p2p_one_way", beta, link, method=method)))
+    return out
+
+
+def verdict_line(label: str, verdict) -> str:
+    """One line for a verdict (Verdict.text()'s first line), plus its reasons only when "low"."""
+    lines = verdict.text().splitlines()
+    keep = [lines[0]] + ([line for line in lines[1:] if line.startswith("  reason")]
+                         if verdict.status == "low" else [])
+    return f"verdict, {label}: " + "\n".join(keep)
+
+
+def gpu_path_verdicts(gpu: Dict[str, object], machine=None) -> Tuple[List[Tuple[str, object]], str]:
+    """(verdicts, where the link comes from) for `gpu_paths`'s result: measured live, the link
+    this machine reports between GPU0 and GPU1 (verdicts.link_from_machine); from a recording,
+    the recorded system's link (`recorded_link`). Never raises."""
+    from gputopo import verdicts
+
+    if gpu.get("mode") == "live":
+        link = verdicts.link_from_machine(machine, 0, 1)
+        where = ("link as this machine reports it: " + link.describe()) if link else \
+            "this machine's link between GPU0 and GPU1 is not known"
+    else:
+        from gputopo import p2ptest
+
+        link, where = recorded_link(str(gpu.get("system") or p2ptest.REFERENCE_SYSTEM))
+        where = f"link recorded on {where}"
+    return path_verdicts(gpu["paths"], link, gpu.get("peer_access")), where
