@@ -39,3 +39,11 @@ def test_a_pcie_pair_takes_the_slower_end_and_the_host_link_its_own():
 def test_unknown_gpus_or_links_give_none():
     assert verdicts.link_from_machine(Machine(), 0, 1) is None
     assert verdicts.link_from_machine(_machine(), 0, 5) is None
+
+
+def test_a_one_gpu_p2p_output_has_no_pair_to_judge():
+    # the recorded --devices=1 run on the H200 pair: one 1 x 1 matrix per section
+    from gputopo import reference
+    text = reference.read_text("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt")
+    (only,) = verdicts.judge_p2p_output(text, verdicts.Link("nvlink", "NVIDIA H200", count=18))
+    assert only.status == verdicts.NOT_COMPARABLE and "1 GPU(s)" in only.why

@@ -472,6 +472,11 @@ def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> List[
     if short or ("(gputopo course)" in text and "Data check:" not in text):
         return [Verdict("p2p_one_way", None, INCOMPLETE, "the output stops before its end (a matrix with missing "
                         "rows, or no data check line): not judged")]
+    size = len((parsed.get("connectivity") or [[1, 1], [1, 1]]))
+    if src == dst or max(src, dst) >= size:
+        return [Verdict("p2p_one_way", None, NOT_COMPARABLE,
+                        f"the output has {size} GPU(s): no pair {src} -> {dst} to judge (a copy inside "
+                        "one GPU crosses no link between GPUs)")]
     method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
     out = []
