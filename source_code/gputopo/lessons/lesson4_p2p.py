@@ -443,3 +443,204 @@ def heatmaps(parsed: Dict[str, Any], title: str, keys: Optional[Sequence[str]] =
         figures.append(plots.p2p_heatmap(parsed[group][key], f"{title}: {what}", unit="us" if group == "latency_us" else "GB/s",
                                          row_labels=[f"GPU{i}" for i in rows], column_labels=[f"GPU{j}" for j in columns]))
     return figures
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts (gputopo.verdicts) beside the efficiency figures: the same peak, one line each.
+
+_VERDICT_KIND = {"unidirectional_write": "p2p_one_way", "unidirectional_read": "p2p_one_way",
+                 "bidirectional_enabled": "p2p_both_ways", "unidirectional_disabled": "p2p_one_way",
+                 "bidirectional_disabled": "p2p_both_ways"}
+
+
+def recorded_link(code: Optional[str], gpu: Optional[str]):
+    """verdicts.Link for a recorded pair from its `topo -m` code and GPU name (the recorded
+    system's facts): "NV12" -> 12 NVLinks of that GPU's generation; any other code -> the
+    GPU's PCIe generation from links.py's table (x16). None when the code is unknown."""
+    import re
+
+    from gputopo import verdicts
+
+    found = re.fullmatch(r"NV(\d+)", str(code or ""))
+    if found:
+        return verdicts.Link("nvlink", gpu, count=int(found.group(1)), gpu=gpu)
+    if not code:
+        return None
+    spec = links.spec_for(gpu)
+    return verdicts.Link("pcie", getattr(spec, "pcie", None), links.PCIE_X16_LANES, gpu=gpu)
+
+
+def _method(text: str) -> str:
+    import re
+
+    return "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text or "") else "ce"
+
+
+def row_verdict(row: Dict[str, Any], link, text: str = ""):
+    """The verdict on one efficiency_rows row over `link` (verdicts.Link): a P2P cell with
+    peer access is judged by its copy method; a staged cell (P2P disabled, or no peer access)
+    with method "staged", which verdicts calls not comparable."""
+    from gputopo import verdicts
+
+    kind = _VERDICT_KIND[row["matrix"]]
+    staged = not P2P_MATRICES[row["matrix"]][2] or row.get("peer_access") is False
+    both = kind == "p2p_both_ways"
+    return verdicts.judge(kind, row["measured_gbs"], link, method="staged" if staged else _method(text),
+                          direction="both" if both else "one-way", against="both" if both else "one-way")
+
+
+def verdict_line(label: str, verdict) -> str:
+    """One line per verdict, and the reasons (with their checks) only when it is "low"."""
+    lines = verdict.text().splitlines()
+    return "\n".join([f"{label}: {lines[0]}"] + [line for line in lines[1:] if line.startswith("  reason")])
+
+
+def efficiency_verdicts(parsed: Dict[str, Any], link: Callable, gpu: Any, peer: Optional[Callable] = None,
+                        text: str = "", machine: Any = None) -> List[str]:
+    """One verdict line per row of efficiency_rows (the same cells, the same peak).
+
+    The link of each pair: `verdicts.link_from_machine(machine, i, j)` for a live run (i, j:
+    the device numbers the run printed), else `recorded_link(code, gpu)` from the recorded
+    system's facts."""
+    return [verdict_line(label, verdict) for label, verdict in _judged_rows(parsed, link, gpu, peer, text, machine)]
+
+
+def _judged_rows(parsed, link, gpu, peer=None, text="", machine=None):
+    from gputopo import verdicts
+
+    out = []
+    for row in efficiency_rows(parsed, link, machine if machine is not None else gpu, peer):
+        i, j = (int(n) for n in row["pair"].replace("<->", "->").split("->"))
+        pair_link = (verdicts.link_from_machine(machine, i, j) if machine is not None
+                     else recorded_link(link(i, j), gpu))
+        out.append((f"{row['what']} {row['pair']}", row_verdict(row, pair_link, text)))
+    return out
+
+
+LIVE_VERDICT_LINES = 8  # more cells than two GPUs have: one count line, then only the "low" cells
+
+
+def live_verdicts(live: Optional[Dict[str, Any]], machine: Any) -> List[str]:
+    """Verdict lines for a live run: a cut-off output is "incomplete" (verdicts.judge_p2p_output);
+    a one-GPU run's copy inside the GPU crosses no link and is "not comparable"; otherwise
+    efficiency_verdicts with the links the machine reported."""
+    from gputopo import verdicts
+
+    if not live:
+        return []
+    parsed, text = live.get("parsed") or {}, live.get("text") or ""
+    # judge_p2p_output only to see whether the output is whole; its pair must exist in the
+    # output (a one-GPU run has only ordinal 0).
+    ordinals = len((parsed.get("connectivity") or [[1, 1], [1, 1]]))
+    whole = verdicts.judge_p2p_output(text, verdicts.Link("unknown"), 0, 1 if ordinals > 1 else 0)
+    if len(whole) == 1 and whole[0].status == verdicts.INCOMPLETE:
+        return [verdict_line("this run", whole[0])]
+    bandwidth = parsed.get("bandwidth_gbs") or {}
+    key = next((k for k in P2P_MATRICES if bandwidth.get(k)), None)
+    if key is None:
+        return []
+    rows_of, columns = labels_of(parsed, key)
+    if len(set(rows_of) | set(columns)) < 2:
+        inside = bandwidth[key][0][0]
+        local = verdicts.judge("p2p_one_way", inside, verdicts.Link("copy inside one GPU"))
+        return [verdict_line(f"{P2P_MATRICES[key][0]}, inside GPU{rows_of[0]}", local)]
+    judged = _judged_rows(parsed, link_lookup(topology=getattr(machine, "topology", None) or {}), None,
+                          peer_access(parsed), text, machine=machine)
+    if len(judged) <= LIVE_VERDICT_LINES:
+        return [verdict_line(label, verdict) for label, verdict in judged]
+    counts: Dict[str, int] = {}
+    for _, verdict in judged:
+        counts[verdict.status] = counts.get(verdict.status, 0) + 1
+    return ([f"{len(judged)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.items())]
+            + [f"  not comparable, {n} cells: {why}" for why, n in _count(
+                v.why for _, v in judged if v.status == "not comparable").items()]
+            + [verdict_line(label, verdict) for label, verdict in judged if verdict.status != "as expected"
+               and verdict.status != "not comparable"])
+
+
+def _count(items) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+_SUMMARY_CELLS = (("unidirectional_write", "bandwidth_gbs", "p2p_one_way", False, "one-way P2P"),
+                  ("bidirectional_enabled", "bandwidth_gbs", "p2p_both_ways", False, "both ways P2P"),
+                  ("unidirectional_disabled", "bandwidth_gbs", "p2p_one_way", True, "one-way disabled"),
+                  ("write_gpu", "latency_us", "p2p_latency", False, "P2P lat."),
+                  ("disabled_gpu", "latency_us", "p2p_latency", True, "disabled lat."))
+
+
+def pair_verdicts(entry: Dict[str, Any], system: str) -> Tuple[Any, List[Tuple[str, Any]]]:
+    """(link, [(column, Verdict)]) for the first pair of reference_summary's row of `system`:
+    the numbers that row shows, judged over the link the recorded system's facts give
+    (recorded_link). A number the output does not have is left out."""
+    from gputopo import verdicts
+
+    parsed = entry["parsed"]
+    sources, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
+    i = sources[0]
+    j = next(c for c in columns if c != i)
+    link = recorded_link(link_lookup(system)(i, j), entry["gpu"])
+    text = reference.read_text(system, entry["files"][0])
+    peer = peer_access(parsed, system)(i, j)
+    out = []
+    for key, group, kind, staged, label in _SUMMARY_CELLS:
+        matrix = parsed[group].get(key)
+        if not matrix:
+            continue
+        rows, cols = labels_of(parsed, key)
+        if i not in rows or j not in cols:
+            continue
+        value = matrix[rows.index(i)][cols.index(j)]
+        both = kind == "p2p_both_ways"
+        out.append((label, verdicts.judge(kind, value, link, method="staged" if staged or peer is False
+                                          else _method(text), direction="both" if both else "one-way",
+                                          against="both" if both else "one-way")))
+    return link, out
+
+
+def verdicts_peak(link) -> Optional[float]:
+    """The per-direction peak the verdicts hold a number against (verdicts.link_peak): the
+    same figure as efficiency_rows' peak column for that pair."""
+    from gputopo import verdicts
+
+    return verdicts.link_peak(link).value
+
+
+def link_facts(link) -> str:
+    """The link a verdict used, in words: "NV12 on NVIDIA H100 PCIe: 12 links x 25 GB/s = 300 GB/s per direction"."""
+    from gputopo import verdicts
+
+    if link is None:
+        return "link unknown"
+    peak = verdicts.link_peak(link)
+    code = f"NV{link.count}" if link.type == "nvlink" else link.describe()
+    value = "unknown" if peak.value is None else f"{peak.value:.0f} GB/s"
+    return f"{code} on {str(link.gpu).split(',')[0]}: {peak.what.split('(')[-1].rstrip(')')} = {value} per direction"
+
+
+def short_verdict(verdict) -> str:
+    """The status and its why, to print beside a number already on the line: "as expected (0.88 of the peak)"."""
+    return f"{verdict.status} ({verdict.why})"
+
+
+def verdict_counts(found: Dict[str, Dict[str, Any]]) -> List[str]:
+    """One line per recorded system: how many of its efficiency_rows cells get each verdict,
+    the lowest share among those "as expected", and every "low" cell with its pair."""
+    out = []
+    for system, entry in found.items():
+        lookup, gpu = link_lookup(system), entry["gpu"]
+        text = reference.read_text(system, entry["files"][0])
+        counts: Dict[str, int] = {}
+        low = []
+        for row in efficiency_rows(entry["parsed"], lookup, gpu, peer_access(entry["parsed"], system)):
+            i, j = (int(n) for n in row["pair"].replace("<->", "->").split("->"))
+            verdict = row_verdict(row, recorded_link(lookup(i, j), gpu), text)
+            counts[verdict.status] = counts.get(verdict.status, 0) + 1
+            if verdict.status == "low":
+                low.append(f"{row['what']} {row['pair']}")
+        words = ", ".join(f"{n} {status}" for status, n in counts.items())
+        out.append(f"{system}: {words}" + (f"; low: {', '.join(low)}" if low else ""))
+    return out
