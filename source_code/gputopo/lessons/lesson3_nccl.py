@@ -578,6 +578,91 @@ def gradient_allreduce_rows(gradient_bytes: int, step_ms: float,
 
 
 # ------------------------------------------------------------------------------------------
+# Verdicts on the notebook's numbers (gputopo.verdicts)
+# ------------------------------------------------------------------------------------------
+
+
+def _workers(row: Dict[str, Any]) -> int:
+    pair = str(row.get("pair", ""))
+    return 2 if pair.startswith("CPU") else len(pair.split(","))
+
+
+def live_gpu_name(machine, row: Dict[str, Any]) -> Optional[str]:
+    """The name of the first GPU of a live row's pair ("0,1"), or None (a CPU row, GPU unknown)."""
+    pair = str(row.get("pair", ""))
+    if not re.fullmatch(r"\d+(,\d+)*", pair):
+        return None
+    first = int(pair.split(",")[0])
+    gpu = next((g for g in (getattr(machine, "gpus", None) or []) if getattr(g, "index", None) == first), None)
+    return getattr(gpu, "name", None) or None
+
+
+def cnn_verdict(row: Dict[str, Any], gpu: Optional[str], against: Optional[str] = None):
+    """The verdict on one row's median images/s: against the recorded runs of the GPU model `gpu`
+    (a name such as "NVIDIA H200", or a recorded system's name), the same batch per GPU and number
+    of GPUs, and the setting `against` (the row's own setting when None). A CPU row has no GPU
+    model: "not comparable"."""
+    from gputopo import verdicts
+    cpu = str(row.get("pair", "")).startswith("CPU")
+    reference = None if cpu or not gpu else verdicts.cnn_reference(
+        "cnn_images_per_sec", gpu, row.get("batch_per_worker"), against or row.get("setting"),
+        workers=_workers(row))
+    return verdicts.judge("cnn_images_per_sec", row.get("images_per_sec_median"), reference=reference)
+
+
+def verdict_line(label: str, verdict, number: str = "{:,.0f}") -> str:
+    """One line per verdict: status, why, the expected range; for "low" its reasons, one a line."""
+    line = f"verdict, {label}: {verdict.status} ({verdict.why})"
+    if verdict.expected:
+        unit = f" {verdict.unit}" if verdict.unit else ""
+        line += f"; expected {number.format(verdict.expected[0])}-{number.format(verdict.expected[1])}{unit}"
+    if verdict.status == "low":
+        line += "".join(f"\n  reason {n}: {reason} -- check: {check}"
+                        for n, (reason, check) in enumerate(verdict.reasons, 1))
+    return line
+
+
+def cnn_verdict_lines(rows: Sequence[Dict[str, Any]], gpu=None, against: Optional[str] = None,
+                      machine=None) -> str:
+    """verdict_line for every row of a runs table. gpu: the GPU model (a recorded table passes its
+    system's name); machine: a live machine, whose GPU of each row's pair names the model."""
+    out = []
+    for row in rows:
+        name = live_gpu_name(machine, row) if machine is not None else gpu
+        pair = str(row.get("pair"))
+        label = f"{'' if pair.startswith('CPU') else 'GPUs '}{pair} {row.get('setting')}"
+        if against and against != row.get("setting"):
+            label += f" (against the recorded {against})"
+        out.append(verdict_line(label, cnn_verdict(row, name, against)))
+    return "\n".join(out)
+
+
+def scaling_verdict(single: Dict[str, Any], pair: Dict[str, Any], gpu: Optional[str]):
+    """The verdict on two GPUs' scaling efficiency (pair median / (2 x one-GPU median)) against
+    the recorded runs of the same GPU model and batch, default setting."""
+    from gputopo import verdicts
+    value = None
+    if single.get("images_per_sec_median") and pair.get("images_per_sec_median"):
+        value = pair["images_per_sec_median"] / (2 * single["images_per_sec_median"])
+    reference = verdicts.cnn_reference("cnn_scaling_efficiency", gpu, pair.get("batch_per_worker"),
+                                       "default", workers=2) if gpu else None
+    return verdicts.judge("cnn_scaling_efficiency", value, reference=reference)
+
+
+def gradient_busbw_verdicts(gradient_bytes: int, link, system: str = "h200-nvswitch-pair"):
+    """[(transport label, busbw GB/s, verdict)] for the busbw of one all-reduce of the gradient,
+    read from the recorded benchmark tables as gradient_allreduce_rows does."""
+    from gputopo import verdicts
+    out = []
+    for label, times in gradient_allreduce_runs(gradient_bytes, system).items():
+        busbw = gradient_bytes / (statistics.median(times) * 1e-3) / 1e9  # 2 GPUs: busbw = algbw
+        transport = label.split()[0].split("/")[0]
+        out.append((label, busbw, verdicts.judge("allreduce_busbw", busbw, link, size=gradient_bytes,
+                                                 transport=transport)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 # Reading NCCL's own log
 # ------------------------------------------------------------------------------------------
 
