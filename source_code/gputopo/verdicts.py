@@ -349,7 +349,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     if value is None:
         return Verdict(kind, value, INCOMPLETE, "no number was measured", unit=unit)
     if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
-        return _judge_cnn(kind, value, reference, unit)
+        return _judge_cnn(kind, value, reference, unit, transport)
     if kind == "host_copy":
         return Verdict(kind, value, NOT_COMPARABLE,
                        "no published peak for this host's memory in the course; compare runs of this machine "
@@ -429,7 +429,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                    _reasons(kind, link, memory, transport, numa_ok))
 
 
-def _judge_cnn(kind, value, reference, unit):
+def _judge_cnn(kind, value, reference, unit, transport=None):
     if not reference:
         return Verdict(kind, value, NOT_COMPARABLE, "no recorded run of this GPU model, batch and setting to "
                        "compare with", unit=unit)
@@ -446,6 +446,10 @@ def _judge_cnn(kind, value, reference, unit):
                    ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
                     "training: GPU utilisation well below 100 %"),
                    ("NCCL used another transport", "NCCL_DEBUG=INFO 'via' lines")]
+        if transport and str(transport).upper() not in ("P2P", "NONE", ""):
+            # a fact already known goes first: the run's own log named a transport other than P2P
+            reasons = [(f"NCCL used {transport}, not P2P (the run's NCCL log says so)",
+                        "NCCL_DEBUG=INFO 'via' lines")] + reasons[:2]
         return Verdict(kind, value, LOW, "below the recorded range widened by the noise", (low, high), unit,
                        figures, reasons)
     return Verdict(kind, value, AS_EXPECTED, "inside the recorded range widened by the noise", (low, high), unit,

@@ -607,7 +607,8 @@ def cnn_verdict(row: Dict[str, Any], gpu: Optional[str], against: Optional[str] 
     reference = None if cpu or not gpu else verdicts.cnn_reference(
         "cnn_images_per_sec", gpu, row.get("batch_per_worker"), against or row.get("setting"),
         workers=_workers(row))
-    return verdicts.judge("cnn_images_per_sec", row.get("images_per_sec_median"), reference=reference)
+    return verdicts.judge("cnn_images_per_sec", row.get("images_per_sec_median"), reference=reference,
+                          transport=row.get("transports") or None)
 
 
 def verdict_line(label: str, verdict, number: str = "{:,.0f}") -> str:
