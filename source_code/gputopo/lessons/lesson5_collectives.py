@@ -104,7 +104,7 @@ def nccl_tables(op: str = "all_reduce", systems: Optional[Sequence[str]] = None,
             text = reference.read_text(system, name)
             out.append({"system": system, "file": name, "parsed": parsed, "n": n, "op": op,
                         "transport": transport_of(text, settings), "nvls": nvls_state(text, system),
-                        "launch": launch_mode(text)})
+                        "launch": launch_mode(text), "text": text})
     return out
 
 
@@ -181,7 +181,8 @@ def live_tables(run, transports: Dict[str, Dict[str, str]], environ: Optional[Di
         nvls = live_nvls_label({**environ, **{k: v for k, v in env.items() if v is not None}}, nccl_version)
         launch = "CUDA graph" if graph else "plain launches"
         tables.append({"system": "this machine", "file": "live" + (" -G" if graph else ""), "parsed": parsed,
-                       "op": op, "n": gpu_count(parsed), "transport": name, "nvls": nvls, "launch": launch})
+                       "op": op, "n": gpu_count(parsed), "transport": name, "nvls": nvls, "launch": launch,
+                       "text": result.get("text") or ""})
         last = parsed["rows"][-1]
         lines.append(f"{name}, {launch}: {len(parsed['rows'])} sizes on {gpu_count(parsed)} GPUs, busbw at "
                      f"{format_bytes(last['size'])}: {last['out_of_place']['busbw']} GB/s; {nvls}")
@@ -803,3 +804,127 @@ def log_summary_rows() -> List[Tuple]:
                     "yes" if routes and all(r["gdr"] for r in routes) else "no",
                     "yes" if any(r["proxy_rank"] is not None for r in routes) else "no"))
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts (gputopo.verdicts) on the busbw of each all-reduce table
+
+
+def _gpu_total_link(codes: Sequence[str], nvswitch: Optional[bool]):
+    """(count, how): the NVLinks one GPU's rings can use, from its topo -m codes to its peers.
+    Through NVSwitch (or with one peer) every code names all of the GPU's links (NV18 to each
+    peer of an H200): the count is that code's. In a direct mesh (V100 hybrid cube mesh: NV1
+    and NV2 to different peers) each code names the links to that peer only, and NCCL spreads
+    its rings over all of them (notebook 5, Bus bandwidth): the count is their sum."""
+    counts = [int(m.group(1)) for m in (re.fullmatch(r"NV(\d+)", c or "") for c in codes) if m]
+    if not counts:
+        return None, "no NVLink in topo -m"
+    if nvswitch or len(codes) == 1 or (nvswitch is None and len(set(counts)) == 1):
+        return counts[0], f"NV{counts[0]} to every peer"
+    return sum(counts), "sum of GPU0's codes " + "+".join(f"NV{c}" for c in counts)
+
+
+def recorded_busbw_link(system: str):
+    """(verdicts.Link, facts) for the busbw of an all-reduce recorded on `system`: GPU0's
+    total NVLinks from its recorded `nvidia-smi topo -m` (and `nvidia-smi nvlink -s` where
+    recorded), the GPU's name from its P2P output or its system.json "machine". (None, why)
+    when the facts are not recorded. Never raises."""
+    from gputopo import verdicts
+    from gputopo.parsers import nvidia_smi
+
+    try:
+        row = reference.load(system, "topo")["links"]["GPU0"]
+        codes = [code for peer, code in row.items() if peer != "GPU0" and peer.startswith("GPU")]
+        info = reference.system_info(system)
+        count, how = _gpu_total_link(codes, info.get("nvswitch"))
+        if count is None:
+            return None, f"{system}: {how} (GPU0's row), so no NVLink peak to judge busbw against"
+        facts = f"nvidia-smi-topo-m.txt {how}"
+        if "nvidia-smi-nvlink-s.txt" in reference.files(system):
+            active = nvidia_smi.nvlink_link_counts(reference.read_text(system, "nvidia-smi-nvlink-s.txt"))
+            if "GPU0" in active:
+                count = min(count, active["GPU0"]["active"])
+                facts += f", nvidia-smi-nvlink-s.txt {active['GPU0']['active']} links active on GPU0"
+        p2p = reference.find(system, "p2p")
+        if p2p:
+            name = "p2pBandwidthLatencyTest.txt" if "p2pBandwidthLatencyTest.txt" in p2p else p2p[0]
+            gpu = reference.load(system, "p2p", name)["devices"][0]["name"]
+            facts += f", {gpu} ({name})"
+        else:
+            gpu = info.get("machine") or ""
+            found = re.search(r"(Tesla |NVIDIA )?[A-Z]+\d+[-\w]*", gpu)
+            gpu = found.group(0) if found else gpu
+            facts += f", {gpu} (system.json)"
+        return verdicts.Link("nvlink", gpu, count=count, gpu=gpu), f"{system}: {facts}"
+    except Exception as error:  # a verdict is a side note: never stop the notebook
+        return None, f"{system}: the link could not be read from its recorded files ({error})"
+
+
+def live_busbw_link(machine):
+    """(verdicts.Link, facts) for a live all-reduce over all visible GPUs: GPU0 and GPU1's link
+    as this machine reports it (`verdicts.link_from_machine`, which counts only active links), or,
+    in a direct NVLink mesh (topo -m shows different NV codes from GPU0 to its peers), GPU0's
+    NVLinks summed from those codes. Never raises."""
+    from gputopo import verdicts
+
+    try:
+        link = verdicts.link_from_machine(machine, 0, 1)
+        indices = sorted(g.index for g in machine.gpus if g.index != 0)
+        codes = [machine.link_between(0, i) for i in indices]
+        count, how = _gpu_total_link(codes, None)
+        mesh = len({c for c in codes if re.fullmatch(r"NV\d+", c or "")}) > 1
+        if link is not None and link.type == "nvlink" and mesh and count:
+            link = verdicts.Link("nvlink", link.generation, count=count, gpu=link.gpu)
+            return link, f"this machine: topo -m {how}, {link.describe()}"
+        if link is None:
+            return None, "this machine: the link between GPU0 and GPU1 is not known"
+        return link, f"this machine: link as it reports it between GPU0 and GPU1, {link.describe()}"
+    except Exception as error:
+        return None, f"this machine: the link is not known ({error})"
+
+
+def busbw_verdicts(tables: Sequence[Dict[str, Any]], machine=None) -> Tuple[List[Tuple[str, Any]], List[str]]:
+    """([(label, verdicts.Verdict)], [facts]): one verdict per all-reduce table, its busbw at its
+    largest message (`verdicts.judge_nccl_output`), on the link recorded on its own system
+    (`recorded_busbw_link`) or, for a live table, the link this machine reports
+    (`live_busbw_link`). A table whose link is unknown gets a "not comparable" verdict saying so."""
+    from gputopo import verdicts
+
+    links_of: Dict[str, Tuple[Any, str]] = {}
+    out, facts = [], []
+    for t in tables:
+        system = t["system"]
+        if system not in links_of:
+            links_of[system] = live_busbw_link(machine) if system == "this machine" else recorded_busbw_link(system)
+            facts.append("link " + ("as " if system == "this machine" else "recorded on ") + links_of[system][1])
+        link, why = links_of[system]
+        label = f"{'measured here' if system == 'this machine' else system}, {t['n']} GPUs, {t['transport']}, {t['launch']}"
+        if link is None:
+            rows = t["parsed"]["rows"]
+            out.append((label, verdicts.Verdict("allreduce_busbw", rows[-1]["out_of_place"]["busbw"] if rows else None,
+                                                verdicts.NOT_COMPARABLE, f"no link to judge against: {why}")))
+            continue
+        out.append((label, verdicts.judge_nccl_output(t.get("text") or "", link)))
+    return out, facts
+
+
+def busbw_verdict_at(table: Dict[str, Any], size: int, machine=None):
+    """verdicts.Verdict on one table's busbw at `size` bytes, on the link of `busbw_verdicts`
+    (below the plateau, `verdicts.PLATEAU_BYTES`, it is "not comparable")."""
+    from gputopo import verdicts
+
+    system = table["system"]
+    link, why = live_busbw_link(machine) if system == "this machine" else recorded_busbw_link(system)
+    if link is None:
+        return verdicts.Verdict("allreduce_busbw", None, verdicts.NOT_COMPARABLE, f"no link to judge against: {why}")
+    return verdicts.judge_nccl_output(table.get("text") or "", link, size=size)
+
+
+def cnn_verdict_lines(steps: Dict[str, Any]) -> List[str]:
+    """One line each for the recorded two-GPU images/s and scaling efficiency that `cnn_steps`
+    returns: no verdict. `verdicts.cnn_reference` would judge them against the recorded runs of
+    the same GPU model, batch and setting, which are these very runs, so a verdict could not fail."""
+    what = (f"recorded on {steps['system']}: `verdicts.cnn_reference` builds its range from these same "
+            f"{steps['two_gpu_runs']} runs, so judging them against it could not fail")
+    return [f"verdict, two-GPU images/s: none ({what})",
+            f"verdict, two-GPU scaling efficiency: none ({what})"]
