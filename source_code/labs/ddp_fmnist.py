@@ -15,13 +15,13 @@ with --cpu, the processes train on the CPU and talk through Gloo. From the repos
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 2 --master_addr node0 --master_port 29500 source_code/labs/ddp_fmnist.py
     torchrun --nnodes 2 --node_rank 1 --nproc_per_node 2 --master_addr node0 --master_port 29500 source_code/labs/ddp_fmnist.py
     srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 2 bash -c 'torchrun --nnodes 2 --node_rank $SLURM_NODEID --nproc_per_node 2 --master_addr $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) --master_port 29500 source_code/labs/ddp_fmnist.py'
-    srun --nodes 1 --ntasks 2 --gpus-per-node 2 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_ADDR=$(hostname) MASTER_PORT=29500 python source_code/labs/ddp_fmnist.py'
+    srun --nodes 1 --ntasks-per-node 2 --gpus-per-node 2 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_ADDR=$(hostname) MASTER_PORT=29500 python source_code/labs/ddp_fmnist.py'
 
 The two-node lines run one on each node (node0 = the first node's address). The last line starts
 the processes with Slurm alone: the script reads only torchrun's variables (RANK, WORLD_SIZE,
 LOCAL_RANK, MASTER_ADDR, MASTER_PORT), so the line sets them from Slurm's.
-The variables a learner edits (NCCL's documentation, "Environment Variables", says what each
-does): CUDA_VISIBLE_DEVICES picks which GPUs, i.e. which pair and link; NCCL_DEBUG=INFO prints
+The variables a learner edits (what each does: NCCL's "Environment Variables" page,
+docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html): CUDA_VISIBLE_DEVICES picks which GPUs, i.e. which pair and link; NCCL_DEBUG=INFO prints
 NCCL's set-up, whose "Channel ... via P2P", "via SHM" or "via NET" lines name the transport;
 NCCL_P2P_LEVEL caps how far apart two GPUs may be for P2P (LOC, NVL, PIX, PXB, PHB, SYS);
 NCCL_P2P_DISABLE=1 forbids P2P; NCCL_SHM_DISABLE=1 with it forbids shared memory too, leaving
@@ -40,6 +40,9 @@ as backward produces gradients, DDP packs them into buckets of --bucket-cap-mb a
 average_hook() below for each full bucket, which starts one all_reduce (sum over workers, then
 /workers) while backward goes on; backward() returns once every bucket is averaged, and each
 worker's optimizer.step() then applies the same mean gradient, so the weights stay identical.
+average_hook() does what DDP does with no hook registered (PyTorch's own allreduce_hook in
+torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py is documented as giving the same
+results); it is written out here to be read and to count the bytes, at one Python call per bucket.
 
 --extra-params N adds one vector of N float32 parameters that enters the loss as 0 x its sum: its
 gradient is all zeros (Adam leaves it at zero, the CNN trains as before) but DDP all-reduces all
@@ -125,9 +128,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+    missing = [name for name in TORCHRUN_VARIABLES if not os.environ.get(name)
+               or (name in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and not os.environ[name].isdigit())]
     if missing:
-        return die(f"{', '.join(missing)} not set: start it with torchrun, e.g. "
+        return die(f"{', '.join(missing)} not set or not a number: start it with torchrun, e.g. "
                    f"torchrun --standalone --nproc_per_node 1 {sys.argv[0]}")
     try:
         import torch
