@@ -73,6 +73,11 @@ def test_existing_json_out_is_refused_and_kept(tmp_path):
     assert target.read_text() == "earlier run\n"
 
 
+def test_json_out_in_a_missing_folder_is_refused_before_training(tmp_path):
+    done = run_without_torch(tmp_path, ["--json-out", str(tmp_path / "no" / "run.json")])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "folder" in done.stderr
+
+
 @pytest.mark.parametrize("env", [{}, {"RANK": "zero", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
                                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}])
 def test_outside_torchrun_it_says_how_to_start_in_one_line(tmp_path, env):

@@ -124,6 +124,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.json_out and os.path.exists(args.json_out):
         p.error(f"--json-out file already exists, refusing to overwrite ({args.json_out})")
+    if args.json_out and not os.path.isdir(os.path.dirname(os.path.abspath(args.json_out))):
+        p.error(f"--json-out folder does not exist ({args.json_out})")
     return args
 
 
@@ -135,6 +137,7 @@ def main(argv=None):
         return die(f"{', '.join(missing)} not set or not a number: start it with torchrun, e.g. "
                    f"torchrun --standalone --nproc_per_node 1 {sys.argv[0]}")
     try:
+        import numpy  # noqa: F401  torch.from_numpy and gputopo.fmnist need it
         import torch
         import torch.distributed as dist
         import torch.nn.functional as F
