@@ -183,9 +183,9 @@ def test_steptime_line_splits_the_step(two_runs):
     assert split["n_steps"] == 5 and split["n_compute_steps"] == 5
     assert split["forward_backward_ms"] > 0 and split["optimizer_ms"] > 0
     assert split["step_ms"] >= split["optimizer_ms"]
-    # forward+backward+all-reduce, as timed in the training steps, is the sum the line splits
-    ms = record["steptime_ms"]
-    assert ms["forward_backward_ms"] + ms["allreduce_wait_ms"] == pytest.approx(ms["synced_ms"])
+    # the printed line and the JSON record hold the same medians
+    for key in ("forward_backward_ms", "allreduce_wait_ms", "optimizer_ms", "step_ms"):
+        assert split[key] == pytest.approx(record["steptime_ms"][key], abs=6e-4)
     assert split["allreduce_bytes"] == CNN_PARAMETERS * 4 and split["buckets"] == 1
 
 

@@ -52,22 +52,25 @@ backward, which any model of N parameters also pays. The optimizer does not hold
 zero gradient would not move it; Adam over N more values would add a cost of its own that this
 experiment does not ask about), so optimizer_ms stays the CNN's and the link decides the step.
 
-Rank 0 prints one more line, the step split (ms, median over the timed steps of rank 0):
+Rank 0 prints one more line, the step split (ms, medians over rank 0's steps):
     STEPTIME forward_backward_ms=... allreduce_wait_ms=... optimizer_ms=... step_ms=... n_steps=...
-- forward_backward_ms: forward + backward under ddp.no_sync() (no communication at all), measured
-  on n_compute_steps extra steps after training, on the same kind of batch, gradients discarded;
-- allreduce_wait_ms: median time from the step's forward to the end of its backward with DDP's
-  all-reduce, minus forward_backward_ms: the communication that did not hide behind backward,
-  with DDP's copies into and out of its buckets (a difference of medians: near 0, or slightly
-  negative, when the all-reduce hid completely);
-- optimizer_ms: optimizer.step(); step_ms: the whole step, also picking the batch and setting the
-  learning rate (so it is not the sum of the medians above);
-- allreduce_bytes / buckets: what average_hook() handed to all_reduce in the last step.
+- forward_backward_ms and allreduce_wait_ms come from n_compute_steps pairs of extra steps run
+  after training on one batch (gradients discarded, weights unchanged): in each pair, forward +
+  backward under ddp.no_sync() (no communication at all), then forward + backward with DDP's
+  all-reduce. forward_backward_ms is the median of the first; allreduce_wait_ms is the median of
+  the pairs' differences: the communication that did not hide behind backward, with DDP's copies
+  into and out of its buckets (near 0, or slightly negative, when the all-reduce hid entirely).
+  Pairs taken side by side keep a busy machine's drift out of the difference.
+- optimizer_ms: optimizer.step(); step_ms: the whole training step, also picking the batch and
+  setting the learning rate; both over the n_steps timed training steps (not the first epoch,
+  unless it is the only one), so step_ms is not the sum of the other medians;
+- allreduce_bytes / buckets: what average_hook() handed to all_reduce in the last training step.
 On a GPU every step synchronises with the GPU after backward and after the optimizer so that
 these times belong to their part; that costs the CPU its run-ahead into the next step.
 --json-out FILE: rank 0 writes a JSON record; an existing FILE is refused (exit 2), never overwritten.
 """
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -201,7 +204,7 @@ def main(argv=None):
 
     shuffle = torch.Generator().manual_seed(args.seed + rank)
     order, position = torch.randperm(len(labels), generator=shuffle), 0
-    epoch_rows, split = [], []  # split: (forward+backward+all-reduce, optimizer, step) seconds
+    epoch_rows, split = [], []  # split: (to the end of backward, optimizer, step) seconds
     for epoch in range(args.epochs):
         ddp.train()
         loss_sum, hits = torch.zeros((), device=device), torch.zeros((), device=device)
@@ -244,18 +247,22 @@ def main(argv=None):
             print(cnn.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds,
                                  row["loss"], row["accuracy"], size, B), flush=True)
 
-    # The compute alone: forward + backward with DDP's all-reduce switched off (no_sync).
-    compute = []
+    per_step = dict(sent)  # the last training step's all-reduce
+    # Where forward + backward goes: pairs of (no communication, with DDP's all-reduce) steps.
+    pairs = []
     x, y = images[:B].float().div_(255.0), labels[:B]
-    for i in range(min(len(split), 200) + 3):  # the first 3 are warm-up, not kept
-        sync()
-        t1 = time.perf_counter()
-        with ddp.no_sync():
-            loss_of(x, y)[0].backward()
-        sync()
+    for i in range(min(len(split), 200) + 3):  # the first 3 pairs are warm-up, not kept
+        pair = []
+        for mode in (ddp.no_sync, contextlib.nullcontext):
+            sync()
+            t1 = time.perf_counter()
+            with mode():
+                loss_of(x, y)[0].backward()
+            sync()
+            pair.append(time.perf_counter() - t1)
+            model.zero_grad(set_to_none=True)  # discarded: the weights do not change
         if i >= 3:
-            compute.append(time.perf_counter() - t1)
-        model.zero_grad(set_to_none=True)  # discarded: the weights do not change
+            pairs.append(pair)
 
     # Test accuracy: every worker scores its part of the test set; the counts are summed.
     model.eval()
@@ -272,13 +279,13 @@ def main(argv=None):
     summary = cnn.summarize(epoch_rows, counts[0].item() / counts[1].item())
     print(cnn.summary_line(summary, size, B), flush=True)
     ms = {name: statistics.median(s[k] for s in split) * 1e3
-          for k, name in enumerate(("synced_ms", "optimizer_ms", "step_ms"))}
-    ms["forward_backward_ms"] = statistics.median(compute) * 1e3
-    ms["allreduce_wait_ms"] = ms["synced_ms"] - ms["forward_backward_ms"]
+          for k, name in enumerate(("training_backward_end_ms", "optimizer_ms", "step_ms"))}
+    ms["forward_backward_ms"] = statistics.median(alone for alone, _ in pairs) * 1e3
+    ms["allreduce_wait_ms"] = statistics.median(both - alone for alone, both in pairs) * 1e3
     print(f"STEPTIME forward_backward_ms={ms['forward_backward_ms']:.3f} "
           f"allreduce_wait_ms={ms['allreduce_wait_ms']:.3f} optimizer_ms={ms['optimizer_ms']:.3f} "
-          f"step_ms={ms['step_ms']:.3f} n_steps={len(split)} n_compute_steps={len(compute)} "
-          f"allreduce_bytes={sent['bytes']} buckets={sent['buckets']} "
+          f"step_ms={ms['step_ms']:.3f} n_steps={len(split)} n_compute_steps={len(pairs)} "
+          f"allreduce_bytes={per_step['bytes']} buckets={per_step['buckets']} "
           f"bucket_cap_mb={args.bucket_cap_mb:g} workers={size} batch_per_worker={B}", flush=True)
     if args.json_out:
         record = {"script": PROG, "framework": "pytorch-ddp", "argv": sys.argv[1:],
@@ -286,8 +293,8 @@ def main(argv=None):
                   "workers": size, "batch_per_worker": B, "steps_per_epoch": steps,
                   "device": "GPU" if on_gpu else "CPU", "backend": "nccl" if on_gpu else "gloo",
                   "parameters": sum(p.numel() for p in model.parameters()),
-                  "extra_params": args.extra_params, "allreduce_bytes_per_step": sent["bytes"],
-                  "buckets_per_step": sent["buckets"], "epochs_detail": epoch_rows,
+                  "extra_params": args.extra_params, "allreduce_bytes_per_step": per_step["bytes"],
+                  "buckets_per_step": per_step["buckets"], "epochs_detail": epoch_rows,
                   "summary": summary, "steptime_ms": ms, "torch": torch.__version__,
                   "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
                   "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
