@@ -1,0 +1,200 @@
+"""source_code/labs/ddp_fmnist.py: the Fashion-MNIST CNN under PyTorch DDP, launched by torchrun.
+
+Without torch (the course's test venv): bad arguments are one line and exit 2 before torch is
+imported, a start outside torchrun says so in one line, and the launch lines of the docstring
+are commands whose options the script accepts. With torch: two Gloo processes on the CPU train
+five steps, and their lines are read with gputopo's `horovod` parser; --extra-params grows the
+bytes handed to all_reduce and leaves the training itself unchanged.
+"""
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputopo.parsers import PARSERS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "source_code" / "labs" / "ddp_fmnist.py"
+spec = importlib.util.spec_from_file_location("ddp_fmnist", SCRIPT)
+lab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lab)
+
+# The CNN's parameters, counted by hand from cnn_fmnist.py's LAYERS table: conv 3x3x1x32+32 = 320,
+# conv 3x3x32x64+64 = 18,496, dense 12x12x64x128+128 = 1,179,776, dense 128x10+10 = 1,290.
+CNN_PARAMETERS = 1_199_882
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def has_torch():
+    return importlib.util.find_spec("torch") is not None
+
+
+needs_torch = pytest.mark.skipif(not has_torch(), reason="PyTorch is not installed in this venv "
+                                 "(the course's test venv has none); these tests run where it is")
+
+
+def run_without_torch(tmp_path, argv, env_extra=None):
+    """Run the script with a `torch` first on the path that stops the process if imported."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), str(ROOT / "source_code")])
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--epochs", "0"], ["--batch-size", "x"], ["--steps-per-epoch", "-3"], ["--extra-params", "-1"],
+    ["--extra-params", "1e6"], ["--bucket-cap-mb", "0"], ["--bucket-cap-mb", "nan"],
+    ["--lr", "inf"], ["--no-such-option"], ["surplus"],
+])
+def test_bad_arguments_are_one_line_exit_2_before_torch(tmp_path, argv):
+    done = run_without_torch(tmp_path, argv, {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                                              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("ddp_fmnist.py: error:")
+    assert "torch was imported" not in done.stderr and done.stdout == ""
+
+
+def test_existing_json_out_is_refused_and_kept(tmp_path):
+    target = tmp_path / "run.json"
+    target.write_text("earlier run\n")
+    done = run_without_torch(tmp_path, ["--json-out", str(target)])
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "already exists" in done.stderr
+    assert target.read_text() == "earlier run\n"
+
+
+def test_json_out_in_a_missing_folder_is_refused_before_training(tmp_path):
+    done = run_without_torch(tmp_path, ["--json-out", str(tmp_path / "no" / "run.json")])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "folder" in done.stderr
+
+
+@pytest.mark.parametrize("env", [{}, {"RANK": "zero", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}])
+def test_outside_torchrun_it_says_how_to_start_in_one_line(tmp_path, env):
+    done = run_without_torch(tmp_path, ["--epochs", "1"], env)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "torchrun --standalone" in done.stderr
+    assert "RANK" in done.stderr and "torch was imported" not in done.stderr
+
+
+def launch_lines():
+    """The docstring's launch lines: every indented line that starts a command."""
+    return [line.strip() for line in lab.__doc__.splitlines()
+            if re.match(r"    (torchrun|srun|[A-Z][A-Z0-9_]*=\S* )", line)]
+
+
+def split_launch(line):
+    """(environment assignments, launcher words, script arguments) of one launch line."""
+    words = shlex.split(line)
+    if words[0] == "srun":
+        # The command bash runs, with what the shell fills in: $(...) a host, $SLURM_X a number.
+        inner = re.sub(r"\$\([^)]*\)", "node0", words[words.index("-c") + 1])
+        return split_launch(re.sub(r"\$SLURM_[A-Z_]+", "0", inner))
+    env = {}
+    while re.match(r"[A-Z][A-Z0-9_]*=", words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    at = next(i for i, w in enumerate(words) if w.endswith("ddp_fmnist.py"))
+    return env, words[:at], words[at + 1:]
+
+
+def test_launch_lines_cover_torchrun_two_nodes_srun_and_the_nccl_variables():
+    lines = launch_lines()
+    assert len(lines) >= 10
+    assert any(line.startswith("torchrun --standalone --nproc_per_node 2") for line in lines)
+    assert sum("--nnodes 2" in line for line in lines) >= 2  # one line per node
+    assert sum(line.startswith("srun ") for line in lines) >= 2  # with torchrun, and Slurm alone
+    assert any("RANK=$SLURM_PROCID" in line for line in lines)
+    assigned = set()
+    for line in lines:
+        assigned |= set(split_launch(line)[0])
+    assert {"CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE",
+            "NCCL_SHM_DISABLE", "RANK", "WORLD_SIZE", "LOCAL_RANK"} <= assigned
+
+
+@pytest.mark.parametrize("line", launch_lines())
+def test_launch_line_script_options_are_accepted(line):
+    env, launcher, script_args = split_launch(line)
+    assert launcher[0] in ("torchrun", "python"), launcher
+    lab.parse_args(script_args)  # exits 2 (SystemExit) on an option the script does not know
+    if launcher[0] == "torchrun" and has_torch():
+        from torch.distributed.run import get_args_parser
+        get_args_parser().parse_args(launcher[1:] + [str(SCRIPT)])  # torchrun's own options
+
+
+def torchrun(tmp_path, name, *extra):
+    """Two Gloo workers, one epoch of 5 steps; returns (stdout, the JSON record)."""
+    out = tmp_path / f"{name}.json"
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    env["PYTHONPATH"] = str(ROOT / "source_code")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node", "2", str(SCRIPT), "--cpu", "--epochs", "1",
+                           "--steps-per-epoch", "5", "--json-out", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout, json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    return torchrun(tmp, "plain"), torchrun(tmp, "extra", "--extra-params", "1000000")
+
+
+def steptime(stdout):
+    (line,) = [line for line in stdout.splitlines() if line.startswith("STEPTIME ")]
+    return {k: float(v) for k, v in (pair.split("=") for pair in line.split()[1:])}
+
+
+@needs_torch
+def test_two_gloo_workers_print_the_cnn_scripts_lines(two_runs):
+    (stdout, record), _ = two_runs
+    workers = sorted(line for line in stdout.splitlines() if line.startswith("WORKER "))
+    assert [w.split()[1] for w in workers] == ["rank=0", "rank=1"]
+    assert all("size=2" in w and "device=CPU" in w and "shard_images=30000" in w
+               and "framework=pytorch-ddp" in w for w in workers)
+    parsed = PARSERS["horovod"](stdout)
+    assert parsed["format"] == "cnn-script"
+    (epoch,) = parsed["epochs"]
+    assert (epoch["epoch"], epoch["epochs_total"], epoch["workers"], epoch["batch_per_worker"]) == (1, 1, 2, 64)
+    # 5 steps x 64 images x 2 workers in the epoch's seconds (printed to the millisecond)
+    assert 5 * 64 * 2 / epoch["images_per_sec"] == pytest.approx(epoch["seconds"], abs=1e-3)
+    summary = parsed["summary"]
+    assert summary["epochs_timed"] == 1 and summary["workers"] == 2
+    assert summary["images_per_sec_median"] == epoch["images_per_sec"]
+    assert 0 <= summary["test_accuracy"] <= 1
+    assert record["parameters"] == CNN_PARAMETERS and record["workers"] == 2
+
+
+@needs_torch
+def test_steptime_line_splits_the_step(two_runs):
+    (stdout, record), _ = two_runs
+    split = steptime(stdout)
+    assert split["n_steps"] == 5 and split["n_compute_steps"] == 5
+    assert split["forward_backward_ms"] > 0 and split["optimizer_ms"] > 0
+    assert split["step_ms"] >= split["optimizer_ms"]
+    # the printed line and the JSON record hold the same medians
+    for key in ("forward_backward_ms", "allreduce_wait_ms", "optimizer_ms", "step_ms"):
+        assert split[key] == pytest.approx(record["steptime_ms"][key], abs=6e-4)
+    assert split["allreduce_bytes"] == CNN_PARAMETERS * 4 and split["buckets"] == 1
+
+
+@needs_torch
+def test_extra_params_grow_the_allreduce_and_leave_training_alone(two_runs):
+    (plain_out, plain), (extra_out, extra) = two_runs
+    assert steptime(extra_out)["allreduce_bytes"] == (CNN_PARAMETERS + 1_000_000) * 4
+    assert extra["parameters"] == CNN_PARAMETERS + 1_000_000
+    # the extra block enters the loss with weight 0: same loss, accuracy and test accuracy
+    a, b = PARSERS["horovod"](plain_out), PARSERS["horovod"](extra_out)
+    assert a["epochs"][0]["loss"] == pytest.approx(b["epochs"][0]["loss"], abs=2e-4)
+    assert a["summary"]["test_accuracy"] == pytest.approx(b["summary"]["test_accuracy"], abs=2e-4)
