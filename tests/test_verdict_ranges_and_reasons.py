@@ -50,8 +50,8 @@ def test_a_range_set_from_the_judged_recording_says_so():
     # judging that system's 2.2 us against it says so; a live link (no recorded_on) does not
     _, judged = lessons.pair_verdicts(lessons.reference_p2p()["h200-nvswitch-pair"], "h200-nvswitch-pair")
     latency = dict(judged)["P2P lat."]
-    assert latency.status == "as expected" and latency.why.endswith("(range set from this recording)")
-    assert not dict(judged)["one-way P2P"].why.endswith("(range set from this recording)")  # #1264 backs it
+    assert latency.status == "as expected" and latency.why.endswith(", range set from this recording")
+    assert not dict(judged)["one-way P2P"].why.endswith(", range set from this recording")  # #1264 backs it
     assert "recording" not in V.judge("p2p_latency", 2.2, NV18).why
     # dgx1-v100 is not among the recordings the bound comes from: no such words
     _, judged = lessons.pair_verdicts(lessons.reference_p2p()["dgx1-v100"], "dgx1-v100")
@@ -147,3 +147,26 @@ def test_repeated_reasons_print_once():
     low = V.judge("p2p_one_way", 27.0, NV18)
     text = hostbench.verdict_lines([("a", low), ("b", low)])
     assert text.count("reason 1:") == 1 and text.count("reasons as above") == 1
+
+
+def test_off_p2p_settings_with_no_transport_line_are_not_comparable():
+    text = read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")
+    text = "\n".join(line for line in text.splitlines() if "Transports NCCL reported" not in line)
+    got = V.judge_nccl_output(text, NV18)
+    assert got.status == "not comparable" and "NCCL_P2P_LEVEL=LOC" in got.why
+
+
+def test_a_forced_live_row_against_its_own_setting_does_not_blame_the_setting():
+    # a live NET row judged against the recorded NET runs (same setting, batch 512: 226,085 images/s
+    # median) but far below them: the forced transport is the same in the reference, not a reason
+    row = {"pair": "0,1", "setting": "P2P and SHM disabled", "batch_per_worker": 512, "transports": "NET",
+           "env": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "images_per_sec_median": 50_000.0}
+    got = nl.cnn_verdict(row, "NVIDIA H200")
+    assert got.status == "low" and not any("forced" in r or "NET" in r for r, _ in got.reasons)
+
+
+def test_a_recorded_default_with_no_range_is_not_comparable_not_its_own_reference():
+    # DGX A100's default ran at 8192 per GPU with one number and no min-max (notebook 3's table)
+    groups = nl.comparable_groups(nl.recorded_runs())
+    default = next(r for r in groups[("DGX A100", 8192)] if r["setting"] == "default")
+    assert nl.cnn_verdict(default, "DGX A100", "default", recorded=True).status == "not comparable"

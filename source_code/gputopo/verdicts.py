@@ -19,7 +19,8 @@ from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) ti
 efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
 pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
 runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
-so a number held down by a link that trained down is "low" with that reason first. The
+so a number held down by a link that stays trained down under load is "low"; an idle GPU
+drops its link, so the link is a reason to check during a copy, not a fact. The
 efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
 it comes from. The verdict is "not comparable" where the number and
 the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
@@ -28,13 +29,17 @@ a number above the peak (the data did not cross that link), or a kind with no fi
 machine. A measurement cut off before its end is "incomplete" and never judged (the
 `judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
 the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
-(a link trained below its maximum, pageable memory, a transport other than P2P) first, then
-the usual suspects, each with a command that tests it.
+(pageable memory, a transport other than P2P) first, then the usual suspects (among them a
+PCIe link trained below its maximum, to read under load), each with a command that tests it;
+run-to-run noise only when the gap is within the spread of the recorded P2P repeats
+(`repeat_spread`). A range that rests only on recordings, judged on one of those recordings
+(`Link.recorded_on`), says "range set from this recording". A run whose settings forced NCCL
+off P2P (NCCL_P2P_LEVEL=LOC, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1) is "not comparable".
 
 "low" means worse than expected: a bandwidth below the range, or a latency above it.
 
-Standard library only; the course's noise figure (gputopo.lessons.lesson3_nccl) is imported
-only when a CNN figure is judged or a reason needs it.
+Standard library only; the course's CNN noise figure (gputopo.lessons.lesson3_nccl) is imported
+only when a CNN figure is judged, the recorded P2P repeats only when a reason needs them.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ class Figure:
 class Efficiency:
     """low-high: the share of the peak a healthy run reaches; source: the figures it rests on;
     published: True when a figure from outside the course's own recordings supports the bound
-    (else a recorded run judged against it gets "(range set from this recording)")."""
+    (else a recorded run judged against it gets "range set from this recording")."""
 
     low: float
     high: float
@@ -135,7 +140,7 @@ EFFICIENCY = {
 LATENCY_US = Figure("P2P latency with peer access, upper bound", 5.0,
                     "recorded: h200-nvswitch-pair 2.25-2.27 us, h100-pcie-nvlink-pair 2.52-2.56 us, "
                     "rtx2080-nvlink-pair 0.92 us (P2P writes, GPU side); bound = twice the highest")
-SELF_SET = " (range set from this recording)"
+SELF_SET = ", range set from this recording"
 
 # The repeats a bandwidth or latency's run-to-run spread is read from (M4 of the verdict review):
 # three identical P2P test runs, 256 MiB copies, on one recorded system.
@@ -407,7 +412,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     the same GPU model (CNN kinds); complete: False for an output cut off before its end;
     forced: the setting that forced NCCL's transport (e.g. "NCCL_P2P_LEVEL=LOC"), when one did.
     A link with `recorded_on` set judges that recorded system's figures: when the range rests
-    only on recordings that include that system, the why ends "(range set from this recording)".
+    only on recordings that include that system, the why ends ", range set from this recording".
     """
     unit = UNITS.get(kind, "GB/s")
     if kind not in KINDS:
@@ -607,13 +612,18 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
     names = re.findall(r"(?:^|;)\s*([A-Za-z]+)/", found.group(1)) if found else []
     if names:
         transport = "+".join(dict.fromkeys(names))  # every transport of the line, in order, once
-    forced = sorted(set(re.findall(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=LOC|NCCL_SHM_DISABLE=1", text)))
-    if forced and transport == "P2P":
+    forced = sorted(set(re.findall(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=(?:LOC|0)\b|NCCL_SHM_DISABLE=1", text)))
+    off_p2p = [f for f in forced if not f.startswith("NCCL_SHM")]   # settings that keep NCCL off P2P
+    if off_p2p and transport == "P2P":
         transport = None
     if forced and transport and "P2P" not in transport.split("+"):
         return Verdict("allreduce_busbw", row["out_of_place"]["busbw"], NOT_COMPARABLE,
                        f"transport forced to {transport} by the run's settings ({' '.join(forced)}): its data "
                        "goes through host memory or sockets, not the GPU-GPU link")
+    if off_p2p and transport is None:
+        return Verdict("allreduce_busbw", row["out_of_place"]["busbw"], NOT_COMPARABLE,
+                       f"the run's settings ({' '.join(forced)}) keep NCCL off P2P and its log names no "
+                       "transport: its data did not cross the GPU-GPU link alone")
     graph = bool(re.search(r"command:.*\s-G(\s|$)", text, re.M))
     processes = "one per GPU" if "torchrun" in text or "--launcher" in text else "one process for all GPUs"
     if "nccl_bench" not in text:

@@ -626,13 +626,18 @@ def cnn_verdict(row: Dict[str, Any], gpu: Optional[str], against: Optional[str] 
     from gputopo import verdicts
     cpu = str(row.get("pair", "")).startswith("CPU")
     setting = against or row.get("setting")
-    if recorded and not cpu and gpu and setting == row.get("setting"):
-        return own_reference("cnn_images_per_sec", row.get("images_per_sec_median"))
     reference = None if cpu or not gpu else verdicts.cnn_reference(
         "cnn_images_per_sec", gpu, row.get("batch_per_worker"), setting,
         workers=_workers(row), link=row.get("link") if recorded else None)
+    if recorded and reference and setting == row.get("setting"):
+        return own_reference("cnn_images_per_sec", row.get("images_per_sec_median"))
+    transport, forced = row.get("transports") or None, _forced(row)
+    if forced and setting == row.get("setting"):
+        # judged against runs of its own setting: they were forced the same way, so the forced
+        # transport explains nothing
+        transport, forced = None, None
     return verdicts.judge("cnn_images_per_sec", row.get("images_per_sec_median"), reference=reference,
-                          transport=row.get("transports") or None, forced=_forced(row))
+                          transport=transport, forced=forced)
 
 
 def verdict_line(label: str, verdict, number: str = "{:,.0f}") -> str:
