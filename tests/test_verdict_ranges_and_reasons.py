@@ -170,3 +170,15 @@ def test_a_recorded_default_with_no_range_is_not_comparable_not_its_own_referenc
     groups = nl.comparable_groups(nl.recorded_runs())
     default = next(r for r in groups[("DGX A100", 8192)] if r["setting"] == "default")
     assert nl.cnn_verdict(default, "DGX A100", "default", recorded=True).status == "not comparable"
+
+
+def test_p2p_cells_with_the_same_reasons_print_them_once():
+    text = read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt")
+    parsed = p2p_parser.parse(text)
+    for pair in ((0, 1), (1, 0)):
+        parsed["bandwidth_gbs"]["unidirectional_write"][pair[0]][pair[1]] = 200.0   # 0.44 of 450: low
+    lines = lessons.efficiency_verdicts(parsed, lessons.link_lookup("h200-nvswitch-pair"), "NVIDIA H200",
+                                        lessons.peer_access(parsed), text)
+    joined = "\n".join(lines)
+    assert joined.count("low (0.44 of the peak)") == 2
+    assert joined.count("reason 1:") == 1 and joined.count("reasons as above") == 1

@@ -505,7 +505,19 @@ def efficiency_verdicts(parsed: Dict[str, Any], link: Callable, gpu: Any, peer: 
     and b are the nvidia-smi indices of the device numbers the run printed (`gpu_indices`, p2ptest's
     map from CUDA ordinal to index: under CUDA_VISIBLE_DEVICES=2,3 ordinals 0,1 are GPUs 2,3),
     else `recorded_link(code, gpu)` from the recorded system's facts."""
-    return [verdict_line(label, verdict) for label, verdict in _judged_rows(parsed, link, gpu, peer, text, machine)]
+    return _once([verdict_line(label, verdict) for label, verdict in _judged_rows(parsed, link, gpu, peer, text,
+                                                                                  machine)])
+
+
+def _once(lines: List[str]) -> List[str]:
+    """The same lines, each block of reasons printed once: a later verdict with the same reasons
+    says "  reasons as above"."""
+    out, seen = [], set()
+    for line in lines:
+        head, _, reasons = line.partition("\n")
+        out.append(head + "\n  reasons as above" if reasons and reasons in seen else line)
+        seen.add(reasons)
+    return out
 
 
 def _index(gpu_indices: Optional[Dict[Any, Any]], ordinal: int) -> int:
@@ -559,15 +571,15 @@ def live_verdicts(live: Optional[Dict[str, Any]], machine: Any) -> List[str]:
     judged = _judged_rows(parsed, lambda i, j: by_index(_index(indices, i), _index(indices, j)), None,
                           peer_access(parsed), text, machine=machine, live=live)
     if len(judged) <= LIVE_VERDICT_LINES:
-        return [verdict_line(label, verdict) for label, verdict in judged]
+        return _once([verdict_line(label, verdict) for label, verdict in judged])
     counts: Dict[str, int] = {}
     for _, verdict in judged:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
     return ([f"{len(judged)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.items())]
             + [f"  not comparable, {n} cells: {why}" for why, n in _count(
                 v.why for _, v in judged if v.status == "not comparable").items()]
-            + [verdict_line(label, verdict) for label, verdict in judged if verdict.status != "as expected"
-               and verdict.status != "not comparable"])
+            + _once([verdict_line(label, verdict) for label, verdict in judged if verdict.status != "as expected"
+                     and verdict.status != "not comparable"]))
 
 
 def _count(items) -> Dict[str, int]:
