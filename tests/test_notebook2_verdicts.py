@@ -39,17 +39,19 @@ def test_h200_node_link_is_its_active_nvlinks_not_a_sum_of_its_row():
 
 
 def test_recorded_allreduce_verdicts_decided_by_hand():
+    # V100's table ends at 128 MiB, below the 1 GiB plateau (nccl-tests #149: still rising at
+    # 512 MiB): not judged. H200 -g 8 at 4 GiB: 365.2 of 450, range 0.70-1.0 (#149 0.77, #212 0.82).
     facts, v100 = lessons.allreduce_verdict(*V100)
-    assert (v100.status, v100.value) == ("as expected", pytest.approx(129.14))
-    assert v100.expected == pytest.approx((90.0, 150.0))
+    assert (v100.status, v100.value) == ("not comparable", pytest.approx(129.14))
+    assert "plateau" in v100.why
     facts, h200 = lessons.allreduce_verdict(*H200)
     assert h200.status == "as expected" and h200.value == pytest.approx(365.2, abs=0.05)
-    assert h200.expected == pytest.approx((270.0, 450.0))
+    assert h200.expected == pytest.approx((315.0, 450.0))
 
 
 def test_a_low_busbw_on_the_v100_link_is_low_with_reasons():
     link, _ = lessons.allreduce_link(*V100)
-    low = verdicts.judge("allreduce_busbw", 80.0, link, size=128 << 20)
+    low = verdicts.judge("allreduce_busbw", 80.0, link, size=1 << 30)
     assert low.status == "low" and low.reasons
     line = hostbench.verdict_line("v100", low)
     assert "reason 1:" in line and "check:" in line

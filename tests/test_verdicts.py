@@ -65,14 +65,15 @@ def test_h200_pair_all_reduce_busbw():
     assert small.status == "not comparable" and "plateau" in small.why
 
 
-def test_sockets_and_loc_runs_are_low_and_name_the_transport_first():
-    # NCCL over sockets on an NV18 pair: 2.88 GB/s; under NCCL_P2P_LEVEL=LOC (SHM): 27.77.
+def test_sockets_and_loc_runs_are_not_comparable_their_transport_was_forced():
+    # NCCL over sockets on an NV18 pair (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): 2.88 GB/s; under
+    # NCCL_P2P_LEVEL=LOC (SHM): 27.77. Their headers show the setting, their logs NET and SHM: the
+    # data never crossed the NVLink, so the NVLink peak does not judge them (review r5 M3).
     sockets = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-sockets.txt"), NV18)
-    assert sockets.status == "low" and "NET" in sockets.reasons[0][0]
+    assert sockets.status == "not comparable" and "NET" in sockets.why and "NCCL_P2P_DISABLE=1" in sockets.why
     loc = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"), NV18)
-    assert loc.status == "low" and "SHM" in loc.reasons[0][0]
-    assert any("topo -p2p" in check for _, check in loc.reasons)
-    assert "noise" in loc.reasons[-1][0]
+    assert loc.status == "not comparable" and "SHM" in loc.why and "NCCL_P2P_LEVEL=LOC" in loc.why
+    assert not loc.reasons
 
 
 def test_busbw_against_a_both_ways_peak_or_algbw_is_not_comparable():
@@ -81,11 +82,12 @@ def test_busbw_against_a_both_ways_peak_or_algbw_is_not_comparable():
 
 
 def test_h200_8gpu_and_v100_all_reduce():
-    # -g 8: 365.22 GB/s at 4 GiB of 450 (0.81). V100: 129.14 at 128 MiB of 150 (0.86).
+    # -g 8: 365.22 GB/s at 4 GiB of 450 (0.81). V100: its table stops at 128 MiB, below the 1 GiB
+    # plateau (busbw still rises past 512 MiB: nccl-tests issue #149), so it is not judged.
     got = V.judge_nccl_output(read("h200-nvswitch-8gpu/nccl-bench-all_reduce-g8.txt"), NV18)
     assert got.value == pytest.approx(365.22) and got.status == "as expected"
     got = V.judge_nccl_output(read("v100-sxm2-8gpu-server/all_reduce_perf-g8.txt"), V.Link("nvlink", "nvlink2", count=6))
-    assert got.value == pytest.approx(129.14) and got.status == "as expected"
+    assert got.value == pytest.approx(129.14) and got.status == "not comparable" and "plateau" in got.why
     assert not any("NVLS" in f.what for f in got.figures)  # a 2019 V100 run: no NVLS label
 
 
@@ -108,15 +110,18 @@ def test_h100_single_host_copies():
     assert V.judge_host_copy_output(text.replace("# exit status: 0", ""), GEN5)[0].status == "incomplete"
 
 
-def test_pinned_copy_on_a_link_trained_down_is_low_with_that_reason_first():
-    # A gen5 x16 link that trained to x4: its ceiling now is 14.4 GB/s, and 12 GB/s fits that
-    # ceiling, but the machine can do 57.6: low for this machine, the trained-down link first.
+def test_pinned_copy_on_a_link_showing_x4_is_low_and_the_link_is_a_reason_to_check_under_load():
+    # A gen5 x16 link that shows x4 now: its ceiling now is 14.4 GB/s, 12 GB/s fits that ceiling,
+    # but the machine can do 57.6: low. What an idle GPU's link shows is not a fact about the copy
+    # (review r5 m1): the link is a reason to check while the copy runs, not a seen fact.
     link = V.Link("pcie", "gen5", width=4, gen_max="gen5", width_max=16)
     got = V.judge("h2d", 12.0, link, memory="pinned", size=1 << 30)
     assert got.status == "low"
     assert got.expected[1] == pytest.approx(57.6, abs=0.05)
-    assert any("trained now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures)
-    assert "trained down" in got.reasons[0][0] and "pcie.link.width.current" in got.reasons[0][1]
+    assert any("idle now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures)
+    link_reasons = [(r, c) for r, c in got.reasons if "under load" in r]
+    assert len(link_reasons) == 1 and "pcie.link.width.current" in link_reasons[0][1]
+    assert "while the copy runs" in link_reasons[0][1]
     assert any("NUMA" in reason for reason, _ in got.reasons)
 
 

@@ -557,7 +557,7 @@ def recorded_link(system: str, first: int = 0, second: int = 1):
                 if f"GPU{index}" in active:
                     count = min(count, active[f"GPU{index}"]["active"])
             facts += f", nvidia-smi-nvlink-s.txt {count} links active per GPU"
-        link = verdicts.Link("nvlink", gpu, count=count, gpu=gpu)
+        link = verdicts.Link("nvlink", gpu, count=count, gpu=gpu, recorded_on=system)
         return link, f"{system}: {facts}, {gpu} ({name})"
     except Exception as error:   # a verdict is a side note: never stop the notebook
         return None, f"{system}: the link could not be read from its recorded files ({error})"
@@ -585,6 +585,20 @@ def verdict_line(label: str, verdict) -> str:
     keep = [lines[0]] + ([line for line in lines[1:] if line.startswith("  reason")]
                          if verdict.status == "low" else [])
     return f"verdict, {label}: " + "\n".join(keep)
+
+
+def verdict_lines(judged) -> str:
+    """verdict_line for each (label, Verdict), joined; a block of reasons already printed for an
+    earlier verdict is replaced by "  reasons as above"."""
+    out, seen = [], set()
+    for label, verdict in judged:
+        head, _, reasons = verdict_line(label, verdict).partition("\n")
+        if reasons and reasons in seen:
+            out.append(head + "\n  reasons as above")
+        else:
+            seen.add(reasons)
+            out.append(head + ("\n" + reasons if reasons else ""))
+    return "\n".join(out)
 
 
 def gpu_path_verdicts(gpu: Dict[str, object], machine=None) -> Tuple[List[Tuple[str, object]], str]:

@@ -19,7 +19,8 @@ from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) ti
 efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
 pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
 runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
-so a number held down by a link that trained down is "low" with that reason first. The
+so a number held down by a link that stays trained down under load is "low"; an idle GPU
+drops its link, so the link is a reason to check during a copy, not a fact. The
 efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
 it comes from. The verdict is "not comparable" where the number and
 the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
@@ -28,13 +29,17 @@ a number above the peak (the data did not cross that link), or a kind with no fi
 machine. A measurement cut off before its end is "incomplete" and never judged (the
 `judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
 the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
-(a link trained below its maximum, pageable memory, a transport other than P2P) first, then
-the usual suspects, each with a command that tests it.
+(pageable memory, a transport other than P2P) first, then the usual suspects (among them a
+PCIe link trained below its maximum, to read under load), each with a command that tests it;
+run-to-run noise only when the gap is within the spread of the recorded P2P repeats
+(`repeat_spread`). A range that rests only on recordings, judged on one of those recordings
+(`Link.recorded_on`), says "range set from this recording". A run whose settings forced NCCL
+off P2P (NCCL_P2P_LEVEL=LOC, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1) is "not comparable".
 
 "low" means worse than expected: a bandwidth below the range, or a latency above it.
 
-Standard library only; the course's noise figure (gputopo.lessons.lesson3_nccl) is imported
-only when a CNN figure is judged or a reason needs it.
+Standard library only; the course's CNN noise figure (gputopo.lessons.lesson3_nccl) is imported
+only when a CNN figure is judged, the recorded P2P repeats only when a reason needs them.
 """
 
 from __future__ import annotations
@@ -56,10 +61,11 @@ METHODS = ("ce", "sm", "staged", None)  # copy engine, SM copy kernel, staged th
 # bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
 # H100's host copies the pinned figure is within 3 % of its top from 16 MiB on
 # (h100-single-gpu/host-device-copy-run1.txt: 54.13 GB/s at 16 MiB, 55.16 at 1 GiB).
-# All-reduce busbw still rises at 128 MiB on NVLink (h200-nvswitch-pair/nccl-bench-
-# all_reduce.txt: 282 GB/s at 128 MiB, 332 at 2 GiB), so its range is set at >= 128 MiB.
+# All-reduce busbw still rises well past 128 MiB on NVLink (h200-nvswitch-pair/nccl-bench-
+# all_reduce.txt: 282 GB/s at 128 MiB, 298 at 256 MiB, 324 at 1 GiB, 332 at 2 GiB; nccl-tests
+# issue #149: "At 512M the bandwidth is still increasing"), so its range is set at >= 1 GiB.
 PLATEAU_BYTES = {"h2d": 16 << 20, "d2h": 16 << 20, "p2p_one_way": 16 << 20, "p2p_both_ways": 16 << 20,
-                 "allreduce_busbw": 128 << 20}
+                 "allreduce_busbw": 1 << 30}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,24 +79,33 @@ class Figure:
 
 @dataclasses.dataclass(frozen=True)
 class Efficiency:
+    """low-high: the share of the peak a healthy run reaches; source: the figures it rests on;
+    published: True when a figure from outside the course's own recordings supports the bound
+    (else a recorded run judged against it gets "range set from this recording")."""
+
     low: float
     high: float
     source: str
+    published: bool = True
 
 
 # (kind, link type, method) -> the fraction of the link's peak a healthy run reaches.
 # Lower bounds sit about 10 % below the lowest recorded or published figure named.
 EFFICIENCY = {
     ("p2p_one_way", "nvlink", "ce"): Efficiency(
-        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest.txt 396.5 of 450 GB/s (0.88), "
-        "h100-pcie-nvlink-pair 256.6 of 300 (0.86), rtx2080-nvlink-pair 24.23 of 25 (0.97)"),
+        0.75, 1.0, "published: NVIDIA/nccl issue #1264, p2pBandwidthLatencyTest on 8x H100 SXM, P2P writes "
+        "371-377 of 450 GB/s (0.82-0.84); recorded: h200-nvswitch-pair p2pBandwidthLatencyTest.txt 396.5 of "
+        "450 (0.88), h100-pcie-nvlink-pair 256.6 of 300 (0.86), rtx2080-nvlink-pair 24.23 of 25 (0.97)"),
     ("p2p_one_way", "nvlink", "sm"): Efficiency(
-        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest-sm_copy.txt (copy kernel)"),
+        0.75, 1.0, "published: nccl-tests issue #149 (sjeaugey): SMs write 128-byte payloads, about 20 of an "
+        "NVLink's 25 GB/s (0.80); copy engines use 256-byte payloads"),
     ("p2p_both_ways", "nvlink", "ce"): Efficiency(
-        0.75, 1.0, "recorded: h200-nvswitch-pair 783.5 of 900 GB/s (0.87), h100-pcie-nvlink-pair 509.4 of "
+        0.75, 1.0, "published: NVIDIA/nccl issue #1264, 8x H100 SXM about 783 of 900 GB/s both ways (0.87); "
+        "recorded: h200-nvswitch-pair 783.5 of 900 GB/s (0.87), h100-pcie-nvlink-pair 509.4 of "
         "600 (0.85), rtx2080-nvlink-pair 48.37 of 50 (0.97)"),
     ("p2p_both_ways", "nvlink", "sm"): Efficiency(
-        0.75, 1.0, "recorded: h200-nvswitch-pair p2pBandwidthLatencyTest-sm_copy.txt (copy kernel)"),
+        0.75, 1.0, "published: nccl-tests issue #149 (sjeaugey): SMs write 128-byte payloads, about 20 of an "
+        "NVLink's 25 GB/s per direction (0.80)"),
     ("p2p_one_way", "pcie", "ce"): Efficiency(
         0.70, 1.0, "published: nvbandwidth 0.2 on 8x RTX 4090 (tests/fixtures/parsers/"
         "nvbandwidth-0.2-8x-rtx4090-host.txt), host<->GPU copy engine 23.9-27.1 of 28.8 GB/s (gen4 x16 after "
@@ -108,23 +123,29 @@ EFFICIENCY = {
     # memcpy sets their pace, not the link: the range is wide and low.
     ("h2d", "pcie", "pageable"): Efficiency(
         0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 7.0-14.0 GB/s at >= 16 MiB "
-        "against 57.6 GB/s (0.12-0.24)"),
+        "against 57.6 GB/s (0.12-0.24)", published=False),
     ("d2h", "pcie", "pageable"): Efficiency(
         0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 10.5-14.2 GB/s at >= 16 MiB "
-        "against 57.6 GB/s (0.18-0.25)"),
+        "against 57.6 GB/s (0.18-0.25)", published=False),
     ("allreduce_busbw", "nvlink", None): Efficiency(
-        0.60, 1.0, "recorded, NVLS off (course default): h200-nvswitch-pair nccl-bench-all_reduce.txt 282-332 "
-        "of 450 GB/s at 128 MiB-2 GiB (0.63-0.74), h200-nvswitch-8gpu -g 8 365 of 450 at 4 GiB (0.81); "
-        "published: v100-sxm2-8gpu-server all_reduce_perf 129 of 150 at 128 MiB (0.86)"),
-    ("allreduce_busbw", "pcie", None): Efficiency(
-        0.60, 1.0, "as NVLink's lower bound (no PCIe all-reduce is recorded in reference_systems/); NCCL's "
-        "ring moves the same bytes per link (nccl-tests doc/PERFORMANCE.md, busbw)"),
+        0.70, 1.0, "published: nccl-tests issue #149 (sjeaugey), A100 about 230 of 300 GB/s (0.77); "
+        "nccl-tests issue #212 (sjeaugey), H100 about 370 of 450 GB/s without NVLink SHARP (0.82); "
+        "recorded, NVLS off (course default): h200-nvswitch-pair nccl-bench-all_reduce.txt 324-332 "
+        "of 450 GB/s at 1-2 GiB (0.72-0.74), h200-nvswitch-8gpu -g 8 365 of 450 at 4 GiB (0.81)"),
+    # No PCIe all-reduce is recorded in reference_systems/ and no published figure is cited:
+    # ("allreduce_busbw", "pcie") has no range, so such a busbw is "not comparable".
 }
 
 # P2P latency with peer access (one-element copies, GPU side): the expected highest value.
 LATENCY_US = Figure("P2P latency with peer access, upper bound", 5.0,
                     "recorded: h200-nvswitch-pair 2.25-2.27 us, h100-pcie-nvlink-pair 2.52-2.56 us, "
                     "rtx2080-nvlink-pair 0.92 us (P2P writes, GPU side); bound = twice the highest")
+SELF_SET = ", range set from this recording"
+
+# The repeats a bandwidth or latency's run-to-run spread is read from (M4 of the verdict review):
+# three identical P2P test runs, 256 MiB copies, on one recorded system.
+NOISE_SYSTEM = "h200-nvswitch-pair"
+NOISE_FILES = tuple(f"p2pBandwidthLatencyTest-256MiB-run{n}.txt" for n in (1, 2, 3))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +165,19 @@ class Link:
     gen_max: Optional[str] = None
     width_max: Optional[int] = None
     gpu: Optional[str] = None
+    recorded_on: Optional[str] = None  # the recorded system whose figures are judged, if any
 
     def describe(self) -> str:
         if self.type == "nvlink":
             return f"{self.count or '?'} x {self.generation or 'NVLink'}"
         if self.type == "pcie":
-            return f"PCIe {self.generation or '?'} x{self.width or '?'}"
+            gen, width = self.generation, self.width
+            if self.trained_down():
+                # idle GPUs drop their link to a lower generation: name the link by what it can
+                # train to, and what it shows now in brackets
+                return (f"PCIe {self.gen_max or gen or '?'} x{self.width_max or width or '?'} "
+                        f"(idle now: {gen or '?'} x{width or '?'})")
+            return f"PCIe {gen or '?'} x{width or '?'}"
         return self.type
 
     def trained_down(self) -> Optional[str]:
@@ -272,6 +300,7 @@ def link_peak(link: Link) -> Figure:
 
 
 def _noise_pct() -> Optional[float]:
+    """The CNN's run-to-run noise (images/s of repeated training runs), for the CNN kinds only."""
     try:
         from gputopo.lessons.lesson3_nccl import run_to_run_noise  # heavy: imported on use
         return run_to_run_noise().figure_pct
@@ -279,12 +308,42 @@ def _noise_pct() -> Optional[float]:
         return None
 
 
+_SPREAD: dict = {}
+
+
+def repeat_spread(kind: str) -> Optional[Tuple[float, str]]:
+    """(spread in %, where it comes from) of a copy's bandwidth or latency over identical runs:
+    (max - min) / min of GPU0 -> GPU1 in the three 256 MiB P2P test repeats of NOISE_SYSTEM
+    (P2P writes; the latency from the same runs' GPU-side write latency). None when unreadable."""
+    key = "latency" if kind == "p2p_latency" else "bandwidth"
+    if key not in _SPREAD:
+        try:
+            from gputopo import reference
+            from gputopo.parsers import p2p as p2p_parser
+            values = []
+            for name in NOISE_FILES:
+                parsed = p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))
+                matrix = (parsed["latency_us"]["write_gpu"] if key == "latency"
+                          else parsed["bandwidth_gbs"]["unidirectional_write"])
+                values.append(matrix[0][1])
+            _SPREAD[key] = ((max(values) - min(values)) / min(values) * 100,
+                            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 "
+                            f"{' / '.join(f'{v:g}' for v in values)}")
+        except Exception:
+            _SPREAD[key] = None
+    return _SPREAD[key]
+
+
 def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
-             numa_ok: Optional[bool]) -> List[Tuple[str, str]]:
+             numa_ok: Optional[bool], shortfall: Optional[float] = None,
+             forced: Optional[str] = None) -> List[Tuple[str, str]]:
+    """The likely reasons for a "low", facts first. shortfall: the gap as a fraction of the
+    expected bound (the noise reason is offered only when the gap is within the repeats' spread);
+    forced: the setting that forced a transport other than P2P, when one did."""
     seen, usual = [], []
     down = link.trained_down()
     query = ("nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
-             "pcie.link.width.max --format=csv (read it while the copy runs: idle GPUs drop to gen1)")
+             "pcie.link.width.max --format=csv, read while the copy runs (idle GPUs drop to gen1)")
     if kind in ("h2d", "d2h"):
         if memory == "pageable":
             seen.append(("the host buffer is pageable: the driver stages it through a pinned buffer",
@@ -293,13 +352,22 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
             usual.append(("the host buffer is pageable", "check the program allocates it pinned "
                           "(cudaMallocHost / cudaHostRegister, torch pin_memory())"))
     if down:
-        seen.append((f"the PCIe link is trained down ({down})", query))
+        # an idle GPU shows a lower generation than under load: not a fact until read during a copy
+        usual.append((f"the PCIe link stays trained below its maximum under load (idle now: {down})", query))
     elif link.type == "pcie":
         usual.append(("the PCIe link is trained below its maximum generation or width", query))
     if transport and transport.upper() not in ("P2P", "NVLS"):
-        seen.append((f"NCCL used {transport}, not P2P: the data went through host memory or the network",
-                     "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
-                     "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
+        if forced:
+            seen.append((f"NCCL used {transport}, forced by its setting ({forced}): the data went through "
+                         "host memory or the network", "compare with the run without that setting"))
+        elif link.type == "pcie" and transport.upper().startswith("SHM"):
+            seen.append(("NCCL used SHM: with no NCCL_* variable forcing it, SHM is NCCL's default for a PCIe "
+                         "path through the CPU (topo -m PHB, NODE or SYS)",
+                         "nvidia-smi topo -m for the pair; NCCL_DEBUG=INFO: the 'via' lines"))
+        else:
+            seen.append((f"NCCL used {transport}, not P2P: the data went through host memory or the network",
+                         "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
+                         "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
     if kind in ("h2d", "d2h"):
         reason = ("the process runs on the wrong NUMA node for this GPU",
                   "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
@@ -314,10 +382,11 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
                           "active, all at one speed); nvidia-smi nvlink -e for errors"))
     if kind == "allreduce_busbw":
         usual.append(("another job shares the GPUs or their links", "nvidia-smi (processes), rerun alone"))
-    noise = _noise_pct()
-    noise_text = f"{noise:.1f} %" if noise is not None else "see notebook 3"
-    usual.append((f"noise larger than the effect (the course's run-to-run noise figure: {noise_text})",
-                  "repeat the run 3 times and compare the range with the gap"))
+    spread = repeat_spread(kind)
+    if spread is not None and shortfall is not None and shortfall * 100 < spread[0]:
+        usual.append((f"run-to-run noise: the gap ({shortfall * 100:.2g} %) is within the spread of identical "
+                      f"runs ({spread[0]:.2g} %, {spread[1]})", "repeat the run 3 times and compare the range "
+                      "with the gap"))
     return seen + usual
 
 
@@ -329,7 +398,8 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
           memory: Optional[str] = None, direction: str = "one-way", size: Optional[int] = None,
           against: str = "one-way", metric: str = "busbw", transport: Optional[str] = None,
           processes: str = "one per GPU", cuda_graph: bool = False, numa_ok: Optional[bool] = None,
-          reference: Optional[Sequence[float]] = None, complete: bool = True) -> Verdict:
+          reference: Optional[Sequence[float]] = None, complete: bool = True,
+          forced: Optional[str] = None) -> Verdict:
     """The verdict on one measured number (see the module docstring).
 
     kind: one of KINDS; link: the link it crossed; method: "ce" (copy engine), "sm" (copy
@@ -339,7 +409,10 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     transport: NCCL's transport ("P2P", "SHM", "NET") when known; processes and cuda_graph:
     how nccl_bench ran (recorded in the figures); numa_ok: False when the process is known to
     run on another NUMA node than the GPU; reference: recorded values of the same setting on
-    the same GPU model (CNN kinds); complete: False for an output cut off before its end.
+    the same GPU model (CNN kinds); complete: False for an output cut off before its end;
+    forced: the setting that forced NCCL's transport (e.g. "NCCL_P2P_LEVEL=LOC"), when one did.
+    A link with `recorded_on` set judges that recorded system's figures: when the range rests
+    only on recordings that include that system, the why ends ", range set from this recording".
     """
     unit = UNITS.get(kind, "GB/s")
     if kind not in KINDS:
@@ -349,7 +422,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     if value is None:
         return Verdict(kind, value, INCOMPLETE, "no number was measured", unit=unit)
     if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
-        return _judge_cnn(kind, value, reference, unit, transport)
+        return _judge_cnn(kind, value, reference, unit, transport, forced)
     if kind == "host_copy":
         return Verdict(kind, value, NOT_COMPARABLE,
                        "no published peak for this host's memory in the course; compare runs of this machine "
@@ -361,11 +434,13 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         if method == "staged":
             return Verdict(kind, value, NOT_COMPARABLE, "peer access off: a staged copy's latency includes "
                            "the host, the P2P bound does not apply", unit=unit, figures=figures)
+        own = SELF_SET if link.recorded_on and link.recorded_on in LATENCY_US.source else ""
         if value <= LATENCY_US.value:
-            return Verdict(kind, value, AS_EXPECTED, f"at or below {LATENCY_US.value:g} us", (0.0, LATENCY_US.value),
-                           unit, figures)
-        return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us", (0.0, LATENCY_US.value), unit,
-                       figures, _reasons(kind, link, memory, transport, numa_ok))
+            return Verdict(kind, value, AS_EXPECTED, f"at or below {LATENCY_US.value:g} us{own}",
+                           (0.0, LATENCY_US.value), unit, figures)
+        return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us{own}", (0.0, LATENCY_US.value), unit,
+                       figures, _reasons(kind, link, memory, transport, numa_ok,
+                                         (value - LATENCY_US.value) / LATENCY_US.value, forced))
     # The range is what the hardware can do: a PCIe link trained below its maximum generation or
     # width is judged against its maximum, and the ceiling it has now is shown beside it (a
     # number that matches that lower ceiling is low for this machine, and says why first).
@@ -376,8 +451,9 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         peak = link_peak(capable)
         figures.append(peak)
         now = link_peak(link)
-        figures.append(Figure(f"as trained now ({down}): {now.what}", now.value,
-                              "this machine: the link's current generation and width (NVML / nvidia-smi)"))
+        figures.append(Figure(f"idle now ({down}): {now.what}", now.value,
+                              "this machine: the link's current generation and width (NVML / nvidia-smi); an "
+                              "idle GPU drops its link, so read it again during a copy"))
     else:
         peak = link_peak(link)
         figures.append(peak)
@@ -412,6 +488,9 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                        unit=unit, figures=figures)
     key_method = (memory or "pinned") if kind in ("h2d", "d2h") else (None if kind == "allreduce_busbw" else method)
     eff = EFFICIENCY.get((kind if kind != "p2p_one_way" or not both else "p2p_both_ways", link.type, key_method))
+    if eff is None and kind == "allreduce_busbw":
+        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded or published all-reduce figure over "
+                       f"{link.type} to set a range", unit=unit, figures=figures)
     if eff is None:
         return Verdict(kind, value, NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with "
                        f"{key_method}", unit=unit, figures=figures)
@@ -420,16 +499,22 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         figures.append(Figure("both directions: twice the one-way peak", top, "a link is full duplex"))
     figures.append(Figure(f"efficiency {eff.low:g}-{eff.high:g} of the peak", None, eff.source))
     expected = (eff.low * top, eff.high * top)
+    if value > top * 1.02 and kind == "allreduce_busbw" and "NVLS off" not in processes:
+        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP "
+                       "(NVLS) NCCL reduces in the switch and busbw can exceed the wire peak (nccl-tests issue "
+                       "#212: about 480 GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected, unit,
+                       figures)
     if value > top * 1.02:
         return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not "
                        "cross this link alone, or the link facts are wrong", expected, unit, figures)
+    own = SELF_SET if (not eff.published and link.recorded_on and link.recorded_on in eff.source) else ""
     if value >= expected[0]:
-        return Verdict(kind, value, AS_EXPECTED, f"{value / top:.2f} of the peak", expected, unit, figures)
-    return Verdict(kind, value, LOW, f"{value / top:.2f} of the peak", expected, unit, figures,
-                   _reasons(kind, link, memory, transport, numa_ok))
+        return Verdict(kind, value, AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected, unit, figures)
+    return Verdict(kind, value, LOW, f"{value / top:.2f} of the peak{own}", expected, unit, figures,
+                   _reasons(kind, link, memory, transport, numa_ok, (expected[0] - value) / expected[0], forced))
 
 
-def _judge_cnn(kind, value, reference, unit, transport=None):
+def _judge_cnn(kind, value, reference, unit, transport=None, forced=None):
     if not reference:
         return Verdict(kind, value, NOT_COMPARABLE, "no recorded run of this GPU model, batch and setting to "
                        "compare with", unit=unit)
@@ -446,7 +531,12 @@ def _judge_cnn(kind, value, reference, unit, transport=None):
                    ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
                     "training: GPU utilisation well below 100 %"),
                    ("NCCL used another transport", "NCCL_DEBUG=INFO 'via' lines")]
-        if transport and str(transport).upper() not in ("P2P", "NONE", ""):
+        if transport and str(transport).upper() not in ("P2P", "NONE", "") and forced:
+            # the row's own setting forced the transport: that is the cost the comparison shows,
+            # and the other reasons do not apply to it
+            reasons = [(f"NCCL used {transport}, forced by its setting ({forced})",
+                        "compare with the default row: the gap is what the setting costs")]
+        elif transport and str(transport).upper() not in ("P2P", "NONE", ""):
             # a fact already known goes first: the run's own log named a transport other than P2P
             reasons = [(f"NCCL used {transport}, not P2P (the run's NCCL log says so)",
                         "NCCL_DEBUG=INFO 'via' lines")] + reasons[:2]
@@ -518,11 +608,22 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
     if row is None:
         return Verdict("allreduce_busbw", None, NOT_COMPARABLE, f"no row of {size} B")
     transport = None
-    found = re.search(r"Transports NCCL reported[^:]*:\s*([A-Za-z]+)", text)
-    if found:
-        transport = found.group(1)
-    if re.search(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=LOC", text) and transport == "P2P":
+    found = re.search(r"Transports NCCL reported[^:]*:(.*)$", text, re.M)
+    names = re.findall(r"(?:^|;)\s*([A-Za-z]+)/", found.group(1)) if found else []
+    if names:
+        transport = "+".join(dict.fromkeys(names))  # every transport of the line, in order, once
+    forced = sorted(set(re.findall(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=(?:LOC|0)\b|NCCL_SHM_DISABLE=1", text)))
+    off_p2p = [f for f in forced if not f.startswith("NCCL_SHM")]   # settings that keep NCCL off P2P
+    if off_p2p and transport == "P2P":
         transport = None
+    if forced and transport and "P2P" not in transport.split("+"):
+        return Verdict("allreduce_busbw", row["out_of_place"]["busbw"], NOT_COMPARABLE,
+                       f"transport forced to {transport} by the run's settings ({' '.join(forced)}): its data "
+                       "goes through host memory or sockets, not the GPU-GPU link")
+    if off_p2p and transport is None:
+        return Verdict("allreduce_busbw", row["out_of_place"]["busbw"], NOT_COMPARABLE,
+                       f"the run's settings ({' '.join(forced)}) keep NCCL off P2P and its log names no "
+                       "transport: its data did not cross the GPU-GPU link alone")
     graph = bool(re.search(r"command:.*\s-G(\s|$)", text, re.M))
     processes = "one per GPU" if "torchrun" in text or "--launcher" in text else "one process for all GPUs"
     if "nccl_bench" not in text:
@@ -597,11 +698,13 @@ def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
 
 
 def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "default",
-                  workers: int = 2) -> Optional[List[float]]:
+                  workers: int = 2, link: Optional[str] = None) -> Optional[List[float]]:
     """Recorded values to judge a CNN figure against (reference_systems/*/horovod-cnn/, read by
     gputopo.lessons.lesson3_nccl.recorded_runs): images/s min and max of the runs of the same GPU
     model, batch per GPU, NCCL setting and number of GPUs; or for "cnn_scaling_efficiency" those
-    runs' images/s over `workers` x the one-GPU median at the same batch. None when nothing matches."""
+    runs' images/s over `workers` x the one-GPU median at the same batch. link: the pair's `topo -m`
+    link as the runs table writes it (a DGX-1's NVLink pair 0,3 and its PCIe pair 1,7 are not one
+    reference); None matches any. None when nothing matches."""
     if not gpu:
         return None
     try:
@@ -615,7 +718,7 @@ def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "def
         return (model and all(w in row.get("system", "") for w in model) and row.get("batch_per_worker") == batch
                 and row.get("workers", n) == n and row.get("setting") == wanted and row.get("images_per_sec_min"))
 
-    group = [r for r in rows if same(r, workers, setting)]
+    group = [r for r in rows if same(r, workers, setting) and (link is None or r.get("link") == link)]
     if not group:
         return None
     low = min(r["images_per_sec_min"] for r in group)

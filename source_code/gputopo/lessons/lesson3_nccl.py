@@ -597,18 +597,47 @@ def live_gpu_name(machine, row: Dict[str, Any]) -> Optional[str]:
     return getattr(gpu, "name", None) or None
 
 
-def cnn_verdict(row: Dict[str, Any], gpu: Optional[str], against: Optional[str] = None):
+OWN_REFERENCE = "none"  # the status printed where a recorded row would be judged against itself
+
+
+def own_reference(kind: str, value: Optional[float]):
+    """The line for a recorded row that is its own reference: no verdict (its range is built from
+    these same runs, so it could not fail). The same wording in notebooks 3 and 5."""
+    from gputopo import verdicts
+    return verdicts.Verdict(kind, value, OWN_REFERENCE, "this row is its own reference: "
+                            "`verdicts.cnn_reference` builds the range from these same runs",
+                            unit=verdicts.UNITS.get(kind, ""))
+
+
+def _forced(row: Dict[str, Any]) -> Optional[str]:
+    """The NCCL variables of a row's setting that forced its transport ("NCCL_P2P_LEVEL=LOC"), or None."""
+    env = row.get("env") or {}
+    forced = [f"{k}={v}" for k, v in sorted(env.items()) if k in ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE",
+                                                                  "NCCL_SHM_DISABLE")]
+    return " ".join(forced) or None
+
+
+def cnn_verdict(row: Dict[str, Any], gpu: Optional[str], against: Optional[str] = None, recorded: bool = False):
     """The verdict on one row's median images/s: against the recorded runs of the GPU model `gpu`
-    (a name such as "NVIDIA H200", or a recorded system's name), the same batch per GPU and number
-    of GPUs, and the setting `against` (the row's own setting when None). A CPU row has no GPU
-    model: "not comparable"."""
+    (a name such as "NVIDIA H200", or a recorded system's name), the same batch per GPU, number
+    of GPUs and, for a recorded row, the same pair link (`topo -m`), and the setting `against`
+    (the row's own setting when None). A CPU row has no GPU model: "not comparable". A recorded
+    row (recorded=True) of the reference setting is its own reference: "none"."""
     from gputopo import verdicts
     cpu = str(row.get("pair", "")).startswith("CPU")
+    setting = against or row.get("setting")
     reference = None if cpu or not gpu else verdicts.cnn_reference(
-        "cnn_images_per_sec", gpu, row.get("batch_per_worker"), against or row.get("setting"),
-        workers=_workers(row))
+        "cnn_images_per_sec", gpu, row.get("batch_per_worker"), setting,
+        workers=_workers(row), link=row.get("link") if recorded else None)
+    if recorded and reference and setting == row.get("setting"):
+        return own_reference("cnn_images_per_sec", row.get("images_per_sec_median"))
+    transport, forced = row.get("transports") or None, _forced(row)
+    if forced and setting == row.get("setting"):
+        # judged against runs of its own setting: they were forced the same way, so the forced
+        # transport explains nothing
+        transport, forced = None, None
     return verdicts.judge("cnn_images_per_sec", row.get("images_per_sec_median"), reference=reference,
-                          transport=row.get("transports") or None)
+                          transport=transport, forced=forced)
 
 
 def verdict_line(label: str, verdict, number: str = "{:,.0f}") -> str:
@@ -623,6 +652,20 @@ def verdict_line(label: str, verdict, number: str = "{:,.0f}") -> str:
     return line
 
 
+def once(lines: Sequence[str]) -> str:
+    """Verdict lines joined, each block of reasons printed once: a later verdict with the same
+    reasons says "  reasons as above" instead."""
+    out, seen = [], set()
+    for line in lines:
+        head, _, reasons = line.partition("\n")
+        if reasons and reasons in seen:
+            out.append(head + "\n  reasons as above")
+        else:
+            seen.add(reasons)
+            out.append(line)
+    return "\n".join(out)
+
+
 def cnn_verdict_lines(rows: Sequence[Dict[str, Any]], gpu=None, against: Optional[str] = None,
                       machine=None) -> str:
     """verdict_line for every row of a runs table. gpu: the GPU model (a recorded table passes its
@@ -634,17 +677,20 @@ def cnn_verdict_lines(rows: Sequence[Dict[str, Any]], gpu=None, against: Optiona
         label = f"{'' if pair.startswith('CPU') else 'GPUs '}{pair} {row.get('setting')}"
         if against and against != row.get("setting"):
             label += f" (against the recorded {against})"
-        out.append(verdict_line(label, cnn_verdict(row, name, against)))
-    return "\n".join(out)
+        out.append(verdict_line(label, cnn_verdict(row, name, against, recorded=machine is None)))
+    return once(out)
 
 
-def scaling_verdict(single: Dict[str, Any], pair: Dict[str, Any], gpu: Optional[str]):
+def scaling_verdict(single: Dict[str, Any], pair: Dict[str, Any], gpu: Optional[str], recorded: bool = True):
     """The verdict on two GPUs' scaling efficiency (pair median / (2 x one-GPU median)) against
-    the recorded runs of the same GPU model and batch, default setting."""
+    the recorded runs of the same GPU model and batch, default setting. Recorded rows of the
+    default setting (recorded=True) are their own reference: "none"."""
     from gputopo import verdicts
     value = None
     if single.get("images_per_sec_median") and pair.get("images_per_sec_median"):
         value = pair["images_per_sec_median"] / (2 * single["images_per_sec_median"])
+    if recorded and value is not None and pair.get("setting") == "default":
+        return own_reference("cnn_scaling_efficiency", value)
     reference = verdicts.cnn_reference("cnn_scaling_efficiency", gpu, pair.get("batch_per_worker"),
                                        "default", workers=2) if gpu else None
     return verdicts.judge("cnn_scaling_efficiency", value, reference=reference)

@@ -453,21 +453,23 @@ _VERDICT_KIND = {"unidirectional_write": "p2p_one_way", "unidirectional_read": "
                  "bidirectional_disabled": "p2p_both_ways"}
 
 
-def recorded_link(code: Optional[str], gpu: Optional[str]):
+def recorded_link(code: Optional[str], gpu: Optional[str], system: Optional[str] = None):
     """verdicts.Link for a recorded pair from its `topo -m` code and GPU name (the recorded
     system's facts): "NV12" -> 12 NVLinks of that GPU's generation; any other code -> the
-    GPU's PCIe generation from links.py's table (x16). None when the code is unknown."""
+    GPU's PCIe generation from links.py's table (x16). None when the code is unknown. system:
+    the recorded system the judged figures come from (verdicts: "range set from this recording"
+    where a range rests on that system alone)."""
     import re
 
     from gputopo import verdicts
 
     found = re.fullmatch(r"NV(\d+)", str(code or ""))
     if found:
-        return verdicts.Link("nvlink", gpu, count=int(found.group(1)), gpu=gpu)
+        return verdicts.Link("nvlink", gpu, count=int(found.group(1)), gpu=gpu, recorded_on=system)
     if not code:
         return None
     spec = links.spec_for(gpu)
-    return verdicts.Link("pcie", getattr(spec, "pcie", None), links.PCIE_X16_LANES, gpu=gpu)
+    return verdicts.Link("pcie", getattr(spec, "pcie", None), links.PCIE_X16_LANES, gpu=gpu, recorded_on=system)
 
 
 def _method(text: str) -> str:
@@ -499,20 +501,40 @@ def efficiency_verdicts(parsed: Dict[str, Any], link: Callable, gpu: Any, peer: 
                         text: str = "", machine: Any = None) -> List[str]:
     """One verdict line per row of efficiency_rows (the same cells, the same peak).
 
-    The link of each pair: `verdicts.link_from_machine(machine, i, j)` for a live run (i, j:
-    the device numbers the run printed), else `recorded_link(code, gpu)` from the recorded
-    system's facts."""
-    return [verdict_line(label, verdict) for label, verdict in _judged_rows(parsed, link, gpu, peer, text, machine)]
+    The link of each pair: `verdicts.link_from_machine(machine, a, b)` for a live run, where a
+    and b are the nvidia-smi indices of the device numbers the run printed (`gpu_indices`, p2ptest's
+    map from CUDA ordinal to index: under CUDA_VISIBLE_DEVICES=2,3 ordinals 0,1 are GPUs 2,3),
+    else `recorded_link(code, gpu)` from the recorded system's facts."""
+    return _once([verdict_line(label, verdict) for label, verdict in _judged_rows(parsed, link, gpu, peer, text,
+                                                                                  machine)])
 
 
-def _judged_rows(parsed, link, gpu, peer=None, text="", machine=None):
+def _once(lines: List[str]) -> List[str]:
+    """The same lines, each block of reasons printed once: a later verdict with the same reasons
+    says "  reasons as above"."""
+    out, seen = [], set()
+    for line in lines:
+        head, _, reasons = line.partition("\n")
+        out.append(head + "\n  reasons as above" if reasons and reasons in seen else line)
+        seen.add(reasons)
+    return out
+
+
+def _index(gpu_indices: Optional[Dict[Any, Any]], ordinal: int) -> int:
+    """nvidia-smi's index of a CUDA ordinal the run printed (keys may be ints or, after JSON, strings)."""
+    found = (gpu_indices or {}).get(ordinal, (gpu_indices or {}).get(str(ordinal), ordinal))
+    return int(found)
+
+
+def _judged_rows(parsed, link, gpu, peer=None, text="", machine=None, live=None):
     from gputopo import verdicts
 
+    indices = (live or {}).get("gpu_indices") or {}
     out = []
     for row in efficiency_rows(parsed, link, machine if machine is not None else gpu, peer):
         i, j = (int(n) for n in row["pair"].replace("<->", "->").split("->"))
-        pair_link = (verdicts.link_from_machine(machine, i, j) if machine is not None
-                     else recorded_link(link(i, j), gpu))
+        pair_link = (verdicts.link_from_machine(machine, _index(indices, i), _index(indices, j))
+                     if machine is not None else recorded_link(link(i, j), gpu))
         out.append((f"{row['what']} {row['pair']}", row_verdict(row, pair_link, text)))
     return out
 
@@ -544,18 +566,20 @@ def live_verdicts(live: Optional[Dict[str, Any]], machine: Any) -> List[str]:
         inside = bandwidth[key][0][0]
         local = verdicts.judge("p2p_one_way", inside, verdicts.Link("copy inside one GPU"))
         return [verdict_line(f"{P2P_MATRICES[key][0]}, inside GPU{rows_of[0]}", local)]
-    judged = _judged_rows(parsed, link_lookup(topology=getattr(machine, "topology", None) or {}), None,
-                          peer_access(parsed), text, machine=machine)
+    indices = live.get("gpu_indices") or {}
+    by_index = link_lookup(topology=getattr(machine, "topology", None) or {})
+    judged = _judged_rows(parsed, lambda i, j: by_index(_index(indices, i), _index(indices, j)), None,
+                          peer_access(parsed), text, machine=machine, live=live)
     if len(judged) <= LIVE_VERDICT_LINES:
-        return [verdict_line(label, verdict) for label, verdict in judged]
+        return _once([verdict_line(label, verdict) for label, verdict in judged])
     counts: Dict[str, int] = {}
     for _, verdict in judged:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
     return ([f"{len(judged)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.items())]
             + [f"  not comparable, {n} cells: {why}" for why, n in _count(
                 v.why for _, v in judged if v.status == "not comparable").items()]
-            + [verdict_line(label, verdict) for label, verdict in judged if verdict.status != "as expected"
-               and verdict.status != "not comparable"])
+            + _once([verdict_line(label, verdict) for label, verdict in judged if verdict.status != "as expected"
+                     and verdict.status != "not comparable"]))
 
 
 def _count(items) -> Dict[str, int]:
@@ -582,7 +606,7 @@ def pair_verdicts(entry: Dict[str, Any], system: str) -> Tuple[Any, List[Tuple[s
     sources, columns = labels_of(parsed, next(iter(parsed["row_indices"])))
     i = sources[0]
     j = next(c for c in columns if c != i)
-    link = recorded_link(link_lookup(system)(i, j), entry["gpu"])
+    link = recorded_link(link_lookup(system)(i, j), entry["gpu"], system)
     text = reference.read_text(system, entry["files"][0])
     peer = peer_access(parsed, system)(i, j)
     out = []
@@ -637,7 +661,7 @@ def verdict_counts(found: Dict[str, Dict[str, Any]]) -> List[str]:
         low = []
         for row in efficiency_rows(entry["parsed"], lookup, gpu, peer_access(entry["parsed"], system)):
             i, j = (int(n) for n in row["pair"].replace("<->", "->").split("->"))
-            verdict = row_verdict(row, recorded_link(lookup(i, j), gpu), text)
+            verdict = row_verdict(row, recorded_link(lookup(i, j), gpu, system), text)
             counts[verdict.status] = counts.get(verdict.status, 0) + 1
             if verdict.status == "low":
                 low.append(f"{row['what']} {row['pair']}")

@@ -924,7 +924,7 @@ def cnn_verdict_lines(steps: Dict[str, Any]) -> List[str]:
     """One line each for the recorded two-GPU images/s and scaling efficiency that `cnn_steps`
     returns: no verdict. `verdicts.cnn_reference` would judge them against the recorded runs of
     the same GPU model, batch and setting, which are these very runs, so a verdict could not fail."""
-    what = (f"recorded on {steps['system']}: `verdicts.cnn_reference` builds its range from these same "
-            f"{steps['two_gpu_runs']} runs, so judging them against it could not fail")
+    what = (f"this row is its own reference: recorded on {steps['system']}, and `verdicts.cnn_reference` "
+            f"builds the range from these same {steps['two_gpu_runs']} runs")
     return [f"verdict, two-GPU images/s: none ({what})",
             f"verdict, two-GPU scaling efficiency: none ({what})"]

@@ -1,0 +1,184 @@
+"""The verdict review r5's findings (M1-M6, m1-m4, the noise note), each with the test that would
+have caught it. Expected values come from the recorded files (read by hand, quoted beside each
+assertion) or from the published figures named: nccl-tests issues #149 and #212, NVIDIA/nccl #1264."""
+
+import pytest
+
+from gputopo import hostbench, reference
+from gputopo import verdicts as V
+from gputopo.gpus import Gpu
+from gputopo.lessons import lesson3_nccl as nl
+from gputopo.lessons import lesson4_p2p as lessons
+from gputopo.machine import Machine
+from gputopo.parsers import p2p as p2p_parser
+
+NV18 = V.Link("nvlink", "nvlink4", count=18)   # 18 x 25 GB/s = 450 GB/s per direction
+
+
+def read(path):
+    system, name = path.split("/", 1)
+    return reference.read_text(system, name)
+
+
+# M1 ------------------------------------------------------------------------------------------
+
+def test_all_reduce_at_128_mib_is_below_the_plateau():
+    # h200-nvswitch-pair nccl-bench-all_reduce.txt: 282 GB/s at 128 MiB still rising (332 at 2 GiB)
+    got = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18, size=128 << 20)
+    assert got.status == "not comparable" and "plateau" in got.why
+
+
+@pytest.mark.parametrize("busbw, status", [
+    (370.0, "as expected"),   # nccl-tests #212: about 370 of 450 GB/s on H100 without NVLS (0.82)
+    (280.0, "low"),           # 25 % short of that: 0.62 of the peak, under the 0.70 bound
+])
+def test_an_h100_node_at_1_gib(busbw, status):
+    assert V.judge("allreduce_busbw", busbw, NV18, size=1 << 30, processes="x, NVLS off (course default)").status \
+        == status
+
+
+# M2 ------------------------------------------------------------------------------------------
+
+def test_p2p_nvlink_ranges_cite_published_figures():
+    assert "#1264" in V.EFFICIENCY[("p2p_one_way", "nvlink", "ce")].source
+    assert "#1264" in V.EFFICIENCY[("p2p_both_ways", "nvlink", "ce")].source
+    assert "#149" in V.EFFICIENCY[("p2p_one_way", "nvlink", "sm")].source
+
+
+def test_a_range_set_from_the_judged_recording_says_so():
+    # the latency bound (5 us) is twice the highest recorded latency, h200-nvswitch-pair among them:
+    # judging that system's 2.2 us against it says so; a live link (no recorded_on) does not
+    _, judged = lessons.pair_verdicts(lessons.reference_p2p()["h200-nvswitch-pair"], "h200-nvswitch-pair")
+    latency = dict(judged)["P2P lat."]
+    assert latency.status == "as expected" and latency.why.endswith(", range set from this recording")
+    assert not dict(judged)["one-way P2P"].why.endswith(", range set from this recording")  # #1264 backs it
+    assert "recording" not in V.judge("p2p_latency", 2.2, NV18).why
+    # dgx1-v100 is not among the recordings the bound comes from: no such words
+    _, judged = lessons.pair_verdicts(lessons.reference_p2p()["dgx1-v100"], "dgx1-v100")
+    assert "recording" not in dict(judged)["P2P lat."].why
+
+
+# M3 ------------------------------------------------------------------------------------------
+
+def test_an_unforced_shm_all_reduce_on_nvlink_is_low_with_the_transport_first():
+    got = V.judge("allreduce_busbw", 27.77, NV18, size=1 << 30, transport="SHM")
+    assert got.status == "low" and got.reasons[0][0].startswith("NCCL used SHM, not P2P")
+
+
+# M4 ------------------------------------------------------------------------------------------
+
+def test_bandwidth_spread_comes_from_the_recorded_repeats():
+    # GPU0 -> GPU1 P2P writes in p2pBandwidthLatencyTest-256MiB-run1..3: 394.63, 394.67, 394.86 GB/s
+    pct, source = V.repeat_spread("p2p_one_way")
+    assert pct == pytest.approx((394.86 - 394.63) / 394.63 * 100, rel=1e-6)
+    assert "256MiB-run1" in source
+
+
+def test_noise_reason_only_when_the_gap_is_within_the_spread():
+    far = V.judge("p2p_one_way", 27.0, NV18)           # 0.06 of the peak
+    assert far.status == "low" and not any("noise" in r for r, _ in far.reasons)
+    near = V.judge("p2p_one_way", 337.4, NV18)          # 0.03 % under the 337.5 bound
+    assert near.status == "low" and "noise" in near.reasons[-1][0]
+    assert "16.5" not in near.reasons[-1][0]            # not the CNN's images/s spread
+
+
+# M5 ------------------------------------------------------------------------------------------
+
+def test_dgx1_pairs_are_not_pooled_and_defaults_are_their_own_reference():
+    groups = nl.comparable_groups(nl.recorded_runs())
+    rows = {(r["pair"], r["setting"]): r for r in groups[("DGX-1 V100", 512)]}
+    # pair 1,7 (SYS, SHM) is the only default of its link: its own reference
+    assert nl.cnn_verdict(rows[("1,7", "default")], "DGX-1 V100", "default", recorded=True).status == "none"
+    # pair 0,3's LOC row against pair 0,3's default only: horovod-cnn-gpus-0-3-default.txt min
+    # 99,128.98 images/s, less the 16.5 % noise (notebook 3), not pair 1,7's 95,782.78
+    got = nl.cnn_verdict(rows[("0,3", "NCCL_P2P_LEVEL=LOC (0)")], "DGX-1 V100", "default", recorded=True)
+    assert got.expected[0] == pytest.approx(99_128.98 * (1 - 0.165), rel=2e-3)
+
+
+# M6 ------------------------------------------------------------------------------------------
+
+def test_live_p2p_verdicts_map_cuda_ordinals_to_nvidia_smi_indices():
+    # CUDA_VISIBLE_DEVICES=2,3: the run prints ordinals 0,1, which are GPUs 2,3 (NV18); GPUs 0,1 are SYS
+    gpus = [Gpu(index=i, name="NVIDIA H200", pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
+                pcie_width_max=16) for i in range(4)]
+    codes = {(2, 3): "NV18", (3, 2): "NV18"}
+    topology = {"gpus": [f"GPU{i}" for i in range(4)],
+                "links": {f"GPU{i}": {f"GPU{j}": codes.get((i, j), "SYS") for j in range(4) if j != i}
+                          for i in range(4)}}
+    machine = Machine(mode="multi-gpu", gpu_count=4, visible_gpu_count=2, gpus=gpus, topology=topology,
+                      nvlink_active_links={f"GPU{i}": 18 for i in range(4)})
+    text = read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt")
+    live = {"text": text, "parsed": p2p_parser.parse(text), "mode": "live", "gpu_indices": {0: 2, 1: 3}}
+    lines = lessons.live_verdicts(live, machine)
+    assert "396.5 GB/s: as expected" in lines[0] and "expected 337.5-450 GB/s" in lines[0]
+
+
+# m1 ------------------------------------------------------------------------------------------
+
+def test_an_idle_pcie_link_is_described_by_its_maximum():
+    link = V.Link("pcie", "gen1", width=16, gen_max="gen4", width_max=16)
+    assert link.describe() == "PCIe gen4 x16 (idle now: gen1 x16)"
+    got = V.judge("h2d", 10.0, link, memory="pinned", size=1 << 30)
+    assert got.status == "low" and not got.reasons[0][0].startswith("the PCIe link is trained down")
+
+
+# m3, m4 --------------------------------------------------------------------------------------
+
+def test_pcie_all_reduce_has_no_range():
+    got = V.judge("allreduce_busbw", 20.0, V.Link("pcie", "gen4", 16), size=1 << 30)
+    assert got.status == "not comparable" and "no recorded or published" in got.why
+
+
+def test_mixed_transport_line_reads_every_transport():
+    text = read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt").replace(
+        "SHM/direct/direct: 8;", "SHM/direct/direct: 8; NET/Socket/0: 2;")
+    assert "SHM+NET" in V.judge_nccl_output(text, NV18).why
+
+
+def test_busbw_above_the_peak_with_nvls_names_nvls():
+    # nccl-tests #212: with NVLink SHARP, about 480 GB/s busbw on 8x H100 (peak 450)
+    got = V.judge("allreduce_busbw", 480.0, NV18, size=4 << 30, processes="nccl-tests")
+    assert got.status == "not comparable" and "NVLS" in got.why and "#212" in got.why
+
+
+# noise note ----------------------------------------------------------------------------------
+
+def test_repeated_reasons_print_once():
+    low = V.judge("p2p_one_way", 27.0, NV18)
+    text = hostbench.verdict_lines([("a", low), ("b", low)])
+    assert text.count("reason 1:") == 1 and text.count("reasons as above") == 1
+
+
+def test_off_p2p_settings_with_no_transport_line_are_not_comparable():
+    text = read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")
+    text = "\n".join(line for line in text.splitlines() if "Transports NCCL reported" not in line)
+    got = V.judge_nccl_output(text, NV18)
+    assert got.status == "not comparable" and "NCCL_P2P_LEVEL=LOC" in got.why
+
+
+def test_a_forced_live_row_against_its_own_setting_does_not_blame_the_setting():
+    # a live NET row judged against the recorded NET runs (same setting, batch 512: 226,085 images/s
+    # median) but far below them: the forced transport is the same in the reference, not a reason
+    row = {"pair": "0,1", "setting": "P2P and SHM disabled", "batch_per_worker": 512, "transports": "NET",
+           "env": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "images_per_sec_median": 50_000.0}
+    got = nl.cnn_verdict(row, "NVIDIA H200")
+    assert got.status == "low" and not any("forced" in r or "NET" in r for r, _ in got.reasons)
+
+
+def test_a_recorded_default_with_no_range_is_not_comparable_not_its_own_reference():
+    # DGX A100's default ran at 8192 per GPU with one number and no min-max (notebook 3's table)
+    groups = nl.comparable_groups(nl.recorded_runs())
+    default = next(r for r in groups[("DGX A100", 8192)] if r["setting"] == "default")
+    assert nl.cnn_verdict(default, "DGX A100", "default", recorded=True).status == "not comparable"
+
+
+def test_p2p_cells_with_the_same_reasons_print_them_once():
+    text = read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt")
+    parsed = p2p_parser.parse(text)
+    for pair in ((0, 1), (1, 0)):
+        parsed["bandwidth_gbs"]["unidirectional_write"][pair[0]][pair[1]] = 200.0   # 0.44 of 450: low
+    lines = lessons.efficiency_verdicts(parsed, lessons.link_lookup("h200-nvswitch-pair"), "NVIDIA H200",
+                                        lessons.peer_access(parsed), text)
+    joined = "\n".join(lines)
+    assert joined.count("low (0.44 of the peak)") == 2
+    assert joined.count("reason 1:") == 1 and joined.count("reasons as above") == 1
