@@ -105,13 +105,33 @@ def test_h200_pair_recorded_outputs_climb_all_four_rungs(machine_of):
     assert got[3].finding.count("as expected") == 2
 
 
+def _unforced(text):
+    """The recorded sockets run as if nothing had forced it: the ladder's own run sets no NCCL
+    variable, so NET there is NCCL's choice (a broken P2P/SHM path), which is 'low'."""
+    for forced in ("NCCL_P2P_DISABLE=1 ", "NCCL_SHM_DISABLE=1", "NCCL_P2P_DISABLE set by environment to 1",
+                   "NCCL_SHM_DISABLE set by environment to 1."):
+        text = text.replace(forced, "")
+    return text
+
+
 def test_a_sockets_all_reduce_is_low_at_rung_4(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
     got = ladder.climb(machine, run_gpu=True,
                        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")))
+                       nccl_runner=lambda pair: nccl_result(_unforced(recorded("nccl-bench-all_reduce-sockets.txt"))))
     assert got[3].status == "WARN" and "low" in got[3].finding and "NET" in got[3].fix
+
+
+def test_a_sockets_run_forced_by_its_settings_is_not_judged_low(machine_of):
+    # the recorded file's own header says NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: its data never
+    # crossed NVLink, so it says nothing about the link (verdicts: "not comparable")
+    machine = machine_of(system="h200-nvswitch-pair")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    got = ladder.climb(machine, run_gpu=True,
+                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")))
+    assert "not comparable" in got[3].finding and "low" not in got[3].finding
 
 
 def test_wrong_elements_fail_rung_3_and_rung_4_is_not_reached(machine_of):
