@@ -35,17 +35,23 @@ BEFORE_PYTORCH_INSTALL = check.Flavour("pytorch", ".venv-pytorch", installed=Fal
 TENSORFLOW_IN_USE = check.Flavour("tensorflow", ".venv", installed=True)
 
 
+def detect_standin(monkeypatch, visible):
+    """detect() on the stand-in nvidia-smi already installed, under CUDA_VISIBLE_DEVICES=visible
+    (None: unset), with the CUDA driver's answer stubbed out (no GPU here)."""
+    monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None))
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    return detect(check_horovod=False, environ=environ)
+
+
 @pytest.fixture
 def standin(fake_nvidia_smi, monkeypatch):
     def make(name, visible):
         install_machine(fake_nvidia_smi, name)
-        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None))
-        environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-        if visible is None:
-            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        else:
-            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-        return detect(check_horovod=False, environ=environ)
+        return detect_standin(monkeypatch, visible)
     return make
 
 

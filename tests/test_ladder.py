@@ -3,11 +3,10 @@ faked from files recorded on h200-nvswitch-pair (its P2P test and nccl_bench all
 
 import pytest
 
-from gputopo import check, gpus, ladder
-from gputopo.detect import detect
+from gputopo import check, ladder
 from gputopo.machine import Machine
 from gputopo.parsers import nccl_tests, p2p
-from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE
+from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE, detect_standin
 from test_machines import install_machine
 
 REF = check._ROOT / "source_code" / "reference_systems" / "h200-nvswitch-pair"
@@ -34,13 +33,7 @@ def machine_of(fake_nvidia_smi, monkeypatch):
             fake_nvidia_smi(system=system, outputs={"topo -p2p r": rw, "topo -p2p w": rw})
         else:
             install_machine(fake_nvidia_smi, name)
-        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None))
-        environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-        if visible is None:
-            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        else:
-            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-        return detect(check_horovod=False, environ=environ)
+        return detect_standin(monkeypatch, visible)
     return make
 
 
