@@ -142,7 +142,7 @@ def test_gpu_paths_plan_says_why_before_running_anything():
 
 
 def test_gpu_paths_plan_builds_the_program_when_it_can(tmp_path, monkeypatch):
-    """Seen on the H200 course run: notebook 1 came before notebook 4 built the program, so the
+    """Seen on the H200 course run: notebook 1 came before notebook 3 built the program, so the
     GPU copies showed recorded data on a machine that could measure them."""
     from types import SimpleNamespace
     from gputopo import p2ptest

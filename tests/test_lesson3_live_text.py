@@ -1,4 +1,4 @@
-"""What notebook 3 prints about a live run: no absolute paths of the checkout, no host name
+"""What notebook 5 prints about a live run: no absolute paths of the checkout, no host name
 (review finding MI6)."""
 from gputopo import runner
 from gputopo.lessons import lesson3_nccl as nl

@@ -1,6 +1,6 @@
-"""The verdicts notebook 3 prints beside its numbers (issue 28 item 1), on the recorded runs.
+"""The verdicts notebook 5 prints beside its numbers (issue 28 item 1), on the recorded runs.
 
-Every expected verdict below was decided by hand from the recorded tables notebook 3 prints
+Every expected verdict below was decided by hand from the recorded tables notebook 5 prints
 (reference_systems/h200-nvswitch-pair/horovod-cnn/, dgx1-v100, dgx-a100) and the course's noise
 figure, 16.5 % (the largest range / median of the recorded H200 settings: NCCL_P2P_LEVEL=NVL,
 3 runs). For example, at batch 64 the recorded default runs of the H200 pair span 29,971-33,613
@@ -73,7 +73,7 @@ def test_lines_show_reasons_only_for_low(groups):
 @pytest.mark.parametrize("batch, status", [(64, "none"), (512, "none")])
 def test_recorded_scaling_efficiency(groups, batch, status):
     # 33,453 / (2 x 27,405) = 61 % and 291,790 / (2 x 198,192) = 74 %, the recorded runs themselves:
-    # their own reference, so no verdict (review r5 M5; notebook 5 says the same of these runs)
+    # their own reference, so no verdict (review r5 M5; notebook 4 says the same of these runs)
     single = row(groups, "2x H200 NVSwitch", batch, "0", "default")
     pair = row(groups, "2x H200 NVSwitch", batch, "0,1", "default")
     verdict = nl.scaling_verdict(single, pair, "2x H200 NVSwitch")
@@ -87,7 +87,7 @@ def test_scaling_efficiency_without_a_one_gpu_number_is_incomplete(groups):
 
 
 def test_cpu_run_is_not_comparable():
-    # the live CPU run of notebook 3 (recorded in its output: 973 images/s, batch 64, Gloo)
+    # the live CPU run of notebook 5 (recorded in its output: 973 images/s, batch 64, Gloo)
     cpu = {"pair": "CPU x2", "setting": "default", "batch_per_worker": 64, "images_per_sec_median": 972.9}
     verdict = nl.cnn_verdict(cpu, nl.live_gpu_name(SimpleNamespace(gpus=[]), cpu))
     assert verdict.status == "not comparable"
@@ -123,6 +123,6 @@ def test_busbw_of_the_gradient_is_not_comparable_below_the_plateau():
     out = nl.gradient_busbw_verdicts(4_799_528, verdicts.Link("nvlink", "H200", count=18))
     assert [label.split()[0] for label, _, _ in out] == ["P2P", "SHM", "NET/Socket"]
     busbw = {label.split()[0]: gbs for label, gbs, _ in out}
-    # notebook 3 prints 135.8, 24.4 and 2.9 GB/s at 4.8 MB (recorded nccl-bench tables)
+    # notebook 5 prints 135.8, 24.4 and 2.9 GB/s at 4.8 MB (recorded nccl-bench tables)
     assert busbw["P2P"] == pytest.approx(135.8, abs=0.1) and busbw["SHM"] == pytest.approx(24.4, abs=0.1)
     assert all(v.status == "not comparable" and "plateau" in v.why for _, _, v in out)

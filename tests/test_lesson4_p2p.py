@@ -1,4 +1,4 @@
-"""Notebook 4's glue (gputopo.lessons.lesson4_p2p) and the notebook's own live cells.
+"""Notebook 3's glue (gputopo.lessons.lesson4_p2p) and the notebook's own live cells.
 
 Expected values were read by hand from the recorded files named in each test.
 """
@@ -16,7 +16,7 @@ from gputopo.detect import detect
 from gputopo.lessons import lesson4_p2p as lessons
 from gputopo.selfcheck import check, compare, predict, text_table
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "4.P2P-Bandwidth-Latency-Test.ipynb"
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "3.P2P-Bandwidth-Latency-Test.ipynb"
 H200 = "h200-nvswitch-pair"
 
 

@@ -1,4 +1,4 @@
-"""Notebook 4's verdicts (lesson4_p2p.efficiency_verdicts, pair_verdicts, live_verdicts) on the
+"""Notebook 3's verdicts (lesson4_p2p.efficiency_verdicts, pair_verdicts, live_verdicts) on the
 recorded P2P outputs, with each verdict decided by hand:
 
 - H200 pair (reference_systems/h200-nvswitch-pair/p2pBandwidthLatencyTest.txt): 396.51 GB/s one

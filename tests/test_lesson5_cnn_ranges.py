@@ -1,4 +1,4 @@
-"""The spread of the two-GPU CNN runs behind notebook 5's 74 % (review r3 of notebook 5, M-f).
+"""The spread of the two-GPU CNN runs behind notebook 4's 74 % (review r3 of notebook 4, M-f).
 
 Expected values come from the SUMMARY lines of
 source_code/reference_systems/h200-nvswitch-pair/horovod-cnn/, read by hand:

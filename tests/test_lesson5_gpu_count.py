@@ -1,4 +1,4 @@
-"""How many ranks ran a recorded table (review r3 of notebook 5, M-b).
+"""How many ranks ran a recorded table (review r3 of notebook 4, M-b).
 
 A one-process-per-GPU run (mpirun/srun/torchrun, nccl-tests -g 1, nccl_bench's per-rank mode)
 prints `nGpus 1` however many ranks took part; its "Using devices" list names every rank.

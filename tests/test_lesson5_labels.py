@@ -1,4 +1,4 @@
-"""Labels notebook 5 prints for its fits (review r3 of notebook 5, K1, minor 3 and 7).
+"""Labels notebook 4 prints for its fits (review r3 of notebook 4, K1, minor 3 and 7).
 
 K1: the fit table cut "NVLS off (course default)" to its first word, so every H200 row read
 "NVLS". Minor 3: two tables of the same system, transport and GPU count (plain and CUDA graph)

@@ -1,4 +1,4 @@
-"""Notebook 5's live benchmark runs (review r3 of notebook 5, M-a and M-c).
+"""Notebook 4's live benchmark runs (review r3 of notebook 4, M-a and M-c).
 
 M-a: the Makefile, Dockerfile and course.def always export NCCL_NVLS_ENABLE (0 unless an
 instructor set it), so a live run used to be labelled "NCCL_NVLS_ENABLE=0 (your environment)";

@@ -1,4 +1,4 @@
-"""Notebook 5's verdicts on all-reduce busbw (lesson5_collectives.busbw_verdicts and friends).
+"""Notebook 4's verdicts on all-reduce busbw (lesson5_collectives.busbw_verdicts and friends).
 
 Every expected status was decided by hand from the recorded files, not by the code under test:
 - the H200 machines: `nvidia-smi topo -m` shows NV18 between every pair and `nvidia-smi nvlink -s`
@@ -138,7 +138,7 @@ def test_cnn_figures_get_no_verdict_because_the_range_is_the_same_runs():
 
 
 def test_the_busbw_range_names_the_sources_the_notebook_says_it_comes_from():
-    # notebook 5: 0.70-1.0, from nccl-tests issues #149 (A100 ~230 of 300) and #212 (H100 ~370 of
+    # notebook 4: 0.70-1.0, from nccl-tests issues #149 (A100 ~230 of 300) and #212 (H100 ~370 of
     # 450 without NVLS), with the recorded 2-GPU H200 default and 8-GPU node -g 8 tables beside them
     eff = verdicts.EFFICIENCY[("allreduce_busbw", "nvlink", None)]
     assert (eff.low, eff.high) == (0.70, 1.0) and eff.published

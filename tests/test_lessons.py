@@ -1,4 +1,4 @@
-"""gputopo.lessons: the glue behind notebooks 4 and 5, checked against recorded values."""
+"""gputopo.lessons: the glue behind notebooks 3 and 4, checked against recorded values."""
 import math
 import re
 import shutil
@@ -35,7 +35,7 @@ def fake_reference(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# P2P (notebook 4)
+# P2P (notebook 3)
 
 def test_reference_p2p_finds_the_recorded_systems():
     found = lessons.reference_p2p()
@@ -144,7 +144,7 @@ def test_figures():
 
 
 # ---------------------------------------------------------------------------------------
-# Collectives (notebook 5)
+# Collectives (notebook 4)
 
 def test_nccl_tables_and_fit_v100():
     tables = lessons.nccl_tables("all_reduce", systems=["v100-sxm2-8gpu-server"])
@@ -342,7 +342,7 @@ def test_multinode_rows():
 
 
 def test_compare_repeats_judges_both_changes_by_the_same_rule():
-    # Made-up repeats in the shape of notebook 3's question: a -4 % change whose ranges overlap
+    # Made-up repeats in the shape of notebook 5's question: a -4 % change whose ranges overlap
     # is noise; a -6 % change with separate, tight ranges is not.
     base = [100.0, 102.0, 98.0, 101.0]
     overlapping = [97.5, 94.0, 99.0, 96.0]

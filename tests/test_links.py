@@ -140,7 +140,7 @@ def test_link_table_rows_name_a_source_and_a_computation():
 
 
 def test_efficiency_table_of_an_unknown_gpu_says_why_instead_of_raising():
-    # Notebook 4's table on a 4x RTX 6000 Ada workstation used to stop with ValueError.
+    # Notebook 3's table on a 4x RTX 6000 Ada workstation used to stop with ValueError.
     from gputopo import lessons
 
     entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]

@@ -162,24 +162,24 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
     machine = machine_of(name, visible)
     recorded = lessons.reference_p2p()["h100-pcie-nvlink-pair"]["parsed"]
     lookup = lessons.link_lookup(topology=machine.topology or {})
-    for gpu in (machine, machine.gpu_names[0]):  # notebook 4: machine first, then the name
+    for gpu in (machine, machine.gpu_names[0]):  # notebook 3: machine first, then the name
         rows = lessons.efficiency_rows(recorded, lookup, gpu)
         table = lessons.efficiency_table(rows)
         assert all(r["peak_gbs"] is not None or r["why"] for r in rows) and table
     for pair in filter(None, (machine.best_pair, machine.worst_pair)):
         peak = links.machine_peak(machine, *pair)
         assert peak.gbs is not None or peak.why
-    # notebook 4: the P2P test builds, cannot run without a GPU, and shows recorded data
+    # notebook 3: the P2P test builds, cannot run without a GPU, and shows recorded data
     p2p = p2ptest.run(devices=best)
     assert p2p["mode"] == "reference" and "no GPU here" in p2p["reason"]
-    # notebook 5: the NCCL benchmark likewise
+    # notebook 4: the NCCL benchmark likewise
     nccl = ncclbench.run("all_reduce", gpus=best, max_bytes=1 << 20)
     assert nccl["mode"] == "reference" and nccl["parsed"]["rows"]
     if mode == "multi-gpu":  # it was built and run, and said it found no GPU
         assert "could not use the GPUs here" in nccl["reason"] and "found none" in nccl["reason"]
     else:
         assert "1 GPU(s) visible here and this run needs 2" in nccl["reason"]
-    # notebook 3: the runner accepts the pair it is offered and names it for the child
+    # notebook 5: the runner accepts the pair it is offered and names it for the child
     if best:
         assert runner._check_gpus(best, 2, machine.gpu_count, machine) is None
         assert gpus.child_visible_devices(best, *gpus.from_machine(machine)) == ",".join(map(str, best))

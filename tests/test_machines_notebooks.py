@@ -13,7 +13,7 @@ different paths, for a faster local run). The runs start in the background as so
 collected them (conftest.py), at low priority (nice 10), two at a time, while the other tests run
 in the foreground and leave a core idle most of the time; these tests run last and wait for
 them. In a whole `make test` the last run ends well before the other tests do (pytest's summary
-prints when: "machine matrix: ..."). Notebook 3's live training is switched off
+prints when: "machine matrix: ..."). Notebook 5's live training is switched off
 (GPUTOPO_LIVE_CNN=0): it would be the same two-process CPU job on every machine without a
 usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The runs write no HTML
 copies (`--no-html`). Both CUDA programs are built once, before the runs start, where the
@@ -47,9 +47,9 @@ _ALL = os.environ.get("GPUTOPO_MACHINES") != "quick"  # conftest.py refuses othe
 CASES = [c for c, i in zip(ALL_CASES, ALL_IDS) if _ALL or i in QUICK]
 IDS = [i for i in ALL_IDS if _ALL or i in QUICK]
 NOTEBOOKS = ["Start_Here.ipynb"] + [f"notebooks/{n}" for n in ("1.Latency-and-Bandwidth.ipynb", "2.System-Topology.ipynb",
-                                                               "3.NCCL-and-P2P-Levels.ipynb",
-                                                               "4.P2P-Bandwidth-Latency-Test.ipynb",
-                                                               "5.Collectives-and-Scaling.ipynb")]
+                                                               "3.P2P-Bandwidth-Latency-Test.ipynb",
+                                                               "4.Collectives-and-Scaling.ipynb",
+                                                               "5.NCCL-and-P2P-Levels.ipynb")]
 PARALLEL = 2
 
 
@@ -74,7 +74,7 @@ def _run_course(base, case, started, environ):
 
 def _run_make_course(base, started, environ):
     """`make course` on this machine as it is (no GPU in CI): the machine without GPUs, run as an
-    instructor runs it, HTML report included. Notebook 3's live CPU training is left to nbval."""
+    instructor runs it, HTML report included. Notebook 5's live CPU training is left to nbval."""
     env = {k: v for k, v in environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     env.update(GPUTOPO_RESULTS_DIR=str(base / "this-machine"), GPUTOPO_LIVE_CNN="0")
     command = ["nice", "-n", "10", "make", "--no-print-directory", "course", "SKIP_INSTALL=1"]
@@ -125,7 +125,7 @@ class Matrix:
         # too), so that the runs find them built; any build that overlaps another waits for it
         # (cudabuild's lock).
         built = self.pool.submit(_build_programs, environ)
-        # make course needs no stand-in; its notebook 4 waits for the build's lock if it must
+        # make course needs no stand-in; its notebook 3 waits for the build's lock if it must
         self.make_course = self.pool.submit(_run_make_course, base, self.children, environ)
         self.futures = {key: self.pool.submit(_after, built, _run_course, base, case, self.children, environ)
                         for key, case in zip(IDS, CASES)}
@@ -193,14 +193,14 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
         assert "but CUDA cannot use" in text, f"{name} {notebook}: the banner does not say CUDA is absent"
     summary = json.loads((run_dir / "summary.json").read_text())
     by_name = {Path(row["notebook"]).name: row for row in summary["notebooks"]}
-    # nothing ran on a GPU here: the GPU parts of notebooks 3, 4 and 5 are reported as recorded
-    for notebook in ("3.NCCL-and-P2P-Levels", "4.P2P-Bandwidth-Latency-Test", "5.Collectives-and-Scaling"):
+    # nothing ran on a GPU here: the GPU parts of notebooks 3, 5 and 5 are reported as recorded
+    for notebook in ("5.NCCL-and-P2P-Levels", "3.P2P-Bandwidth-Latency-Test", "4.Collectives-and-Scaling"):
         row = next(row for key, row in by_name.items() if key.startswith(notebook))
         assert row["reference"], f"{name} {notebook}: no part reported as recorded data"
-    three = _outputs_text(json.loads((run_dir / "3.NCCL-and-P2P-Levels.ipynb").read_text())["cells"])
+    three = _outputs_text(json.loads((run_dir / "5.NCCL-and-P2P-Levels.ipynb").read_text())["cells"])
     assert "GPUTOPO_LIVE_CNN=0" in three
     if _nvcc():
-        four = _outputs_text(json.loads((run_dir / "4.P2P-Bandwidth-Latency-Test.ipynb").read_text())["cells"])
+        four = _outputs_text(json.loads((run_dir / "3.P2P-Bandwidth-Latency-Test.ipynb").read_text())["cells"])
         assert "built " in four  # the P2P test was built here, then fell back to recorded data
 
 

@@ -1,4 +1,4 @@
-"""Notebook 5's what-if panel: the multi-node model against every recorded cluster.
+"""Notebook 4's what-if panel: the multi-node model against every recorded cluster.
 
 Expected values are read by hand: each cluster's recorded busbw from its table's last row or the
 published figure (reference_systems/<name>/), each bound from its NICs (count x Gb/s / 8) or,
@@ -38,7 +38,7 @@ def test_every_recorded_cluster_is_listed_with_its_hand_read_figures():
 
 
 def test_the_stated_tolerance_is_ten_per_cent_below_the_estimate():
-    # notebook 5 states 0.90 x estimate <= recorded busbw <= line-rate bound for ring runs
+    # notebook 4 states 0.90 x estimate <= recorded busbw <= line-rate bound for ring runs
     assert alphabeta.TOLERANCE_BELOW == pytest.approx(0.10)
 
 

@@ -1,4 +1,4 @@
-"""gputopo.nccl_lesson: the tables notebook 3 prints, checked against the recorded DGX logs.
+"""gputopo.nccl_lesson: the tables notebook 5 prints, checked against the recorded DGX logs.
 
 No Horovod, TensorFlow or GPU needed: the live paths run fake launchers.
 """

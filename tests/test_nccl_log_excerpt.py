@@ -1,4 +1,4 @@
-"""Notebook 3's excerpt of NCCL's own log (audit finding M7): whole lines, and the lines the
+"""Notebook 5's excerpt of NCCL's own log (audit finding M7): whole lines, and the lines the
 notebook explains, picked explicitly. Expected lines read by hand from the recorded file
 reference_systems/h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-default-r1.txt
 (its rank-0 lines 7, 13, 20, 21, 39, 40 and 46)."""

@@ -1,4 +1,4 @@
-"""Notebook 5's step time, scaling model and multi-node bound (audit 2026-11-24: C1, C2, M8, m22).
+"""Notebook 4's step time, scaling model and multi-node bound (audit 2026-11-24: C1, C2, M8, m22).
 
 Expected values are read by hand from the recorded files named in each test, or come from the
 sources cited there; none is computed by the code under test.
@@ -13,7 +13,7 @@ import pytest
 from gputopo import alphabeta, reference, runner
 from gputopo.lessons import lesson5_collectives as lessons
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "5.Collectives-and-Scaling.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "4.Collectives-and-Scaling.ipynb"
 H200 = "2x H200 NVSwitch"
 # SUMMARY lines of source_code/reference_systems/h200-nvswitch-pair/horovod-cnn/:
 ONE_GPU_B512 = 198192.1                         # horovod-cnn-pytorch-b512-gpus-0-default-r1.txt

@@ -61,9 +61,9 @@ def test_h200_pair_peak_is_450_like_its_recorded_row(fake_nvidia_smi):
     assert found.gbs == pytest.approx(450.0) and found.note is None
     assert "active links: this machine" in found.source
 
-    # The live run of the course on that machine (its notebook 4, cell 5) printed 396.45 GB/s
+    # The live run of the course on that machine (its notebook 3, cell 5) printed 396.45 GB/s
     # for GPU0 -> GPU1; held against the machine it is 396.45 / 450 = 88 %, as the recorded row.
-    course_run = EVIDENCE / "course-run" / "4.P2P-Bandwidth-Latency-Test.ipynb"
+    course_run = EVIDENCE / "course-run" / "3.P2P-Bandwidth-Latency-Test.ipynb"
     notebook = json.loads(course_run.read_text(encoding="utf-8"))
     text = "".join(notebook["cells"][5]["outputs"][0]["data"]["text/plain"])
     live = p2p_parser.parse(text)

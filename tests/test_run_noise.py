@@ -9,7 +9,7 @@ from gputopo.lessons import lesson3_nccl as nl
 
 def test_noise_figure_from_the_recorded_repeats():
     noise = nl.run_to_run_noise()
-    assert lessons.run_to_run_noise is nl.run_to_run_noise  # notebook 5 imports the same one
+    assert lessons.run_to_run_noise is nl.run_to_run_noise  # notebook 4 imports the same one
     # 10 settings (5 at batch 64, 5 at 512), 3 runs each, on the H200 pair only.
     assert len(noise.rows) == 10 and {row[4] for row in noise.rows} == {3}
     by = {(row[1], row[3]): row[5] for row in noise.rows}

@@ -158,7 +158,7 @@ def test_help_exits_0_with_a_usage_line(command):
     assert done.returncode == 0 and "usage" in done.stdout.lower()
 
 
-# Second review of notebook 5, minor 4: a --cpus-per-task smaller than the node under --exclusive
+# Second review of notebook 4, minor 4: a --cpus-per-task smaller than the node under --exclusive
 # can leave a step's cpuset (ConstrainCores) without the GPU's whole NUMA node, so numactl's binding
 # narrows or fails. The recipes ask srun for all of the node's CPUs instead.
 def _sbatch_options(script):

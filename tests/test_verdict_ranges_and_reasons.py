@@ -90,7 +90,7 @@ def test_dgx1_pairs_are_not_pooled_and_defaults_are_their_own_reference():
     # pair 1,7 (SYS, SHM) is the only default of its link: its own reference
     assert nl.cnn_verdict(rows[("1,7", "default")], "DGX-1 V100", "default", recorded=True).status == "none"
     # pair 0,3's LOC row against pair 0,3's default only: horovod-cnn-gpus-0-3-default.txt min
-    # 99,128.98 images/s, less the 16.5 % noise (notebook 3), not pair 1,7's 95,782.78
+    # 99,128.98 images/s, less the 16.5 % noise (notebook 5), not pair 1,7's 95,782.78
     got = nl.cnn_verdict(rows[("0,3", "NCCL_P2P_LEVEL=LOC (0)")], "DGX-1 V100", "default", recorded=True)
     assert got.expected[0] == pytest.approx(99_128.98 * (1 - 0.165), rel=2e-3)
 
@@ -166,7 +166,7 @@ def test_a_forced_live_row_against_its_own_setting_does_not_blame_the_setting():
 
 
 def test_a_recorded_default_with_no_range_is_not_comparable_not_its_own_reference():
-    # DGX A100's default ran at 8192 per GPU with one number and no min-max (notebook 3's table)
+    # DGX A100's default ran at 8192 per GPU with one number and no min-max (notebook 5's table)
     groups = nl.comparable_groups(nl.recorded_runs())
     default = next(r for r in groups[("DGX A100", 8192)] if r["setting"] == "default")
     assert nl.cnn_verdict(default, "DGX A100", "default", recorded=True).status == "not comparable"

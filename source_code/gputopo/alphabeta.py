@@ -38,7 +38,7 @@ Functions:
 - `ring_allreduce_latency_us(n, nodes, alpha_in_node_us, alpha_net_us)`: a ring all-reduce's
   alpha term as NCCL's tuner counts it (2(nodes-1) network steps, the rest in-node).
 - `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
-- `whatif(...)`: notebook 5's what-if panel: busbw, its bound and what sets it, and the
+- `whatif(...)`: notebook 4's what-if panel: busbw, its bound and what sets it, and the
   all-reduce time for a cluster of `nodes` nodes (ring, tree, NVLS), every factor sourced below.
 - `cluster_busbw(cluster)`: the bound and the estimate for a recorded cluster's `cluster` entry
   (its system.json), which the tests hold against what the cluster recorded.
@@ -329,7 +329,7 @@ def ring_allreduce_latency_us(n: int, nodes: int, alpha_in_node_us: float, alpha
 
 
 # ---------------------------------------------------------------------------------------
-# The what-if model of notebook 5: one place for every factor, each with its source.
+# The what-if model of notebook 4: one place for every factor, each with its source.
 
 # What NCCL reaches per NIC, over the line rate: 24 GB/s per 200 Gb/s NIC and 12 per 100 Gb/s
 # (NCCL's lead, NVIDIA/nccl-tests issue #119), 46-48 GB/s per 400 Gb/s NIC (an NCCL maintainer,
@@ -355,7 +355,7 @@ TREE_EFFICIENCY = 0.92
 # How far below the estimate a recorded ring run may sit and still count as matching the model;
 # the upper limit is the line rate of the links the ring crosses. NVLS and two-node tree runs can
 # report busbw above any link's line rate (nccl-tests #212, #196; nccl #812), so they are not
-# tested against this band. Most recorded clusters share a source with NIC_EFFICIENCY (notebook 5
+# tested against this band. Most recorded clusters share a source with NIC_EFFICIENCY (notebook 4
 # gives each one's provenance): the band shows consistency, not an independent test.
 TOLERANCE_BELOW = 0.10
 
@@ -495,7 +495,7 @@ __all__: Sequence[str] = (
 
 
 # ---------------------------------------------------------------------------------------
-# The ring all-reduce step by step (notebook 5 and images/draw_diagrams.py draw it)
+# The ring all-reduce step by step (notebook 4 and images/draw_diagrams.py draw it)
 
 def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
     """The ring all-reduce's 2(n-1) steps: (step, phase, [(sender, receiver, chunk), ...]).

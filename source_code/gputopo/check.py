@@ -124,7 +124,7 @@ def check_cuda(machine):
     cuda_text = f"driver supports CUDA {cuda}" if cuda else "CUDA version not reported"
     if not nvcc_path:
         return [Finding(WARN, "CUDA and nvcc",
-                        f"{cuda_text}; {nvcc_text}: notebooks 4 and 5 cannot build the P2P "
+                        f"{cuda_text}; {nvcc_text}: notebooks 3 and 4 cannot build the P2P "
                         "test and the NCCL benchmark and show reference data",
                         "install the CUDA toolkit (or use the course container) and put "
                         "nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH")]
@@ -194,7 +194,7 @@ def check_peer_access(machine):
     mode = machine.mode
     if mode != "multi-gpu":
         return [Finding(PASS, "peer access",
-                        "not applicable without 2 GPUs; notebook 4 shows the reference "
+                        "not applicable without 2 GPUs; notebook 3 shows the reference "
                         "P2P matrices", NONE_NEEDED)]
     matrix = machine.p2p_matrix
     best, worst = machine.best_pair, machine.worst_pair
@@ -207,7 +207,7 @@ def check_peer_access(machine):
         why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
         return [Finding(WARN, "peer access",
                         f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair "
-                        f"({why}); notebook 4's P2P test will show it",
+                        f"({why}); notebook 3's P2P test will show it",
                         "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
     name = f"GPU{best[0]},GPU{best[1]}"
     if best_cell.upper() == "GNS":
@@ -215,7 +215,7 @@ def check_peer_access(machine):
         return [Finding(WARN, "peer access",
                         f"no peer access between the chosen pair {name} (topo -p2p rw says GNS: "
                         "GPU not supported): these GPUs do not do P2P, so NCCL stages through host "
-                        "memory (SHM) and notebook 4 shows P2P from the recorded systems",
+                        "memory (SHM) and notebook 3 shows P2P from the recorded systems",
                         "none on this hardware; for live P2P lessons use data-centre GPUs "
                         "(or NVLink-bridged pairs)")]
     if best_cell.upper() != "OK":
@@ -234,7 +234,7 @@ def check_peer_access(machine):
             findings.append(Finding(
                 PASS, "peer access",
                 f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access ({worst_cell}); "
-                "expected across CPU sockets, NCCL will use SHM there, which notebook 3 shows",
+                "expected across CPU sockets, NCCL will use SHM there, which notebook 5 shows",
                 NONE_NEEDED))
     return findings
 

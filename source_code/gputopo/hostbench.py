@@ -407,7 +407,7 @@ def fit_regimes(series: Series, private_cache: Optional[int] = None,
 
 # --- GPU copies: the course's P2P program, else a recorded run ----------------------------
 
-# 256 MiB per copy: enough to reach the plateau on NVLink (notebook 4 shows 394.6 at 256 MiB
+# 256 MiB per copy: enough to reach the plateau on NVLink (notebook 3 shows 394.6 at 256 MiB
 # against 396.5 GB/s at 1 GiB on the H200 pair) and quick enough for notebook 1.
 GPU_COPY_OPTIONS = ("--numElems=67108864",)
 
@@ -430,7 +430,7 @@ def gpu_paths_plan(machine=None, build: bool = False) -> Optional[str]:
 
     Cheap (runs nothing) unless build=True: then, with two GPUs and nvcc but no program yet,
     it builds the course's P2P program first (about half a minute), so that notebook 1 can
-    measure on a fresh checkout instead of waiting for notebook 4 to build it.
+    measure on a fresh checkout instead of waiting for notebook 3 to build it.
     """
     from gputopo import p2ptest
 
@@ -443,7 +443,7 @@ def gpu_paths_plan(machine=None, build: bool = False) -> Optional[str]:
         except p2ptest.P2PTestError as exc:
             return f"building the course's P2P program failed: {str(exc).strip().splitlines()[0]}"
     if not p2ptest.BINARY.exists():
-        return ("the course's P2P program is not built (no nvcc here; notebook 4 says how, or "
+        return ("the course's P2P program is not built (no nvcc here; notebook 3 says how, or "
                 "`make -C source_code/p2pBandwidthLatencyTest`)")
     return None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from gputopo.units import format_bytes  # noqa: F401  (notebook 5 calls plots.format_bytes)
+from gputopo.units import format_bytes  # noqa: F401  (notebook 4 calls plots.format_bytes)
 
 from . import linkcodes
 
@@ -444,7 +444,7 @@ def compare_bars(rows: Sequence[Sequence], title: str, ax=None, unit: str = "GB/
 
 
 # ---------------------------------------------------------------------------------------
-# CNN sweep (notebook 3): images/s per NCCL setting
+# CNN sweep (notebook 5): images/s per NCCL setting
 
 def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = None):
     """Bar chart of images/s per setting, one group of bars per (system, pair); returns the Axes.
@@ -505,7 +505,7 @@ def plot_sweep(rows: Sequence[Dict[str, Any]], ax=None, title: Optional[str] = N
 
 def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = (),
                   ax=None):
-    """Notebook 5's static what-if view: predicted busbw against node count (log scale), one line
+    """Notebook 4's static what-if view: predicted busbw against node count (log scale), one line
     per setting, and the recorded clusters as labelled points (busbw they recorded, their node count;
     a cluster whose node count is not stated is drawn at two nodes with "(nodes ?)" and a run that
     was likely NVLS is labelled so: it is not a ring figure)."""

@@ -25,7 +25,7 @@ optional):
                              tables), "nvls" (optional), "pairs": {"0,3": {"link", "path_type"}}}
     files                    per-file settings, keyed by file name or fnmatch pattern: "gpus",
                              "env" (NCCL variables), "framework", "batch_per_worker", "transport"
-    cluster                  a multi-node run (notebook 5's what-if panel and its test): "nodes",
+    cluster                  a multi-node run (notebook 4's what-if panel and its test): "nodes",
                              "gpus_per_node", "gpu", "nics_per_node", "nic_gbit" (one NIC's line
                              rate, Gb/s), "fabric", "in_node_link" (a `links.link_table` NVLink
                              label, or null), "nvlink_domain_gpus" (GB200 NVL72: 72), "algorithm",

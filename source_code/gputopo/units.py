@@ -1,7 +1,7 @@
 """Byte units, one convention for the whole course: GB = 10^9 bytes, GiB = 2^30 bytes.
 
 `format_bytes` writes a message size with binary prefixes (message sizes are powers of two,
-so they read cleanly): tables of notebook 1, plot axes and titles, notebook 5's sentences.
+so they read cleanly): tables of notebook 1, plot axes and titles, notebook 4's sentences.
 Standard library only.
 """
 from typing import Union

@@ -94,7 +94,7 @@ def _horovod_phrase(machine: Machine) -> str:
 
 def _usable_gpus(machine: Machine) -> int:
     """GPUs this job may use: the visible ones, no more than the CUDA driver gives it (the rule
-    of gputopo.experiment.usable_gpu_count, which decides where notebook 3's CNN runs)."""
+    of gputopo.experiment.usable_gpu_count, which decides where notebook 5's CNN runs)."""
     usable = machine.visible_gpu_count if machine.gpus else machine.gpu_count
     return usable if machine.cuda_devices is None else min(usable, machine.cuda_devices)
 
@@ -102,10 +102,10 @@ def _usable_gpus(machine: Machine) -> int:
 def _live_and_reference(machine: Machine) -> Tuple[str, str]:
     """What the course runs here versus what it shows from recorded systems.
 
-    Follows what the notebooks do: notebook 3 trains the CNN on GPU pairs only when two GPUs
+    Follows what the notebooks do: notebook 5 trains the CNN on GPU pairs only when two GPUs
     are usable and the topology names a pair (and Horovod has NCCL), and otherwise on two CPU
     workers with Gloo (lessons.lesson3_nccl.run_live); no notebook trains on a single GPU.
-    Notebook 4's P2P program runs on one GPU too (copies within it).
+    Notebook 3's P2P program runs on one GPU too (copies within it).
     """
     can_build = machine.nvcc_path is not None
     # the CNN runs with either framework (cnn_fmnist.py --framework tensorflow|pytorch)
@@ -123,7 +123,7 @@ def _live_and_reference(machine: Machine) -> Tuple[str, str]:
         (live if can_build else shown).append("P2P bandwidth test" + ("" if can_build else " (no nvcc)"))
         nccl_ok = can_build and machine.nccl_version is not None
         (live if nccl_ok else shown).append("NCCL collectives" + ("" if nccl_ok else " (needs nvcc and NCCL)"))
-        if machine.best_pair:   # notebook 3 picks its pairs from the topology
+        if machine.best_pair:   # notebook 5 picks its pairs from the topology
             (live if horovod_gpu else shown).append("Horovod CNN on GPU pairs" if horovod_gpu
                                                     else "multi-GPU training (no Horovod with NCCL)")
             return ", ".join(live), ", ".join(shown) or "nothing: everything runs live"
@@ -260,7 +260,7 @@ def pair_sentence(machine: Machine) -> str:
     count = machine.visible_gpu_count
     if count < 2:
         have = "No GPU" if count == 0 else "One GPU"
-        return f"{have} here ({machine.mode}): no pair to rank; notebooks 3 and 4 use the recorded pairs."
+        return f"{have} here ({machine.mode}): no pair to rank; notebooks 3 and 5 use the recorded pairs."
     return f"{count} GPUs here, but no topology to rank their pairs: {why_not_live(machine, 'topology')}"
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records the scaling runs behind notebook 5 (issue 9) on one NVSwitch node with 4 or 8 GPUs:
+# Records the scaling runs behind notebook 4 (issue 9) on one NVSwitch node with 4 or 8 GPUs:
 # the topology, the P2P test on all GPUs, and all_reduce / all_gather / reduce_scatter from
 # 8 B to 4 GiB on 2, 4, ... N GPUs. One file per run in DIR/<n>gpu/, each starting with the
 # date, driver, CUDA, NCCL version and the exact command.

@@ -2,12 +2,12 @@
 provides so that the notebook's cells stay one or two lines long.
 
     lesson2_topology      notebook 2: the two 8x V100 wirings
-    lesson3_nccl          notebook 3: NCCL and P2P levels, the CNN runs (was nccl_lesson)
-    lesson4_p2p           notebook 4: the P2P bandwidth and latency test, recorded systems side by side
-    lesson5_collectives   notebook 5: collectives, ring and tree models, step time and scaling
+    lesson3_nccl          notebook 5: NCCL and P2P levels, the CNN runs (was nccl_lesson)
+    lesson4_p2p           notebook 3: the P2P bandwidth and latency test, recorded systems side by side
+    lesson5_collectives   notebook 4: collectives, ring and tree models, step time and scaling
 
 `from gputopo import lessons` still gives every name of notebooks 2, 4 and 5 (and compare_repeats),
-as the old lessons.py did, for notebook 3's `lessons.step_time_ms` and the tests; and the course's
+as the old lessons.py did, for notebook 5's `lessons.step_time_ms` and the tests; and the course's
 one run-to-run noise figure, `lessons.run_to_run_noise()` (defined in lesson3_nccl).
 """
 from gputopo.lessons.lesson2_topology import *  # noqa: F401,F403

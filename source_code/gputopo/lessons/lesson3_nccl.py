@@ -1,4 +1,4 @@
-"""Glue for notebook 3 (NCCL and P2P levels): tables built from the runner, parsers and links.
+"""Glue for notebook 5 (NCCL and P2P levels): tables built from the runner, parsers and links.
 
 Nothing here launches, parses or draws on its own terms; it arranges what `gputopo.runner`,
 `gputopo.parsers.nccl_log`, `gputopo.reference`, `gputopo.links` and `gputopo.alphabeta`
@@ -14,7 +14,7 @@ provide, so that the notebook's cells stay one or two lines long.
     live = nl.run_live(machine)             # sweep on >= 2 GPUs, else one CPU/Gloo run
     nl.allreduce_share(params, link_gbs, images_per_sec, batch_per_worker)
     nl.compare_repeats(a, b)                # a change against the run-to-run spread
-    nl.run_to_run_noise()                   # THE course's noise figure (notebook 5 imports it too)
+    nl.run_to_run_noise()                   # THE course's noise figure (notebook 4 imports it too)
     nl.differs(rows, "NCCL_P2P_LEVEL=LOC")  # a setting against the default, with n and chance
     print(nl.format_annotated_log(nl.annotated_log(log_text)))  # NCCL's own lines, whole
 
@@ -150,7 +150,7 @@ def reasoned_nccl_version(machine) -> Tuple[Optional[str], str]:
 
 def machine_rule_text(machine) -> str:
     """The NCCL release, CPU vendor and default P2P level that apply to this machine, in a few
-    lines (what notebook 3 reasons about here)."""
+    lines (what notebook 5 reasons about here)."""
     version, where = reasoned_nccl_version(machine)
     vendor = ncclpaths.local_cpu_vendor()
     gpus = getattr(machine, "gpu_count", 0) or 0
@@ -388,7 +388,7 @@ def _row_of_cpu_run(result: runner.RunResult) -> Dict[str, Any]:
             "ok": result.ok, "reason": result.reason}
 
 
-# GPUTOPO_LIVE_CNN=0 skips notebook 3's live training (a dry run of the course on a slow
+# GPUTOPO_LIVE_CNN=0 skips notebook 5's live training (a dry run of the course on a slow
 # machine; the stand-in machines of the tests): the notebook then shows only recorded runs.
 LIVE_SWITCH = "GPUTOPO_LIVE_CNN"
 
@@ -513,7 +513,7 @@ def relative_change(rows: Sequence[Dict[str, Any]], baseline: str) -> List[Tuple
 
 
 # The course's NCCL benchmark on the same H200 pair, one all_reduce table per transport
-# (reference_systems/h200-nvswitch-pair/, notebook 5 plots them).
+# (reference_systems/h200-nvswitch-pair/, notebook 4 plots them).
 # (transport label, the recorded NCCL benchmark files of that transport): every recorded run of
 # the same all_reduce sweep counts; a transport with several runs is summarised by their median.
 TRANSPORT_BENCHMARKS = (
@@ -602,7 +602,7 @@ OWN_REFERENCE = "none"  # the status printed where a recorded row would be judge
 
 def own_reference(kind: str, value: Optional[float]):
     """The line for a recorded row that is its own reference: no verdict (its range is built from
-    these same runs, so it could not fail). The same wording in notebooks 3 and 5."""
+    these same runs, so it could not fail). The same wording in notebooks 4 and 5."""
     from gputopo import verdicts
     return verdicts.Verdict(kind, value, OWN_REFERENCE, "this row is its own reference: "
                             "`verdicts.cnn_reference` builds the range from these same runs",

@@ -1,4 +1,4 @@
-"""Glue for notebook 4 (the P2P bandwidth and latency test): recorded systems side by side,
+"""Glue for notebook 3 (the P2P bandwidth and latency test): recorded systems side by side,
 measured / peak for each GPU pair, heatmaps.
 
 Nothing here measures, parses text formats or draws a single plot type of its own: it puts
@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from gputopo import links, measurements, reference
 from gputopo.parsers.p2p import matrix_labels
 
-# P2P matrices (notebook 4)
+# P2P matrices (notebook 3)
 
 # parser key -> (short label, direction factor of the peak, P2P path?)
 # Bidirectional matrices add both directions, so their ceiling is twice the one-way peak.
@@ -330,7 +330,7 @@ def nvidia_figures(system: str = "h200-nvswitch-pair") -> Dict[str, Any]:
 def share_ranges(found: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Tuple[float, float]]:
     """The lowest and highest share of peak, over every recorded cell, of two kinds of copy:
     "nvlink": P2P copies over NVLink (one way and both ways); "staged_one_way": one-way
-    copies with P2P disabled, against one PCIe x16 link. The figures notebook 4's summary
+    copies with P2P disabled, against one PCIe x16 link. The figures notebook 3's summary
     quotes."""
     found = reference_p2p() if found is None else found
     picked: Dict[str, List[float]] = {"nvlink": [], "staged_one_way": []}

@@ -1,4 +1,4 @@
-"""Glue for notebook 5 (collectives and scaling): recorded NCCL tables, ring and tree models,
+"""Glue for notebook 4 (collectives and scaling): recorded NCCL tables, ring and tree models,
 step time and scaling efficiency.
 
     from gputopo.lessons import lesson5_collectives as lessons
@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gputopo import reference
 from gputopo.units import format_bytes
-from gputopo.alphabeta import ring_schedule, simulate_ring_allreduce  # noqa: F401  (notebook 5's lessons.ring_schedule)
+from gputopo.alphabeta import ring_schedule, simulate_ring_allreduce  # noqa: F401  (notebook 4's lessons.ring_schedule)
 
-# Collectives (notebook 5)
+# Collectives (notebook 4)
 
 # Which transport a recorded table used: its system.json's "transport" for the file, else its
 # "# Transports:" line, nccl_bench's summary after the table, e.g.
@@ -147,7 +147,7 @@ def live_nvls_label(environ: Dict[str, str], nccl_version: Optional[str] = None)
     return from_environment({"NCCL_NVLS_ENABLE": environ.get("NCCL_NVLS_ENABLE", "0")}, nccl_version)
 
 
-# The transports notebook 5 runs live, as in notebook 3: NCCL's own choice, shared memory, sockets.
+# The transports notebook 4 runs live, as in notebook 5: NCCL's own choice, shared memory, sockets.
 TRANSPORTS = {"default": {}, "SHM (NCCL_P2P_LEVEL=LOC)": {"NCCL_P2P_LEVEL": "LOC"},
               "NET (sockets; P2P and SHM disabled)": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
 
@@ -478,7 +478,7 @@ WHATIF_SIZES = tuple(2**k for k in range(10, 35, 2))
 # Node counts the static view and the plot use.
 WHATIF_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 # The NVLink sets that can do NVLS (NVLink SHARP in the third-generation NVSwitch on): HGX
-# H100/H200, HGX B200 and GB200 (NCCL's NVLS needs NVSwitch with SHARP; notebook 5 "What NVLS
+# H100/H200, HGX B200 and GB200 (NCCL's NVLS needs NVSwitch with SHARP; notebook 4 "What NVLS
 # would change").
 _NVLS_LINKS = ("H100 SXM5", "H200 SXM", "B200 / GB200", "h200-nvswitch-8gpu")
 
@@ -675,7 +675,7 @@ def whatif_static(settings_list: Optional[Sequence[Dict[str, Any]]] = None) -> L
 
 
 def whatif_panel(machine=None, show_static: bool = True):
-    """Notebook 5's what-if panel: (static figure, interactive panel).
+    """Notebook 4's what-if panel: (static figure, interactive panel).
 
     Prints the static table and builds the static plot (what nbval and the HTML report keep,
     figure None with show_static=False); the panel is the ipywidgets box of sliders and
@@ -815,7 +815,7 @@ def _gpu_total_link(codes: Sequence[str], nvswitch: Optional[bool]):
     Through NVSwitch (or with one peer) every code names all of the GPU's links (NV18 to each
     peer of an H200): the count is that code's. In a direct mesh (V100 hybrid cube mesh: NV1
     and NV2 to different peers) each code names the links to that peer only, and NCCL spreads
-    its rings over all of them (notebook 5, Bus bandwidth): the count is their sum."""
+    its rings over all of them (notebook 4, Bus bandwidth): the count is their sum."""
     counts = [int(m.group(1)) for m in (re.fullmatch(r"NV(\d+)", c or "") for c in codes) if m]
     if not counts:
         return None, "no NVLink in topo -m"
