@@ -1,0 +1,102 @@
+"""What a real command printed here, or, where it could not run, what it printed on a real machine.
+
+A notebook cell runs the tool itself and keeps what it printed in this session's run folder:
+
+    RUN = live.run_dir("2-topology")          # results/2-topology-<UTC time>/, new per session
+    !nvidia-smi topo -m 2>&1 | tee {RUN}/nvidia-smi-topo-m.txt
+
+and the next cell reads that file:
+
+    topo = live.read(RUN / "nvidia-smi-topo-m.txt", kind="topo",
+                     recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
+
+`read` prints which it is. If the file holds a usable output (the parser of `kind` reads it, or,
+without a kind, it is not empty and is not a "command not found" or driver error), that is the
+learner's own. Otherwise it says why in one line and prints the recorded output of a real machine,
+labelled with the machine and the source from its system.json, so every reading exercise still
+works on a laptop. Nothing is overwritten: each session writes a new run folder.
+"""
+import datetime
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from gputopo.parsers import PARSERS, ParseError
+from gputopo.reference import REFERENCE_DIR, system_info
+
+RESULTS_DIR = Path(os.environ.get("GPUTOPO_RESULTS_DIR") or REFERENCE_DIR.parent.parent / "results")
+
+# What a shell or a driver prints when the command did not run: not an output to read.
+DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directory|No devices were found|"
+                         r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
+                         r"Failed to initialize NVML")
+
+_RUN_DIRS = {}
+
+
+def run_dir(name: str) -> Path:
+    """This session's folder for `name` (one per kernel, created on first use, never reused)."""
+    if name not in _RUN_DIRS:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = RESULTS_DIR / f"{name}-{stamp}"
+        path.mkdir(parents=True, exist_ok=True)
+        _RUN_DIRS[name] = path
+    return _RUN_DIRS[name]
+
+
+@dataclass
+class Output:
+    text: str            # the raw output, as the tool printed it
+    parsed: Any          # what the parser of `kind` made of it (None without a kind)
+    live: bool           # True: printed on this machine; False: a recorded machine's
+    label: str           # "this machine" or "<machine> (<source>), recorded in <path>"
+
+
+def _usable(text: str, kind: Optional[str]):
+    """(parsed, None) when `text` is a usable output of `kind`, else (None, why not)."""
+    if not text.strip():
+        return None, "the command printed nothing"
+    if DID_NOT_RUN.search(text) and len(text.splitlines()) <= 3:
+        return None, f"the command did not run: {text.strip().splitlines()[0]}"
+    if kind is None:
+        return None, None
+    try:
+        return PARSERS[kind](text), None
+    except ParseError as exc:
+        return None, f"its output is not a complete {kind} output ({exc})"
+
+
+def recorded_label(recorded: str) -> str:
+    system = recorded.split("/", 1)[0]
+    info = system_info(system)
+    source = info.get("source", "")
+    return (f"{info.get('machine', system)} ({source}), recorded in reference_systems/{recorded}"
+            if source else f"{info.get('machine', system)}, recorded in reference_systems/{recorded}")
+
+
+def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo: bool = False) -> Output:
+    """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
+
+    echo=False does not print the live text again (the command's cell showed it already); the
+    recorded text is always printed, since the learner has not seen it."""
+    saved = Path(saved)
+    text = saved.read_text(errors="replace") if saved.is_file() else ""
+    why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
+    parsed = None
+    if why is None:
+        parsed, why = _usable(text, kind)
+    if why is None:
+        print(f"[live] {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
+        if echo:
+            print(text)
+        return Output(text, parsed, True, "this machine")
+    if recorded is None:
+        print(f"[not live] {why}; no recorded output stands in for it.")
+        return Output(text, None, False, "nothing")
+    label = recorded_label(recorded)
+    text = (REFERENCE_DIR / recorded).read_text(errors="replace")
+    print(f"[recorded] {why}.\nBelow, the same command on {label}:\n")
+    print(text)
+    return Output(text, PARSERS[kind](text) if kind else None, False, label)
