@@ -1,0 +1,81 @@
+"""gputopo.live: a command's saved output is read as this machine's when it is usable, and
+otherwise a real machine's recorded output is printed in its place with its label.
+
+Expected values were read by hand from the recorded files: the H100 VM's `nvidia-smi topo -m`
+(reference_systems/h100-single-gpu/) has one GPU, CPU affinity 0-15; the H200 pair's
+(reference_systems/h200-nvswitch-pair/) two GPUs joined by NV18.
+"""
+import subprocess
+
+import pytest
+
+from gputopo import live
+from gputopo.reference import REFERENCE_DIR
+
+H100_TOPO = REFERENCE_DIR / "h100-single-gpu" / "nvidia-smi-topo-m.txt"
+
+
+def test_a_real_output_is_read_as_this_machines(tmp_path, capsys):
+    saved = tmp_path / "nvidia-smi-topo-m.txt"
+    saved.write_text(H100_TOPO.read_text())
+    out = live.read(saved, kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
+    assert out.live is True and out.label == "this machine"
+    assert out.parsed["gpus"] == ["GPU0"]
+    printed = capsys.readouterr().out
+    assert printed.startswith("[live]") and "NV18" not in printed  # the recorded pair is not shown
+
+
+def test_command_not_found_falls_back_to_the_recorded_machine(tmp_path, capsys):
+    saved = tmp_path / "nvidia-smi-topo-m.txt"
+    # What bash itself writes when the tool is missing, captured the way a notebook cell does.
+    result = subprocess.run(f"no-such-tool-gputopo topo -m 2>&1 | tee {saved}", shell=True,
+                            executable="/bin/bash", capture_output=True, text=True)
+    assert "not found" in result.stdout
+    out = live.read(saved, kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
+    assert out.live is False
+    assert out.parsed["links"]["GPU0"]["GPU1"] == "NV18"
+    printed = capsys.readouterr().out
+    assert printed.startswith("[recorded] the command did not run")
+    assert "reference_systems/h200-nvswitch-pair/nvidia-smi-topo-m.txt" in printed
+    assert "NV18" in printed  # the recorded raw text itself is printed
+
+
+def test_a_cut_off_output_is_not_taken_for_this_machines(tmp_path, capsys):
+    text = (REFERENCE_DIR / "h200-nvswitch-pair" / "nvidia-smi-topo-m.txt").read_text()
+    saved = tmp_path / "topo.txt"
+    saved.write_text(text.splitlines()[0] + "\n")  # the header row alone: no GPU row
+    out = live.read(saved, kind="topo", recorded="h100-single-gpu/nvidia-smi-topo-m.txt")
+    assert out.live is False and out.parsed["gpus"] == ["GPU0"]
+    assert "not a complete topo output" in capsys.readouterr().out
+
+
+def test_a_missing_file_says_the_cell_was_not_run(tmp_path, capsys):
+    out = live.read(tmp_path / "never-written.txt", recorded="h100-single-gpu/nvidia-smi.txt")
+    assert out.live is False and "H100" in out.text
+    assert "was not written" in capsys.readouterr().out
+
+
+def test_an_empty_output_without_a_recording_says_so(tmp_path, capsys):
+    saved = tmp_path / "nvlink.txt"
+    saved.write_text("")  # nvidia-smi nvlink -s on a GPU without NVLink prints nothing
+    out = live.read(saved)
+    assert out.live is False and out.parsed is None
+    assert capsys.readouterr().out.startswith("[not live] the command printed nothing")
+
+
+def test_run_dirs_are_new_per_name_and_kept_within_a_session(tmp_path, monkeypatch):
+    monkeypatch.setattr(live, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(live, "_RUN_DIRS", {})
+    first = live.run_dir("2-topology")
+    assert first.is_dir() and first.parent == tmp_path and first.name.startswith("2-topology-")
+    assert live.run_dir("2-topology") == first
+    assert live.run_dir("3-p2p") != first
+
+
+@pytest.mark.parametrize("line", ["bash: line 1: nvidia-smi: command not found",
+                                  "/bin/sh: 1: numactl: not found",
+                                  "No devices were found"])
+def test_what_a_shell_or_driver_prints_is_not_an_output(tmp_path, line):
+    saved = tmp_path / "x.txt"
+    saved.write_text(line + "\n")
+    assert live.read(saved).live is False
