@@ -79,3 +79,11 @@ def test_what_a_shell_or_driver_prints_is_not_an_output(tmp_path, line):
     saved = tmp_path / "x.txt"
     saved.write_text(line + "\n")
     assert live.read(saved).live is False
+
+
+def test_the_recorded_text_is_printed_without_terminal_escape_codes(tmp_path, capsys):
+    # The H200 pair's topo -m header row starts with ESC[4m (underline), as nvidia-smi printed it.
+    assert "\x1b[4m" in (REFERENCE_DIR / "h200-nvswitch-pair" / "nvidia-smi-topo-m.txt").read_text()
+    live.read(tmp_path / "missing.txt", kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
+    printed = capsys.readouterr().out
+    assert "\x1b[" not in printed and "GPU0\tGPU1" in printed

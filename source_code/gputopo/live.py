@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from gputopo.parsers import PARSERS, ParseError
+from gputopo.parsers import ANSI_ESCAPE, PARSERS, ParseError
 from gputopo.reference import REFERENCE_DIR, system_info
 
 RESULTS_DIR = Path(os.environ.get("GPUTOPO_RESULTS_DIR") or REFERENCE_DIR.parent.parent / "results")
@@ -98,5 +98,5 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
     print(f"[recorded] {why}.\nBelow, the same command on {label}:\n")
-    print(text)
+    print(ANSI_ESCAPE.sub("", text))  # the terminal's underline codes, as a terminal would not show them
     return Output(text, PARSERS[kind](text) if kind else None, False, label)
