@@ -1,5 +1,5 @@
 """Notebook 1: the few lines that turn the host<->GPU copy lab's output into fits, a table and
-verdicts. The output itself is parsed by gputopo.parsers (kind "host-copy"); the PCIe link comes
+verdicts. The output itself is parsed by gputopo.parsers (kind "host-device-copy"); the PCIe link comes
 from the CSV that `nvidia-smi --query-gpu=name,pci.bus_id,pcie.link.gen.current,
 pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` prints.
 """

@@ -60,7 +60,7 @@ PARSERS = {
     "nccl-topo": parse_nccl_topo,
     "nccl-graph": parse_nccl_graph,
     "nccl-tuning": parse_nccl_tuning,
-    "host-copy": parse_host_copy,
+    "host-device-copy": parse_host_copy,
 }
 
 __all__ = [
