@@ -126,7 +126,15 @@ NCCL_GRAPH = {
     ("h100-single-gpu", "nccl-graph-dump.xml"): (5, 4, 32, "LOC"),
 }
 
-GOLDEN = {"nccl-tests": NCCL_TESTS, "p2p": P2P, "topo": TOPO, "p2p-status": P2P_STATUS,
+# The host<->GPU copy lab (source_code/labs/host_device_copy.py): measurement lines, the 8 B h2d
+# pinned time (us) and the 1 GiB h2d pinned bandwidth (GB/s), read from each file.
+HOST_DEVICE_COPY = {
+    ("h100-single-gpu", "host-device-copy-run1.txt"): (112, 7.20, 55.16),
+    ("h100-single-gpu", "host-device-copy-run2.txt"): (112, 4.38, 55.10),
+    ("h100-single-gpu", "host-device-copy-run3.txt"): (112, 6.72, 54.66),
+}
+
+GOLDEN = {"host-device-copy": HOST_DEVICE_COPY, "nccl-tests": NCCL_TESTS, "p2p": P2P, "topo": TOPO, "p2p-status": P2P_STATUS,
           "nccl-log": NCCL_LOG, "horovod": HOROVOD, "nccl-topo": NCCL_TOPO, "nccl-graph": NCCL_GRAPH}
 PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
           for name in reference.find(system, kind)]
@@ -204,3 +212,13 @@ def test_nccl_graph_dumps(key, facts):
     graphs = reference.load(key[0], "nccl-graph", filename=key[1])["graphs"]
     assert len(graphs) == count
     assert (graphs[0]["pattern"], graphs[0]["nchannels"], graphs[0]["typeintra"]) == (pattern, nchannels, typeintra)
+
+
+@pytest.mark.parametrize("key,facts", sorted(HOST_DEVICE_COPY.items()))
+def test_host_device_copy_runs(key, facts):
+    rows, first_us, top_gbs = facts
+    parsed = reference.load(key[0], "host-device-copy", filename=key[1])
+    assert len(parsed["rows"]) == rows and parsed["complete"] and parsed["all_correct"]
+    pinned = [r for r in parsed["rows"] if (r["direction"], r["memory"]) == ("h2d", "pinned")]
+    assert (pinned[0]["bytes"], pinned[0]["time_us"]) == (8, first_us)
+    assert (pinned[-1]["bytes"], pinned[-1]["gbs"]) == (2**30, top_gbs)

@@ -33,6 +33,7 @@ _DESCRIPTIONS = {
     "nccl-topo": "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)",
     "nccl-graph": "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)",
     "nccl-tuning": "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING or COLL)",
+    "host-device-copy": "the host<->GPU copy lab's output (source_code/labs/host_device_copy.py)",
 }
 USAGE_ERROR = USAGE_EXIT_STATUS
 

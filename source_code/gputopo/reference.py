@@ -70,7 +70,7 @@ KIND_PATTERNS = {
 }
 # Kinds read_text serves but load cannot turn into data.
 _TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
-                    "json", "notes", "lscpu", "numactl", "host-device-copy"}
+                    "json", "notes", "lscpu", "numactl"}
 # Each system's description, beside its recorded files (never itself a recorded file).
 SYSTEM_FILE = "system.json"
 

@@ -46,6 +46,7 @@ from .p2p_status import parse as parse_p2p_status  # noqa: E402
 from .nvbandwidth import parse as parse_nvbandwidth  # noqa: E402
 from .nccl_tuning import parse as parse_nccl_tuning  # noqa: E402
 from .nccl_xml import parse_graphs as parse_nccl_graph, parse_topology as parse_nccl_topo  # noqa: E402
+from .host_copy import parse as parse_host_copy  # noqa: E402
 
 # CLI kind name -> parser; the CLI and gputopo.reference both dispatch through this.
 PARSERS = {
@@ -59,6 +60,7 @@ PARSERS = {
     "nccl-topo": parse_nccl_topo,
     "nccl-graph": parse_nccl_graph,
     "nccl-tuning": parse_nccl_tuning,
+    "host-device-copy": parse_host_copy,
 }
 
 __all__ = [
@@ -74,5 +76,6 @@ __all__ = [
     "parse_nccl_topo",
     "parse_nccl_graph",
     "parse_nccl_tuning",
+    "parse_host_copy",
     "rank_link",
 ]

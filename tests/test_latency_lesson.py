@@ -1,0 +1,68 @@
+"""gputopo.lessons.latency, notebook 1's few lines around the host<->GPU copy lab.
+
+Expected values: the PCIe link of the recorded H100 read by hand from its
+nvidia-smi-query-pcie.csv (gen 5 of 5, x16 of x16); the 1 GiB pinned copies of
+host-device-copy-run1.txt (55.16 and 55.15 GB/s) against gen5 x16 after TLP overhead, 57.61 GB/s
+(tests/test_notebook1_verdicts.py: as expected); a synthetic series built from alpha = 5 us and
+beta = 50 GB/s, which the fit must give back.
+"""
+import pytest
+
+from gputopo.lessons import latency
+from gputopo.parsers import PARSERS
+from gputopo.reference import REFERENCE_DIR
+
+H100 = REFERENCE_DIR / "h100-single-gpu"
+
+
+def _run(n):
+    return PARSERS["host-device-copy"]((H100 / f"host-device-copy-run{n}.txt").read_text())
+
+
+def test_pcie_link_is_read_from_the_recorded_query():
+    link = latency.pcie_link((H100 / "nvidia-smi-query-pcie.csv").read_text())
+    assert (link.type, link.generation, link.width, link.gen_max, link.width_max) == ("pcie", "gen5", 16, "gen5", 16)
+    assert link.gpu == "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("text", ["", "No devices were found\n",
+                                  "name,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
+                                  "pcie.link.width.max\nNVIDIA H200,[N/A],[N/A],[N/A],[N/A],[N/A]\n"])
+def test_pcie_link_unknown_is_none_not_a_guess(text):
+    assert latency.pcie_link(text) is None
+
+
+def test_fit_gives_back_the_model_a_series_was_built_from():
+    rows = [{"bytes": n, "direction": "h2d", "memory": "pinned", "time_us": 5.0 + n / 50e3, "gbs": 0.0, "check": "ok"}
+            for n in (2 ** k for k in range(3, 26))]
+    alpha, beta = latency.fits({"rows": rows})[("h2d", "pinned")]
+    assert alpha == pytest.approx(5.0, rel=1e-6) and beta == pytest.approx(50.0, rel=1e-6)
+
+
+def test_fit_uses_only_the_sizes_up_to_32_mib():
+    rows = [{"bytes": n, "direction": "d2h", "memory": "pageable", "time_us": 10.0 + n / 10e3, "gbs": 0.0, "check": "ok"}
+            for n in (2 ** k for k in range(3, 26))]
+    rows += [{"bytes": 2**30, "direction": "d2h", "memory": "pageable", "time_us": 1e9, "gbs": 0.0, "check": "ok"}]
+    alpha, beta = latency.fits({"rows": rows})[("d2h", "pageable")]
+    assert beta == pytest.approx(10.0, rel=1e-6)          # the absurd 1 GiB row is outside the fit
+
+
+def test_time_of_one_size_is_the_row_the_lab_printed():
+    assert latency.time_us(_run(2), 256 * 2**20, "h2d", "pinned") == 4859.55
+    assert latency.time_us(_run(2), 256 * 2**20, "d2h", "pageable") == 18912.62
+    assert latency.time_us(_run(2), 3, "h2d", "pinned") is None
+
+
+def test_verdicts_on_the_largest_copies_and_a_cut_off_run():
+    link = latency.pcie_link((H100 / "nvidia-smi-query-pcie.csv").read_text())
+    got = {label: v for label, v in latency.largest_verdicts(_run(1), link)}
+    assert got["h2d pinned, 1 GiB"].status == "as expected" and got["h2d pinned, 1 GiB"].value == 55.16
+    assert got["d2h pinned, 1 GiB"].status == "as expected" and got["d2h pinned, 1 GiB"].value == 55.15
+    cut = PARSERS["host-device-copy"]("\n".join((H100 / "host-device-copy-run1.txt").read_text().splitlines()[:30]))
+    assert {v.status for _, v in latency.largest_verdicts(cut, link)} == {"incomplete"}
+
+
+def test_table_has_one_row_per_size_and_a_dash_for_a_missing_kind():
+    rows = latency.table({"rows": [{"bytes": 8, "direction": "h2d", "memory": "pinned", "time_us": 7.2,
+                                    "gbs": 0.0, "check": "ok"}]})
+    assert rows == [["8 B", "7.20 us   0.00 GB/s", "-", "-", "-"]]
