@@ -98,7 +98,7 @@ def test_notebook1_expected_answers():
 
 
 def test_notebook2_expected_answers():
-    from gputopo import lessons
+    from gputopo.lessons import topology as lessons
 
     v100 = reference.load("v100-sxm2-8gpu-server", "topo")
     gpus = v100["gpus"]
