@@ -122,3 +122,27 @@ def test_lscpu_summary_of_a_split_socket_host_and_of_nothing():
     assert got["node_cpus"] == {"node 0": "0-31,64-95", "node 1": "32-63,96-127"}
     assert lessons.lscpu_summary("bash: lscpu: command not found") == {
         "sockets": None, "numa_nodes": None, "node_cpus": {}, "hypervisor": None}
+
+
+# Notebook 2's command cells on a machine where the tool did not run: what live.read stands in.
+def test_topo_p2p_r_that_did_not_run_falls_back_to_the_recorded_h200_pair(tmp_path, capsys):
+    from gputopo import live
+
+    saved = tmp_path / "nvidia-smi-topo-p2p-r.txt"
+    saved.write_text("fake nvidia-smi: nothing recorded for 'topo -p2p r'\n")   # the stand-in machines' line
+    out = live.read(saved, kind="p2p-status", recorded="h200-nvswitch-pair/nvidia-smi-topo-p2p-rw.txt")
+    # read by hand from the recorded file: GPU0-GPU1 "OK" both ways, legend "CNS = Chipset not supported"
+    assert not out.live and out.parsed["status"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+    assert out.parsed["legend"]["CNS"] == "Chipset not supported"
+    assert "[recorded]" in capsys.readouterr().out
+
+
+def test_lscpu_and_numactl_missing_fall_back_to_the_recorded_vm(tmp_path):
+    from gputopo import live
+
+    for name in ("lscpu.txt", "numactl-H.txt"):
+        (tmp_path / name).write_text(f"/bin/bash: line 1: {name.split('.')[0].split('-')[0]}: command not found\n")
+    cpu = live.read(tmp_path / "lscpu.txt", recorded="h100-single-gpu/lscpu.txt")
+    numa = live.read(tmp_path / "numactl-H.txt", recorded="h100-single-gpu/numactl-H.txt")
+    assert not cpu.live and lessons.lscpu_summary(cpu.text)["hypervisor"] == "KVM"
+    assert not numa.live and numa.text.startswith("available: 1 nodes (0)")
