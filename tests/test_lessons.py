@@ -253,8 +253,10 @@ def test_step_time_and_efficiency():
 # Two 8x V100 servers, wired differently (issue 15, item 3)
 
 def test_dgx1_and_blog_server_are_two_machines():
-    wirings = lessons.v100_wirings()
-    dgx1, blog = wirings[lessons.DGX1_V100], wirings[lessons.BLOG_V100]
+    from gputopo.lessons import topology
+
+    wirings = topology.v100_wirings()
+    dgx1, blog = wirings[topology.DGX1_V100], wirings[topology.BLOG_V100]
     # Both are hybrid cube meshes: six NVLink 2 links per GPU, 16 linked pairs, 12 without.
     for topo in (dgx1, blog):
         for gpu in topo["gpus"]:
@@ -262,15 +264,16 @@ def test_dgx1_and_blog_server_are_two_machines():
                        if other.startswith("GPU") and code.startswith("NV")) == 6, gpu
     # ...but not the same pairs: the blog's GPU0-GPU4 is SYS where the DGX-1 has NV2, and its
     # GPU1-GPU7 NV2 where the DGX-1 has none.
-    diff = {pair: (a, b) for pair, a, b in lessons.wiring_differences(dgx1, blog)}
+    diff = {pair: (a, b) for pair, a, b in topology.wiring_differences(dgx1, blog)}
     assert diff["0-4"] == ("NV2", "SYS") and diff["1-7"] == ("SYS", "NV2")
     assert len(diff) > 8
 
 
 def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
     from gputopo import runner
+    from gputopo.lessons import topology
 
-    dgx1 = lessons.v100_wirings()[lessons.DGX1_V100]["links"]
+    dgx1 = topology.v100_wirings()[topology.DGX1_V100]["links"]
     # The recorded DGX-1 P2P row 0 (NVIDIA's sample on a DGX-1): ~48 GB/s both ways = NV1,
     # ~97 = NV2, ~14.5 = no NVLink.
     row0 = lessons.reference_p2p()["dgx1-v100"]["parsed"]["bandwidth_gbs"]["bidirectional_enabled"][0]

@@ -98,7 +98,7 @@ def test_notebook1_expected_answers():
 
 
 def test_notebook2_expected_answers():
-    from gputopo import lessons
+    from gputopo.lessons import topology as lessons
 
     v100 = reference.load("v100-sxm2-8gpu-server", "topo")
     gpus = v100["gpus"]
@@ -114,7 +114,7 @@ def test_notebook2_expected_answers():
     cells = check_cells("2.")
     assert f"check(answer_1, {nvlink_pairs}, rel=0" in cells
     assert 'check(answer_2, "blog",' in cells
-    assert "check(answer_4, 300 / (32 * 16 * 128 / 130 / 8)," in cells
+    assert "check(answer_3, 300 / (32 * 16 * 128 / 130 / 8)," in cells
 
 
 def test_notebook4_expected_answers():

@@ -1,4 +1,4 @@
-"""Notebook 2's verdict lines (lesson2_topology.allreduce_link / allreduce_verdict,
+"""Notebook 2's lesson module, gputopo.lessons.topology: its verdict lines (allreduce_link / allreduce_verdict,
 share_of_peak_verdicts, dgx1_row_verdicts) on recorded data, every verdict decided by hand:
 
 - v100-sxm2-8gpu-server all_reduce_perf-g8.txt: its topo -m row of GPU0 reads NV1, NV1, NV2, SYS,
@@ -18,8 +18,8 @@ share_of_peak_verdicts, dgx1_row_verdicts) on recorded data, every verdict decid
 """
 import pytest
 
-from gputopo import hostbench, reference, verdicts
-from gputopo.lessons import lesson2_topology as lessons
+from gputopo import reference, verdicts
+from gputopo.lessons import topology as lessons
 
 V100, H200 = ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"), ("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt")
 
@@ -53,7 +53,7 @@ def test_a_low_busbw_on_the_v100_link_is_low_with_reasons():
     link, _ = lessons.allreduce_link(*V100)
     low = verdicts.judge("allreduce_busbw", 80.0, link, size=1 << 30)
     assert low.status == "low" and low.reasons
-    line = hostbench.verdict_line("v100", low)
+    line = lessons.verdict_line("v100", low)
     assert "reason 1:" in line and "check:" in line
 
 
@@ -72,8 +72,8 @@ def test_missing_file_is_one_line_not_a_traceback():
 
 
 def test_h100_share_of_peak_verdicts_decided_by_hand():
-    link, _ = hostbench.recorded_link("h100-pcie-nvlink-pair")
-    got = lessons.share_of_peak_verdicts(256.62, 26.10, link)
+    # NV12 in its topo -m, 12 active links per GPU in its nvlink -s, "NVIDIA H100 PCIe" in its P2P output
+    got = lessons.share_of_peak_verdicts(256.62, 26.10, "NVIDIA H100 PCIe", 12)
     assert [(label, v.status) for label, v in got] == [("P2P write over NV12", "as expected"),
                                                        ("P2P disabled (staged)", "not comparable")]
     assert got[0][1].expected == pytest.approx((225.0, 300.0))
@@ -98,3 +98,51 @@ def test_dgx1_nvlink_pair_at_half_its_rate_is_low():
     got = dict(lessons.dgx1_row_verdicts([0.0, 24.0, 48.49], dgx1))
     assert got["GPU0 <-> GPU1 (NV1)"].status == "low"     # 24 of 50, under 37.5
     assert got["GPU0 <-> GPU2 (NV1)"].status == "as expected"
+
+
+def test_verdict_line_keeps_reasons_only_when_low():
+    link, _ = lessons.allreduce_link(*H200)
+    fine = verdicts.judge("allreduce_busbw", 365.2, link, size=4 << 30)
+    assert fine.status == "as expected" and "\n" not in lessons.verdict_line("h200", fine)
+
+
+# lscpu as recorded on h100-single-gpu (lscpu.txt, read by hand): "Socket(s): 1", "NUMA node(s): 1",
+# "NUMA node0 CPU(s): 0-15", "Hypervisor vendor: KVM" (a VM, its system.json says so).
+def test_lscpu_summary_of_the_recorded_vm():
+    got = lessons.lscpu_summary(reference.read_text("h100-single-gpu", "lscpu.txt"))
+    assert got == {"sockets": 1, "numa_nodes": 1, "node_cpus": {"node 0": "0-15"}, "hypervisor": "KVM"}
+
+
+def test_lscpu_summary_of_a_split_socket_host_and_of_nothing():
+    # An EPYC host in NPS2 mode as lscpu prints it: one socket, two NUMA nodes; no hypervisor line.
+    text = ("Socket(s):             1\nNUMA node(s):          2\n"
+            "NUMA node0 CPU(s):     0-31,64-95\nNUMA node1 CPU(s):     32-63,96-127\n")
+    got = lessons.lscpu_summary(text)
+    assert (got["sockets"], got["numa_nodes"], got["hypervisor"]) == (1, 2, None)
+    assert got["node_cpus"] == {"node 0": "0-31,64-95", "node 1": "32-63,96-127"}
+    assert lessons.lscpu_summary("bash: lscpu: command not found") == {
+        "sockets": None, "numa_nodes": None, "node_cpus": {}, "hypervisor": None}
+
+
+# Notebook 2's command cells on a machine where the tool did not run: what live.read stands in.
+def test_topo_p2p_r_that_did_not_run_falls_back_to_the_recorded_h200_pair(tmp_path, capsys):
+    from gputopo import live
+
+    saved = tmp_path / "nvidia-smi-topo-p2p-r.txt"
+    saved.write_text("fake nvidia-smi: nothing recorded for 'topo -p2p r'\n")   # the stand-in machines' line
+    out = live.read(saved, kind="p2p-status", recorded="h200-nvswitch-pair/nvidia-smi-topo-p2p-rw.txt")
+    # read by hand from the recorded file: GPU0-GPU1 "OK" both ways, legend "CNS = Chipset not supported"
+    assert not out.live and out.parsed["status"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+    assert out.parsed["legend"]["CNS"] == "Chipset not supported"
+    assert "[recorded]" in capsys.readouterr().out
+
+
+def test_lscpu_and_numactl_missing_fall_back_to_the_recorded_vm(tmp_path):
+    from gputopo import live
+
+    for name in ("lscpu.txt", "numactl-H.txt"):
+        (tmp_path / name).write_text(f"/bin/bash: line 1: {name.split('.')[0].split('-')[0]}: command not found\n")
+    cpu = live.read(tmp_path / "lscpu.txt", recorded="h100-single-gpu/lscpu.txt")
+    numa = live.read(tmp_path / "numactl-H.txt", recorded="h100-single-gpu/numactl-H.txt")
+    assert not cpu.live and lessons.lscpu_summary(cpu.text)["hypervisor"] == "KVM"
+    assert not numa.live and numa.text.startswith("available: 1 nodes (0)")
