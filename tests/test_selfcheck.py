@@ -134,11 +134,11 @@ def test_notebook4_expected_answers():
     assert f"check(answer_3, (1 / {staged:.2f} - 1 / {write:.2f}) * 1e3," in cells
 
 
-def test_notebook5_expected_answers():
+def test_notebook4_collectives_expected_answers():
     rows = reference.load("v100-sxm2-8gpu-server", "nccl-tests")["rows"]
     last = rows[-1]["out_of_place"]
     assert last["algbw"] == 73.8 and last["busbw"] == 129.14
-    cells = check_cells("5.")
+    cells = check_cells("4.Collectives")
     assert "check(answer_1, 73.80 * 1.75," in cells
     assert "check(answer_3, 20.0," in cells
     # A DGX-1's four 100 Gb/s EDR adapters bound a ring across nodes at their total, 50 GB/s
