@@ -1,4 +1,5 @@
-"""gputopo.lessons: the glue behind notebooks 3 and 4, checked against recorded values."""
+"""gputopo.lessons: the glue behind notebooks 2 and 4, checked against recorded values (notebook 3's
+lesson module, gputopo.lessons.p2p_test: test_p2p_test_lesson.py)."""
 import math
 import re
 import shutil
@@ -6,6 +7,7 @@ import shutil
 import pytest
 
 from gputopo import alphabeta, lessons, reference
+from gputopo.lessons import p2p_test
 
 REAL_REFERENCE_DIR = reference.REFERENCE_DIR
 V100_TABLE = reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt"
@@ -32,115 +34,6 @@ def fake_reference(tmp_path, monkeypatch):
         return target
 
     return add
-
-
-# ---------------------------------------------------------------------------------------
-# P2P (notebook 3)
-
-def test_reference_p2p_finds_the_recorded_systems():
-    found = lessons.reference_p2p()
-    for system in ("dgx1-v100", "h100-pcie-nvlink-pair", "rtx2080-nvlink-pair"):
-        assert system in found
-    assert found["h100-pcie-nvlink-pair"]["gpu"] == "NVIDIA H100 PCIe"
-    assert found["h100-pcie-nvlink-pair"]["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1] == 256.62
-    assert found["dgx1-v100"]["source_of"]["bidirectional_enabled"] == "p2pBandwidthLatencyTest-row0-excerpt.txt"
-
-
-def test_files_merge_plain_run_first(fake_reference):
-    text = H100_P2P.read_text(encoding="utf-8")
-    reads = text.replace("(P2P Writes) Matrix (GB/s)", "(P2P Reads) Matrix (GB/s)").replace("256.62", "111.11")
-    fake_reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest-p2p_read.txt", text=reads)
-    fake_reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt", text=text.replace("256.62", "222.22"))
-    entry = lessons.reference_p2p()["h200-nvswitch-pair"]
-    assert entry["files"][0] == "p2pBandwidthLatencyTest.txt"
-    bw = entry["parsed"]["bandwidth_gbs"]
-    assert bw["unidirectional_write"][0][1] == 222.22   # from the plain run
-    assert bw["unidirectional_read"][0][1] == 111.11    # only the read run has it
-    assert entry["source_of"]["unidirectional_read"] == "p2pBandwidthLatencyTest-p2p_read.txt"
-
-
-def test_labels_of_an_excerpt_keeps_all_columns():
-    parsed = lessons.reference_p2p()["dgx1-v100"]["parsed"]
-    rows, columns = lessons.labels_of(parsed, "bidirectional_enabled")
-    assert rows == [0]
-    assert columns == list(range(8))
-
-
-def test_link_lookup_sources():
-    h100 = lessons.link_lookup("h100-pcie-nvlink-pair")       # from its recorded topo -m
-    assert h100(0, 1) == "NV12" and h100(1, 0) == "NV12"
-    dgx = lessons.link_lookup("dgx1-v100")                     # from its system.json, both ways
-    assert [dgx(0, j) for j in range(1, 8)] == ["NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"]
-    assert dgx(3, 0) == "NV2"
-    assert lessons.link_lookup("rtx2080-nvlink-pair")(1, 0) == "NV1"
-    topo = {"links": {"GPU0": {"GPU1": "SYS"}, "GPU1": {"GPU0": "SYS"}}}
-    assert lessons.link_lookup(topology=topo)(0, 1) == "SYS"
-
-
-def test_link_lookup_nvswitch_fallback(fake_reference):
-    fake_reference("h200-nvswitch-pair", "notes.md", text="no topo file\n")
-    link = lessons.link_lookup("h200-nvswitch-pair")
-    assert link(0, 1) == "NV18" and link(0, 0) is None
-
-
-def test_efficiency_rows_h100():
-    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
-    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("h100-pcie-nvlink-pair"), entry["gpu"])
-    by = {(r["matrix"], r["pair"]): r for r in rows}
-    write = by[("unidirectional_write", "0->1")]
-    assert write["peak_gbs"] == 300.0 and write["link"] == "NV12"
-    assert write["share"] == pytest.approx(256.62 / 300)
-    both = by[("bidirectional_enabled", "0<->1")]
-    assert both["peak_gbs"] == 600.0 and both["share"] == pytest.approx(509.35 / 600)
-    staged = by[("unidirectional_disabled", "0->1")]
-    gen5 = 32 * 16 * 128 / 130 / 8
-    assert staged["link"] == "via host"
-    assert staged["peak_gbs"] == pytest.approx(gen5)
-    assert staged["share"] == pytest.approx(26.10 / gen5)
-    assert not any(r["pair"] in ("0->0", "1->1", "0<->0") for r in rows)   # no diagonal
-
-
-def test_efficiency_rows_dgx1_row():
-    entry = lessons.reference_p2p()["dgx1-v100"]
-    rows = lessons.efficiency_rows(entry["parsed"], lessons.link_lookup("dgx1-v100"), entry["gpu"],
-                                   lessons.peer_access(entry["parsed"], "dgx1-v100"))
-    p2p = {r["pair"]: r for r in rows if r["matrix"] == "bidirectional_enabled"}
-    assert p2p["0<->3"]["peak_gbs"] == 100.0                       # NV2 x 25 GB/s x 2 directions
-    assert p2p["0<->3"]["share"] == pytest.approx(96.85 / 100)
-    assert p2p["0<->5"]["peak_gbs"] == pytest.approx(2 * 8 * 16 * 128 / 130 / 8)   # PCIe gen3, both ways
-    # GPU 0 and 5 of the DGX-1 have no NVLink and no peer access: the "P2P=Enabled" cell is a
-    # staged copy (its recorded latency, 18.44 us, is that of P2P disabled), never "P2P".
-    assert p2p["0<->5"]["peer_access"] is False and p2p["0<->3"]["peer_access"] is True
-    assert "no peer access: staged" in p2p["0<->5"]["what"] and "via host" in p2p["0<->5"]["link"]
-    assert all(("no peer access" in r["what"]) == (r["link"].startswith("SYS")) for r in p2p.values())
-    table = lessons.efficiency_table(rows, pairs=["0->3"])
-    assert table == [("both ways, P2P", "0<->3", "NV2", "96.85", "100.00", "97%"),
-                     ("both ways, P2P disabled", "0<->3", "via host", "14.46", "31.51", "46%")]
-
-
-def test_reference_summary_rows():
-    rows = {r[0]: r for r in lessons.reference_summary()}
-    assert rows["rtx2080-nvlink-pair"] == ("rtx2080-nvlink-pair", "NVIDIA sample", "GPU0-GPU1 NV1", "24.23", "48.37",
-                                           "5.82", "0.92", "20.55", "97%")
-    assert rows["h100-pcie-nvlink-pair"][3:] == ("256.62", "509.35", "26.10", "2.56", "16.59", "86%")
-    assert rows["dgx1-v100"][3:6] == ("-", "48.49", "-")
-    # Every row names the program that printed it: the H200 runs are the course's, the
-    # others were published runs of NVIDIA's CUDA sample (reference_systems/README.md).
-    assert {s: r[1] for s, r in rows.items()} == {
-        "dgx1-v100": "NVIDIA sample", "h100-pcie-nvlink-pair": "NVIDIA sample", "rtx2080-nvlink-pair": "NVIDIA sample",
-        "h200-nvswitch-8gpu": "course", "h200-nvswitch-pair": "course"}
-
-
-def test_figures():
-    figure = lessons.side_by_side("bidirectional_enabled")
-    heatmap_axes = [ax for ax in figure.axes if ax.get_xlabel() == "destination"]
-    assert len(heatmap_axes) >= 3
-    assert lessons.side_by_side("no_such_matrix") is None
-    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
-    figures = lessons.heatmaps(entry["parsed"], "h100")
-    # four bandwidth matrices and two GPU latency matrices were recorded
-    assert len(figures) == 6
-    assert figures[-1].axes[0].get_title() == "h100: latency, P2P disabled (GPU timed)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -276,7 +169,7 @@ def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
     dgx1 = topology.v100_wirings()[topology.DGX1_V100]["links"]
     # The recorded DGX-1 P2P row 0 (NVIDIA's sample on a DGX-1): ~48 GB/s both ways = NV1,
     # ~97 = NV2, ~14.5 = no NVLink.
-    row0 = lessons.reference_p2p()["dgx1-v100"]["parsed"]["bandwidth_gbs"]["bidirectional_enabled"][0]
+    row0 = p2p_test.recorded(["dgx1-v100"])["dgx1-v100"]["parsed"]["bandwidth_gbs"]["bidirectional_enabled"][0]
     classes = {"NV1": (40, 55), "NV2": (90, 105), "SYS": (10, 20)}
     for j in range(1, 8):
         low, high = classes[dgx1["GPU0"][f"GPU{j}"]]
@@ -303,22 +196,6 @@ def test_blog_server_has_two_sockets_behind_its_single_affinity_column():
             assert code in ("SYS", "NV1", "NV2")
     sys_pairs = [(i, j) for i in range(8) for j in range(i + 1, 8) if topo["links"][f"GPU{i}"][f"GPU{j}"] == "SYS"]
     assert sys_pairs and all((i < 4) != (j < 4) for i, j in sys_pairs)   # every SYS pair crosses the groups
-
-
-def test_peer_access_from_the_connectivity_matrix():
-    parsed = {"connectivity": [[1, 0], [0, 1]], "devices": [{"index": 0}, {"index": 1}]}
-    assert lessons.peer_access(parsed)(0, 1) is False
-    h100 = lessons.reference_p2p()["h100-pcie-nvlink-pair"]["parsed"]
-    assert lessons.peer_access(h100)(0, 1) is True
-    assert lessons.peer_access({"connectivity": None})(0, 1) is None
-
-
-def test_efficiency_summary_is_short():
-    found = lessons.reference_p2p()
-    rows = lessons.efficiency_summary(found)
-    assert len(rows) < 40
-    dgx1 = [r for r in rows if r[0] == "dgx1-v100"]
-    assert any("no peer access" in r[1] and r[3] == 3 for r in dgx1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -357,20 +234,3 @@ def test_compare_repeats_judges_both_changes_by_the_same_rule():
     assert clear["spread"] == pytest.approx(4 / 100.5)
     with pytest.raises(ValueError):
         lessons.compare_repeats([1.0], [2.0, 3.0])
-
-
-def test_exercise_1_uses_a_live_run_only_when_it_has_a_pair():
-    from gputopo import p2ptest
-    from gputopo.lessons.lesson4_p2p import pair_copy_gbs
-
-    found = lessons.reference_p2p()
-    # a two-GPU run (the recorded H100 pair, standing in for a live one): its GPU0 -> GPU1
-    two = p2ptest.reference("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt")
-    assert pair_copy_gbs(two, found) == (256.62, "this machine")
-    # a one-GPU run (recorded on the H200 pair with --devices=1): its matrix is 1x1, as on a
-    # one-GPU machine (where the notebook stopped with IndexError, seen on an H100): recorded pair
-    one = p2ptest.reference("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt")
-    assert len(one["parsed"]["bandwidth_gbs"]["unidirectional_write"]) == 1
-    gbs, source = pair_copy_gbs(one, found)
-    assert gbs == 396.51 and source.startswith("recorded h200-nvswitch-pair") and "one GPU" in source
-    assert pair_copy_gbs(None, found) == (396.51, "recorded h200-nvswitch-pair")

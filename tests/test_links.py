@@ -141,15 +141,14 @@ def test_link_table_rows_name_a_source_and_a_computation():
 
 def test_efficiency_table_of_an_unknown_gpu_says_why_instead_of_raising():
     # Notebook 3's table on a 4x RTX 6000 Ada workstation used to stop with ValueError.
-    from gputopo import lessons
+    from gputopo.lessons import p2p_test
 
-    entry = lessons.reference_p2p()["h100-pcie-nvlink-pair"]
+    entry = p2p_test.recorded(["h100-pcie-nvlink-pair"])["h100-pcie-nvlink-pair"]
     link = lambda i, j: "NODE"  # noqa: E731
-    ada = lessons.efficiency_rows(entry["parsed"], link, "NVIDIA RTX 6000 Ada Generation")
-    assert {round(r["peak_gbs"], 2) for r in ada if r["matrix"] == "unidirectional_write"} == {31.51}
-    unknown = lessons.efficiency_rows(entry["parsed"], link, "Mystery Accelerator 9000")
-    assert unknown and all(r["peak_gbs"] is None and r["share"] is None for r in unknown)
-    table = lessons.efficiency_table(unknown)
-    notes = [row for row in table if row[0] == "? peak unknown:"]
-    assert notes and all("'Mystery Accelerator 9000' is not in" in row[1] for row in notes)
-    assert all(row[4] == "?" for row in table if row not in notes)
+    ada = p2p_test.efficiency_rows(entry["parsed"], link, "NVIDIA RTX 6000 Ada Generation")
+    assert {round(r["peak"], 2) for r in ada if r["matrix"] == "unidirectional_write"} == {31.51}
+    unknown = p2p_test.efficiency_rows(entry["parsed"], link, "Mystery Accelerator 9000")
+    assert unknown and all(r["peak"] is None and r["share"] is None for r in unknown)
+    assert all("'Mystery Accelerator 9000' is not in" in r["why"] for r in unknown)
+    table = p2p_test.report(entry["parsed"], link, gpu="Mystery Accelerator 9000")
+    assert all(row[4] == "?" and row[5] == "?" for row in table)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import check, gpus, lessons, links, ncclbench, p2ptest, runner
+from gputopo import check, gpus, links, ncclbench, p2ptest, runner
+from gputopo.lessons import p2p_test
 from gputopo.detect import detect
 from gputopo.wording import summary_rows
 
@@ -160,12 +161,10 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
     name, visible, mode, allowed, best, *_ = case
     machine = machine_of(name, visible)
-    recorded = lessons.reference_p2p()["h100-pcie-nvlink-pair"]["parsed"]
-    lookup = lessons.link_lookup(topology=machine.topology or {})
-    for gpu in (machine, machine.gpu_names[0]):  # notebook 3: machine first, then the name
-        rows = lessons.efficiency_rows(recorded, lookup, gpu)
-        table = lessons.efficiency_table(rows)
-        assert all(r["peak_gbs"] is not None or r["why"] for r in rows) and table
+    recorded = p2p_test.recorded(["h100-pcie-nvlink-pair"])["h100-pcie-nvlink-pair"]["parsed"]
+    lookup = p2p_test.link_lookup(topology=machine.topology or {})
+    rows = p2p_test.efficiency_rows(recorded, lookup, machine.gpu_names[0])   # notebook 3's table
+    assert all(r["peak"] is not None or r["why"] for r in rows) and p2p_test.report(recorded, lookup, gpu=machine.gpu_names[0])
     for pair in filter(None, (machine.best_pair, machine.worst_pair)):
         peak = links.machine_peak(machine, *pair)
         assert peak.gbs is not None or peak.why

@@ -117,8 +117,8 @@ def test_notebook2_expected_answers():
     assert "check(answer_3, 300 / (32 * 16 * 128 / 130 / 8)," in cells
 
 
-def test_notebook4_expected_answers():
-    from gputopo import lessons
+def test_notebook3_p2p_expected_answers():
+    from gputopo.lessons import p2p_test
 
     h100 = reference.load("h100-pcie-nvlink-pair", "p2p")["bandwidth_gbs"]
     write, staged = h100["unidirectional_write"][0][1], h100["unidirectional_disabled"][0][1]
@@ -127,9 +127,9 @@ def test_notebook4_expected_answers():
     latency0 = reference.load("dgx1-v100", "p2p")["latency_us"]["write_gpu"][0]
     staged_pairs = [j for j, us in enumerate(latency0) if j != 0 and us > 10]
     assert staged_pairs == [5, 6, 7]
-    peer = lessons.peer_access({}, "dgx1-v100")
+    peer = p2p_test.peer_access({}, "dgx1-v100")
     assert [j for j in range(1, 8) if peer(0, j) is False] == staged_pairs
-    cells = check_cells("4.")
+    cells = check_cells("3.")
     assert f"check(answer_2, {staged_pairs}," in cells
     assert f"check(answer_3, (1 / {staged:.2f} - 1 / {write:.2f}) * 1e3," in cells
 

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from gputopo import lessons, ncclbench, reference, runner
+from gputopo.lessons import p2p_test
 
 REAL = reference.REFERENCE_DIR
 
@@ -65,11 +66,11 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
 
     assert "a100-pcie-quad" in reference.list_systems()
     assert reference.describe("a100-pcie-quad")["machine"] == "4x test GPU, two NVLink pairs"
-    link = lessons.link_lookup("a100-pcie-quad")
+    link = p2p_test.link_lookup("a100-pcie-quad")
     assert link(1, 0) == "NV4" and link(2, 0) == "PHB" and link(1, 3) is None
-    access = lessons.peer_access({}, "a100-pcie-quad")
+    access = p2p_test.peer_access({}, "a100-pcie-quad")
     assert access(3, 0) is False and access(0, 1) is True
-    assert "a100-pcie-quad" in lessons.reference_p2p()
+    assert "a100-pcie-quad" in p2p_test.recorded()
     tables = [t for t in lessons.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
     assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
 

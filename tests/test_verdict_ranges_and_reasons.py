@@ -6,10 +6,8 @@ import pytest
 
 from gputopo import hostbench, reference
 from gputopo import verdicts as V
-from gputopo.gpus import Gpu
 from gputopo.lessons import lesson3_nccl as nl
-from gputopo.lessons import lesson4_p2p as lessons
-from gputopo.machine import Machine
+from gputopo.lessons import p2p_test
 from gputopo.parsers import p2p as p2p_parser
 
 NV18 = V.Link("nvlink", "nvlink4", count=18)   # 18 x 25 GB/s = 450 GB/s per direction
@@ -48,14 +46,14 @@ def test_p2p_nvlink_ranges_cite_published_figures():
 def test_a_range_set_from_the_judged_recording_says_so():
     # the latency bound (5 us) is twice the highest recorded latency, h200-nvswitch-pair among them:
     # judging that system's 2.2 us against it says so; a live link (no recorded_on) does not
-    _, judged = lessons.pair_verdicts(lessons.reference_p2p()["h200-nvswitch-pair"], "h200-nvswitch-pair")
-    latency = dict(judged)["P2P lat."]
+    # h200-nvswitch-pair/p2pBandwidthLatencyTest.txt: write latency 2.27 us, one way 396.51 GB/s over NV18
+    h200 = p2p_test.link_of("NV18", "NVIDIA H200", "h200-nvswitch-pair")
+    latency = V.judge("p2p_latency", 2.27, h200)
     assert latency.status == "as expected" and latency.why.endswith(", range set from this recording")
-    assert not dict(judged)["one-way P2P"].why.endswith(", range set from this recording")  # #1264 backs it
+    assert not V.judge("p2p_one_way", 396.51, h200).why.endswith(", range set from this recording")  # #1264 backs it
     assert "recording" not in V.judge("p2p_latency", 2.2, NV18).why
-    # dgx1-v100 is not among the recordings the bound comes from: no such words
-    _, judged = lessons.pair_verdicts(lessons.reference_p2p()["dgx1-v100"], "dgx1-v100")
-    assert "recording" not in dict(judged)["P2P lat."].why
+    # dgx1-v100 (1.62 us over NV1) is not among the recordings the bound comes from: no such words
+    assert "recording" not in V.judge("p2p_latency", 1.62, p2p_test.link_of("NV1", "Tesla V100-SXM2", "dgx1-v100")).why
 
 
 # M3 ------------------------------------------------------------------------------------------
@@ -96,22 +94,6 @@ def test_dgx1_pairs_are_not_pooled_and_defaults_are_their_own_reference():
 
 
 # M6 ------------------------------------------------------------------------------------------
-
-def test_live_p2p_verdicts_map_cuda_ordinals_to_nvidia_smi_indices():
-    # CUDA_VISIBLE_DEVICES=2,3: the run prints ordinals 0,1, which are GPUs 2,3 (NV18); GPUs 0,1 are SYS
-    gpus = [Gpu(index=i, name="NVIDIA H200", pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
-                pcie_width_max=16) for i in range(4)]
-    codes = {(2, 3): "NV18", (3, 2): "NV18"}
-    topology = {"gpus": [f"GPU{i}" for i in range(4)],
-                "links": {f"GPU{i}": {f"GPU{j}": codes.get((i, j), "SYS") for j in range(4) if j != i}
-                          for i in range(4)}}
-    machine = Machine(mode="multi-gpu", gpu_count=4, visible_gpu_count=2, gpus=gpus, topology=topology,
-                      nvlink_active_links={f"GPU{i}": 18 for i in range(4)})
-    text = read("h200-nvswitch-pair/p2pBandwidthLatencyTest.txt")
-    live = {"text": text, "parsed": p2p_parser.parse(text), "mode": "live", "gpu_indices": {0: 2, 1: 3}}
-    lines = lessons.live_verdicts(live, machine)
-    assert "396.5 GB/s: as expected" in lines[0] and "expected 337.5-450 GB/s" in lines[0]
-
 
 # m1 ------------------------------------------------------------------------------------------
 
@@ -177,8 +159,8 @@ def test_p2p_cells_with_the_same_reasons_print_them_once():
     parsed = p2p_parser.parse(text)
     for pair in ((0, 1), (1, 0)):
         parsed["bandwidth_gbs"]["unidirectional_write"][pair[0]][pair[1]] = 200.0   # 0.44 of 450: low
-    lines = lessons.efficiency_verdicts(parsed, lessons.link_lookup("h200-nvswitch-pair"), "NVIDIA H200",
-                                        lessons.peer_access(parsed), text)
-    joined = "\n".join(lines)
-    assert joined.count("low (0.44 of the peak)") == 2
-    assert joined.count("reason 1:") == 1 and joined.count("reasons as above") == 1
+    rows = p2p_test.report(parsed, p2p_test.link_lookup("h200-nvswitch-pair"), text)
+    assert [row[6] for row in rows[:2]] == ["low (0.44 of the peak)"] * 2
+    reasons = [row[6] for row in rows if row[0] == "  low: reason"]
+    assert reasons and len(reasons) == len(set(reasons)) and all(" -- check: " in r for r in reasons)
+    assert any("NVLinks are inactive" in r for r in reasons)

@@ -3,7 +3,7 @@ provides so that the notebook's cells stay one or two lines long.
 
     topology              notebook 2 (import it by name: `from gputopo.lessons import topology`)
     lesson3_nccl          notebook 5: NCCL and P2P levels, the CNN runs (was nccl_lesson)
-    lesson4_p2p           notebook 3: the P2P bandwidth and latency test, recorded systems side by side
+    p2p_test              notebook 3: the P2P test's cells against their link's peak (import it by name)
     lesson5_collectives   notebook 4: collectives, ring and tree models, step time and scaling
 
 `from gputopo import lessons` still gives every name of notebooks 4 and 5 (and compare_repeats),
@@ -11,6 +11,4 @@ as the old lessons.py did, for notebook 5's `lessons.step_time_ms` and the tests
 one run-to-run noise figure, `lessons.run_to_run_noise()` (defined in lesson3_nccl).
 """
 from gputopo.lessons.lesson3_nccl import compare_repeats, run_to_run_noise  # noqa: F401
-from gputopo.lessons.lesson4_p2p import *  # noqa: F401,F403
-from gputopo.lessons.lesson4_p2p import _p2p_file_order, _latency_keys  # noqa: F401
 from gputopo.lessons.lesson5_collectives import *  # noqa: F401,F403
