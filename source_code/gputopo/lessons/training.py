@@ -83,7 +83,9 @@ def recorded_runs(system: str = RECORDED) -> List[Dict[str, Any]]:
     rows = []
     for (batch, gpus, setting), runs in sorted(groups.items(), key=_order):
         rates = [r for r, _ in runs]
-        rows.append({"batch_per_worker": batch, "pair": gpus, "setting": setting, "runs": len(rates),
+        link = reference.system_info(system).get("cnn", {}).get("pairs", {}).get(gpus, {}).get("link")
+        rows.append({"system": system_label(system), "workers": gpus.count(",") + 1, "link": link,
+                     "batch_per_worker": batch, "pair": gpus, "setting": setting, "runs": len(rates),
                      "images_per_sec_median": statistics.median(rates), "images_per_sec_min": min(rates),
                      "images_per_sec_max": max(rates), "transport": "/".join(sorted({t for _, t in runs}))})
     return rows
@@ -93,6 +95,23 @@ def _order(item) -> Tuple[int, int, int]:
     (batch, gpus, setting), _ = item
     labels = [label for label, _ in SETTINGS]
     return batch, len(gpus), labels.index(setting) if setting in labels else len(labels)
+
+
+def system_label(system: str) -> str:
+    """A recorded system's short name, e.g. '2x H200 NVSwitch' (its system.json "label", else the folder)."""
+    return reference.system_info(system).get("cnn", {}).get("label") or system
+
+
+def run_to_run_noise(rows: Optional[Sequence[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """The course's noise figure: for each recorded setting with at least two runs, (max - min) /
+    median of its images/s in %; "figure_pct" is the largest, "rows" (GPUs, batch, setting, n, %)."""
+    rows = recorded_runs() if rows is None else rows
+    out = [(r["pair"], r["batch_per_worker"], r["setting"], r["runs"],
+            (r["images_per_sec_max"] - r["images_per_sec_min"]) / r["images_per_sec_median"] * 100)
+           for r in rows if r["runs"] >= 2]
+    if not out:
+        raise ValueError("no setting with repeated runs: the noise figure needs at least two runs of one setting")
+    return {"figure_pct": max(r[4] for r in out), "rows": out}
 
 
 def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
