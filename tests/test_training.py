@@ -99,3 +99,23 @@ def test_read_runs_says_when_a_run_is_incomplete(tmp_path):
     rows = dict((name, rate) for name, _, rate in training.read_runs(tmp_path, "horovod-pair-*.txt"))
     assert rows == {"horovod-pair-0-1.txt": "no SUMMARY line (incomplete)",
                     "horovod-pair-0-1-x.txt": "no SUMMARY line (incomplete)"}
+
+
+def test_live_step_rows_from_runs_saved_like_the_learners(tmp_path):
+    # the recorded H200 runs, saved under the names the notebook's commands write
+    folder = reference.REFERENCE_DIR / "h200-nvswitch-pair" / "horovod-cnn"
+    (tmp_path / "horovod-one-gpu-0.txt").write_text((folder / "horovod-cnn-pytorch-b64-gpus-0-default-r1.txt").read_text())
+    (tmp_path / "horovod-pair-0-1.txt").write_text((folder / "horovod-cnn-pytorch-b64-gpus-0-1-default-r1.txt").read_text())
+    (tmp_path / "horovod-pair-0-1-NCCL_P2P_LEVEL-LOC.txt").write_text(
+        (folder / "horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-LOC-r1.txt").read_text())
+    (tmp_path / "horovod-pair-0-1-cut.txt").write_text("[0]<stdout>:EPOCH 1/2 images_per_sec=10.0 seconds=1.0 "
+                                                       "loss=1.0 accuracy=0.1 workers=2 batch_per_worker=64\n")
+    fits = training.transport_fits()
+    rows = {row[0]: row for row in training.live_step_rows(tmp_path, 4_799_528, fits)}
+    assert set(rows) == {"horovod-pair-0-1.txt", "horovod-pair-0-1-NCCL_P2P_LEVEL-LOC.txt"}   # the cut-off run is left out
+    # SUMMARY medians read by hand: one GPU 27404.6, the default pair's r1 29971.4 images/s
+    p2p = rows["horovod-pair-0-1.txt"]
+    assert p2p[1] == "P2P" and p2p[2] == f"{64 / 27404.6 * 1e3:.2f}" and p2p[3] == f"{128 / 29971.4 * 1e3:.2f}"
+    assert rows["horovod-pair-0-1-NCCL_P2P_LEVEL-LOC.txt"][1] == "SHM"
+    (tmp_path / "horovod-one-gpu-0.txt").unlink()
+    assert training.live_step_rows(tmp_path, 4_799_528, fits) == []

@@ -200,16 +200,44 @@ def steptime(text: str) -> Optional[Dict[str, float]]:
     return {key: float(value) for key, value in (item.split("=", 1) for item in found[-1].split())}
 
 
+def _summary(path: Path) -> Optional[Dict[str, Any]]:
+    """The SUMMARY line of a saved run, or None (no such file, the run failed or was cut off)."""
+    if not path.is_file():
+        return None
+    try:
+        return PARSERS["horovod"](path.read_text(errors="replace")).get("summary")
+    except ParseError:
+        return None
+
+
 def read_runs(folder: Path, pattern: str = "*.txt") -> List[Tuple[str, str, str]]:
     """(file, transport NCCL logged, images/s) of each run the learner saved in `folder`; a file
     without a SUMMARY line (the run failed or was cut off) says so instead of a number."""
     out = []
     for path in sorted(Path(folder).glob(pattern)):
-        text = path.read_text(errors="replace")
-        try:
-            summary = PARSERS["horovod"](text).get("summary")
-        except ParseError:
-            summary = None
+        summary = _summary(path)
         rate = f"{summary['images_per_sec_median']:,.0f}" if summary else "no SUMMARY line (incomplete)"
-        out.append((path.name, transports(text), rate))
+        out.append((path.name, transports(path.read_text(errors="replace")), rate))
+    return out
+
+
+def live_step_rows(folder: Path, gradient_bytes: int, fits: Sequence[Dict[str, Any]],
+                   one_gpu: str = "horovod-one-gpu-0.txt", pairs: str = "horovod-pair-*.txt") -> List[Tuple[str, ...]]:
+    """where_the_step_goes() for the learner's own runs: the one-GPU run `one_gpu` against each
+    two-GPU run in `folder` whose NCCL log names one transport of `fits`; [] without a complete
+    one-GPU run (then nothing live can be set beside the model)."""
+    one = _summary(Path(folder) / one_gpu)
+    if not one:
+        return []
+    one_ms = step_time_ms(one["images_per_sec_median"], one["workers"], one["batch_per_worker"])
+    by_transport = {fit["transport"].split()[0]: fit for fit in fits}
+    out = []
+    for path in sorted(Path(folder).glob(pairs)):
+        two, transport = _summary(path), transports(path.read_text(errors="replace"))
+        if not two or transport not in by_transport or two["batch_per_worker"] != one["batch_per_worker"]:
+            continue
+        two_ms = step_time_ms(two["images_per_sec_median"], two["workers"], two["batch_per_worker"])
+        model = allreduce_ms(gradient_bytes, by_transport[transport], two["workers"])
+        out.append((path.name, transport, f"{one_ms:.2f}", f"{two_ms:.2f}", f"{two_ms - one_ms:.2f}",
+                    f"{model:.3f}", f"{two_ms - one_ms - model:.2f}"))
     return out
