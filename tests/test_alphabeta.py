@@ -254,9 +254,3 @@ def test_ring_schedule_and_simulation():
     assert all(buffer == total for buffer in buffers)
     with pytest.raises(ValueError):
         alphabeta.simulate_ring_allreduce([[1, 2, 3], [4, 5, 6]])
-
-
-
-def test_notebook_5_reaches_the_one_ring_schedule():
-    from gputopo.lessons import lesson5_collectives
-    assert lesson5_collectives.ring_schedule is alphabeta.ring_schedule

@@ -138,19 +138,6 @@ def test_summarize_gives_median_and_range_over_repeats():
     assert "repeat" not in default
 
 
-def test_differs_needs_ranges_apart():
-    from gputopo.lessons import lesson3_nccl as nl
-    rows = [{"setting": "default", "images_per_sec_median": 100.0, "images_per_sec_min": 95.0, "images_per_sec_max": 105.0, "runs_ok": 3},
-            {"setting": "close", "images_per_sec_median": 96.0, "images_per_sec_min": 90.0, "images_per_sec_max": 99.0, "runs_ok": 3},
-            {"setting": "far", "images_per_sec_median": 75.0, "images_per_sec_min": 70.0, "images_per_sec_max": 80.0, "runs_ok": 3},
-            {"setting": "one run", "images_per_sec_median": 90.0, "images_per_sec_min": None, "images_per_sec_max": None}]
-    # Overlap is no evidence of equality: "not resolved by n runs (< the noise figure)".
-    assert nl.differs(rows, "close", noise_pct=16.5) == "-4.0 % (not resolved by 3 runs each: < 16.5 %)"
-    # Apart: with 3 runs each, identical settings do that 2 / C(6, 3) = 10 % of the time.
-    assert nl.differs(rows, "far") == "-25.0 % (ranges of 3 runs each apart; identical settings do that 10 % of the time)"
-    assert "cannot tell" in nl.differs(rows, "one run")
-
-
 def test_record_names_parse_back():
     name = runner.record_name("pytorch", 512, [0, 1], {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 2)
     assert name == "horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r2"

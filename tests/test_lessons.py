@@ -221,16 +221,3 @@ def test_multinode_rows():
     assert [r[2] for r in dgx1] == ["113.0", "50.0"]
 
 
-def test_compare_repeats_judges_both_changes_by_the_same_rule():
-    # Made-up repeats in the shape of notebook 5's question: a -4 % change whose ranges overlap
-    # is noise; a -6 % change with separate, tight ranges is not.
-    base = [100.0, 102.0, 98.0, 101.0]
-    overlapping = [97.5, 94.0, 99.0, 96.0]
-    separate = [94.0, 93.5, 94.5, 94.2]
-    noisy = lessons.compare_repeats(base, overlapping)
-    assert noisy["verdict"] == "within the run-to-run spread" and noisy["change"] == pytest.approx(96.75 / 100.5 - 1)
-    clear = lessons.compare_repeats(base, separate)
-    assert clear["verdict"] == "beyond the run-to-run spread"
-    assert clear["spread"] == pytest.approx(4 / 100.5)
-    with pytest.raises(ValueError):
-        lessons.compare_repeats([1.0], [2.0, 3.0])

@@ -19,7 +19,6 @@ Review findings MA1 (one NIC per GPU, not one shared NIC) and MA2 (the DGX-1 pai
 import pytest
 
 from gputopo import ncclpaths, sweep
-from gputopo.lessons import lesson3_nccl as nl
 
 E = ncclpaths.expected_transport
 INTEL = {"cpu_vendor": "GenuineIntel", "local_gpus": 2}
@@ -58,15 +57,6 @@ def test_unknown_nics_cannot_be_told_from_2_14():
     assert E({}, "PHB", nccl_version="2.12.12", nics=TWO_NICS, nic_faster=True, **INTEL) == "SHM"
     # P2P is decided before SHM is asked: a PXB pair stays P2P whatever the NICs
     assert E({}, "PXB", nccl_version="2.28.3", **INTEL) == "P2P"
-
-
-def test_lesson_table_rows():
-    rows = dict(nl.shm_exception_rows())
-    assert rows["PHB pair, no network card in the node (the level table)"] == "SHM"
-    assert rows["PHB pair, network cards not known"] == "?"
-    assert rows["PHB pair, each GPU PIX/PXB to its own NIC, faster than their own path (NCCL >= 2.14)"] == "NET"
-    assert rows["  the same with NCCL_NET_DISABLE_INTRA=1"] == "SHM"
-    assert rows["  the same on NCCL 2.12"] == "SHM"
 
 
 @pytest.mark.parametrize("gen, width, bw", [

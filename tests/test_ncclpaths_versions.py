@@ -8,7 +8,7 @@ the code under test. Audit findings M1, M2, m11, m20, m21, M11.
 import pytest
 
 from gputopo import ncclpaths
-from gputopo.lessons import lesson3_nccl as nl
+from gputopo.lessons import training
 
 
 
@@ -67,13 +67,16 @@ def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
 
 
 def test_the_level_table_follows_the_release():
-    rows = {r[0]: r[1:] for r in nl.level_rows("AuthenticAMD", "2.28.3", 8)}
-    assert rows["no variable set (default)"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
-    rows = {r[0]: r[1:] for r in nl.level_rows("AuthenticAMD", "2.22.3", 8)}
-    assert rows["no variable set (default)"] == ["P2P"] * 5
-    table = {r[0]: r[1:] for r in nl.default_level_rows()}
-    assert table["2.23.4"] == ["PXB", "PXB", "SYS", "PXB"]  # Intel, ARM, AMD 2 GPUs, AMD 4-8 GPUs
-    assert table["2.22.3"] == ["PXB", "PXB", "SYS", "SYS"]
+    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.28.3", 8)}
+    assert rows["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.22.3", 8)}
+    assert rows["default"] == ["P2P"] * 5
+    # the default level by release: Intel, ARM, AMD 2 GPUs, AMD 8 GPUs
+    levels = {v: [ncclpaths.default_p2p_level(cpu, v, local_gpus=n) for cpu, n in
+                  (("GenuineIntel", 8), ("aarch64", 8), ("AuthenticAMD", 2), ("AuthenticAMD", 8))]
+              for v in ("2.23.4", "2.22.3")}
+    assert levels["2.23.4"] == ["PXB", "PXB", "SYS", "PXB"]
+    assert levels["2.22.3"] == ["PXB", "PXB", "SYS", "SYS"]
 
 
 # m11: integers meant something else before 2.6 (v2.4.8-1 src/transport/p2p.cc: P2P when the

@@ -6,7 +6,6 @@ import pytest
 
 from gputopo import hostbench, reference
 from gputopo import verdicts as V
-from gputopo.lessons import lesson3_nccl as nl
 from gputopo.lessons import p2p_test
 from gputopo.parsers import p2p as p2p_parser
 
@@ -82,17 +81,6 @@ def test_noise_reason_only_when_the_gap_is_within_the_spread():
 
 # M5 ------------------------------------------------------------------------------------------
 
-def test_dgx1_pairs_are_not_pooled_and_defaults_are_their_own_reference():
-    groups = nl.comparable_groups(nl.recorded_runs())
-    rows = {(r["pair"], r["setting"]): r for r in groups[("DGX-1 V100", 512)]}
-    # pair 1,7 (SYS, SHM) is the only default of its link: its own reference
-    assert nl.cnn_verdict(rows[("1,7", "default")], "DGX-1 V100", "default", recorded=True).status == "none"
-    # pair 0,3's LOC row against pair 0,3's default only: horovod-cnn-gpus-0-3-default.txt min
-    # 99,128.98 images/s, less the 16.5 % noise (notebook 5), not pair 1,7's 95,782.78
-    got = nl.cnn_verdict(rows[("0,3", "NCCL_P2P_LEVEL=LOC (0)")], "DGX-1 V100", "default", recorded=True)
-    assert got.expected[0] == pytest.approx(99_128.98 * (1 - 0.165), rel=2e-3)
-
-
 # M6 ------------------------------------------------------------------------------------------
 
 # m1 ------------------------------------------------------------------------------------------
@@ -136,22 +124,6 @@ def test_off_p2p_settings_with_no_transport_line_are_not_comparable():
     text = "\n".join(line for line in text.splitlines() if "Transports NCCL reported" not in line)
     got = V.judge_nccl_output(text, NV18)
     assert got.status == "not comparable" and "NCCL_P2P_LEVEL=LOC" in got.why
-
-
-def test_a_forced_live_row_against_its_own_setting_does_not_blame_the_setting():
-    # a live NET row judged against the recorded NET runs (same setting, batch 512: 226,085 images/s
-    # median) but far below them: the forced transport is the same in the reference, not a reason
-    row = {"pair": "0,1", "setting": "P2P and SHM disabled", "batch_per_worker": 512, "transports": "NET",
-           "env": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "images_per_sec_median": 50_000.0}
-    got = nl.cnn_verdict(row, "NVIDIA H200")
-    assert got.status == "low" and not any("forced" in r or "NET" in r for r, _ in got.reasons)
-
-
-def test_a_recorded_default_with_no_range_is_not_comparable_not_its_own_reference():
-    # DGX A100's default ran at 8192 per GPU with one number and no min-max (notebook 5's table)
-    groups = nl.comparable_groups(nl.recorded_runs())
-    default = next(r for r in groups[("DGX A100", 8192)] if r["setting"] == "default")
-    assert nl.cnn_verdict(default, "DGX A100", "default", recorded=True).status == "not comparable"
 
 
 def test_p2p_cells_with_the_same_reasons_print_them_once():

@@ -146,7 +146,7 @@ def test_latency_and_cnn_and_host_copy():
     assert V.judge("host_copy", 10.0).status == "not comparable"
     assert V.judge("cnn_images_per_sec", 30000.0).status == "not comparable"  # nothing recorded to compare
     # the recorded default-setting H200 pair runs at batch 64; their own median is as expected
-    from gputopo.lessons.lesson3_nccl import recorded_runs
+    from gputopo.lessons.training import recorded_runs
 
     row = next(r for r in recorded_runs() if r["setting"] == "default" and r["batch_per_worker"] == 64
                and r.get("workers") == 2)

@@ -1,7 +1,7 @@
 """What Start_Here's summary and the banner say runs live, on 0, 1 and many GPUs.
 
 The sentences must follow what the notebooks do: notebook 5's CNN trains on a GPU pair only
-when two GPUs are usable and the topology names a pair (lessons.lesson3_nccl.run_live), else on
+when two GPUs are usable and the topology names a pair (notebook 5), else on
 two CPU workers with Gloo; no notebook trains on one GPU (the issue behind this test: the
 summary promised "single-GPU training" on a one-GPU machine whose CNN ran on the CPU).
 """

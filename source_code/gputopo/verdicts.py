@@ -38,7 +38,7 @@ off P2P (NCCL_P2P_LEVEL=LOC, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1) is "not com
 
 "low" means worse than expected: a bandwidth below the range, or a latency above it.
 
-Standard library only; the course's CNN noise figure (gputopo.lessons.lesson3_nccl) is imported
+Standard library only; the course's CNN noise figure (gputopo.lessons.training) is imported
 only when a CNN figure is judged, the recorded P2P repeats only when a reason needs them.
 """
 
@@ -302,8 +302,8 @@ def link_peak(link: Link) -> Figure:
 def _noise_pct() -> Optional[float]:
     """The CNN's run-to-run noise (images/s of repeated training runs), for the CNN kinds only."""
     try:
-        from gputopo.lessons.lesson3_nccl import run_to_run_noise  # heavy: imported on use
-        return run_to_run_noise().figure_pct
+        from gputopo.lessons.training import run_to_run_noise  # heavy: imported on use
+        return run_to_run_noise()["figure_pct"]
     except Exception:
         return None
 
@@ -525,7 +525,7 @@ def _judge_cnn(kind, value, reference, unit, transport=None, forced=None):
     high = max(reference) * (1 + noise / 100)
     figures = [Figure("recorded runs of the same setting, min-max", min(reference), f"{len(reference)} runs"),
                Figure("the course's run-to-run noise figure (%)", noise,
-                      "gputopo.lessons.lesson3_nccl.run_to_run_noise()")]
+                      "gputopo.lessons.training.run_to_run_noise()")]
     if value < low:
         reasons = [("another job shares the GPUs", "nvidia-smi (processes)"),
                    ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
@@ -700,7 +700,7 @@ def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
 def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "default",
                   workers: int = 2, link: Optional[str] = None) -> Optional[List[float]]:
     """Recorded values to judge a CNN figure against (reference_systems/*/horovod-cnn/, read by
-    gputopo.lessons.lesson3_nccl.recorded_runs): images/s min and max of the runs of the same GPU
+    gputopo.lessons.training.recorded_runs): images/s min and max of the runs of the same GPU
     model, batch per GPU, NCCL setting and number of GPUs; or for "cnn_scaling_efficiency" those
     runs' images/s over `workers` x the one-GPU median at the same batch. link: the pair's `topo -m`
     link as the runs table writes it (a DGX-1's NVLink pair 0,3 and its PCIe pair 1,7 are not one
@@ -708,7 +708,7 @@ def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "def
     if not gpu:
         return None
     try:
-        from gputopo.lessons.lesson3_nccl import recorded_runs  # heavy: imported on use
+        from gputopo.lessons.training import recorded_runs  # heavy: imported on use
         rows = recorded_runs()
     except Exception:
         return None

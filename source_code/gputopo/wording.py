@@ -104,7 +104,7 @@ def _live_and_reference(machine: Machine) -> Tuple[str, str]:
 
     Follows what the notebooks do: notebook 5 trains the CNN on GPU pairs only when two GPUs
     are usable and the topology names a pair (and Horovod has NCCL), and otherwise on two CPU
-    workers with Gloo (lessons.lesson3_nccl.run_live); no notebook trains on a single GPU.
+    workers with Gloo (notebook 5); no notebook trains on a single GPU.
     Notebook 3's P2P program runs on one GPU too (copies within it).
     """
     can_build = machine.nvcc_path is not None

@@ -1,0 +1,243 @@
+"""What notebook 5 needs beside the commands' own output: NCCL's P2P rule as a table, the
+recorded CNN runs grouped per setting, step times, and the alpha-beta model against the step.
+
+    from gputopo.lessons import training
+    print(training.level_table("GenuineIntel", "2.28.3"))   # setting x path type -> transport
+    runs = training.recorded_runs()                         # the 2x H200 runs, one row per setting
+    steps = training.cnn_steps(runs, 512)                   # one-GPU and two-GPU step (ms)
+
+Every number comes from a file in reference_systems/ or from the learner's own run folder.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from gputopo import alphabeta, linkcodes, ncclpaths, reference
+from gputopo.parsers import PARSERS, ParseError
+from gputopo.selfcheck import text_table
+
+PATH_COLUMNS = linkcodes.TOPO_PATH_TYPES
+RECORDED = "h200-nvswitch-pair"
+
+# The settings a learner types, and what each sets (NCCL's env.html names every variable).
+SETTINGS = (("default", {}), ("NCCL_P2P_LEVEL=LOC", {"NCCL_P2P_LEVEL": "LOC"}),
+            ("NCCL_P2P_LEVEL=NVL", {"NCCL_P2P_LEVEL": "NVL"}), ("NCCL_P2P_LEVEL=PIX", {"NCCL_P2P_LEVEL": "PIX"}),
+            ("NCCL_P2P_LEVEL=PXB", {"NCCL_P2P_LEVEL": "PXB"}), ("NCCL_P2P_LEVEL=PHB", {"NCCL_P2P_LEVEL": "PHB"}),
+            ("NCCL_P2P_LEVEL=SYS", {"NCCL_P2P_LEVEL": "SYS"}), ("NCCL_P2P_DISABLE=1", {"NCCL_P2P_DISABLE": "1"}),
+            ("NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}))
+
+
+def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None,
+               local_gpus: int = 2) -> List[List[str]]:
+    """One row per setting: the transport ncclpaths.expected_transport gives for each path type
+    ("?" where it cannot be told), for a node without network cards (nics=())."""
+    return [[label] + [ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
+                                                    local_gpus=local_gpus, nics=()) or "?"
+                       for path in PATH_COLUMNS] for label, env in SETTINGS]
+
+
+def level_table(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None, local_gpus: int = 2) -> str:
+    return text_table(level_rows(cpu_vendor, nccl_version, local_gpus),
+                      header=("setting \\ path type",) + PATH_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------
+# Recorded runs: reference_systems/<system>/horovod-cnn/horovod-cnn-<fw>-b<batch>-gpus-<ids>-<setting>-r<n>.txt
+# ------------------------------------------------------------------------------------------
+_NAME = re.compile(r"horovod-cnn-(?P<fw>\w+)-b(?P<batch>\d+)-gpus-(?P<gpus>\d+(?:-\d+)*)-(?P<setting>.+)-r(?P<run>\d+)\.txt$")
+
+
+def setting_of(name_part: str) -> str:
+    """'NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1' -> 'NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1'."""
+    if name_part == "default":
+        return "default"
+    return " ".join(f"{name}={value}" for name, value in re.findall(r"(NCCL_[A-Z0-9_]+?)-([^_]+)", name_part))
+
+
+def transports(text: str) -> str:
+    """The transports of NCCL's 'Channel ... via' lines in a log, e.g. 'P2P' or 'SHM'; '-' when
+    the log has none (one GPU, or a CPU run with Gloo)."""
+    try:
+        channels = PARSERS["nccl-log"](text).get("channels") or []
+    except ParseError:
+        return "-"
+    return "/".join(sorted({c["transport"] for c in channels})) or "-"
+
+
+def recorded_runs(system: str = RECORDED) -> List[Dict[str, Any]]:
+    """One row per (batch, GPUs, setting): median, min and max of the runs' images/s (each run's
+    SUMMARY median over its timed epochs), n runs, and the transport NCCL logged."""
+    groups: Dict[Tuple[int, str, str], List[Tuple[float, str]]] = {}
+    for path in sorted((reference.REFERENCE_DIR / system / "horovod-cnn").glob("*.txt")):
+        match = _NAME.match(path.name)
+        if not match:
+            continue
+        text = path.read_text(errors="replace")
+        summary = PARSERS["horovod"](text).get("summary") or {}
+        if summary.get("images_per_sec_median"):
+            key = (int(match["batch"]), match["gpus"].replace("-", ","), setting_of(match["setting"]))
+            groups.setdefault(key, []).append((summary["images_per_sec_median"], transports(text)))
+    rows = []
+    for (batch, gpus, setting), runs in sorted(groups.items(), key=_order):
+        rates = [r for r, _ in runs]
+        link = reference.system_info(system).get("cnn", {}).get("pairs", {}).get(gpus, {}).get("link")
+        rows.append({"system": system_label(system), "workers": gpus.count(",") + 1, "link": link,
+                     "batch_per_worker": batch, "pair": gpus, "setting": setting, "runs": len(rates),
+                     "images_per_sec_median": statistics.median(rates), "images_per_sec_min": min(rates),
+                     "images_per_sec_max": max(rates), "transport": "/".join(sorted({t for _, t in runs}))})
+    return rows
+
+
+def _order(item) -> Tuple[int, int, int]:
+    (batch, gpus, setting), _ = item
+    labels = [label for label, _ in SETTINGS]
+    return batch, len(gpus), labels.index(setting) if setting in labels else len(labels)
+
+
+def system_label(system: str) -> str:
+    """A recorded system's short name, e.g. '2x H200 NVSwitch' (its system.json "label", else the folder)."""
+    return reference.system_info(system).get("cnn", {}).get("label") or system
+
+
+def run_to_run_noise(rows: Optional[Sequence[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """The course's noise figure: for each recorded setting with at least two runs, (max - min) /
+    median of its images/s in %; "figure_pct" is the largest, "rows" (GPUs, batch, setting, n, %)."""
+    rows = recorded_runs() if rows is None else rows
+    out = [(r["pair"], r["batch_per_worker"], r["setting"], r["runs"],
+            (r["images_per_sec_max"] - r["images_per_sec_min"]) / r["images_per_sec_median"] * 100)
+           for r in rows if r["runs"] >= 2]
+    if not out:
+        raise ValueError("no setting with repeated runs: the noise figure needs at least two runs of one setting")
+    return {"figure_pct": max(r[4] for r in out), "rows": out}
+
+
+def runs_table(rows: Sequence[Dict[str, Any]]) -> str:
+    return text_table([(r["batch_per_worker"], r["pair"], r["setting"], r["transport"], r["runs"],
+                        f"{r['images_per_sec_median']:,.0f}",
+                        f"{r['images_per_sec_min']:,.0f}-{r['images_per_sec_max']:,.0f}") for r in rows],
+                      header=("batch/GPU", "GPUs", "setting", "NCCL log says", "n runs", "images/s median", "range"))
+
+
+def step_time_ms(images_per_sec: float, workers: int, batch_per_worker: int) -> float:
+    """One step of the whole job: every worker takes one batch, so workers x batch images."""
+    return workers * batch_per_worker / images_per_sec * 1e3
+
+
+def cnn_steps(rows: Sequence[Dict[str, Any]], batch_per_worker: int, setting: str = "default") -> Dict[str, Any]:
+    """The one-GPU step and the two-GPU step under `setting` at one batch per GPU, from
+    recorded_runs() rows of ONE system; ValueError naming what is missing."""
+    one = next((r for r in rows if r["batch_per_worker"] == batch_per_worker and "," not in r["pair"]), None)
+    two = next((r for r in rows if r["batch_per_worker"] == batch_per_worker and r["pair"].count(",") == 1
+                and r["setting"] == setting), None)
+    if one is None or two is None:
+        raise ValueError(f"no {'one-GPU' if one is None else 'two-GPU ' + setting} run at batch {batch_per_worker} per GPU")
+    one_ms = step_time_ms(one["images_per_sec_median"], 1, batch_per_worker)
+    two_ms = step_time_ms(two["images_per_sec_median"], 2, batch_per_worker)
+    return {"batch_per_worker": batch_per_worker, "setting": setting, "one_gpu_ms": one_ms, "one_gpu_runs": one["runs"],
+            "two_gpu_ms": two_ms, "two_gpu_runs": two["runs"], "added_ms": two_ms - one_ms,
+            "two_gpu_ms_range": (step_time_ms(two["images_per_sec_max"], 2, batch_per_worker),
+                                 step_time_ms(two["images_per_sec_min"], 2, batch_per_worker)),
+            "efficiency": two["images_per_sec_median"] / (2 * one["images_per_sec_median"])}
+
+
+# ------------------------------------------------------------------------------------------
+# The alpha-beta model of notebook 4, fitted to the recorded benchmark of each transport
+# ------------------------------------------------------------------------------------------
+TRANSPORT_BENCHMARKS = (
+    ("P2P", "default", ("nccl-bench-all_reduce.txt",)),
+    ("SHM", "NCCL_P2P_LEVEL=LOC", ("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",)),
+    ("NET (sockets)", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+     ("nccl-bench-all_reduce-sockets.txt", "nccl-bench-all_reduce-sockets-run2.txt",
+      "nccl-bench-all_reduce-sockets-repeat1.txt", "nccl-bench-all_reduce-sockets-repeat2.txt",
+      "nccl-bench-all_reduce-sockets-repeat3.txt")),
+)
+
+
+def transport_fits(system: str = RECORDED) -> List[Dict[str, Any]]:
+    """Per transport: (alpha us per step, busbw GB/s) of alphabeta.fit_from_table for each recorded
+    2-GPU all_reduce table, and their medians."""
+    out = []
+    for transport, setting, files in TRANSPORT_BENCHMARKS:
+        fits = [alphabeta.fit_from_table(reference.load(system, "nccl-tests", filename=f), "all_reduce", 2)
+                for f in files]
+        out.append({"transport": transport, "setting": setting, "runs": len(fits),
+                    "alpha_us": statistics.median(a for a, _ in fits), "busbw_gbps": statistics.median(b for _, b in fits),
+                    "busbw_range": (min(b for _, b in fits), max(b for _, b in fits))})
+    return out
+
+
+def allreduce_ms(gradient_bytes: float, fit: Dict[str, Any], workers: int = 2) -> float:
+    """The model's time of one ring all-reduce of `gradient_bytes` (alphabeta.ring_allreduce_time_us)."""
+    return float(alphabeta.ring_allreduce_time_us(gradient_bytes, workers, fit["alpha_us"], fit["busbw_gbps"])) / 1e3
+
+
+def where_the_step_goes(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_worker: int,
+                        fits: Sequence[Dict[str, Any]]) -> List[Tuple[str, ...]]:
+    """One row per transport: one-GPU step, two-GPU step (median of n runs), what the second GPU
+    adds, the model's all-reduce of the gradient, and what the model leaves unexplained."""
+    out = []
+    for fit in fits:
+        steps = cnn_steps(rows, batch_per_worker, fit["setting"])
+        model = allreduce_ms(gradient_bytes, fit)
+        out.append((fit["transport"], f"{steps['one_gpu_ms']:.2f} (n={steps['one_gpu_runs']})",
+                    f"{steps['two_gpu_ms']:.2f} (n={steps['two_gpu_runs']}, "
+                    f"{steps['two_gpu_ms_range'][0]:.2f}-{steps['two_gpu_ms_range'][1]:.2f})",
+                    f"{steps['added_ms']:.2f}", f"{model:.3f}", f"{steps['added_ms'] - model:.2f}"))
+    return out
+
+
+_STEPTIME = re.compile(r"^STEPTIME (.*)$", re.MULTILINE)
+
+
+def steptime(text: str) -> Optional[Dict[str, float]]:
+    """The STEPTIME line of labs/ddp_fmnist.py (rank 0's step split, ms), or None without one."""
+    found = _STEPTIME.findall(text)
+    if not found:
+        return None
+    return {key: float(value) for key, value in (item.split("=", 1) for item in found[-1].split())}
+
+
+def _summary(path: Path) -> Optional[Dict[str, Any]]:
+    """The SUMMARY line of a saved run, or None (no such file, the run failed or was cut off)."""
+    if not path.is_file():
+        return None
+    try:
+        return PARSERS["horovod"](path.read_text(errors="replace")).get("summary")
+    except ParseError:
+        return None
+
+
+def read_runs(folder: Path, pattern: str = "*.txt") -> List[Tuple[str, str, str]]:
+    """(file, transport NCCL logged, images/s) of each run the learner saved in `folder`; a file
+    without a SUMMARY line (the run failed or was cut off) says so instead of a number."""
+    out = []
+    for path in sorted(Path(folder).glob(pattern)):
+        summary = _summary(path)
+        rate = f"{summary['images_per_sec_median']:,.0f}" if summary else "no SUMMARY line (incomplete)"
+        out.append((path.name, transports(path.read_text(errors="replace")), rate))
+    return out
+
+
+def live_step_rows(folder: Path, gradient_bytes: int, fits: Sequence[Dict[str, Any]],
+                   one_gpu: str = "horovod-one-gpu-0.txt", pairs: str = "horovod-pair-*.txt") -> List[Tuple[str, ...]]:
+    """where_the_step_goes() for the learner's own runs: the one-GPU run `one_gpu` against each
+    two-GPU run in `folder` whose NCCL log names one transport of `fits`; [] without a complete
+    one-GPU run (then nothing live can be set beside the model)."""
+    one = _summary(Path(folder) / one_gpu)
+    if not one:
+        return []
+    one_ms = step_time_ms(one["images_per_sec_median"], one["workers"], one["batch_per_worker"])
+    by_transport = {fit["transport"].split()[0]: fit for fit in fits}
+    out = []
+    for path in sorted(Path(folder).glob(pairs)):
+        two, transport = _summary(path), transports(path.read_text(errors="replace"))
+        if not two or transport not in by_transport or two["batch_per_worker"] != one["batch_per_worker"]:
+            continue
+        two_ms = step_time_ms(two["images_per_sec_median"], two["workers"], two["batch_per_worker"])
+        model = allreduce_ms(gradient_bytes, by_transport[transport], two["workers"])
+        out.append((path.name, transport, f"{one_ms:.2f}", f"{two_ms:.2f}", f"{two_ms - one_ms:.2f}",
+                    f"{model:.3f}", f"{two_ms - one_ms - model:.2f}"))
+    return out
