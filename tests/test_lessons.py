@@ -1,12 +1,12 @@
 """gputopo.lessons: the glue behind notebooks 2 and 4, checked against recorded values (notebook 3's
 lesson module, gputopo.lessons.p2p_test: test_p2p_test_lesson.py)."""
-import math
 import re
 import shutil
 
 import pytest
 
-from gputopo import alphabeta, lessons, reference
+from gputopo import alphabeta, reference
+from gputopo.lessons import collectives as lessons
 from gputopo.lessons import p2p_test
 
 REAL_REFERENCE_DIR = reference.REFERENCE_DIR
@@ -79,72 +79,6 @@ def test_nccl_tables_transports_and_repeats(fake_reference):
     }
 
 
-def test_transport_of_reads_the_summary_line_after_the_table():
-    # As nccl_bench prints it (the header's "# Transports: from NCCL's INFO log, ..." line is
-    # an explanation, not a transport, and must not be taken for one).
-    text = ("# Transports: from NCCL's INFO log, listed after the table\n"
-            "# Transports NCCL reported (connections, from its INFO log): P2P/direct pointer: 48; SHM/direct/direct: 8;\n")
-    def settings(name):
-        return reference.file_settings("h200-nvswitch-pair", name)
-    assert lessons.transport_of(text, settings("nccl-bench-all_reduce.txt")) == "default (P2P/direct pointer, SHM/direct/direct)"
-    assert lessons.transport_of(text, settings("nccl-bench-all_reduce-sockets.txt")).startswith("NET")
-    assert lessons.transport_of(text, settings("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")) == "SHM (NCCL_P2P_LEVEL=LOC)"
-    recorded = reference.read_text("h200-nvswitch-pair", "nccl-bench-all_reduce.txt")
-    assert lessons.transport_of(recorded, settings("nccl-bench-all_reduce.txt")) == "default (P2P/direct pointer)"
-
-
-def test_gpu_count_rows_sorted_by_count(fake_reference):
-    fake_reference("h200-nvswitch-8gpu", "nccl-bench-all_reduce.txt")
-    # A 2-GPU table made from the 8-GPU one: its nGpus line and its device list both say 2
-    # (the device list counts the ranks first: lessons.gpu_count).
-    two = "".join(line for line in V100_TABLE.read_text(encoding="utf-8").replace("nGpus 8", "nGpus 2").splitlines(True)
-                  if not re.match(r"#\s+Rank\s+[2-7]\b", line))
-    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce.txt", text=two)
-    fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")
-    fake_reference("v100-other", "nccl-bench-all_reduce.txt")
-    rows = lessons.gpu_count_rows("h200-nvswitch")
-    assert [(r["system"], r["n"]) for r in rows] == [("h200-nvswitch-pair", 2), ("h200-nvswitch-8gpu", 8)]
-    assert lessons.common_size(rows, 256 * 2**20) == 134217728
-    assert lessons.common_size(rows, 134217728 - 1) == 67108864  # the next size both measured
-    with pytest.raises(ValueError, match="share no size"):
-        lessons.common_size(rows, 4)  # both tables start at 8 B
-    assert lessons.measured_at(rows[0]["parsed"], 1048576) == 20.56
-    figure = lessons.gpu_count_figure(rows, rows[0]["alpha_step_us"], rows[0]["busbw_gbps"], 2**27, counts=(2, 4, 8))
-    assert len(figure.axes) == 2
-    # One node's smallest-message times are no evidence for a tree: no tree curve is drawn.
-    labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
-    assert not any("tree" in label for label in labels)
-
-
-def test_models():
-    assert lessons.tree_allreduce_time_us(8, 8, 3.0, 100.0) == pytest.approx(2 * 3 * 3.0 + 16 / 1e5)
-    assert lessons.tree_allreduce_time_us(8, 1, 3.0, 100.0) == 0.0
-    # A huge message on a ring approaches busbw = beta.
-    assert lessons.predicted_busbw(1e12, 8, 3.0, 100.0) == pytest.approx(100.0, rel=1e-3)
-    # 1 MB on 2 GPUs: T = 2 x 3 + 1e6 / 1e5 = 16 us; busbw = 1e6 / 16e3 x 1.
-    assert lessons.predicted_busbw(1e6, 2, 3.0, 100.0) == pytest.approx(62.5)
-    rows = lessons.ring_vs_tree_rows(3.0, 100.0, 8, (2, 8))
-    assert rows[0][3] == "ring" and rows[1] == (8, "42.0", "18.0", "tree")
-
-
-def test_step_time_and_efficiency():
-    assert lessons.step_time_ms(101215.77, 2, 512) == pytest.approx(1024 / 101215.77 * 1e3)
-    assert lessons.step_time_ms(51200, 4, 256) == pytest.approx(20.0)
-    with pytest.raises(ValueError):
-        lessons.step_time_ms(0, 2, 512)
-    assert lessons.scaling_efficiency(10.0, 1.0) == pytest.approx(10 / 11)
-    assert lessons.scaling_efficiency(10.0, 1.0, overlap=1.0) == 1.0
-    with pytest.raises(ValueError):
-        lessons.scaling_efficiency(10.0, 1.0, overlap=2)
-    rows = lessons.comm_rows([{"system": "s", "transport": "t", "n": 8, "alpha_step_us": 3.0, "busbw_gbps": 100.0}],
-                             1e6, 2, 10.0)
-    assert rows == [("s", "t", 8, "3.00", "100.0", "16", "0.2%")]
-    assert not math.isnan(lessons.scaling_efficiency(1.0, 0.0))
-
-
-# ---------------------------------------------------------------------------------------
-# Two 8x V100 servers, wired differently (issue 15, item 3)
-
 def test_dgx1_and_blog_server_are_two_machines():
     from gputopo.lessons import topology
 
@@ -200,16 +134,6 @@ def test_blog_server_has_two_sockets_behind_its_single_affinity_column():
 
 # ---------------------------------------------------------------------------------------
 # NVLS state of recorded runs (issue 15, item 2)
-
-def test_every_recorded_nccl_table_has_its_nvls_state():
-    tables = lessons.nccl_tables("all_reduce")
-    states = {(t["system"], t["file"]): t["nvls"] for t in tables}
-    assert states[("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")] == "n/a (no NVSwitch)"
-    h200 = {k: v for k, v in states.items() if k[0].startswith("h200")}
-    assert h200 and set(h200.values()) == {"NVLS off (course default)"}
-    assert lessons.nvls_state("NCCL INFO NCCL_NVLS_ENABLE set by environment to 1.") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
-    assert lessons.nvls_state("nothing about it", None) == "not recorded"
-
 
 def test_multinode_rows():
     # Eight 400 Gb/s NICs per node: 400 GB/s together (nccl-tests #309), above the NVLink 365.
