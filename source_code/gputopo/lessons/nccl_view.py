@@ -1,0 +1,284 @@
+"""Notebook 6 (Inside NCCL): what no tool prints about NCCL's own view of a machine.
+
+Reads what the parsers made of NCCL's topology dump (kind nccl-topo), graph dump (nccl-graph),
+log (nccl-log), TUNING lines (nccl-tuning) and the benchmark's table (nccl-tests); prints them
+as short tables, draws NCCL's tree beside `nvidia-smi topo -m`, says where the two views
+differ, and scores a learner's predictions against the log without ever raising.
+"""
+import re
+
+from gputopo import linkcodes, ncclpaths
+from gputopo.units import format_bytes
+
+COLOURS = {"Ring": "tab:blue", "Tree": "tab:green", "NVLS": "tab:purple", "NVLSTree": "tab:pink",
+           "CollNetDirect": "tab:brown", "CollNetChain": "tab:olive", "PAT": "tab:cyan"}
+HATCH = {"LL": "//", "LL128": "..", "Simple": ""}
+
+
+def _bw(value):
+    return "-" if value is None else f"{value:g} GB/s"
+
+
+def topology_lines(topo):
+    """One line per CPU, PCI device, GPU, NVLink group and NIC port, with the GB/s NCCL assigns."""
+    lines = []
+    for cpu in topo["cpus"]:
+        lines.append(f"CPU  numaid {cpu['numaid']}  {cpu['vendor'] or ''} {cpu['arch'] or ''}")
+        for pci in (p for p in topo["pci"] if p["numaid"] == cpu["numaid"]):
+            depth = "  " * (1 + sum(1 for q in topo["pci"] if q["busid"] == pci["parent"]))
+            lines.append(f"{depth}PCI {pci['busid']} {pci['kind']:8} {pci['link_speed']} x{pci['link_width']}"
+                         f"  -> NCCL: {_bw(pci['nccl_bw_gbs'])}")
+    for gpu in topo["gpus"]:
+        lines.append(f"GPU dev {gpu['dev']} (rank {gpu['rank']}, sm {gpu['sm']}) at {gpu['busid']}, "
+                     f"NUMA {gpu['numaid']}, PCI {_bw(gpu['pci_bw_gbs'])}")
+        for link in gpu["nvlinks"]:
+            lines.append(f"    NVLink x{link['count']} to {link['target_kind']} {link['target']}"
+                         f"  -> NCCL: {_bw(link['nccl_bw_gbs'])}")
+    for net in topo["nets"]:
+        where = f"PCI {net['nic_busid']}" if net["nic_busid"] else "no PCI path (attached to the CPU)"
+        lines.append(f"NIC {net['name']} dev {net['dev']}: {net['speed_mbps']} Mb/s, gdr {net['gdr']}, {where}"
+                     f"  -> NCCL: {_bw(net['nccl_bw_gbs'])}")
+    return lines
+
+
+def graph_lines(graphs):
+    """One line per graph NCCL searched, then its first channel's order."""
+    lines = []
+    for g in graphs["graphs"]:
+        lines.append(f"graph {g['id']} {g['algorithm'] or '?':13} pattern {g['pattern']} ({g['pattern_name']}): "
+                     f"{g['nchannels']} channels, speed intra {g['speedintra']} / inter {g['speedinter']} GB/s, "
+                     f"type intra {g['typeintra']} / inter {g['typeinter']}")
+        if g["channels"]:
+            first = g["channels"][0]
+            order = [f"NET {first['net_in']}"] if first["net_in"] is not None else []
+            order += [f"GPU {dev}" for dev in first["gpus"]]
+            order += [f"NET {first['net_out']}"] if first["net_out"] is not None else []
+            lines.append(f"    channel 0: {' -> '.join(order)}")
+    return lines
+
+
+def differences(topo, smi):
+    """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed) agree and differ."""
+    out = []
+    smi_gpus = smi.get("gpus") or [] if smi else []
+    out.append(f"GPUs: NCCL's dump holds {len(topo['gpus'])} (only those of the job's ranks on this host); "
+               f"topo -m lists {len(smi_gpus)} (every GPU the driver sees).")
+    for cpu in topo["cpus"]:
+        if cpu["numaid"] is not None and cpu["numaid"] < 0:
+            numa = sorted(set((smi or {}).get("numa_affinity", {}).values()) - {""})
+            out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']} (it could not read the CPU's NUMA node, as in "
+                       f"many virtual machines); topo -m says NUMA affinity {', '.join(numa) or 'nothing'}.")
+    widths = [p for p in topo["pci"] if p["link_width"] == 0]
+    if widths:
+        out.append(f"PCIe width: {len(widths)} device(s) at link_width 0 (not given to NCCL, read as x16 "
+                   "by topo.cc); topo -m prints no width at all.")
+    slow = [p for p in topo["pci"] if p["kind"] == "bridge" and p["nccl_bw_gbs"] is not None and p["nccl_bw_gbs"] < 1]
+    if slow:
+        out.append(f"Bridges: {len(slow)} bridge(s) report {slow[0]['link_speed']} x{slow[0]['link_width']} "
+                   f"({_bw(slow[0]['nccl_bw_gbs'])} to NCCL): a virtual machine's synthetic PCIe tree; topo -m "
+                   "shows only the path codes (PIX, PXB...) through it.")
+    for gpu in topo["gpus"]:
+        name = f"GPU{gpu['dev']}"
+        codes = sorted(set(((smi or {}).get("links") or {}).get(name, {}).values()))
+        if gpu["nvlink_count"]:
+            total = sum(link["nccl_bw_gbs"] or 0 for link in gpu["nvlinks"])
+            out.append(f"{name}: {gpu['nvlink_count']} NVLinks in NCCL's dump ({total:.1f} GB/s to NCCL); "
+                       f"topo -m codes to its peers: {', '.join(codes) or 'none (not in this topo -m)'}.")
+    loose = [n for n in topo["nets"] if n["nic_busid"] is None]
+    if loose:
+        out.append(f"NICs: {', '.join(n['name'] for n in loose)} has no PCI path in NCCL's dump (virtio: "
+                   "'Attaching to first CPU' in the log); topo -m lists "
+                   f"{len((smi or {}).get('nics') or {})} NIC(s).")
+    elif topo["nets"]:
+        out.append(f"NICs: NCCL lists {len(topo['nets'])} network port(s); topo -m lists "
+                   f"{len((smi or {}).get('nics') or {})} NIC(s).")
+    return out
+
+
+def _layout(topo):
+    """Positions of CPUs, PCI devices and NIC ports: leaves spread along x, depth down y."""
+    children, roots, pos = {}, [], {}
+    for cpu in topo["cpus"]:
+        key = ("cpu", cpu["numaid"])
+        roots.append(key)
+        children[key] = [("pci", p["busid"]) for p in topo["pci"]
+                         if p["parent"] is None and p["numaid"] == cpu["numaid"]]
+        children[key] += [("net", n["name"]) for n in topo["nets"] if n["nic_busid"] is None and n["numaid"] == cpu["numaid"]]
+    for p in topo["pci"]:
+        children[("pci", p["busid"])] = [("pci", q["busid"]) for q in topo["pci"] if q["parent"] == p["busid"]]
+    x = [0]
+
+    def place(node, depth):
+        kids = children.get(node, [])
+        for kid in kids:
+            place(kid, depth + 1)
+        if kids:
+            pos[node] = (sum(pos[k][0] for k in kids) / len(kids), -depth)
+        else:
+            pos[node] = (x[0], -depth)
+            x[0] += 1
+    for root in roots:
+        place(root, 0)
+    return children, pos
+
+
+def draw(topo, smi=None, title="NCCL's topology dump"):
+    """NCCL's tree (edges labelled with NCCL's GB/s), NVLinks to NVSwitches; beside it topo -m."""
+    import matplotlib.pyplot as plt
+    from gputopo import plots
+    with_smi = bool(smi and smi.get("gpus"))
+    fig, axes = plt.subplots(1, 2 if with_smi else 1, figsize=(15 if with_smi else 10, 5.5),
+                             squeeze=False, gridspec_kw={"width_ratios": [1.6, 1] if with_smi else [1]})
+    ax = axes[0][0]
+    children, pos = _layout(topo)
+    by_bus = {p["busid"]: p for p in topo["pci"]}
+    gpu_at = {g["busid"]: g for g in topo["gpus"]}
+    for node, kids in children.items():
+        for kid in kids:
+            (x0, y0), (x1, y1) = pos[node], pos[kid]
+            ax.plot([x0, x1], [y0, y1], color="grey", lw=1, zorder=1)
+            pci = by_bus.get(kid[1]) if kid[0] == "pci" else None
+            bw = pci["nccl_bw_gbs"] if pci else next((n["nccl_bw_gbs"] for n in topo["nets"] if n["name"] == kid[1]), None)
+            if bw is not None:
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{bw:g}", fontsize=7, color="dimgrey")
+    for (kind, key), (x, y) in pos.items():
+        if kind == "cpu":
+            label, colour = f"CPU\nnuma {key}", "khaki"
+        elif kind == "net":
+            label, colour = f"NIC {key}\n(no PCI)", "lightsalmon"
+        elif key in gpu_at:
+            gpu = gpu_at[key]
+            label, colour = f"GPU {gpu['dev']}\nsm {gpu['sm']}", "lightgreen"
+        else:
+            pci = by_bus[key]
+            nets = [n["name"] for n in topo["nets"] if n["nic_busid"] == key]
+            label = f"NIC {nets[0]}" if nets else f"{pci['kind']}\n{key[-7:]}"
+            colour = "lightsalmon" if nets else "lightgrey"
+        ax.text(x, y, label, ha="center", va="center", fontsize=7, zorder=3,
+                bbox={"boxstyle": "round", "fc": colour, "ec": "black", "lw": 0.5})
+    lowest = min(y for _x, y in pos.values())
+    switch_y = lowest - 1.2
+    linked = [g for g in topo["gpus"] if g["nvlinks"]]
+    if linked:
+        xs = [pos[("pci", g["busid"])][0] for g in linked]
+        for gpu, gx in zip(linked, xs):
+            bw = sum(link["nccl_bw_gbs"] or 0 for link in gpu["nvlinks"])
+            ax.plot([gx, gx], [pos[("pci", gpu["busid"])][1], switch_y], color="tab:green", lw=2, zorder=1)
+            ax.text(gx, switch_y + 0.5, f"{gpu['nvlink_count']} NVL\n{bw:.0f}", fontsize=6, color="tab:green")
+        ax.text(sum(xs) / len(xs), switch_y, "NVSwitch / NVLink peers", ha="center", va="center", fontsize=8,
+                bbox={"boxstyle": "round", "fc": "honeydew", "ec": "tab:green"})
+    ax.set_ylim((switch_y if linked else lowest) - 0.8, 0.8)
+    xs_all = [x for x, _y in pos.values()]
+    ax.set_xlim(min(xs_all) - 0.8, max(xs_all) + 0.8)
+    ax.axis("off")
+    ax.set_title(f"{title}\n(numbers on edges: GB/s NCCL assigns the link)", fontsize=9)
+    if with_smi:
+        plots.topology_graph(smi, title="the same machine's nvidia-smi topo -m", ax=axes[0][1])
+    fig.tight_layout()
+    return fig
+
+
+def plot_choices(tuning, bench=None, func="AllReduce", title=""):
+    """NCCL's (algorithm, protocol) per message size as bands, the benchmark's busbw on top."""
+    import matplotlib.pyplot as plt
+    runs = tuning["switches"].get(func) or tuning["switches"].get("") or []
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for run in runs:
+        ax.axvspan(run["from_bytes"] / 1.41, run["to_bytes"] * 1.41, color=COLOURS.get(run["algo"], "grey"),
+                   alpha=0.25, hatch=HATCH.get(run["proto"], "xx"), label=f"{run['algo']} / {run['proto']}")
+    if bench and bench.get("rows"):
+        rows = bench["rows"]
+        ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], "o-", color="black",
+                ms=3, label="busbw (out of place)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(title or f"{func}: NCCL's algorithm / protocol per size", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def facts(log_text, graphs=None):
+    """What a run's log (and graph dump) say: transports, channels, (algo, proto) per size."""
+    from gputopo.parsers import ParseError, nccl_log, nccl_tuning
+    found = {"nccl_version": None, "nranks": None, "transports": [], "channels": None,
+             "graph_channels": None, "choices": {}, "p2p_level": None}
+    try:
+        log, tuning = nccl_log.parse(log_text or ""), nccl_tuning.parse(log_text or "")
+    except ParseError:
+        return found
+    found.update(nccl_version=log.get("nccl_version"), nranks=log.get("nranks"),
+                 transports=sorted(log.get("transports") or []), p2p_level=log.get("p2p_level"))
+    counted = re.findall(r"NCCL INFO (\d+) coll channels", log_text)
+    found["channels"] = int(counted[0]) if counted else None
+    rings = [g for g in (graphs or {}).get("graphs", []) if g["algorithm"] == "ring"]
+    found["graph_channels"] = rings[0]["nchannels"] if rings else None
+    for choice in tuning["choices"]:
+        if choice["algo"]:
+            found["choices"][choice["bytes"]] = (choice["algo"], choice["proto"])
+    return found
+
+
+def _nearest(choices, size):
+    if not choices:
+        return None, None
+    best = min(choices, key=lambda b: abs(b - size) / max(b, size))
+    return best, choices[best]
+
+
+def score(prediction, found, pair_code=None, cpu_vendor=None):
+    """Lines scoring each prediction against `found` (facts()); never raises on odd input."""
+    lines, hits, total = [], 0, 0
+    prediction = prediction if isinstance(prediction, dict) else {}
+    version = found.get("nccl_version")
+    want = str(prediction.get("transport") or "").upper()
+    total += 1
+    if not found["transports"]:
+        why = "one rank connects to no peer" if (found["nranks"] or 1) <= 1 else "no 'via' line in this log"
+        lines.append(f"transport: you said {want or 'nothing'}; not scored: {why}.")
+        total -= 1
+    elif want in found["transports"]:
+        hits += 1
+        lines.append(f"transport: {want}: right (the log's channels use {', '.join(found['transports'])}).")
+    else:
+        path = linkcodes.path_type(pair_code) if pair_code else None
+        env = {"NCCL_P2P_LEVEL": found["p2p_level"]} if found["p2p_level"] else {}
+        rule = ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=version, local_gpus=2) if path else None
+        lines.append(f"transport: you said {want or 'nothing'}, the log shows {', '.join(found['transports'])}. "
+                     f"Rule: the pair's path is {path or 'unknown'}; NCCL {version or '(version unknown)'} "
+                     f"with {env or 'no P2P setting'} gives {rule or 'an answer this notebook cannot tell'} "
+                     "(gputopo.ncclpaths.expected_transport, from src/graph/paths.cc).")
+    total += 1
+    chans, have, graph = prediction.get("channels"), found["channels"], found["graph_channels"]
+    if have is None:
+        lines.append(f"channels: you said {chans}; not scored: the log has no 'coll channels' line.")
+        total -= 1
+    elif chans == have:
+        hits += 1
+        lines.append(f"channels: {chans}: right (the log's 'coll channels').")
+    else:
+        lines.append(f"channels: you said {chans}, the log says {have} coll channels: the ring graph NCCL "
+                     f"searched has {graph if graph is not None else '?'} (src/graph/search.cc keeps as many as "
+                     "the links' speed allows) and NCCL doubles them after connecting (src/graph/connect.cc "
+                     "at v2.28.3-1, line 452); NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound the result.")
+    for size, guess in (prediction.get("sizes") or {}).items():
+        total += 1
+        guess = tuple(guess) if isinstance(guess, (list, tuple)) else (guess,)
+        seen, choice = _nearest(found["choices"], size) if isinstance(size, int) else (None, None)
+        if choice is None:
+            why = ("one rank: NCCL chooses no algorithm" if (found["nranks"] or 1) <= 1
+                   else "the log has no TUNING line (NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+)")
+            name = format_bytes(size) if isinstance(size, int) else repr(size)
+            lines.append(f"{name}: you said {'/'.join(map(str, guess))}; not scored: {why}.")
+            total -= 1
+        elif tuple(x.lower() for x in guess) == tuple(x.lower() for x in choice):
+            hits += 1
+            lines.append(f"{format_bytes(size)}: {'/'.join(choice)}: right (log line at {format_bytes(seen)}).")
+        else:
+            lines.append(f"{format_bytes(size)}: you said {'/'.join(map(str, guess))}, NCCL chose "
+                         f"{'/'.join(choice)} at {format_bytes(seen)}: the fastest predicted time, latency + "
+                         "size / bandwidth per algorithm and protocol (src/graph/tuning.cc, the table NCCL "
+                         "prints at init; src/enqueue.cc picks the minimum).")
+    lines.append(f"score: {hits} of {total} that this log can check")
+    return lines
