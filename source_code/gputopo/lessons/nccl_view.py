@@ -25,7 +25,9 @@ def topology_lines(topo):
     for cpu in topo["cpus"]:
         lines.append(f"CPU  numaid {cpu['numaid']}  {cpu['vendor'] or ''} {cpu['arch'] or ''}")
         for pci in (p for p in topo["pci"] if p["numaid"] == cpu["numaid"]):
-            depth = "  " * (1 + sum(1 for q in topo["pci"] if q["busid"] == pci["parent"]))
+            depth, parent = "  ", pci["parent"]
+            while parent:  # one indent per bridge above it
+                depth, parent = depth + "  ", next((q["parent"] for q in topo["pci"] if q["busid"] == parent), None)
             lines.append(f"{depth}PCI {pci['busid']} {pci['kind']:8} {pci['link_speed']} x{pci['link_width']}"
                          f"  -> NCCL: {_bw(pci['nccl_bw_gbs'])}")
     for gpu in topo["gpus"]:
@@ -58,40 +60,39 @@ def graph_lines(graphs):
 
 
 def differences(topo, smi):
-    """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed) agree and differ."""
-    out = []
-    smi_gpus = smi.get("gpus") or [] if smi else []
-    out.append(f"GPUs: NCCL's dump holds {len(topo['gpus'])} (only those of the job's ranks on this host); "
-               f"topo -m lists {len(smi_gpus)} (every GPU the driver sees).")
-    for cpu in topo["cpus"]:
-        if cpu["numaid"] is not None and cpu["numaid"] < 0:
-            numa = sorted(set((smi or {}).get("numa_affinity", {}).values()) - {""})
-            out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']} (it could not read the CPU's NUMA node, as in "
-                       f"many virtual machines); topo -m says NUMA affinity {', '.join(numa) or 'nothing'}.")
+    """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed; None: not available) differ."""
+    def tail(text):
+        return f"; topo -m {text}." if smi else "."
+    out = [f"GPUs: NCCL's dump holds {len(topo['gpus'])} (only those of the job's ranks on this host)"
+           + tail(f"lists {len(smi.get('gpus') or []) if smi else 0} (every GPU the driver sees)")]
+    for cpu in (c for c in topo["cpus"] if c["numaid"] is not None and c["numaid"] < 0):
+        numa = ", ".join(sorted(set((smi or {}).get("numa_affinity", {}).values()) - {""})) or "nothing"
+        out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']} (it could not read the CPU's NUMA node, as in "
+                   "many virtual machines)" + tail(f"says NUMA affinity {numa}"))
     widths = [p for p in topo["pci"] if p["link_width"] == 0]
     if widths:
-        out.append(f"PCIe width: {len(widths)} device(s) at link_width 0 (not given to NCCL, read as x16 "
-                   "by topo.cc); topo -m prints no width at all.")
+        out.append(f"PCIe width: {len(widths)} device(s) at link_width 0 (NCCL could not read the width; "
+                   "topo.cc plans with x16)" + tail("prints no width at all"))
     slow = [p for p in topo["pci"] if p["kind"] == "bridge" and p["nccl_bw_gbs"] is not None and p["nccl_bw_gbs"] < 1]
     if slow:
         out.append(f"Bridges: {len(slow)} bridge(s) report {slow[0]['link_speed']} x{slow[0]['link_width']} "
-                   f"({_bw(slow[0]['nccl_bw_gbs'])} to NCCL): a virtual machine's synthetic PCIe tree; topo -m "
-                   "shows only the path codes (PIX, PXB...) through it.")
-    for gpu in topo["gpus"]:
-        name = f"GPU{gpu['dev']}"
-        codes = sorted(set(((smi or {}).get("links") or {}).get(name, {}).values()))
-        if gpu["nvlink_count"]:
-            total = sum(link["nccl_bw_gbs"] or 0 for link in gpu["nvlinks"])
-            out.append(f"{name}: {gpu['nvlink_count']} NVLinks in NCCL's dump ({total:.1f} GB/s to NCCL); "
-                       f"topo -m codes to its peers: {', '.join(codes) or 'none (not in this topo -m)'}.")
-    loose = [n for n in topo["nets"] if n["nic_busid"] is None]
+                   f"({_bw(slow[0]['nccl_bw_gbs'])} to NCCL), likely a virtual machine's synthetic PCIe tree"
+                   + tail("shows only path codes (PIX, PXB...) through it"))
+    groups = {}  # GPUs with the same NVLinks in NCCL's dump and the same topo -m codes
+    for gpu in (g for g in topo["gpus"] if g["nvlink_count"]):
+        codes = ", ".join(sorted(set(((smi or {}).get("links") or {}).get(f"GPU{gpu['dev']}", {}).values())))
+        total = sum(link["nccl_bw_gbs"] or 0 for link in gpu["nvlinks"])
+        groups.setdefault((gpu["nvlink_count"], round(total, 1), codes), []).append(f"GPU{gpu['dev']}")
+    for (count, total, codes), names in groups.items():
+        out.append(f"NVLink: {', '.join(names)}: {count} NVLinks each in NCCL's dump ({total} GB/s to NCCL)"
+                   + tail(f"codes to their peers: {codes or 'none'}"))
+    nics = len((smi or {}).get("nics") or {})
+    loose = [n["name"] for n in topo["nets"] if n["nic_busid"] is None]
     if loose:
-        out.append(f"NICs: {', '.join(n['name'] for n in loose)} has no PCI path in NCCL's dump (virtio: "
-                   "'Attaching to first CPU' in the log); topo -m lists "
-                   f"{len((smi or {}).get('nics') or {})} NIC(s).")
+        out.append(f"NICs: {', '.join(loose)} has no PCI path in NCCL's dump (a virtio NIC: 'Attaching to "
+                   "first CPU' in the log)" + tail(f"lists {nics} NIC(s)"))
     elif topo["nets"]:
-        out.append(f"NICs: NCCL lists {len(topo['nets'])} network port(s); topo -m lists "
-                   f"{len((smi or {}).get('nics') or {})} NIC(s).")
+        out.append(f"NICs: NCCL lists {len(topo['nets'])} network port(s)" + tail(f"lists {nics} NIC(s)"))
     return out
 
 
@@ -227,58 +228,74 @@ def _nearest(choices, size):
     return best, choices[best]
 
 
+def _transport_rule(found, pair_code, cpu_vendor):
+    path = linkcodes.path_type(pair_code) if pair_code else None
+    if path is None:
+        return f"set PAIR_CODE to your pair's topo -m code ({pair_code!r} is not one) to see the rule"
+    env = {"NCCL_P2P_LEVEL": found["p2p_level"]} if found["p2p_level"] else {}
+    version = found["nccl_version"]
+    rule = ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=version, local_gpus=2)
+    nics = ""
+    if rule is None:  # from 2.14 SHM depends on the NICs, unknown here: assume none is closer
+        rule = ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=version, local_gpus=2, nics=())
+        nics = ", if no NIC is closer to the GPUs than they are to each other"
+    return (f"Rule: a {path} pair under {env or 'no P2P setting'} with NCCL "
+            f"{version or '(no version in the log: newest rules)'} gives {rule}{nics} "
+            "(gputopo.ncclpaths.expected_transport, read from src/graph/paths.cc per release)")
+
+
 def score(prediction, found, pair_code=None, cpu_vendor=None):
     """Lines scoring each prediction against `found` (facts()); never raises on odd input."""
-    lines, hits, total = [], 0, 0
+    lines, hits, checked = [], 0, 0
     prediction = prediction if isinstance(prediction, dict) else {}
-    version = found.get("nccl_version")
+    one_rank = found["nranks"] == 1
     want = str(prediction.get("transport") or "").upper()
-    total += 1
     if not found["transports"]:
-        why = "one rank connects to no peer" if (found["nranks"] or 1) <= 1 else "no 'via' line in this log"
+        why = "one rank connects to no peer" if one_rank else "no connection ('via') line in this log"
         lines.append(f"transport: you said {want or 'nothing'}; not scored: {why}.")
-        total -= 1
-    elif want in found["transports"]:
-        hits += 1
-        lines.append(f"transport: {want}: right (the log's channels use {', '.join(found['transports'])}).")
     else:
-        path = linkcodes.path_type(pair_code) if pair_code else None
-        env = {"NCCL_P2P_LEVEL": found["p2p_level"]} if found["p2p_level"] else {}
-        rule = ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=version, local_gpus=2) if path else None
-        lines.append(f"transport: you said {want or 'nothing'}, the log shows {', '.join(found['transports'])}. "
-                     f"Rule: the pair's path is {path or 'unknown'}; NCCL {version or '(version unknown)'} "
-                     f"with {env or 'no P2P setting'} gives {rule or 'an answer this notebook cannot tell'} "
-                     "(gputopo.ncclpaths.expected_transport, from src/graph/paths.cc).")
-    total += 1
+        checked += 1
+        if want in found["transports"]:
+            hits += 1
+            lines.append(f"transport: {want}: right (the log's channels use {', '.join(found['transports'])}).")
+        else:
+            lines.append(f"transport: you said {want or 'nothing'}, the log shows {', '.join(found['transports'])}. "
+                         + _transport_rule(found, pair_code, cpu_vendor) + ".")
     chans, have, graph = prediction.get("channels"), found["channels"], found["graph_channels"]
     if have is None:
         lines.append(f"channels: you said {chans}; not scored: the log has no 'coll channels' line.")
-        total -= 1
-    elif chans == have:
-        hits += 1
-        lines.append(f"channels: {chans}: right (the log's 'coll channels').")
     else:
-        lines.append(f"channels: you said {chans}, the log says {have} coll channels: the ring graph NCCL "
-                     f"searched has {graph if graph is not None else '?'} (src/graph/search.cc keeps as many as "
-                     "the links' speed allows) and NCCL doubles them after connecting (src/graph/connect.cc "
-                     "at v2.28.3-1, line 452); NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound the result.")
-    for size, guess in (prediction.get("sizes") or {}).items():
-        total += 1
+        checked += 1
+        if chans == have:
+            hits += 1
+            lines.append(f"channels: {chans}: right (the log's 'coll channels').")
+        else:
+            searched = f"the ring graph NCCL searched has {graph}" if graph is not None else "NCCL's ring search"
+            lines.append(f"channels: you said {chans}, the log says {have} coll channels: {searched} "
+                         "(src/graph/search.cc keeps as many channels as the links' speed allows), and NCCL "
+                         "doubles them after connecting (src/graph/connect.cc at v2.28.3-1, line 452); "
+                         "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound the result.")
+    sizes = prediction.get("sizes") if isinstance(prediction.get("sizes"), dict) else {}
+    for size, guess in sizes.items():
         guess = tuple(guess) if isinstance(guess, (list, tuple)) else (guess,)
-        seen, choice = _nearest(found["choices"], size) if isinstance(size, int) else (None, None)
+        said = "/".join(map(str, guess))
+        if not isinstance(size, int) or size <= 0:
+            lines.append(f"{size!r}: not scored: give the size as a number of bytes, e.g. 1 << 20.")
+            continue
+        seen, choice = _nearest(found["choices"], size)
         if choice is None:
-            why = ("one rank: NCCL chooses no algorithm" if (found["nranks"] or 1) <= 1
-                   else "the log has no TUNING line (NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+)")
-            name = format_bytes(size) if isinstance(size, int) else repr(size)
-            lines.append(f"{name}: you said {'/'.join(map(str, guess))}; not scored: {why}.")
-            total -= 1
-        elif tuple(x.lower() for x in guess) == tuple(x.lower() for x in choice):
+            why = ("one rank: NCCL chooses no algorithm" if one_rank
+                   else "the log has no TUNING line (NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+, rank 0)")
+            lines.append(f"{format_bytes(size)}: you said {said}; not scored: {why}.")
+            continue
+        checked += 1
+        if tuple(str(x).lower() for x in guess) == tuple(x.lower() for x in choice):
             hits += 1
             lines.append(f"{format_bytes(size)}: {'/'.join(choice)}: right (log line at {format_bytes(seen)}).")
         else:
-            lines.append(f"{format_bytes(size)}: you said {'/'.join(map(str, guess))}, NCCL chose "
-                         f"{'/'.join(choice)} at {format_bytes(seen)}: the fastest predicted time, latency + "
-                         "size / bandwidth per algorithm and protocol (src/graph/tuning.cc, the table NCCL "
-                         "prints at init; src/enqueue.cc picks the minimum).")
-    lines.append(f"score: {hits} of {total} that this log can check")
+            lines.append(f"{format_bytes(size)}: you said {said}, NCCL chose {'/'.join(choice)} at "
+                         f"{format_bytes(seen)}: the smallest predicted time, latency + size / bandwidth per "
+                         "algorithm and protocol (src/graph/tuning.cc, from the table NCCL prints at init; "
+                         "src/enqueue.cc takes the minimum).")
+    lines.append(f"score: {hits} of the {checked} entries this log can check")
     return lines
