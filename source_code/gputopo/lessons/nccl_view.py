@@ -239,7 +239,7 @@ def _transport_rule(found, pair_code, cpu_vendor):
     if rule is None:  # from 2.14 SHM depends on the NICs, unknown here: assume none is closer
         rule = ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=version, local_gpus=2, nics=())
         nics = ", if no NIC is closer to the GPUs than they are to each other"
-    return (f"Rule: a {path} pair under {env or 'no P2P setting'} with NCCL "
+    return (f"Rule: for a pair whose path is {path}, under {env or 'no P2P setting'}, NCCL "
             f"{version or '(no version in the log: newest rules)'} gives {rule}{nics} "
             "(gputopo.ncclpaths.expected_transport, read from src/graph/paths.cc per release)")
 
