@@ -98,28 +98,22 @@ def differences(topo, smi):
 
 def _layout(topo):
     """Positions of CPUs, PCI devices and NIC ports: leaves spread along x, depth down y."""
-    children, roots, pos = {}, [], {}
+    children, pos, x = {}, {}, [0]
     for cpu in topo["cpus"]:
-        key = ("cpu", cpu["numaid"])
-        roots.append(key)
-        children[key] = [("pci", p["busid"]) for p in topo["pci"]
-                         if p["parent"] is None and p["numaid"] == cpu["numaid"]]
-        children[key] += [("net", n["name"]) for n in topo["nets"] if n["nic_busid"] is None and n["numaid"] == cpu["numaid"]]
+        children[("cpu", cpu["numaid"])] = (
+            [("pci", p["busid"]) for p in topo["pci"] if p["parent"] is None and p["numaid"] == cpu["numaid"]]
+            + [("net", n["name"]) for n in topo["nets"] if n["nic_busid"] is None and n["numaid"] == cpu["numaid"]])
     for p in topo["pci"]:
         children[("pci", p["busid"])] = [("pci", q["busid"]) for q in topo["pci"] if q["parent"] == p["busid"]]
-    x = [0]
 
-    def place(node, depth):
+    def place(node, depth):  # a parent sits above the middle of its children
         kids = children.get(node, [])
         for kid in kids:
             place(kid, depth + 1)
-        if kids:
-            pos[node] = (sum(pos[k][0] for k in kids) / len(kids), -depth)
-        else:
-            pos[node] = (x[0], -depth)
-            x[0] += 1
-    for root in roots:
-        place(root, 0)
+        pos[node] = (sum(pos[k][0] for k in kids) / len(kids) if kids else x[0], -depth)
+        x[0] += 0 if kids else 1
+    for cpu in topo["cpus"]:
+        place(("cpu", cpu["numaid"]), 0)
     return children, pos
 
 
@@ -143,18 +137,12 @@ def draw(topo, smi=None, title="NCCL's topology dump"):
             if bw is not None:
                 ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{bw:g}", fontsize=7, color="dimgrey")
     for (kind, key), (x, y) in pos.items():
-        if kind == "cpu":
-            label, colour = f"CPU\nnuma {key}", "khaki"
-        elif kind == "net":
-            label, colour = f"NIC {key}\n(no PCI)", "lightsalmon"
-        elif key in gpu_at:
-            gpu = gpu_at[key]
-            label, colour = f"GPU {gpu['dev']}\nsm {gpu['sm']}", "lightgreen"
-        else:
-            pci = by_bus[key]
-            nets = [n["name"] for n in topo["nets"] if n["nic_busid"] == key]
-            label = f"NIC {nets[0]}" if nets else f"{pci['kind']}\n{key[-7:]}"
-            colour = "lightsalmon" if nets else "lightgrey"
+        nets = [n["name"] for n in topo["nets"] if kind == "pci" and n["nic_busid"] == key]
+        label, colour = ((f"CPU\nnuma {key}", "khaki") if kind == "cpu" else
+                         (f"NIC {key}\n(no PCI)", "lightsalmon") if kind == "net" else
+                         (f"GPU {gpu_at[key]['dev']}\nsm {gpu_at[key]['sm']}", "lightgreen") if key in gpu_at else
+                         (f"NIC {nets[0]}", "lightsalmon") if nets else
+                         (f"{by_bus[key]['kind']}\n{key[-7:]}", "lightgrey"))
         ax.text(x, y, label, ha="center", va="center", fontsize=7, zorder=3,
                 bbox={"boxstyle": "round", "fc": colour, "ec": "black", "lw": 0.5})
     lowest = min(y for _x, y in pos.values())
@@ -191,9 +179,15 @@ def plot_choices(tuning, bench=None, func="AllReduce", title=""):
         rows = bench["rows"]
         ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], "o-", color="black",
                 ms=3, label="busbw (out of place)")
+    sizes = [r["from_bytes"] for r in runs] + [r["to_bytes"] for r in runs] + [
+        r["size"] for r in (bench or {}).get("rows", [])]
     ax.set_xscale("log", base=2)
+    ax.set_xlim(min(sizes + [8]) / 2, max(sizes + [2 ** 27]) * 2)  # at least the course's 8 B - 128 MiB sweep
     ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (GB/s)")
+    if bench and bench.get("rows"):
+        ax.set_ylabel("busbw (GB/s)")
+    else:
+        ax.set_yticks([])
     ax.set_title(title or f"{func}: NCCL's algorithm / protocol per size", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
