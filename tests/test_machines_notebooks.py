@@ -49,7 +49,8 @@ IDS = [i for i in ALL_IDS if _ALL or i in QUICK]
 NOTEBOOKS = ["Start_Here.ipynb"] + [f"notebooks/{n}" for n in ("1.Latency-and-Bandwidth.ipynb", "2.System-Topology.ipynb",
                                                                "3.P2P-Bandwidth-Latency-Test.ipynb",
                                                                "4.Collectives-and-Scaling.ipynb",
-                                                               "5.NCCL-and-P2P-Levels.ipynb")]
+                                                               "5.NCCL-and-P2P-Levels.ipynb",
+                                                               "6.Inside-NCCL.ipynb")]
 PARALLEL = 2
 
 
