@@ -87,3 +87,13 @@ def test_the_recorded_text_is_printed_without_terminal_escape_codes(tmp_path, ca
     live.read(tmp_path / "missing.txt", kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
     printed = capsys.readouterr().out
     assert "\x1b[" not in printed and "GPU0\tGPU1" in printed
+
+
+def test_head_prints_the_first_lines_and_says_where_the_rest_is(tmp_path, capsys):
+    recorded = "h100-single-gpu/nccl-graph-dump.xml"
+    total = len((REFERENCE_DIR / recorded).read_text().splitlines())
+    live.read(tmp_path / "missing.xml", recorded=recorded, head=5)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == (f"... ({total - 5} more lines: the whole output is "
+                           f"source_code/reference_systems/{recorded})")
+    assert printed[-2].strip()  # the fifth line of the dump, not the end of the file

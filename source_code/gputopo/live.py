@@ -76,11 +76,20 @@ def recorded_label(recorded: str) -> str:
             if source else f"{info.get('machine', system)}, recorded in reference_systems/{recorded}")
 
 
-def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo: bool = False) -> Output:
+def _print_lines(text: str, head: Optional[int], where: str) -> None:
+    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
+    print("\n".join(lines if head is None else lines[:head]))
+    if head is not None and len(lines) > head:
+        print(f"... ({len(lines) - head} more lines: the whole output is {where})")
+
+
+def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo: bool = False,
+         head: Optional[int] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
     echo=False does not print the live text again (the command's cell showed it already); the
-    recorded text is always printed, since the learner has not seen it."""
+    recorded text is always printed, since the learner has not seen it: all of it, or its first
+    `head` lines and where the rest is."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
     why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
@@ -90,7 +99,7 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     if why is None:
         print(f"[live] {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
         if echo:
-            print(text)
+            _print_lines(text, head, str(saved))
         return Output(text, parsed, True, "this machine")
     if recorded is None:
         print(f"[not live] {why}; no recorded output stands in for it.")
@@ -98,5 +107,5 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
     print(f"[recorded] {why}.\nBelow, the same command on {label}:\n")
-    print(ANSI_ESCAPE.sub("", text))  # the terminal's underline codes, as a terminal would not show them
+    _print_lines(text, head, f"source_code/reference_systems/{recorded}")
     return Output(text, PARSERS[kind](text) if kind else None, False, label)
