@@ -44,6 +44,7 @@ SCRIPTS = {
     "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
     "ddp_fmnist.py": ([PY, ROOT / "source_code" / "labs" / "ddp_fmnist.py"], "ddp_fmnist.py"),
     "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
+    "package_lines.py": ([PY, ROOT / "tools" / "package_lines.py"], "package_lines.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
     "allreduce_check.py": ([PY, ROOT / "source_code" / "labs" / "slurm" / "allreduce_check.py"], "allreduce_check.py"),
     "bind_local_rank.sh": (["bash", ROOT / "source_code" / "labs" / "slurm" / "bind_local_rank.sh"],
