@@ -158,7 +158,7 @@ def test_show_writes_the_tag_the_report_reads(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "from gputopo.course import show, show_banner\n"
-        "from gputopo.detect import Machine\n"
+        "from gputopo.machine import Machine\n"
         "show_banner(Machine(mode='reference', reason='none', gpu_count=0))\n"
         "show('measured here', 'live')")]
     env_path = str(Path(course.__file__).resolve().parents[1])

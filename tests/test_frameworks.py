@@ -9,7 +9,7 @@ import pytest
 
 import cnn_fmnist
 from gputopo import runner
-from gputopo.detect import Machine
+from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from gputopo import check, gpus, ncclbench, p2ptest, runner
-from gputopo.detect import Machine, detect
+from gputopo.detect import detect
+from gputopo.machine import Machine
 
 detect_module = importlib.import_module("gputopo.detect")
 

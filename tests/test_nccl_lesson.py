@@ -12,7 +12,7 @@ import pytest
 import cnn_fmnist
 from gputopo.lessons import lesson3_nccl as nl
 from gputopo import reference, runner
-from gputopo.detect import Machine
+from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)

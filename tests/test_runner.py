@@ -12,7 +12,7 @@ import time
 import pytest
 
 from gputopo import runner
-from gputopo.detect import Machine
+from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)

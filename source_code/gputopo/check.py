@@ -34,7 +34,7 @@ from pathlib import Path
 
 from gputopo import linkcodes, proctree
 from gputopo import gpus as gpu_model
-from gputopo.detect import nvlink_link_counts
+from gputopo.parsers.nvidia_smi import nvlink_link_counts
 from gputopo.machine import Machine
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
