@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from gputopo import check, gpus, ncclbench, p2ptest, runner
+from gputopo import gpus, ncclbench, p2ptest, runner
+from coursetools import check
 from gputopo.detect import detect
 from gputopo.machine import Machine
 

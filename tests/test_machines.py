@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import check, gpus, lessons, links, ncclbench, p2ptest, runner
+from gputopo import gpus, lessons, links, ncclbench, p2ptest, runner
+from coursetools import check
 from gputopo.detect import detect
 from gputopo.wording import summary_rows
 
@@ -201,7 +202,7 @@ def test_make_check_page_on_a_stand_in(fake_nvidia_smi, name, gpu_line, peer):
     install_machine(fake_nvidia_smi, name)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "source_code"), GPUTOPO_CUDA_PROBE="1")
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--json"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "coursetools.check", "--skip-smoke", "--json"], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     page = json.loads(done.stdout)

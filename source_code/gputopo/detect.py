@@ -8,8 +8,8 @@ keep going and show recorded data instead. `detect_once()` / `banner()` detect o
 process.
 
 Where the parts live: the Machine record in gputopo.machine, the parsers of nvidia-smi's
-text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in gputopo.probes,
-running a tool in gputopo.proctree (`run_tool`), the sentences for people in
+text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in coursetools.probes,
+running a tool in coursetools.proctree (`run_tool`), the sentences for people in
 gputopo.wording. Import each name from its own module.
 
 Standard library only: this runs on a bare node before anything is installed.
@@ -39,13 +39,13 @@ from gputopo.parsers.nvidia_smi import (
     parse_smi_banner,
 )
 from gputopo.parsers.topo import parse as parse_topology
-from gputopo.probes import (
+from coursetools.probes import (
     HOROVOD_TIMEOUT_S,
     find_horovod,
     find_nccl,
     find_nvcc,
 )
-from gputopo.proctree import first_line, run_tool
+from coursetools.proctree import first_line, run_tool
 # Start_Here imports summary_rows from here until the notebooks are replaced; delete then.
 from gputopo.wording import summary_rows  # noqa: F401
 
