@@ -1,11 +1,11 @@
 """What notebook 5 prints about a live run: no absolute paths of the checkout, no host name
 (review finding MI6)."""
-from gputopo import runner
+from gputopo import experiment
 from gputopo.lessons import lesson3_nccl as nl
 
 
 def test_command_text_is_relative_to_the_course_folder():
-    root = runner.SOURCE_DIR.parent
+    root = experiment.SOURCE_DIR.parent
     command = [str(root / ".venv/bin/python"), "-m", "horovod.runner.launch", "-np", "2",
                "/usr/bin/python3.11", str(root / "source_code/cnn_fmnist.py"), "--json-out",
                str(root / "results/run 1/record.json"), "/elsewhere/file"]

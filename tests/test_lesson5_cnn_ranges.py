@@ -7,7 +7,7 @@ one GPU, b512 (r1): images_per_sec_median=198192.1; two GPUs default r1..r3: 278
 """
 import pytest
 
-from gputopo import runner
+from gputopo import sweep
 from gputopo.lessons import lesson5_collectives as lessons
 
 ONE = 198192.1
@@ -15,7 +15,7 @@ TWO_LOW, TWO_HIGH = 278348.6, 298964.0
 
 
 def test_the_two_gpu_runs_give_a_range_of_steps_added_time_and_efficiency():
-    steps = lessons.cnn_steps(runner.summarize(runner.reference_sweep()), "2x H200 NVSwitch", 512)
+    steps = lessons.cnn_steps(sweep.summarize(sweep.reference_sweep()), "2x H200 NVSwitch", 512)
     assert steps["two_gpu_range"] == (pytest.approx(TWO_LOW), pytest.approx(TWO_HIGH))
     fast, slow = steps["two_gpu_ms_range"]
     assert fast == pytest.approx(1024 / TWO_HIGH * 1e3) and slow == pytest.approx(1024 / TWO_LOW * 1e3)  # 3.43, 3.68 ms

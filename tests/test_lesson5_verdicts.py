@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputopo import hostbench, verdicts
+from gputopo import hostbench, sweep, verdicts
 from gputopo.lessons import lesson5_collectives as lessons
 
 
@@ -125,9 +125,8 @@ def test_live_link_nvswitch_mesh_and_unknown():
 
 
 def test_cnn_figures_get_no_verdict_because_the_range_is_the_same_runs():
-    from gputopo import runner
 
-    summary = runner.summarize(runner.reference_sweep())
+    summary = sweep.summarize(sweep.reference_sweep())
     steps = lessons.cnn_steps(summary, "2x H200 NVSwitch", 512)
     # the circularity the lines state: cnn_reference's range is these very runs' min and max
     low, high = steps["two_gpu_range"]

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from gputopo import alphabeta, lessons, reference
+from gputopo import alphabeta, lessons, reference, sweep
 
 REAL_REFERENCE_DIR = reference.REFERENCE_DIR
 V100_TABLE = reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt"
@@ -268,7 +268,6 @@ def test_dgx1_and_blog_server_are_two_machines():
 
 
 def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
-    from gputopo import runner
 
     dgx1 = lessons.v100_wirings()[lessons.DGX1_V100]["links"]
     # The recorded DGX-1 P2P row 0 (NVIDIA's sample on a DGX-1): ~48 GB/s both ways = NV1,
@@ -280,7 +279,7 @@ def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
         assert low < row0[j] < high, j
     # The recorded DGX-1 Horovod logs ran on pairs 0,3 (NVLink) and 1,7 (no NVLink).
     assert dgx1["GPU0"]["GPU3"].startswith("NV") and dgx1["GPU1"]["GPU7"] == "SYS"
-    assert runner.reference_runs()["dgx1-v100"]["pairs"]["1,7"]["path_type"] == "SYS"
+    assert sweep.reference_runs()["dgx1-v100"]["pairs"]["1,7"]["path_type"] == "SYS"
 
 
 def test_blog_server_has_two_sockets_behind_its_single_affinity_column():

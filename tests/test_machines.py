@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import gpus, lessons, links, ncclbench, p2ptest, runner
+from gputopo import experiment, gpus, lessons, links, ncclbench, p2ptest
 from coursetools import check
 from gputopo.detect import detect
 from gputopo.wording import summary_rows
@@ -182,7 +182,7 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
         assert "1 GPU(s) visible here and this run needs 2" in nccl["reason"]
     # notebook 5: the runner accepts the pair it is offered and names it for the child
     if best:
-        assert runner._check_gpus(best, 2, machine.gpu_count, machine) is None
+        assert experiment._check_gpus(best, 2, machine.gpu_count, machine) is None
         assert gpus.child_visible_devices(best, *gpus.from_machine(machine)) == ",".join(map(str, best))
     # notebook 2: the live topology drawing
     if machine.topology:

@@ -11,14 +11,14 @@ import pytest
 
 import cnn_fmnist
 from gputopo.lessons import lesson3_nccl as nl
-from gputopo import reference, runner
+from gputopo import experiment, reference, runner, sweep
 from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)
 def results_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
-    for name in runner.CONTROLLED_VARIABLES:
+    for name in experiment.CONTROLLED_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -132,7 +132,7 @@ def two_gpus():
 def test_run_live_cpu_when_no_gpu(tmp_path):
     machine = Machine(mode="reference", reason="nvidia-smi not found", gpu_count=0)
     live = nl.run_live(machine, launcher=fake_launcher(tmp_path, GOOD), cpu_timeout=60)
-    assert live.result is not None and live.result.ok and live.result.mode == runner.MODE_CPU
+    assert live.result is not None and live.result.ok and live.result.mode == experiment.MODE_CPU
     assert live.message.startswith("One live run on the CPU (no GPU is visible)")
     assert live.rows[0]["images_per_sec_median"] == 1800.0 and live.rows[0]["transports"] == "Gloo, no NCCL"
     assert live.log_path and live.command[-1].endswith("record.json")
@@ -141,7 +141,7 @@ def test_run_live_cpu_when_no_gpu(tmp_path):
 
 def test_run_live_sweeps_every_setting_on_two_gpus(tmp_path):
     live = nl.run_live(two_gpus(), launcher=fake_launcher(tmp_path, GOOD))
-    assert [r["setting"] for r in live.rows] == [name for name, _ in runner.SETTINGS]
+    assert [r["setting"] for r in live.rows] == [name for name, _ in sweep.SETTINGS]
     assert all(r["ok"] and r["transports"] == "P2P" for r in live.rows)
     assert all((r["runs"], r["runs_ok"]) == (3, 3) for r in live.rows)  # three per setting
     assert [r["repeat"] for r in live.runs] == [1] * 5 + [2] * 5 + [3] * 5  # spread, not bunched
@@ -153,7 +153,7 @@ def test_run_live_sweeps_every_setting_on_two_gpus(tmp_path):
 def test_run_live_stops_when_horovod_is_missing():
     live = nl.run_live(two_gpus(), python="/nonexistent/python")
     assert len(live.rows) == 1 and live.rows[0]["setting"] == "default"
-    assert live.rows[0]["reason"].startswith(runner.HOROVOD_MISSING)
+    assert live.rows[0]["reason"].startswith(experiment.HOROVOD_MISSING)
     assert live.message.startswith("The live GPU sweep did not run: Horovod missing")
     assert live.source == "reference"  # the course report counts the notebook as recorded data
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import alphabeta, reference, runner
+from gputopo import alphabeta, reference, sweep
 from gputopo.lessons import lesson5_collectives as lessons
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "4.Collectives-and-Scaling.ipynb"
@@ -31,7 +31,7 @@ def text_of(cell):
 
 @pytest.fixture(scope="module")
 def summary():
-    return runner.summarize(runner.reference_sweep())
+    return sweep.summarize(sweep.reference_sweep())
 
 
 def test_cnn_steps_come_from_the_named_system_not_a_row_position(summary):
