@@ -77,16 +77,16 @@ lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requi
 
 # FRAMEWORK and VENV reach the check, so that before the install its fix lines name this flavour's
 # venv and install command (a package missing in the system python3 is a WARN, not a FAIL).
-# JSON=1: the same findings as one JSON object (python -m gputopo.check --json).
+# JSON=1: the same findings as one JSON object (python -m coursetools.check --json).
 # LADDER=1: also climb the P2P ladder's GPU rungs (build the P2P test and nccl_bench if missing,
-# then run them briefly on the chosen pair; python -m gputopo.check --ladder). Rung 1 always runs.
+# then run them briefly on the chosen pair; python -m coursetools.check --ladder). Rung 1 always runs.
 CHECK_ARGS := --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))$(if $(JSON), --json)$(if $(LADDER), --ladder)
 check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install); LADDER=1 adds the P2P ladder's GPU rungs
-	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m gputopo.check $(CHECK_ARGS); \
-	else echo "[make] no $(VENV) yet: running the check with the system python3" >&2; PYTHONPATH=source_code python3 -m gputopo.check $(CHECK_ARGS); fi
+	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m coursetools.check $(CHECK_ARGS); \
+	else echo "[make] no $(VENV) yet: running the check with the system python3" >&2; PYTHONPATH=source_code python3 -m coursetools.check $(CHECK_ARGS); fi
 
 course: install ## instructor: execute every notebook headless; dated report under results/
-	$(CLEAN_ENV) $(PY) -m gputopo.course
+	$(CLEAN_ENV) $(PY) -m coursetools.course
 
 build: ## compile the CUDA programs (P2P test, NCCL benchmark); needs nvcc
 	@for d in $(CUDA_DIRS); do \

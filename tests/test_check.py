@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import check
+from coursetools import check
 from gputopo.detect import detect
 
 H100 = "h100-pcie-nvlink-pair"
@@ -47,7 +47,7 @@ def gpu_machine(fake_nvidia_smi, system=H100, **outputs):
 
 
 def run_cli(*args, env=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "gputopo.check", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "coursetools.check", *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 
@@ -243,7 +243,7 @@ def test_smoke_run_on_a_gpu_node_uses_the_chosen_pair(fake_nvidia_smi):
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_NVLS_ENABLE"] == "0"
     # Two workers through Horovod's launcher, Gloo (the build has it), this module as the worker.
     assert cmd[1:] == ["-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
-                       sys.executable, "-m", "gputopo.check", "--smoke-worker"]
+                       sys.executable, "-m", "coursetools.check", "--smoke-worker"]
     # On the V100 server the chosen pair is GPU0-GPU3 (the first NV2 pair of its topo -m), not 0,1.
     fake_nvidia_smi(V100, gpu_names=["Tesla V100-SXM2-16GB"] * 8)
     v100 = detect(check_horovod=False)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import check, doctor, gpus
+from gputopo import gpus
+from coursetools import check, doctor
 from gputopo.detect import detect
 from test_machines import MACHINES, install_machine
 
@@ -110,7 +111,7 @@ def test_make_check_passes_framework_and_venv_through():
         done = subprocess.run(["make", "-n", "--no-print-directory", "check", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        assert f"-m gputopo.check {expected};" in done.stdout, done.stdout
+        assert f"-m coursetools.check {expected};" in done.stdout, done.stdout
 
 
 def test_the_page_says_which_flavour_it_checked(standin):

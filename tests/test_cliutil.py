@@ -2,7 +2,8 @@
 
 import pytest
 
-from gputopo import check, course, fmnist
+from gputopo import fmnist
+from coursetools import check, course
 from gputopo import __main__ as cli
 from gputopo.cliutil import OneLineParser, UsageError, parse_args_or_exit
 
@@ -31,7 +32,7 @@ def test_parse_args_or_exit_prints_one_line_and_exits_2(capsys):
 
 @pytest.mark.parametrize("main, argv, line", [
     (cli.main, ["topo"], "gputopo topo: error: the following arguments are required: FILE\n"),
-    (check.main, ["--bogus"], "python -m gputopo.check: error: unrecognized arguments: --bogus (command line)\n"),
+    (check.main, ["--bogus"], "python -m coursetools.check: error: unrecognized arguments: --bogus (command line)\n"),
     (fmnist.main, [], "python -m gputopo.fmnist: error: one of the arguments --check --download is required "
                       "(command line)\n"),
 ])
@@ -45,5 +46,5 @@ def test_each_command_says_one_line_through_the_shared_parser(main, argv, line, 
 def test_course_reports_its_own_checks_with_the_shared_usage_error(capsys):
     assert course.UsageError is UsageError
     assert course.main(["--timeout", "0"]) == 2
-    assert capsys.readouterr().err == ("python -m gputopo.course: error: argument --timeout: "
+    assert capsys.readouterr().err == ("python -m coursetools.course: error: argument --timeout: "
                                        "must be more than 0 seconds: '0' (command line)\n")

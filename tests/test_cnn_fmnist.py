@@ -103,7 +103,7 @@ def test_two_workers_on_cpu_with_gloo(tmp_path, monkeypatch, record_property):
     if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
         pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
     from gputopo import runner
-    from gputopo.detect import Machine
+    from gputopo.machine import Machine
 
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
     began = time.monotonic()

@@ -282,7 +282,7 @@ def test_make_check_runs_as_the_containers_first_command():
     r = subprocess.run(["make", "-n", "check"], cwd=ROOT, capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, VENV=env["VENV"]))
     assert r.returncode == 0, r.stderr
-    assert "/opt/venv/bin/python -m gputopo.check" in r.stdout
+    assert "/opt/venv/bin/python -m coursetools.check" in r.stdout
 
 
 def free_port():

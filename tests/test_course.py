@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gputopo import course
+from coursetools import course
 
 BANNER_REFERENCE = ("No NVIDIA GPU is visible here (nvidia-smi not found): this notebook shows "
                     "recorded data from real systems (reference mode).")
@@ -47,7 +47,7 @@ def notebooks(tmp_path):
 
 def run_course(*args, results):
     env = dict(os.environ, GPUTOPO_RESULTS_DIR=str(results))
-    return subprocess.run([sys.executable, "-m", "gputopo.course", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "coursetools.course", *map(str, args)],
                           capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -58,7 +58,7 @@ def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_pa
 
     assert done.returncode == 1
     error = done.stderr.strip().splitlines()[-1]
-    assert error == ("python -m gputopo.course: error: 2.Broken.ipynb failed at cell 2 "
+    assert error == ("python -m coursetools.course: error: 2.Broken.ipynb failed at cell 2 "
                      "(values = [1, 2]): IndexError: list index out of range")
     assert "[1/2] 1.Fine.ipynb ... ok in" in done.stdout
     assert "[2/2] 2.Broken.ipynb ... FAILED in" in done.stdout
@@ -118,7 +118,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, complaint, tmp_path):
     done = run_course(*argv, results=tmp_path / "results")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and complaint in done.stderr
-    assert done.stderr.startswith("python -m gputopo.course: error: ")
+    assert done.stderr.startswith("python -m coursetools.course: error: ")
     assert not (tmp_path / "results").exists()  # nothing run, nothing written
 
 
@@ -158,7 +158,7 @@ def test_show_writes_the_tag_the_report_reads(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "from gputopo.course import show, show_banner\n"
-        "from gputopo.detect import Machine\n"
+        "from gputopo.machine import Machine\n"
         "show_banner(Machine(mode='reference', reason='none', gpu_count=0))\n"
         "show('measured here', 'live')")]
     env_path = str(Path(course.__file__).resolve().parents[1])

@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gputopo import course, reference
+from gputopo import course as notebook_display, reference
+from coursetools import course
 
 # The executed course run is verification evidence, kept outside the lesson data.
 COURSE_RUN = Path(__file__).resolve().parents[1] / "evidence" / "2026-11-23-h200-nvswitch-pair" / "course-run"
@@ -25,7 +26,7 @@ def test_show_displays_the_text_without_escapes(monkeypatch):
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append((data, kw)))
-    course.show(TOPO_WITH_ESCAPES, "live")
+    notebook_display.show(TOPO_WITH_ESCAPES, "live")
     (data, options), = shown
     text = data["text/plain"]
     assert "\x1b" not in text

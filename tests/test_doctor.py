@@ -1,4 +1,4 @@
-"""The machine doctor (gputopo.doctor): each reader on recorded or published text, each finding's status.
+"""The machine doctor (coursetools.doctor): each reader on recorded or published text, each finding's status.
 
 lspci fixtures and their sources: tests/fixtures/doctor/README.md. Expected bridges, buses and
 flags below were read by hand from those files.
@@ -7,7 +7,7 @@ flags below were read by hand from those files.
 import json
 from pathlib import Path
 
-from gputopo import check, doctor
+from coursetools import check, doctor
 from gputopo.gpus import Gpu
 from gputopo.machine import Machine
 

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 import cnn_fmnist
-from gputopo import runner
-from gputopo.detect import Machine
+from gputopo import experiment, ncclpaths, runner, sweep
+from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ def fake_site(root, frameworks):
 ])
 def test_probe_reads_horovods_compiled_extensions(tmp_path, built, expected):
     env = {"PYTHONPATH": fake_site(tmp_path, built), "PATH": "/usr/bin:/bin"}
-    found, why = runner.horovod_frameworks(sys.executable, env)
+    found, why = experiment.horovod_frameworks(sys.executable, env)
     if "tensorflow" in built and not _has_tensorflow():
         expected = [f for f in expected if f != "tensorflow"]
     assert found == expected
@@ -88,15 +88,15 @@ def test_pick_prefers_tensorflow_and_honours_a_wish(tmp_path):
     if not _has_tensorflow():
         pytest.skip("needs TensorFlow importable to stand for a both-frameworks Horovod")
     env = {"PYTHONPATH": fake_site(tmp_path, ["tensorflow", "pytorch"])}
-    assert runner.pick_framework(sys.executable, None, env) == ("tensorflow", None)
-    assert runner.pick_framework(sys.executable, "pytorch", env) == ("pytorch", None)
-    name, why = runner.pick_framework(sys.executable, "mxnet", env)
+    assert experiment.pick_framework(sys.executable, None, env) == ("tensorflow", None)
+    assert experiment.pick_framework(sys.executable, "pytorch", env) == ("pytorch", None)
+    name, why = experiment.pick_framework(sys.executable, "mxnet", env)
     assert name is None and "unknown framework 'mxnet'" in why
 
 
 def test_a_missing_framework_is_named(tmp_path):
     env = {"PYTHONPATH": fake_site(tmp_path, ["pytorch"])}
-    name, why = runner.pick_framework(sys.executable, "tensorflow", env)
+    name, why = experiment.pick_framework(sys.executable, "tensorflow", env)
     assert name is None
     assert "not built for tensorflow" in why and "found: pytorch" in why
 
@@ -111,7 +111,7 @@ def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
         print("[0]<stdout>:SUMMARY images_per_sec_median=10.0 images_per_sec_min=10.0 images_per_sec_max=10.0 epochs_timed=1 test_accuracy=0.5000 workers=2 batch_per_worker=8")
         """))
     machine = Machine(mode="reference", reason="none", gpu_count=0)
-    result = runner.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)],
+    result = experiment.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)],
                                    framework="pytorch", timeout=60)
     assert result.ok, result.reason
     argv = json.loads(seen.read_text())
@@ -129,7 +129,7 @@ def test_summarize_gives_median_and_range_over_repeats():
     rows = [run_row("default", 100.0, 1), run_row("LOC", 80.0, 1, "SHM"),
             run_row("default", 130.0, 2), run_row("LOC", 90.0, 2, "SHM"),
             run_row("default", 110.0, 3), run_row("LOC", 0, 3, "", ok=False)]
-    summary = runner.summarize(rows)
+    summary = sweep.summarize(rows)
     assert [r["setting"] for r in summary] == ["default", "LOC"]
     default, loc = summary
     assert (default["images_per_sec_median"], default["images_per_sec_min"],
@@ -139,12 +139,12 @@ def test_summarize_gives_median_and_range_over_repeats():
 
 
 def test_record_names_parse_back():
-    name = runner.record_name("pytorch", 512, [0, 1], {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 2)
+    name = sweep.record_name("pytorch", 512, [0, 1], {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 2)
     assert name == "horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r2"
-    match = runner._RECORD_NAME.match(name + ".txt")
+    match = sweep._RECORD_NAME.match(name + ".txt")
     assert match.group("framework", "batch", "gpus", "tag", "repeat") == (
         "pytorch", "512", "0-1", "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1", "2")
-    single = runner._RECORD_NAME.match(runner.record_name("pytorch", 64, [3], {}, 1) + ".txt")
+    single = sweep._RECORD_NAME.match(sweep.record_name("pytorch", 64, [3], {}, 1) + ".txt")
     assert single.group("gpus", "tag") == ("3", "default")
 
 
@@ -153,7 +153,7 @@ def test_the_recorded_h200_runs_read_back(batch):
     """reference_systems/h200-nvswitch-pair/horovod-cnn/: 3 runs of each setting on GPUs 0,1
     and one run on GPU 0 at batch 64 and at 512, every log naming the transport the setting
     implies."""
-    runs = [r for r in runner.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == batch]
+    runs = [r for r in sweep.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == batch]
     pair = [r for r in runs if r["pair"] == "0,1"]
     assert len(pair) == 15 and len([r for r in runs if r["pair"] == "0"]) == 1
     by_setting = {}
@@ -171,11 +171,11 @@ def test_the_recorded_h200_runs_read_back(batch):
 
 
 def test_nvls_state_labels():
-    assert runner.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
-    assert runner.nvls_state({"NCCL_NVLS_ENABLE": "1"}, "2.28.3") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
-    assert runner.nvls_state({}, "2.4.8") == "did not exist (NCCL < 2.17)"
+    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
+    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "1"}, "2.28.3") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
+    assert ncclpaths.nvls_state({}, "2.4.8") == "did not exist (NCCL < 2.17)"
     # a run the course did not launch: never called "NCCL's default"
-    assert runner.nvls_state({}, "2.19.3") == "NCCL_NVLS_ENABLE unset (NCCL decided)"
+    assert ncclpaths.nvls_state({}, "2.19.3") == "NCCL_NVLS_ENABLE unset (NCCL decided)"
 
 
 @pytest.mark.parametrize("args,words", [
@@ -202,7 +202,7 @@ def test_nvls_is_the_learners_choice_and_off_when_unset(tmp_path, monkeypatch, i
     launcher = tmp_path / "launch.py"
     launcher.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
     machine = Machine(mode="reference", reason="none", gpu_count=0)
-    runner.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    experiment.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
     assert json.loads(seen.read_text())["NCCL_NVLS_ENABLE"] == expected
 
 
@@ -216,20 +216,20 @@ def test_no_usable_gpu_means_a_cpu_run_never_a_wider_one(tmp_path):
     listed = [gpu_model.Gpu(index=i, bus_id=f"00000000:0{i}:00.0", uuid=f"GPU-{i}", name="H200")
               for i in range(2)]
     hidden = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=0, gpus=listed)
-    result = runner.run_experiment(gpus=(0, 1), machine=hidden, launcher=[sys.executable, str(launcher)],
+    result = experiment.run_experiment(gpus=(0, 1), machine=hidden, launcher=[sys.executable, str(launcher)],
                                    timeout=60)
-    assert result.mode == runner.MODE_CPU and "CUDA_VISIBLE_DEVICES leaves none" in result.note
+    assert result.mode == experiment.MODE_CPU and "CUDA_VISIBLE_DEVICES leaves none" in result.note
     assert json.loads(seen.read_text())["CUDA_VISIBLE_DEVICES"] == ""
     no_driver = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=2, gpus=listed, cuda_devices=0,
                         notes={"cuda": "the CUDA driver reports no device"})
-    result = runner.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
+    result = experiment.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
                                    timeout=60)
-    assert result.mode == runner.MODE_CPU and "no device" in result.note
+    assert result.mode == experiment.MODE_CPU and "no device" in result.note
 
 
 def test_a_workers_own_error_line_is_the_reason():
     log = ("[1]<stdout>:WORKER rank=1 size=2\n"
            "[0]<stderr>:cnn_fmnist.py: error: Fashion-MNIST: not found (details: python -m gputopo.fmnist --check)\n"
            "Process 0 exit with status code 2.\nExit code: 2\n")
-    category, reason = runner.classify_failure(log, 1)
-    assert category == runner.OTHER and "Fashion-MNIST: not found" in reason
+    category, reason = experiment.classify_failure(log, 1)
+    assert category == experiment.OTHER and "Fashion-MNIST: not found" in reason

@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
-from gputopo import check, gpus, ncclbench, p2ptest, runner
-from gputopo.detect import Machine, detect
+from gputopo import experiment, gpus, ncclbench, p2ptest
+from coursetools import check
+from gputopo.detect import detect
+from gputopo.machine import Machine
 
 detect_module = importlib.import_module("gputopo.detect")
 
@@ -139,10 +141,10 @@ def test_runner_refuses_a_gpu_outside_the_job_and_passes_the_inherited_names(eig
                         f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('CUDA_')}}, open({str(seen)!r}, 'w'))\n"
                         "sys.exit(1)\n")
     machine = detected(V100, "4,5,6,7")
-    bad = runner.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
-    assert bad.category == runner.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
+    bad = experiment.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    assert bad.category == experiment.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
     assert not seen.exists()
-    runner.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    experiment.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
     env = json.loads(seen.read_text())
     assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("5,7", "PCI_BUS_ID")
 

@@ -112,8 +112,8 @@ def test_makefile_wiring():
     lab = make_n("lab", PORT=9999)
     assert "environment/install.sh" in lab and "--ip=127.0.0.1" in lab and "--port=9999" in lab
     assert "Start_Here.ipynb" in lab  # the token: tests/test_lab_token.py starts the server
-    assert "-m gputopo.check" in make_n("check")
-    assert "-m gputopo.course" in make_n("course")
+    assert "-m coursetools.check" in make_n("check")
+    assert "-m coursetools.course" in make_n("course")
     assert "SKIP_INSTALL set" in make_n("test", SKIP_INSTALL=1)
     r = subprocess.run(["make"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and "make lab" in r.stdout and "make test" in r.stdout  # help is the default

@@ -1,9 +1,9 @@
-"""The P2P ladder of make check (gputopo.ladder) on the stand-in machines and on program outputs
+"""The P2P ladder of make check (coursetools.ladder) on the stand-in machines and on program outputs
 faked from files recorded on h200-nvswitch-pair (its P2P test and nccl_bench all-reduce)."""
 
 import pytest
 
-from gputopo import check, ladder
+from coursetools import check, ladder
 from gputopo.machine import Machine
 from gputopo.parsers import nccl_tests, p2p
 from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE, detect_standin
@@ -186,7 +186,7 @@ def test_cli_ladder_without_gpus_exits_0_with_one_line_per_rung(tmp_path):
     import sys
 
     env = dict(os.environ, PATH=os.path.dirname(sys.executable), GPUTOPO_RESULTS_DIR=str(tmp_path / "results"))
-    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--ladder"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "coursetools.check", "--skip-smoke", "--ladder"], capture_output=True,
                           text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [ln for ln in done.stdout.splitlines() if "P2P ladder" in ln]
@@ -203,5 +203,5 @@ def test_make_check_passes_ladder_on():
     root = check._ROOT
     on = subprocess.run(["make", "-n", "check", "LADDER=1"], capture_output=True, text=True, cwd=root, timeout=60)
     off = subprocess.run(["make", "-n", "check"], capture_output=True, text=True, cwd=root, timeout=60)
-    assert "-m gputopo.check --venv .venv --ladder" in on.stdout
+    assert "-m coursetools.check --venv .venv --ladder" in on.stdout
     assert "--ladder" not in off.stdout

@@ -1,7 +1,7 @@
 """The one table of `nvidia-smi topo -m` link codes, against hand-written expectations."""
 import pytest
 
-from gputopo import linkcodes, links, plots, runner
+from gputopo import linkcodes, links, ncclpaths, plots
 from gputopo.parsers import rank_link
 
 
@@ -56,7 +56,7 @@ def test_every_module_reads_the_same_table():
     for code in ("NV4", "PIX", "NODE", "SYS", "SOC"):
         assert rank_link(code) == linkcodes.rank(code)
         assert plots.link_family(code) == linkcodes.family(code)
-        assert runner.path_type_of_link(code) == linkcodes.path_type(code)
+        assert ncclpaths.path_type_of_link(code) == linkcodes.path_type(code)
     assert set(plots.LINK_COLOURS) == set(linkcodes.FAMILIES)
     assert links.PCIE_PATH_CODES == linkcodes.PCIE_CODES
-    assert runner.PATH_ORDER is linkcodes.PATH_ORDER
+    assert ncclpaths.PATH_ORDER is linkcodes.PATH_ORDER

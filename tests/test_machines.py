@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import check, gpus, links, ncclbench, p2ptest, runner
+from gputopo import experiment, gpus, links, ncclbench, p2ptest
 from gputopo.lessons import p2p_test
+from coursetools import check
 from gputopo.detect import detect
 from gputopo.wording import summary_rows
 
@@ -180,7 +181,7 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
         assert "1 GPU(s) visible here and this run needs 2" in nccl["reason"]
     # notebook 5: the runner accepts the pair it is offered and names it for the child
     if best:
-        assert runner._check_gpus(best, 2, machine.gpu_count, machine) is None
+        assert experiment._check_gpus(best, 2, machine.gpu_count, machine) is None
         assert gpus.child_visible_devices(best, *gpus.from_machine(machine)) == ",".join(map(str, best))
     # notebook 2: the live topology drawing
     if machine.topology:
@@ -200,7 +201,7 @@ def test_make_check_page_on_a_stand_in(fake_nvidia_smi, name, gpu_line, peer):
     install_machine(fake_nvidia_smi, name)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "source_code"), GPUTOPO_CUDA_PROBE="1")
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    done = subprocess.run([sys.executable, "-m", "gputopo.check", "--skip-smoke", "--json"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "coursetools.check", "--skip-smoke", "--json"], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     page = json.loads(done.stdout)

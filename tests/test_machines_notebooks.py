@@ -1,7 +1,7 @@
 """The whole course, headless, on every stand-in machine of the matrix (issue 14, point 3).
 
 Each machine of tests/fixtures/machines/ (and the CUDA_VISIBLE_DEVICES subset of the 8x H20
-box) gets its own stand-in nvidia-smi, results folder and `python -m gputopo.course` run of
+box) gets its own stand-in nvidia-smi, results folder and `python -m coursetools.course` run of
 every notebook; the CUDA driver is asked for real, and here it is absent, so every banner must
 say what ran live and what is recorded. The machine without GPUs (this one, in CI) runs the
 instructor's way, `make course` with its HTML report, in the same background pool; nbval
@@ -68,7 +68,7 @@ def _run_course(base, case, started, environ):
     env.pop("CUDA_VISIBLE_DEVICES", None)
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible
-    command = ["nice", "-n", "10", sys.executable, "-m", "gputopo.course", "--out", str(here / "course"),
+    command = ["nice", "-n", "10", sys.executable, "-m", "coursetools.course", "--out", str(here / "course"),
                "--no-html", "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
     return _in_background(command, env, started), here / "course"
 

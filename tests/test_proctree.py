@@ -1,4 +1,4 @@
-"""gputopo.proctree: a command's whole process tree goes, even a worker that ignores SIGTERM,
+"""coursetools.proctree: a command's whole process tree goes, even a worker that ignores SIGTERM,
 sits in a session of its own and has lost its parent (what Horovod's launcher makes)."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gputopo import check, proctree
+from coursetools import check, proctree
 
 psutil = pytest.importorskip("psutil")
 
@@ -107,8 +107,8 @@ def test_without_psutil_the_session_still_goes(tmp_path):
     code = textwrap.dedent(f"""
         import sys, subprocess
         sys.modules["psutil"] = None  # import psutil now fails, as on a bare node
-        import gputopo.check  # the preflight still imports
-        from gputopo import proctree
+        import coursetools.check  # the preflight still imports
+        from coursetools import proctree
         child = "import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); time.sleep(300)"
         try:
             proctree.run([sys.executable, "-c", f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {{child!r}}]); time.sleep(300)"],

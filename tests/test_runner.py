@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from gputopo import runner
-from gputopo.detect import Machine
+from gputopo import experiment, ncclpaths, plots, sweep
+from gputopo.machine import Machine
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +20,7 @@ def results_in_tmp(tmp_path, monkeypatch):
     """Keep the results store of these tests out of the repository's results/."""
     store = tmp_path / "results"
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(store))
-    for name in runner.CONTROLLED_VARIABLES:
+    for name in experiment.CONTROLLED_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     return store
 
@@ -45,7 +45,7 @@ def write_script(path, body):
 
 
 def stored_records(store):
-    path = store / f"{runner.RESULT_KIND}.jsonl"
+    path = store / f"{experiment.RESULT_KIND}.jsonl"
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -69,11 +69,11 @@ print("[0]<stdout>:SUMMARY images_per_sec_median=1800.0 images_per_sec_min=1800.
 def test_good_run_parses_log_and_sets_environment(tmp_path, results_in_tmp, monkeypatch):
     monkeypatch.setenv("NCCL_P2P_LEVEL", "SYS")  # inherited: must not leak into "default"
     launcher = write_script(tmp_path / "launch.py", GOOD_RUN)
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
                                    timeout=60)
     assert result.ok, result.reason
     assert result.reason == "ok" and result.category is None
-    assert result.mode == runner.MODE_GPU
+    assert result.mode == experiment.MODE_GPU
     assert result.link == "NV2"
     assert result.exit_status == 0
     assert result.transports == ["P2P"]
@@ -102,7 +102,7 @@ def test_good_run_parses_log_and_sets_environment(tmp_path, results_in_tmp, monk
 def test_setting_reaches_the_launcher_and_runs_are_appended(tmp_path, results_in_tmp):
     launcher = write_script(tmp_path / "launch.py", GOOD_RUN)
     for level in ("LOC", "PIX"):
-        result = runner.run_experiment(gpus=(1, 0), env={"NCCL_P2P_LEVEL": level},
+        result = experiment.run_experiment(gpus=(1, 0), env={"NCCL_P2P_LEVEL": level},
                                        machine=two_gpu_machine(), launcher=launcher, timeout=60)
         seen = json.loads((tmp_path / "seen.json").read_text())
         assert seen["env"]["NCCL_P2P_LEVEL"] == level
@@ -120,17 +120,17 @@ def test_nccl_error_is_classified(tmp_path, results_in_tmp):
         print("[1]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: ncclUnhandledCudaError: Call to CUDA function failed.")
         sys.exit(1)
     """)
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
                                    timeout=60)
     assert not result.ok
-    assert result.category == runner.NCCL_ERROR
+    assert result.category == experiment.NCCL_ERROR
     assert result.reason.startswith("NCCL error: ")
     assert "peer access is not supported" in result.reason
     assert "\n" not in result.reason
     assert result.exit_status == 1
     assert "ncclUnhandledCudaError" in result.log_tail
     assert result.nccl_version == "2.18.5"
-    assert stored_records(results_in_tmp)[-1]["category"] == runner.NCCL_ERROR
+    assert stored_records(results_in_tmp)[-1]["category"] == experiment.NCCL_ERROR
 
 
 def _gone(pid):
@@ -153,11 +153,11 @@ def test_timeout_kills_launcher_and_workers_in_other_sessions(tmp_path):
         time.sleep(300)
     """)
     began = time.monotonic()
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
                                    timeout=3)
     assert time.monotonic() - began < 30
     assert not result.ok
-    assert result.category == runner.TIMEOUT
+    assert result.category == experiment.TIMEOUT
     assert result.reason.startswith("timeout: ")
     assert "WORKER rank=0" in result.log_tail
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
@@ -178,14 +178,14 @@ def test_bad_gpu_index_launches_nothing(tmp_path, results_in_tmp, gpus, words):
     launcher = write_script(tmp_path / "launch.py", """
         open(os.path.join(OUT, "launched"), "w").close()
     """)
-    result = runner.run_experiment(gpus=gpus, machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=gpus, machine=two_gpu_machine(), launcher=launcher,
                                    timeout=60)
     assert not result.ok
-    assert result.category == runner.BAD_GPU
+    assert result.category == experiment.BAD_GPU
     assert result.reason.startswith("bad GPU index: ") and words in result.reason
     assert not (tmp_path / "launched").exists()
     assert result.command == []
-    assert stored_records(results_in_tmp)[-1]["category"] == runner.BAD_GPU
+    assert stored_records(results_in_tmp)[-1]["category"] == experiment.BAD_GPU
 
 
 def test_horovod_missing_from_the_interpreter(tmp_path):
@@ -194,10 +194,10 @@ def test_horovod_missing_from_the_interpreter(tmp_path):
                            "echo \"ModuleNotFoundError: No module named 'horovod'\" >&2\n"
                            "exit 1\n")
     fake_python.chmod(0o755)
-    result = runner.run_experiment(gpus=(0, 1), python=str(fake_python),
+    result = experiment.run_experiment(gpus=(0, 1), python=str(fake_python),
                                    machine=no_gpu_machine(), timeout=60)
     assert not result.ok
-    assert result.category == runner.HOROVOD_MISSING
+    assert result.category == experiment.HOROVOD_MISSING
     assert result.reason.startswith("Horovod missing: ")
     assert "No module named 'horovod'" in result.reason
     assert result.command == []  # checked before launching
@@ -208,9 +208,9 @@ def test_horovod_missing_inside_the_workers(tmp_path):
         print("[1]<stderr>:ModuleNotFoundError: No module named 'horovod'")
         sys.exit(1)
     """)
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
                                    timeout=60)
-    assert result.category == runner.HOROVOD_MISSING
+    assert result.category == experiment.HOROVOD_MISSING
 
 
 def test_other_failures_quote_the_last_line(tmp_path):
@@ -219,21 +219,21 @@ def test_other_failures_quote_the_last_line(tmp_path):
         print("RuntimeError: disk full")
         sys.exit(3)
     """)
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=launcher,
                                    timeout=60)
-    assert result.category == runner.OTHER
+    assert result.category == experiment.OTHER
     assert result.reason == "other: exit status 3: RuntimeError: disk full"
     # Exit 0 without a SUMMARY line is not a success either.
     quiet = write_script(tmp_path / "quiet.py", "print('hello')\n")
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=quiet,
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(), launcher=quiet,
                                    timeout=60)
-    assert not result.ok and result.category == runner.OTHER
+    assert not result.ok and result.category == experiment.OTHER
     assert "no SUMMARY line" in result.reason
 
 
 def test_no_gpu_runs_on_cpu_with_gloo_and_says_so(tmp_path):
     launcher = write_script(tmp_path / "launch.py", GOOD_RUN)
-    result = runner.run_experiment(gpus=(0, 3), machine=no_gpu_machine(), launcher=launcher,
+    result = experiment.run_experiment(gpus=(0, 3), machine=no_gpu_machine(), launcher=launcher,
                                    timeout=60)
     assert result.ok
     assert result.mode == "cpu-gloo"
@@ -245,17 +245,17 @@ def test_no_gpu_runs_on_cpu_with_gloo_and_says_so(tmp_path):
 
 
 def test_missing_launcher_is_a_one_line_failure(tmp_path):
-    result = runner.run_experiment(gpus=(0, 1), machine=two_gpu_machine(),
+    result = experiment.run_experiment(gpus=(0, 1), machine=two_gpu_machine(),
                                    launcher=[str(tmp_path / "no-such-launcher")], timeout=60)
-    assert not result.ok and result.category == runner.OTHER
+    assert not result.ok and result.category == experiment.OTHER
     assert "cannot start" in result.reason and "\n" not in result.reason
 
 
 def test_sweep_table_with_fake_launcher(tmp_path):
     launcher = write_script(tmp_path / "launch.py", GOOD_RUN)
-    rows = runner.sweep(pairs=[(0, 1)], machine=two_gpu_machine("NV1"), launcher=launcher,
+    rows = sweep.sweep(pairs=[(0, 1)], machine=two_gpu_machine("NV1"), launcher=launcher,
                         timeout=60)
-    assert [r["setting"] for r in rows] == [name for name, _ in runner.SETTINGS]
+    assert [r["setting"] for r in rows] == [name for name, _ in sweep.SETTINGS]
     for row in rows:
         assert row["pair"] == "0,1" and row["link"] == "NV1"
         assert row["ok"] and row["transports"] == "P2P"
@@ -279,7 +279,7 @@ def test_sweep_reads_the_nic_columns_and_takes_a_single_gpu(tmp_path, monkeypatc
                       topology={"best_pair": [0, 1], "worst_pair": [0, 1], "nics": {"NIC0": "mlx5_0"},
                                 "links": {"GPU0": {"GPU1": "SYS", "NIC0": "PIX"},
                                           "GPU1": {"GPU0": "SYS", "NIC0": "PIX"}}})
-    rows = runner.sweep(pairs=[(0, 1), (0,)], settings=runner.SETTINGS[:1], machine=machine,
+    rows = sweep.sweep(pairs=[(0, 1), (0,)], settings=sweep.SETTINGS[:1], machine=machine,
                         launcher=launcher, timeout=60)
     assert [r["pair"] for r in rows] == ["0,1", "0"]
     assert rows[0]["nccl_version"] == "2.18.5" and rows[0]["expected_transport"] is None
@@ -288,14 +288,14 @@ def test_sweep_reads_the_nic_columns_and_takes_a_single_gpu(tmp_path, monkeypatc
 
 def test_sweep_needs_two_gpus():
     with pytest.raises(ValueError, match="at least two GPUs"):
-        runner.sweep(machine=no_gpu_machine())
+        sweep.sweep(machine=no_gpu_machine())
 
 
 # ------------------------------------------------------------------------------------------
 # Reference sweep and NCCL_P2P_LEVEL facts
 
 def reference_rows():
-    return {(r["system"], r["pair"], r["setting"]): r for r in runner.reference_sweep()}
+    return {(r["system"], r["pair"], r["setting"]): r for r in sweep.reference_sweep()}
 
 
 def test_reference_sweep_transports_per_setting():
@@ -328,7 +328,7 @@ def test_reference_sweep_numbers_and_batch_sizes():
 
 def test_p2p_level_facts_agree_with_the_reference_logs():
     checked = 0
-    for row in runner.reference_sweep():
+    for row in sweep.reference_sweep():
         if not row["transports"]:
             continue  # no log published for that run
         assert row["expected_transport"] == row["transports"], row
@@ -336,48 +336,48 @@ def test_p2p_level_facts_agree_with_the_reference_logs():
         # The legacy integer in the file name is echoed by NCCL as the level's name.
         level = row["env"].get("NCCL_P2P_LEVEL")
         if level is not None:
-            assert row["p2p_level_in_log"] == runner.legacy_level_name(level)
+            assert row["p2p_level_in_log"] == ncclpaths.legacy_level_name(level)
     assert checked == 6 + 15 + 15  # the DGX logs; the H200 pair's 5 settings x 3 runs at batch 64 and 512
 
 
 def test_p2p_level_facts_table():
-    by_level = {f["level"]: f for f in runner.P2P_LEVEL_FACTS}
+    by_level = {f["level"]: f for f in ncclpaths.P2P_LEVEL_FACTS}
     assert {name: f["legacy_integer"] for name, f in by_level.items()} == {
         "LOC": 0, "NVL": None, "PIX": 1, "PXB": 2, "PHB": 3, "SYS": 4}
-    assert [runner.legacy_level_name(str(i)) for i in range(7)] == [
+    assert [ncclpaths.legacy_level_name(str(i)) for i in range(7)] == [
         "LOC", "PIX", "PXB", "PHB", "SYS", "SYS", "SYS"]
     # NVLink pairs keep P2P at every level but LOC.
-    assert [f["level"] for f in runner.P2P_LEVEL_FACTS if not f["nvlink_pair_uses_p2p"]] == ["LOC"]
+    assert [f["level"] for f in ncclpaths.P2P_LEVEL_FACTS if not f["nvlink_pair_uses_p2p"]] == ["LOC"]
     for level in by_level:
         expected = "SHM" if level == "LOC" else "P2P"
-        assert runner.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL", nics=()) == expected
+        assert ncclpaths.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL", nics=()) == expected
     # Defaults by release: tests/test_ncclpaths_versions.py has the whole table.
-    assert runner.default_p2p_level("GenuineIntel") == "PXB"
-    assert runner.default_p2p_level("AuthenticAMD", "2.19.3") == "SYS"
-    assert runner.default_p2p_level("AuthenticAMD") is None  # 2.23+: depends on the GPU count
-    assert runner.expected_transport({}, "SYS", "GenuineIntel", nics=()) == "SHM"  # no NIC
-    assert runner.expected_transport({}, "SYS", "GenuineIntel") is None  # NICs unknown (>= 2.14)
-    assert runner.expected_transport({}, "SYS", "AuthenticAMD", nccl_version="2.19.3") == "P2P"
-    assert runner.expected_transport({}, "PXB", None) == "P2P"  # every default reaches PXB
-    assert runner.expected_transport({}, "PHB", None) is None  # default unknown
-    assert runner.expected_transport({"NCCL_P2P_DISABLE": "1"}, "NVL", nics=()) == "SHM"
-    assert runner.expected_transport({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+    assert ncclpaths.default_p2p_level("GenuineIntel") == "PXB"
+    assert ncclpaths.default_p2p_level("AuthenticAMD", "2.19.3") == "SYS"
+    assert ncclpaths.default_p2p_level("AuthenticAMD") is None  # 2.23+: depends on the GPU count
+    assert ncclpaths.expected_transport({}, "SYS", "GenuineIntel", nics=()) == "SHM"  # no NIC
+    assert ncclpaths.expected_transport({}, "SYS", "GenuineIntel") is None  # NICs unknown (>= 2.14)
+    assert ncclpaths.expected_transport({}, "SYS", "AuthenticAMD", nccl_version="2.19.3") == "P2P"
+    assert ncclpaths.expected_transport({}, "PXB", None) == "P2P"  # every default reaches PXB
+    assert ncclpaths.expected_transport({}, "PHB", None) is None  # default unknown
+    assert ncclpaths.expected_transport({"NCCL_P2P_DISABLE": "1"}, "NVL", nics=()) == "SHM"
+    assert ncclpaths.expected_transport({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
                                      "NVL") == "NET"
-    assert "nccl-p2p-level" in runner.P2P_LEVEL_SOURCES["docs"]
+    assert "nccl-p2p-level" in ncclpaths.P2P_LEVEL_SOURCES["docs"]
 
 
 @pytest.mark.parametrize("code, path", [
     ("NV12", "NVL"), ("NV1", "NVL"), ("PIX", "PIX"), ("PXB", "PXB"), ("PHB", "PHB"),
     ("NODE", "PHB"), ("SYS", "SYS"), ("X", None), (None, None)])
 def test_topo_codes_to_nccl_path_types(code, path):
-    assert runner.path_type_of_link(code) == path
+    assert ncclpaths.path_type_of_link(code) == path
 
 
 def test_plot_sweep_draws_reference_rows():
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    ax = runner.plot_sweep([r for r in runner.reference_sweep() if r["system"].startswith("DGX")])
+    ax = plots.plot_sweep([r for r in sweep.reference_sweep() if r["system"].startswith("DGX")])
     labels = [t.get_text() for t in ax.texts]
     assert any("SHM" in t for t in labels) and any("b=8192" in t for t in labels)
     assert len(ax.patches) == 7
@@ -388,9 +388,9 @@ def test_plot_sweep_error_bars_span_the_repeated_runs():
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    rows = [r for r in runner.summarize(runner.reference_sweep())
+    rows = [r for r in sweep.summarize(sweep.reference_sweep())
             if r["system"] == "2x H200 NVSwitch" and r["pair"] == "0,1" and r["batch_per_worker"] == 64]
-    ax = runner.plot_sweep(rows)
+    ax = plots.plot_sweep(rows)
     assert len(ax.patches) == 5
     spans = sorted(tuple(sorted((seg[0][1], seg[1][1]))) for c in ax.collections for seg in c.get_segments())
     want = sorted((r["images_per_sec_min"], r["images_per_sec_max"]) for r in rows)

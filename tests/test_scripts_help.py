@@ -36,14 +36,15 @@ SCRIPTS = {
     "verify_cuda_programs.sh": (["bash", ROOT / "source_code" / "verify_cuda_programs.sh"],
                                 "verify_cuda_programs.sh"),
     "gputopo": ([PY, "-m", "gputopo"], "gputopo"),
-    "gputopo.check": ([PY, "-m", "gputopo.check"], "python -m gputopo.check"),
-    "gputopo.course": ([PY, "-m", "gputopo.course"], "python -m gputopo.course"),
+    "coursetools.check": ([PY, "-m", "coursetools.check"], "python -m coursetools.check"),
+    "coursetools.course": ([PY, "-m", "coursetools.course"], "python -m coursetools.course"),
     "gputopo.fmnist": ([PY, "-m", "gputopo.fmnist"], "python -m gputopo.fmnist"),
     "gputopo.runner": ([PY, "-m", "gputopo.runner"], "python -m gputopo.runner"),
     "patch-horovod.py": ([PY, ROOT / "environment" / "patch-horovod.py"], "patch-horovod.py"),
     "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
     "ddp_fmnist.py": ([PY, ROOT / "source_code" / "labs" / "ddp_fmnist.py"], "ddp_fmnist.py"),
     "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
+    "package_lines.py": ([PY, ROOT / "tools" / "package_lines.py"], "package_lines.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
     "allreduce_check.py": ([PY, ROOT / "source_code" / "labs" / "slurm" / "allreduce_check.py"], "allreduce_check.py"),
     "bind_local_rank.sh": (["bash", ROOT / "source_code" / "labs" / "slurm" / "bind_local_rank.sh"],
@@ -68,7 +69,7 @@ def _runnable_scripts():
             elif name.endswith(".py") and re.search(r"""^if __name__ == ["']__main__["']""",
                                                     path.read_text(encoding="utf-8"), re.M):
                 relative = path.relative_to(ROOT / "source_code") if "source_code" in path.parts else None
-                if relative is not None and relative.parts[0] == "gputopo":
+                if relative is not None and relative.parts[0] in ("gputopo", "coursetools"):
                     module = ".".join(relative.with_suffix("").parts)
                     found.add(module[: -len(".__main__")] if module.endswith(".__main__") else module)
                 else:
@@ -78,7 +79,7 @@ def _runnable_scripts():
 
 def test_every_runnable_script_is_covered():
     found = _runnable_scripts()
-    assert {"sweep.sh", "gputopo", "gputopo.check", "cnn_fmnist.py"} <= found  # the walk works
+    assert {"sweep.sh", "gputopo", "coursetools.check", "cnn_fmnist.py"} <= found  # the walk works
     missing = sorted(found - set(SCRIPTS))
     assert not missing, f"add these to SCRIPTS in {Path(__file__).name}: {missing}"
 

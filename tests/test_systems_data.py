@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from gputopo import lessons, ncclbench, reference, runner
+from gputopo import lessons, ncclbench, reference, sweep
 from gputopo.lessons import p2p_test
 
 REAL = reference.REFERENCE_DIR
@@ -74,14 +74,14 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     tables = [t for t in lessons.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
     assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
 
-    rows = [r for r in runner.reference_sweep() if r["system"] == "Test quad"]
+    rows = [r for r in sweep.reference_sweep() if r["system"] == "Test quad"]
     assert len(rows) == 1
     row = rows[0]
     assert (row["pair"], row["setting"], row["batch_per_worker"]) == ("0,2", "default", 256)
     # AMD CPU: NCCL's default level is SYS, so a PHB pair keeps P2P.
     assert row["expected_transport"] == "P2P" and row["link"] == "PCIe through the host bridge"
     assert row["log_file"] == "a100-pcie-quad/horovod-cnn-gpus-0-2-default.txt"
-    assert list(runner.reference_runs())[-1] == "a100-pcie-quad"  # order 5: after the others
+    assert list(sweep.reference_runs())[-1] == "a100-pcie-quad"  # order 5: after the others
 
 
 def test_recorded_transport_files_come_from_system_json(reference_dir):

@@ -7,7 +7,7 @@ summary promised "single-GPU training" on a one-GPU machine whose CNN ran on the
 """
 import pytest
 
-from gputopo import runner
+from gputopo import experiment
 from gputopo.machine import Machine
 from gputopo.wording import banner_for, summary_rows
 
@@ -39,7 +39,7 @@ def test_the_cnn_is_said_to_run_where_notebook_3_runs_it(name):
     live, shown = rows["Runs live here"], rows["Shown from reference systems"]
     everything = " ".join([live, shown, banner_for(machine)])
     assert "single-GPU" not in everything
-    on_pairs = runner.usable_gpu_count(machine) >= 2 and bool(machine.best_pair)   # run_live's rule
+    on_pairs = experiment.usable_gpu_count(machine) >= 2 and bool(machine.best_pair)   # run_live's rule
     assert ("Horovod CNN on GPU pairs" in live) == on_pairs
     assert ("Horovod CNN on two CPU workers (Gloo)" in live) == (not on_pairs)
     assert "host-side (CPU) measurements" in live

@@ -1,31 +1,28 @@
-"""gputopo: the course's small package for GPU topology and distributed deep learning.
+"""gputopo: the course's small package for reading what GPU tools print.
 
-    import gputopo
-    machine = gputopo.detect()      # what this machine has (never raises; may be reference mode)
-    print(gputopo.banner())         # one honest sentence for the top of a notebook
-    gputopo.reference.load(...)     # recorded outputs of real systems
-    gputopo.results.append_record(kind, record)   # results are appended, never overwritten
+    from gputopo import live, reference        # a command's output, or a real machine's recorded one
+    from gputopo.parsers import PARSERS        # nvidia-smi, NCCL, nccl-tests, P2P test parsers
+    python -m gputopo topo nvidia-smi-topo.txt --json
 
-Importing the package needs only the standard library, so `python -m gputopo` works on a
-bare cluster node. numpy and matplotlib are imported inside the functions that draw or
-fit (`gputopo.plots`, `gputopo.alphabeta`), never here.
-
-`gputopo.detect` is the function. For the module, write `from gputopo.detect import ...`
-or `importlib.import_module("gputopo.detect")`.
+Importing the package loads nothing else: each notebook imports the modules it uses, so
+`import gputopo.units` costs units.py and this file. The instructor and CI plumbing
+(preflight, headless course run) lives in the separate package `coursetools`.
 """
 
 import importlib
 
-from .detect import Machine, banner, detect
-
-# Submodules loaded on first use (PEP 562), so `gputopo.reference` works after a plain
-# `import gputopo` without loading every module at import time.
+# Until the notebooks that call gputopo.detect() / gputopo.banner() are replaced: these names
+# load gputopo.detect on first use (PEP 562), never at `import gputopo`. Delete with them.
+_FROM_DETECT = {"Machine", "banner"}
+# `import gputopo` then `gputopo.reference.load(...)` keeps working: loaded on first use.
 _LAZY_SUBMODULES = {"reference", "results", "links", "plots", "parsers"}
-
-__all__ = ["Machine", "banner", "detect", "reference", "results"]
 
 
 def __getattr__(name):
+    if name == "detect":  # the module, which is callable as detect.detect() while notebooks use it
+        return importlib.import_module(f"{__name__}.detect")
+    if name in _FROM_DETECT:
+        return getattr(importlib.import_module(f"{__name__}.detect"), name)
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional, Type, Union
 
-from gputopo import proctree
+from coursetools import proctree
 
 Architectures = Optional[Union[str, int, Iterable[Union[int, str]]]]
 LOCK_NAME = ".build-lock"

@@ -8,9 +8,9 @@ keep going and show recorded data instead. `detect_once()` / `banner()` detect o
 process.
 
 Where the parts live: the Machine record in gputopo.machine, the parsers of nvidia-smi's
-text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in gputopo.probes,
-running a tool in gputopo.proctree (`run_tool`), the sentences for people in
-gputopo.wording. Their names are importable from here too, as before.
+text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in coursetools.probes,
+running a tool in coursetools.proctree (`run_tool`), the sentences for people in
+gputopo.wording. Import each name from its own module.
 
 Standard library only: this runs on a bare node before anything is installed.
 """
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
@@ -30,7 +32,6 @@ from gputopo.parsers.nvidia_smi import (
     count_active_nvlinks,
     known,
     number,
-    nvlink_link_counts,
     nvlink_speeds,
     parse_gpu_query,
     parse_mig_list,
@@ -38,29 +39,16 @@ from gputopo.parsers.nvidia_smi import (
     parse_smi_banner,
 )
 from gputopo.parsers.topo import parse as parse_topology
-from gputopo.parsers.versions import parse_horovod_check_build, parse_nvcc_version
-from gputopo.probes import (
+from coursetools.probes import (
     HOROVOD_TIMEOUT_S,
-    decode_nccl_version,
     find_horovod,
     find_nccl,
     find_nvcc,
-    horovod_check_command,
 )
-from gputopo.proctree import MAX_REASON_CHARS, ToolRun, first_line, run_tool
-from gputopo.wording import banner_for, summary_rows
+from coursetools.proctree import first_line, run_tool
+# Start_Here imports summary_rows from here until the notebooks are replaced; delete then.
+from gputopo.wording import summary_rows  # noqa: F401
 
-# Names kept importable from gputopo.detect (notebooks and older code import them from here).
-__all__ = [
-    "HOROVOD_TIMEOUT_S", "LINK_QUERY_FIELDS", "MAX_REASON_CHARS", "MODE_MULTI", "MODE_REFERENCE",
-    "MODE_SINGLE", "P2P_CAPABILITIES", "QUERY_FIELDS", "Machine", "ToolRun", "banner", "banner_for",
-    "cached_machine", "count_active_nvlinks", "cpu_flags", "decode_nccl_version", "detect",
-    "detect_once", "detect_virtualization",
-    "extreme_pairs", "find_horovod", "find_nccl", "find_nvcc", "first_line", "gpu_inventory",
-    "gpu_models", "horovod_check_command", "known", "nvlink_link_counts", "nvlink_speeds",
-    "parse_gpu_query", "parse_horovod_check_build", "parse_mig_list", "parse_nvcc_version",
-    "parse_p2p_status", "parse_smi_banner", "run_tool", "summary_rows", "virtualization_from",
-]
 
 # `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
 # copies work, which is what the course's P2P experiments need.
@@ -71,8 +59,9 @@ P2P_CAPABILITIES = {"read": "r", "write": "w"}
 # nvidia-smi
 
 
-def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[List[Dict[str, str]], Optional[str]]:
-    """(GPU rows, problem) from one `nvidia-smi --query-gpu` call; problem is None on success."""
+def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[List[nvml.GpuFacts], Optional[str]]:
+    """(GPUs, problem) from one `nvidia-smi --query-gpu` call; problem is None on success.
+    The PCIe link fields are asked for later (gpu_models), in a query of their own."""
     query = [nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader"]
     result = run_tool(query, timeout)
     if not result.ok:
@@ -80,45 +69,52 @@ def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[
             return [], "nvidia-smi found no GPUs"
         return [], result.problem
     try:
-        gpus = parse_gpu_query(result.stdout)
+        rows = parse_gpu_query(result.stdout)
     except ValueError as error:
         return [], f"nvidia-smi printed something unexpected: {error}: {first_line(result.stdout)}"
-    if not gpus:
+    if not rows:
         return [], "nvidia-smi found no GPUs"
-    return gpus, None
+    return [nvml.GpuFacts(index=int(row["index"]), name=row.get("name", ""),
+                          driver_version=known(row.get("driver_version")),
+                          bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
+            for row in rows], None
 
 
-def gpu_models(rows: Sequence[Dict[str, str]], nvidia_smi: str, timeout: float,
-               notes: Dict[str, str]) -> List[gpu_model.Gpu]:
-    """gputopo.gpus.Gpu objects from the inventory rows, with PCIe link facts and MIG UUIDs."""
-    models = [gpu_model.Gpu(index=int(row["index"]), name=row.get("name", ""),
-                            bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
-              for row in rows]
-    by_index = {gpu.index: gpu for gpu in models}
-    link_rows: List[Dict[str, str]] = []
-    if rows and all(field in rows[0] for field in LINK_QUERY_FIELDS):
-        link_rows, result = list(rows), None  # NVML answered these already
-    else:
-        result = run_tool([nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"],
-                          timeout)
-    if result is None:
-        pass
-    elif result.ok:
-        try:
-            link_rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
-        except ValueError as error:
-            notes["pcie"] = f"nvidia-smi's PCIe link query not understood: {error}"
-    else:
+def _text_link_facts(nvidia_smi: str, timeout: float, by_index: Dict[int, nvml.GpuFacts],
+                     notes: Dict[str, str]) -> None:
+    """The PCIe link and MIG fields from nvidia-smi's second query, into `by_index`."""
+    result = run_tool([nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"],
+                      timeout)
+    if not result.ok:
         notes["pcie"] = result.problem or ""
-    for row in link_rows:
-        gpu = by_index.get(int(row["index"]))
-        if gpu is None:
-            continue
-        gpu.pcie_gen_max = number(row["pcie.link.gen.max"])
-        gpu.pcie_width_max = number(row["pcie.link.width.max"])
-        gpu.pcie_gen_current = number(row["pcie.link.gen.current"])
-        gpu.pcie_width_current = number(row["pcie.link.width.current"])
-        gpu.mig_mode = known(row["mig.mode.current"])
+        return
+    try:
+        rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
+    except ValueError as error:
+        notes["pcie"] = f"nvidia-smi's PCIe link query not understood: {error}"
+        return
+    for row in rows:
+        facts = by_index.get(int(row["index"]))
+        if facts is not None:
+            facts.pcie_gen_max = number(row["pcie.link.gen.max"])
+            facts.pcie_width_max = number(row["pcie.link.width.max"])
+            facts.pcie_gen_current = number(row["pcie.link.gen.current"])
+            facts.pcie_width_current = number(row["pcie.link.width.current"])
+            facts.mig_mode = known(row["mig.mode.current"])
+
+
+def gpu_models(facts: Sequence[nvml.GpuFacts], nvidia_smi: str, timeout: float,
+               notes: Dict[str, str], *, from_nvml: bool = False) -> List[gpu_model.Gpu]:
+    """gputopo.gpus.Gpu objects from the inventory, with PCIe link facts and MIG UUIDs
+    (NVML answered the link facts already; the text path asks nvidia-smi for them)."""
+    if not from_nvml:
+        _text_link_facts(nvidia_smi, timeout, {gpu.index: gpu for gpu in facts}, notes)
+    models = [gpu_model.Gpu(index=gpu.index, name=gpu.name, bus_id=gpu.bus_id, uuid=gpu.uuid,
+                            pcie_gen_max=gpu.pcie_gen_max, pcie_width_max=gpu.pcie_width_max,
+                            pcie_gen_current=gpu.pcie_gen_current, pcie_width_current=gpu.pcie_width_current,
+                            mig_mode=gpu.mig_mode)
+              for gpu in facts]
+    by_index = {gpu.index: gpu for gpu in models}
     if any((gpu.mig_mode or "").lower() == "enabled" for gpu in models):
         listing = run_tool([nvidia_smi, "-L"], timeout)
         if listing.ok:
@@ -218,7 +214,7 @@ def detect(
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
 
     lib, nvml_problem = nvml.load() if use_nvml else (None, "not asked")
-    gpus: List[Dict[str, str]] = []
+    gpus: List[nvml.GpuFacts] = []
     problem: Optional[str] = None
     if lib is not None:
         try:
@@ -233,10 +229,10 @@ def detect(
         problem = "NVML found no GPUs"
     if problem is None:
         machine.gpu_count = len(gpus)
-        machine.gpu_names = [gpu["name"] for gpu in gpus]
-        machine.gpu_bus_ids = [known(gpu["pci.bus_id"]) or "unknown" for gpu in gpus]
-        machine.driver_version = known(gpus[0]["driver_version"])
-        machine.gpus = gpu_models(gpus, nvidia_smi, timeout, machine.notes)
+        machine.gpu_names = [gpu.name for gpu in gpus]
+        machine.gpu_bus_ids = [gpu.bus_id or "unknown" for gpu in gpus]
+        machine.driver_version = gpus[0].driver_version
+        machine.gpus = gpu_models(gpus, nvidia_smi, timeout, machine.notes, from_nvml=lib is not None)
         machine.visibility_problem = gpu_model.apply_visibility(machine.gpus, machine.cuda_visible_devices)
         machine.visible_gpu_count = len(gpu_model.allowed(machine.gpus))
         _read_nvidia_smi_details(machine, nvidia_smi, timeout)
@@ -388,3 +384,15 @@ def cached_machine() -> Optional[Machine]:
 
 def banner() -> str:
     return detect_once().banner()
+
+
+class _CallableModule(types.ModuleType):
+    """`gputopo.detect(...)` calls detect() even after `from gputopo.detect import x` made the
+    package attribute this module. Only until the notebooks that call gputopo.detect() are
+    replaced (they import from gputopo.detect too); delete it with them."""
+
+    def __call__(self, *args, **options):
+        return detect(*args, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -180,7 +180,7 @@ def horovod_frameworks(python: Optional[str] = None,
     key = (python, (env if env is not None else os.environ).get("PYTHONPATH"))
     if key in _probe_cache:
         return _probe_cache[key]
-    from . import proctree
+    from coursetools import proctree
     try:
         done = proctree.run([python, "-c", _HOROVOD_PROBE], env=env, capture_output=True,
                             text=True, timeout=HOROVOD_CHECK_TIMEOUT_S)
@@ -402,7 +402,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     command = build_command(python, np, script_args + ["--json-out", str(json_path)], launcher)
 
     timed_out = False
-    from . import proctree  # stops the launcher and every worker on timeout or Ctrl-C
+    from coursetools import proctree  # stops the launcher and every worker on timeout or Ctrl-C
     with open(log_path, "wb") as log_file:
         try:
             exit_status = proctree.run(command, timeout=timeout, grace=KILL_GRACE_S,

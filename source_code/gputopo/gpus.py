@@ -27,7 +27,7 @@ import subprocess
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gputopo import proctree
+from coursetools import proctree
 
 ORDER_VARIABLE = "CUDA_DEVICE_ORDER"
 ORDER_VALUE = "PCI_BUS_ID"

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from gputopo import proctree
+from coursetools import proctree
 from gputopo import gpus as gpu_model
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import nccl_tests

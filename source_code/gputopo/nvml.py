@@ -3,11 +3,12 @@
 gputopo.detect asks NVML first for the facts a driver knows exactly: the GPU inventory, the
 PCIe link each GPU trained to, NVLink link state, peer-to-peer capability and the PCIe
 common ancestor of a GPU pair. It falls back to the text of `nvidia-smi` (which the course
-also reads for the lesson) when the library does not load. Both paths return the same
-shapes, the ones the text parsers return:
+also reads for the lesson) when the library does not load. The inventory is typed (GpuFacts,
+which detect also makes from nvidia-smi's query text); the matrices have the shapes the text
+parsers return:
 
-    inventory(lib)     [{"index": "0", "name", "driver_version", "pci.bus_id", "uuid",
-                         "pcie.link.gen.max", ..., "mig.mode.current"}]   (strings, as nvidia-smi)
+    inventory(lib)     [GpuFacts(index=0, name=..., bus_id=..., pcie_gen_max=5, ...)]   (typed;
+                         None where NVML does not know: nothing stringified and parsed back)
     nvlink_counts(lib) {"GPU0": {"active": 12, "inactive": 6}}
     nvlink_speeds(lib) {"GPU0": 26.562}                    (GB/s per link, as `nvlink -s` prints)
     p2p_status(lib, "read")   {"GPU0": {"GPU1": "OK"}}     (codes of `nvidia-smi topo -p2p`)
@@ -20,6 +21,7 @@ library only besides pynvml itself, which is imported here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -65,32 +67,43 @@ def _handles(lib) -> List[Any]:
     return [lib.nvmlDeviceGetHandleByIndex(i) for i in range(lib.nvmlDeviceGetCount())]
 
 
-def inventory(lib) -> List[Dict[str, str]]:
-    """One row per GPU, in the shape of parsers.nvidia_smi.parse_gpu_query (nvidia-smi's strings)."""
-    driver = _text(_ask(lib.nvmlSystemGetDriverVersion, default="[N/A]"))
-    rows = []
+@dataclasses.dataclass
+class GpuFacts:
+    """One GPU as the driver describes it; None: not known (NotSupported, or not in the query)."""
+    index: int
+    name: str = ""
+    driver_version: Optional[str] = None
+    bus_id: Optional[str] = None
+    uuid: Optional[str] = None
+    pcie_gen_max: Optional[int] = None
+    pcie_width_max: Optional[int] = None
+    pcie_gen_current: Optional[int] = None
+    pcie_width_current: Optional[int] = None
+    mig_mode: Optional[str] = None  # "Enabled" / "Disabled", the words of nvidia-smi and gpus.Gpu
+
+
+def inventory(lib) -> List[GpuFacts]:
+    """One GpuFacts per GPU, every field typed (int, str, or None where NVML has no answer)."""
+    driver = _ask(lib.nvmlSystemGetDriverVersion)
+    gpus = []
     for index, handle in enumerate(_handles(lib)):
         pci = _ask(lib.nvmlDeviceGetPciInfo, handle)
         mig = _ask(lib.nvmlDeviceGetMigMode, handle)
         current = mig[0] if isinstance(mig, (list, tuple)) and mig else None
-
-        def number(call, handle=handle):
-            value = _ask(call, handle)
-            return "[N/A]" if value is None else str(value)
-
-        rows.append({
-            "index": str(index),
-            "name": _text(_ask(lib.nvmlDeviceGetName, handle, default="")),
-            "driver_version": driver,
-            "pci.bus_id": _text(pci.busId) if pci is not None else "[N/A]",
-            "uuid": _text(_ask(lib.nvmlDeviceGetUUID, handle, default="[N/A]")),
-            "pcie.link.gen.max": number(lib.nvmlDeviceGetMaxPcieLinkGeneration),
-            "pcie.link.width.max": number(lib.nvmlDeviceGetMaxPcieLinkWidth),
-            "pcie.link.gen.current": number(lib.nvmlDeviceGetCurrPcieLinkGeneration),
-            "pcie.link.width.current": number(lib.nvmlDeviceGetCurrPcieLinkWidth),
-            "mig.mode.current": "[N/A]" if current is None else ("Enabled" if current == 1 else "Disabled"),
-        })
-    return rows
+        uuid = _ask(lib.nvmlDeviceGetUUID, handle)
+        gpus.append(GpuFacts(
+            index=index,
+            name=_text(_ask(lib.nvmlDeviceGetName, handle, default="")),
+            driver_version=None if driver is None else _text(driver),
+            bus_id=_text(pci.busId) if pci is not None else None,
+            uuid=None if uuid is None else _text(uuid),
+            pcie_gen_max=_ask(lib.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+            pcie_width_max=_ask(lib.nvmlDeviceGetMaxPcieLinkWidth, handle),
+            pcie_gen_current=_ask(lib.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+            pcie_width_current=_ask(lib.nvmlDeviceGetCurrPcieLinkWidth, handle),
+            mig_mode=None if current is None else ("Enabled" if current == 1 else "Disabled"),
+        ))
+    return gpus
 
 
 def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
-from gputopo import proctree
+from coursetools import proctree
 from gputopo import gpus as gpu_model
 from gputopo.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser

@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from gputopo import proctree
+from coursetools import proctree
 
 RESULTS_DIR_VARIABLE = "GPUTOPO_RESULTS_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]

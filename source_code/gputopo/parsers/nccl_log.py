@@ -137,7 +137,7 @@ _KINDS = (
 )
 
 
-def transport_of(via):
+def transport_named_by_via(via):
     """P2P, SHM, NET, COLLNET, NVLS or other, for the text after "via" in a connection line."""
     if via.startswith("COLLNET"):
         return "COLLNET"
@@ -315,7 +315,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
         channel, src, src_device, direction, via = collnet.groups()
         result["channels"].append({"channel": int(channel), "src": int(src), "dst": None,
                                    "src_device": src_device, "dst_device": None, "direction": direction,
-                                   "via": via, "transport": transport_of(via), "line": lineno,
+                                   "via": via, "transport": transport_named_by_via(via), "line": lineno,
                                    "launcher_rank": launcher_rank})
         _count(result, "connection")
         return "connection"
@@ -407,7 +407,7 @@ def _channel(connection, lineno, launcher_rank=None):
         "dst_device": dst_device,
         "direction": direction,
         "via": via,
-        "transport": transport_of(via),
+        "transport": transport_named_by_via(via),
         "line": lineno,
         "launcher_rank": launcher_rank,
     }

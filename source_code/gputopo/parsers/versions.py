@@ -1,6 +1,6 @@
 """Parsers for what a tool says about its own build: `nvcc --version`, `horovodrun --check-build`.
 
-Read by gputopo.probes. Standard library only, like every parser.
+Read by coursetools.probes. Standard library only, like every parser.
 """
 import re
 from typing import Dict, Optional

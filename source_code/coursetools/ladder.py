@@ -11,7 +11,7 @@
 
 Rung 1 reads what `make check` already knows and costs nothing. Rungs 2-4 build and run the
 CUDA programs (building them first when they are missing), so they run only when asked:
-`make check LADDER=1` or `python -m gputopo.check --ladder`. Each rung is one Finding (PASS,
+`make check LADDER=1` or `python -m coursetools.check --ladder`. Each rung is one Finding (PASS,
 WARN or FAIL, with its fix); a rung above a failed one says "not reached". The pair is
 `Machine.best_pair`, which honours CUDA_VISIBLE_DEVICES. Without GPUs, with one GPU or
 without nvcc each rung says so in one line and nothing fails. FAIL only when a program's data
@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from gputopo import linkcodes, links, verdicts
-from gputopo.check import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
+from coursetools.check import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
 
-OPT_IN = "make check LADDER=1 (python -m gputopo.check --ladder)"
+OPT_IN = "make check LADDER=1 (python -m coursetools.check --ladder)"
 P2P_ELEMENTS = 16 << 20  # 4-byte elements: 64 MiB per copy, above the plateau of verdicts.PLATEAU_BYTES
 NCCL_MAX_BYTES = 128 << 20  # where verdicts judges all-reduce busbw
 RUNG_NAMES = {1: "peer capability", 2: "checked copy", 3: "checked all-reduce", 4: "bandwidth"}

@@ -1,6 +1,6 @@
 """The machine doctor: what on this host makes GPU peer-to-peer slow or broken, in `make check`.
 
-Each finding is one line PASS / WARN / FAIL with its fix (gputopo.check's Finding). The
+Each finding is one line PASS / WARN / FAIL with its fix (coursetools.check's Finding). The
 doctor never FAILs: nothing here stops a notebook from running; it explains a slow or
 missing P2P path before the first hour of a workshop goes to it. What it looks at:
 
@@ -42,7 +42,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from gputopo.check import NONE_NEEDED, PASS, WARN, Finding, peer_status
+from coursetools.check import NONE_NEEDED, PASS, WARN, Finding, peer_status
 
 GiB = 2**30
 SHM_WARN_BYTES = 1 * GiB
@@ -503,7 +503,7 @@ def clock_rows(machine, timeout: float = 20):
             return _nvml_clock_rows(lib), "NVML"
         except Exception:  # NotSupported on a call, an old pynvml: nvidia-smi's text answers instead
             pass
-    from gputopo.proctree import run_tool
+    from coursetools.proctree import run_tool
 
     done = run_tool(["nvidia-smi", "--query-gpu=" + ",".join(CLOCK_FIELDS), "--format=csv,noheader"], timeout)
     if not done.ok:
@@ -513,7 +513,7 @@ def clock_rows(machine, timeout: float = 20):
 
 def gather(machine, environ: Optional[Dict[str, str]] = None, timeout: float = 20) -> Dict[str, object]:
     """Everything `findings()` reads, from this host. Nothing is written and nothing needs root."""
-    from gputopo.proctree import run_tool
+    from coursetools.proctree import run_tool
 
     environ = dict(os.environ if environ is None else environ)
     host: Dict[str, object] = {"environ": environ}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from gputopo.parsers.versions import parse_horovod_check_build, parse_nvcc_version
-from gputopo.proctree import run_tool
+from coursetools.proctree import run_tool
 
 # Horovod's check-build imports TensorFlow, which alone takes many seconds on a cold cache.
 HOROVOD_TIMEOUT_S = 90

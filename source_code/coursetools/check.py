@@ -1,4 +1,4 @@
-"""Preflight check for the course: `python -m gputopo.check [--json] [--skip-smoke] [--ladder]`.
+"""Preflight check for the course: `python -m coursetools.check [--json] [--skip-smoke] [--ladder]`.
 
 Prints one page of findings, one line each:
 
@@ -32,9 +32,10 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
-from gputopo import linkcodes, proctree
+from gputopo import linkcodes
+from coursetools import proctree
 from gputopo import gpus as gpu_model
-from gputopo.detect import nvlink_link_counts
+from gputopo.parsers.nvidia_smi import nvlink_link_counts
 from gputopo.machine import Machine
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -48,7 +49,7 @@ SMOKE_TIMEOUT_S = 120  # ~10 s on a quiet node; TensorFlow's import dominates on
 
 Finding = namedtuple("Finding", "status item finding fix")
 
-_ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/gputopo/check.py)
+_ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/coursetools/check.py)
 
 
 def as_machine(machine):
@@ -578,7 +579,7 @@ def smoke_command(machine):
     cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2"]
     if build.get("gloo"):
         cmd.append("--gloo")
-    cmd += [sys.executable, "-m", "gputopo.check", "--smoke-worker"]
+    cmd += [sys.executable, "-m", "coursetools.check", "--smoke-worker"]
     env = dict(os.environ)
     env["NCCL_NVLS_ENABLE"] = "0"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -645,7 +646,7 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
                has=importable, flavour=None, host=None, ladder=False, ladder_runners=None):
     """All findings, in page order. Arguments let tests inject a machine, sizes, the install
     flavour (make's FRAMEWORK/VENV) and the host facts the machine doctor reads; `ladder` runs
-    the P2P ladder's GPU rungs (gputopo.ladder; rung 1 always runs), `ladder_runners` are its
+    the P2P ladder's GPU rungs (coursetools.ladder; rung 1 always runs), `ladder_runners` are its
     {"p2p": f(pair), "nccl": f(pair)} stand-ins."""
     flavour = flavour_of() if flavour is None else flavour
     if machine is None:
@@ -659,14 +660,14 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
     findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(shm_bytes() if shm_size is None else shm_size)
-    from gputopo import doctor  # the machine doctor: ACS, IOMMU, VM, container, RDMA, MIG, clocks
+    from coursetools import doctor  # the machine doctor: ACS, IOMMU, VM, container, RDMA, MIG, clocks
 
     try:
         findings += doctor.findings(machine, doctor.gather(machine) if host is None else host)
     except Exception as exc:  # a reader bug must not take the preflight down with it
         findings.append(Finding(WARN, "machine doctor", f"could not finish ({type(exc).__name__}: "
                                 f"{exc})", "please report it; the other lines stand"))
-    from gputopo import ladder as p2p_ladder  # peer capability -> checked copy -> all-reduce -> bandwidth
+    from coursetools import ladder as p2p_ladder  # peer capability -> checked copy -> all-reduce -> bandwidth
 
     try:
         findings += p2p_ladder.climb(machine, run_gpu=ladder, **{f"{k}_runner": v for k, v in
@@ -734,7 +735,7 @@ def as_json(machine, findings, flavour=None):
 def main(argv=None):
     from gputopo.cliutil import OneLineParser, parse_args_or_exit
 
-    parser = OneLineParser(prog="python -m gputopo.check",
+    parser = OneLineParser(prog="python -m coursetools.check",
                            description="Preflight check: can this machine run the course?")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-smoke", action="store_true",

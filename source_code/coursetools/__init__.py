@@ -1,0 +1,10 @@
+"""coursetools: the instructor's and CI's plumbing, apart from what the notebooks import.
+
+    python -m coursetools.check [--json] [--ladder]    # make check: the preflight, one page of PASS/WARN/FAIL
+    python -m coursetools.course [--notebooks NB ...]  # make course: every notebook headless, dated report
+
+check (with doctor: the machine's settings, and ladder: the P2P ladder's rungs), course (the
+headless run), probes (NCCL, nvcc, Horovod as found here) and proctree (a tool run with a
+timeout, its whole process tree stopped). Notebooks never import this package; it may import
+gputopo. Importing it loads nothing else.
+"""

@@ -1,0 +1,44 @@
+"""NVML's answers reach the Machine typed: no "[N/A]" or "5" strings made and parsed back.
+
+The fake pynvml of test_nvml.py answers PCIe gen 5 x16 max, gen 1 x16 now and MIG off; one
+GPU here also refuses its UUID and PCIe generation (NotSupported), which must become None.
+"""
+from test_nvml import BUS_IDS, NAMES, NVMLError, fake_pynvml
+
+from gputopo import nvml
+
+
+def _refusing(module):
+    def refuse(*args):
+        raise NVMLError("Not Supported")
+
+    module.nvmlDeviceGetUUID = lambda h: refuse() if h == 1 else f"GPU-{h:08d}"
+    module.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: refuse() if h == 1 else 5
+    return module
+
+
+def test_inventory_is_typed_and_unknown_is_none():
+    first, second = nvml.inventory(_refusing(fake_pynvml(NAMES[:2], BUS_IDS[:2])))
+    assert first == nvml.GpuFacts(index=0, name="NVIDIA H200", driver_version="570.86.15",
+                                  bus_id="00000000:18:00.0", uuid="GPU-00000000", pcie_gen_max=5,
+                                  pcie_width_max=16, pcie_gen_current=1, pcie_width_current=16,
+                                  mig_mode="Disabled")
+    assert second.uuid is None and second.pcie_gen_max is None
+    assert second.pcie_width_max == 16
+
+
+def test_detect_takes_nvml_facts_without_asking_the_text_query(monkeypatch, tmp_path):
+    # nvidia-smi here answers only the plain and topo calls; a --query-gpu call would be logged.
+    calls = tmp_path / "calls"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexit 2\n')
+    smi.chmod(0o755)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake_pynvml(NAMES[:2], BUS_IDS[:2]))
+    monkeypatch.setenv("GPUTOPO_NVML", "1")
+    from gputopo.detect import detect
+
+    found = detect(nvidia_smi=str(smi), check_horovod=False, environ={})
+    assert [g.pcie_gen_max for g in found.gpus] == [5, 5]
+    assert [g.mig_mode for g in found.gpus] == ["Disabled", "Disabled"]
+    assert found.driver_version == "570.86.15"
+    assert "--query-gpu" not in calls.read_text()

@@ -1,0 +1,128 @@
+"""Lines of source_code/ that the notebooks import: per notebook, and the union of all of them.
+
+    python tools/package_lines.py [--list] [NOTEBOOK ...]   (default: Start_Here and notebooks/*.ipynb)
+
+For each notebook, every import statement in its code cells (found with ast, at any depth) runs
+in a fresh `python -c` with PYTHONPATH=source_code; every module then in sys.modules whose file
+lies under source_code/ counts with all its lines (`wc -l`). What a function imports only when it
+is called is not counted: this is what loading the notebook's imports costs, the "package that
+notebooks import" of the course's budget (about 4,000 lines). --list also names each file.
+An import that fails in the child is reported on stderr and makes the exit status 1.
+"""
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "source_code"
+
+# Runs in the child: each import on its own, so one failure does not hide the others.
+_CHILD = """
+import json, sys
+failed = []
+for statement in json.loads(sys.argv[1]):
+    try:
+        exec(statement, {})
+    except Exception as exc:
+        failed.append(f"{statement}: {type(exc).__name__}: {exc}")
+files = sorted({getattr(m, "__file__", None) or "" for m in list(sys.modules.values())} - {""})
+print(json.dumps({"files": files, "failed": failed}))
+"""
+
+
+def _code_cells(path):
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    return ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
+
+
+def _python_only(source):
+    """The cell with IPython's shell and magic lines blanked, so that ast can read the rest."""
+    lines = []
+    for line in source.splitlines():
+        stripped = line.lstrip()
+        lines.append("" if stripped.startswith(("!", "%", "?")) else line)
+    return "\n".join(lines)
+
+
+def import_statements(path):
+    """Every import statement of the notebook's code cells, in order, without repeats."""
+    found = []
+    for source in _code_cells(path):
+        try:
+            tree = ast.parse(_python_only(source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                statement = ast.unparse(node)
+                if statement not in found:
+                    found.append(statement)
+    return found
+
+
+def loaded_files(statements):
+    """(files under source_code/ that the statements load, the statements that failed)."""
+    env = dict(os.environ, PYTHONPATH=str(SOURCE))
+    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(statements)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    source = SOURCE.resolve()
+    files = set()
+    for name in answer["files"]:
+        path = Path(name).resolve()
+        if path.suffix == ".py" and source in path.parents:
+            files.add(path)
+    return files, answer["failed"]
+
+
+def count_lines(path):
+    with open(path, "rb") as handle:
+        return handle.read().count(b"\n")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad options: one line on stderr and exit 2 (the course's convention), no usage dump."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def main(argv=None):
+    parser = _OneLineParser(prog="package_lines.py",
+                                     description="Lines of source_code/ that the notebooks' imports load.")
+    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                        help="notebooks to read (default: Start_Here.ipynb and notebooks/*.ipynb)")
+    parser.add_argument("--list", action="store_true", help="also list every file counted, with its lines")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or [str(ROOT / "Start_Here.ipynb")] + sorted(
+        str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    union = set()
+    status = 0
+    print(f"{'notebook':45} {'modules':>7} {'lines':>6}")
+    for path in paths:
+        try:
+            files, failed = loaded_files(import_statements(path))
+        except (OSError, ValueError, KeyError, RuntimeError, subprocess.SubprocessError) as exc:
+            print(f"package_lines.py: error: {path}: {exc}", file=sys.stderr)
+            return 1
+        for line in failed:
+            print(f"package_lines.py: error: {Path(path).name}: {line}", file=sys.stderr)
+            status = 1
+        union |= files
+        print(f"{Path(path).name:45} {len(files):7d} {sum(map(count_lines, files)):6d}")
+    print(f"{'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}")
+    if args.list:
+        for path in sorted(union):
+            print(f"  {count_lines(path):6d}  {path.relative_to(SOURCE.resolve())}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
