@@ -1,0 +1,96 @@
+"""source_code/labs/step_breakdown.py: its table maths on recorded results, and bad input.
+
+Expected numbers are read by hand from tests/fixtures/step_breakdown/cpu-gloo-one-round.jsonl
+(a real run, see the README there) or written by hand into the small rows below.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "source_code" / "labs" / "step_breakdown.py"
+FIXTURE = ROOT / "tests" / "fixtures" / "step_breakdown" / "cpu-gloo-one-round.jsonl"
+
+spec = importlib.util.spec_from_file_location("step_breakdown", SCRIPT)
+sb = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sb)
+
+
+def _run(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_recorded_round_split():
+    (row,) = sb.table_rows(sb.read_results(FIXTURE))
+    assert row["setting"] == ("horovod", 1.0, 134217728)
+    assert row["one"] == [65.1] and row["two"] == [203.14999999999998]
+    assert row["extra"] == [pytest.approx(203.15 - 65.1)]
+    assert row["collective"] == [pytest.approx(31.7745)]           # collective_us 31774.5
+    assert row["framework"] == [pytest.approx(86.498)]             # 778.5 + 0 + 85638.5 + 81 us
+    assert row["negotiate"] == [pytest.approx(85.6385)]
+    assert row["unexplained"] == [pytest.approx(138.05 - 31.7745 - 86.498)]
+
+
+def _row(rnd, workers, step, cycle=1.0, collective=0, negotiate=0, rc=0):
+    return {"series": "s", "round": rnd, "mode": "horovod", "workers": workers, "batch": 64, "rc": rc,
+            "step_ms": step, "cycle_time_ms": cycle, "fusion_threshold_bytes": 0,
+            "timeline": None if workers == 1 else {"collective_us": collective, "fusion_copy_us": 0,
+                                                   "wait_us": 0, "negotiate_us": negotiate,
+                                                   "other_us": 0}}
+
+
+def test_extra_is_paired_within_each_round_and_failed_runs_are_left_out():
+    rows = [_row(1, 1, 10.0), _row(1, 2, 30.0, collective=4000, negotiate=6000),
+            _row(2, 1, 20.0), _row(2, 2, 35.0, collective=5000, negotiate=5000),
+            _row(3, 1, 10.0), _row(3, 2, 99.0, rc=1)]
+    (row,) = sb.table_rows(rows)
+    assert row["extra"] == [20.0, 15.0]  # 30 - 10 and 35 - 20: each against its own round
+    assert row["unexplained"] == [10.0, 5.0]
+    assert row["failed"] == 1
+    assert sb.cell(row["extra"]) == "17.5 [15.0-20.0] n=2"
+    table = sb.format_table(rows)
+    assert "17.5 [15.0-20.0] n=2" in table and "(1 failed runs left out)" in table
+
+
+def test_table_mode_prints_the_recorded_table():
+    done = _run("--table", str(FIXTURE))
+    assert done.returncode == 0, done.stderr
+    # 203.14999999999998 - 65.1 = 138.04999..., printed with one decimal
+    assert "| 138.0 [138.0-138.0] n=1 |" in done.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--table", "/no/such/results.jsonl"], "cannot read"),
+    (["--rounds", "0", "--out", "x"], "--rounds"),
+    (["--pairs", "1:fast", "--out", "x"], "--pairs"),
+    ([], "--out DIR is required"),
+])
+def test_bad_input_is_one_line_exit_2(args, words, tmp_path):
+    done = _run(*args)
+    assert done.returncode == 2
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("step_breakdown.py: error: ")
+    assert words in done.stderr
+
+
+def test_a_file_that_is_not_results_is_refused(tmp_path):
+    bad = tmp_path / "r.jsonl"
+    bad.write_text(json.dumps({"hello": 1}) + "\n")
+    done = _run("--table", str(bad))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"{bad}:1" in done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="PyTorch is installed here")
+def test_ddp_without_torch_says_so_in_one_line(tmp_path):
+    done = _run("--ddp", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--ddp needs PyTorch" in done.stderr
+    assert not (tmp_path / "out").exists()
