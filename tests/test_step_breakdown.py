@@ -94,3 +94,11 @@ def test_ddp_without_torch_says_so_in_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "--ddp needs PyTorch" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_one_worker_only_series_lists_each_setting():
+    rows = [_row(1, 1, 10.0, cycle=0.1), _row(1, 1, 12.0, cycle=5.0),
+            _row(2, 1, 11.0, cycle=0.1), _row(2, 1, 13.0, cycle=5.0)]
+    table = sb.format_table(rows)
+    assert "horovod 0.1 0 | 10.5 [10.0-11.0] n=2" in table
+    assert "horovod 5 0 | 12.5 [12.0-13.0] n=2" in table

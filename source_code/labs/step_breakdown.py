@@ -10,6 +10,7 @@ under OUT/runs/; nothing is overwritten):
     python source_code/labs/step_breakdown.py --out results/steps --gloo --pairs 0.1:134217728,1:134217728,5:134217728,1:0
     python source_code/labs/step_breakdown.py --out results/steps --ddp --cpu          # torchrun, Gloo
     python source_code/labs/step_breakdown.py --out results/steps --ddp --extra-params 25600000
+    python source_code/labs/step_breakdown.py --out results/steps --framework pytorch --workers 1  # one GPU
     python source_code/labs/step_breakdown.py --table results/steps/results.jsonl      # table only
 
 Horovod mode: each round runs the CNN (source_code/cnn_fmnist.py) once with one worker at
@@ -19,15 +20,20 @@ HOROVOD_FUSION_THRESHOLD (--fusion-thresholds, bytes; the default is 128 MiB, op
 0 turns tensor fusion off, docs/tensor-fusion.rst), in an order rotated every round so that
 each setting meets the machine's drift as often early as late. Every run writes a timeline
 (HOROVOD_TIMELINE, read by `python -m gputopo horovod-timeline`), the baseline too, so both pay
-its cost. With one worker Horovod all-reduces no gradient (its optimizers skip the all-reduce
-when there is one worker), so the baseline's step has none of the work below.
+its cost. With one worker Horovod all-reduces no gradient (Horovod 0.28.1: the TensorFlow
+optimizer's tf.cond on size() > 1, horovod/tensorflow/__init__.py:396; the PyTorch optimizer
+registers its gradient hooks only when size() > 1, horovod/torch/optimizer.py:105), so the
+baseline's step has none of the work below. Two workers need two devices: NCCL refuses two ranks
+on one GPU, so on a one-GPU machine use --workers 1 (does a setting move the one-worker step?)
+or run both workers on the CPU (CUDA_VISIBLE_DEVICES= ... --gloo).
 
 ms per step = an epoch's seconds / its steps, median over the timed epochs (all but the first).
 The table gives, per setting: one worker, two workers, the extra (two minus one, paired within
 each round), and the extra split from rank 0's timeline (medians over the timed steps):
 the collective (GLOO_ALLREDUCE / NCCL_ALLREDUCE), Horovod's framework time (negotiation, which
 includes waiting for the other rank and for the next cycle; waiting for data and the GPU queue;
-fusion-buffer copies; the rest of the operation), and what is left unexplained = extra -
+fusion-buffer copies; the rest of the operation; long negotiations mean the workers are out of
+step, Horovod's maintainers in horovod/horovod#2391), and what is left unexplained = extra -
 collective - framework. Timeline phases can overlap the framework's compute (early gradients
 are negotiated while backward goes on), so "unexplained" can be negative: it is then time the
 timeline shows that the step did not pay. Each cell: median [min-max] n runs.
@@ -100,7 +106,9 @@ def make_parser():
                    help=f"HOROVOD_FUSION_THRESHOLD values in bytes (default {DEFAULT_FUSION},0; 0 = no fusion)")
     p.add_argument("--pairs", metavar="CYCLE:FUSION,...", default=None,
                    help="run only these (cycle ms, fusion bytes) pairs instead of every combination")
-    p.add_argument("--workers", type=numbers(int, 2), default=[2], help="workers of the parallel run (default 2)")
+    p.add_argument("--workers", type=numbers(int, 1), default=[2],
+                   help="workers of the parallel run (default 2); 1 = only one-worker runs, one per "
+                        "setting (a one-GPU machine: does the setting move a one-worker step?)")
     p.add_argument("--gloo", action="store_true", help="horovodrun --gloo (no MPI needed; CPU runs)")
     p.add_argument("--epochs", type=numbers(int, 2), default=[2], help="epochs per run; the first is not timed (default 2)")
     p.add_argument("--steps-per-epoch", type=numbers(int, 1), default=[30], help="default 30")
@@ -236,6 +244,12 @@ def format_table(rows):
                                                                 "framework", "negotiate", "unexplained")]
             fields[3] = f"{fields[3]} ({t['workers']} workers)"
             lines.append(" | ".join(fields) + (f"  ({t['failed']} failed runs left out)" if t["failed"] else ""))
+    ok = [r for r in rows if r.get("rc") == 0 and r.get("step_ms") is not None]
+    if ok and all(r["workers"] == 1 for r in ok):
+        lines.append("one worker only: ms per step, median [min-max] n rounds")
+        for setting in sorted({setting_of(r) for r in ok}, key=str):
+            lines.append(f"{setting[0]} {setting[1]:g} {setting[2]} | "
+                         + cell([r["step_ms"] for r in ok if setting_of(r) == setting]))
     return "\n".join(lines) if lines else "no completed run in the results"
 
 
@@ -274,8 +288,11 @@ def timed_median(split_steps, timed):
 def run_one(args, out, series, rnd, workers, knob, stamp):
     label = (f"r{rnd}-ddp-w{workers}-bucket{knob:g}" if args.ddp
              else f"r{rnd}-w{workers}-cycle{knob[0]:g}-fusion{knob[1]}")
-    run_dir = out / "runs" / f"{stamp}-{label}"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    run_dir, again = out / "runs" / f"{stamp}-{label}", 1
+    while run_dir.exists():  # never reuse a run's folder
+        again += 1
+        run_dir = out / "runs" / f"{stamp}-{label}-{again}"
+    run_dir.mkdir(parents=True)
     env = dict(os.environ)
     common = ["--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
               "--batch-size", str(args.batch_size)]
@@ -361,11 +378,12 @@ def main(argv=None):
         return 2
     series = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     if args.ddp:
-        plan = [(w, cap) for cap in args.bucket_caps for w in (1, args.workers)]
+        plan = [(w, cap) for cap in args.bucket_caps for w in sorted({1, args.workers})]
     else:
         base = (1.0, DEFAULT_FUSION)
         pairs = args.pairs or [(c, f) for c in args.cycle_times for f in args.fusion_thresholds]
-        plan = [(1, base)] + [(args.workers, pair) for pair in pairs]
+        plan = ([(1, pair) for pair in pairs] if args.workers == 1
+                else [(1, base)] + [(args.workers, pair) for pair in pairs])
     print(f"series {series}: {args.rounds} rounds x {len(plan)} runs -> {out / 'results.jsonl'}", flush=True)
     rows = []
     for rnd in range(1, args.rounds + 1):
