@@ -54,16 +54,16 @@ def test_extra_is_paired_within_each_round_and_failed_runs_are_left_out():
     assert row["extra"] == [20.0, 15.0]  # 30 - 10 and 35 - 20: each against its own round
     assert row["unexplained"] == [10.0, 5.0]
     assert row["failed"] == 1
-    assert sb.cell(row["extra"]) == "17.5 [15.0-20.0] n=2"
+    assert sb.cell(row["extra"]) == "17.5 [15.0 to 20.0] n=2"
     table = sb.format_table(rows)
-    assert "17.5 [15.0-20.0] n=2" in table and "(1 failed runs left out)" in table
+    assert "17.5 [15.0 to 20.0] n=2" in table and "(1 failed runs left out)" in table
 
 
 def test_table_mode_prints_the_recorded_table():
     done = _run("--table", str(FIXTURE))
     assert done.returncode == 0, done.stderr
     # 203.14999999999998 - 65.1 = 138.04999..., printed with one decimal
-    assert "| 138.0 [138.0-138.0] n=1 |" in done.stdout
+    assert "| 138.0 [138.0 to 138.0] n=1 |" in done.stdout
 
 
 @pytest.mark.parametrize("args, words", [
@@ -100,5 +100,18 @@ def test_one_worker_only_series_lists_each_setting():
     rows = [_row(1, 1, 10.0, cycle=0.1), _row(1, 1, 12.0, cycle=5.0),
             _row(2, 1, 11.0, cycle=0.1), _row(2, 1, 13.0, cycle=5.0)]
     table = sb.format_table(rows)
-    assert "horovod 0.1 0 | 10.5 [10.0-11.0] n=2" in table
-    assert "horovod 5 0 | 12.5 [12.0-13.0] n=2" in table
+    assert "horovod 0.1 0 | 10.5 [10.0 to 11.0] n=2" in table
+    assert "horovod 5 0 | 12.5 [12.0 to 13.0] n=2" in table
+
+
+def test_the_recorded_cpu_series_pairs_each_round():
+    # Read by hand from the runs' output.txt under source_code/reference_systems/cpu-gloo-pair/
+    # step_breakdown/runs/ (15 steps per epoch, epoch 2 timed): "EPOCH 2/2 ... seconds=" of
+    # r5-w1 0.858, r5-w2-cycle5 1.295, r2-w1 0.972, r2-w2-cycle5 6.479
+    path = ROOT / "source_code" / "reference_systems" / "cpu-gloo-pair" / "step_breakdown" / "results.jsonl"
+    rows = sb.read_results(path)
+    assert len(rows) == 25 and all(r["rc"] == 0 for r in rows)
+    (five,) = [t for t in sb.table_rows(rows) if t["setting"] == ("horovod", 5.0, 134217728)]
+    assert min(five["extra"]) == pytest.approx((1.295 - 0.858) * 1000 / 15)
+    assert max(five["extra"]) == pytest.approx((6.479 - 0.972) * 1000 / 15)
+    assert len(five["two"]) == 5

@@ -36,7 +36,7 @@ fusion-buffer copies; the rest of the operation; long negotiations mean the work
 step, Horovod's maintainers in horovod/horovod#2391), and what is left unexplained = extra -
 collective - framework. Timeline phases can overlap the framework's compute (early gradients
 are negotiated while backward goes on), so "unexplained" can be negative: it is then time the
-timeline shows that the step did not pay. Each cell: median [min-max] n runs.
+timeline shows that the step did not pay. Each cell: median [min to max] n runs.
 
 DDP mode (--ddp): the same CNN under PyTorch DDP (source_code/labs/ddp_fmnist.py, launched with
 torchrun), one and two workers per bucket size (--bucket-caps, MiB; DDP's default 25), read from
@@ -168,7 +168,7 @@ def describe(values):
 
 def cell(values):
     d = describe(values)
-    return "-" if d is None else f"{d[0]:.1f} [{d[1]:.1f}-{d[2]:.1f}] n={d[3]}"
+    return "-" if d is None else f"{d[0]:.1f} [{d[1]:.1f} to {d[2]:.1f}] n={d[3]}"
 
 
 def setting_of(row):
@@ -228,12 +228,12 @@ def format_table(rows):
         if not mine:
             continue
         if mode == "horovod":
-            lines.append("Horovod: ms per step, median [min-max] n paired rounds; collective and "
+            lines.append("Horovod: ms per step, median [min to max] n paired rounds; collective and "
                          "framework from rank 0's timeline")
             head = ("cycle ms", "fusion B", "1 worker", "N workers", "extra", "collective",
                     "framework", "of it negotiation", "unexplained")
         else:
-            lines.append("DDP: ms per step, median [min-max] n paired rounds; collective = "
+            lines.append("DDP: ms per step, median [min to max] n paired rounds; collective = "
                          "allreduce_wait_ms (STEPTIME)")
             head = ("bucket MiB", "extra params", "1 worker", "N workers", "extra", "collective",
                     "framework", "of it negotiation", "unexplained")
@@ -246,7 +246,7 @@ def format_table(rows):
             lines.append(" | ".join(fields) + (f"  ({t['failed']} failed runs left out)" if t["failed"] else ""))
     ok = [r for r in rows if r.get("rc") == 0 and r.get("step_ms") is not None]
     if ok and all(r["workers"] == 1 for r in ok):
-        lines.append("one worker only: ms per step, median [min-max] n rounds")
+        lines.append("one worker only: ms per step, median [min to max] n rounds")
         for setting in sorted({setting_of(r) for r in ok}, key=str):
             lines.append(f"{setting[0]} {setting[1]:g} {setting[2]} | "
                          + cell([r["step_ms"] for r in ok if setting_of(r) == setting]))
