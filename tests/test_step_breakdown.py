@@ -115,3 +115,62 @@ def test_the_recorded_cpu_series_pairs_each_round():
     assert min(five["extra"]) == pytest.approx((1.295 - 0.858) * 1000 / 15)
     assert max(five["extra"]) == pytest.approx((6.479 - 0.972) * 1000 / 15)
     assert len(five["two"]) == 5
+
+
+def test_ddp_steptime_line_is_read():
+    # the format ddp_fmnist.py prints (its docstring and its print), numbers written by hand
+    text = ("EPOCH 2/2 images_per_sec=900.0 seconds=1.000 loss=0.5 accuracy=0.8 workers=2 batch_per_worker=64\n"
+            "STEPTIME forward_backward_ms=3.250 allreduce_wait_ms=0.750 optimizer_ms=0.500 step_ms=4.900 "
+            "n_steps=30 n_compute_steps=30 allreduce_bytes=4799528 buckets=1 bucket_cap_mb=25 workers=2 "
+            "batch_per_worker=64\n")
+    assert sb.read_steptime(text) == {"forward_backward_ms": 3.25, "allreduce_wait_ms": 0.75,
+                                      "optimizer_ms": 0.5, "step_ms": 4.9}
+    assert sb.read_steptime("EPOCH 1/1 images_per_sec=1.0\n") is None
+    assert sb.read_steptime("STEPTIME step_ms=fast\n") is None
+
+
+def test_ddp_rows_pair_each_bucket_size_with_its_own_baseline():
+    def ddp(rnd, workers, cap, step, wait):
+        return {"series": "s", "round": rnd, "mode": "ddp", "workers": workers, "batch": 64, "rc": 0,
+                "bucket_cap_mb": cap, "extra_params": 0, "step_ms": step,
+                "steptime": {"allreduce_wait_ms": wait, "step_ms": step}}
+    rows = [ddp(1, 1, 25.0, 4.0, 0.0), ddp(1, 2, 25.0, 6.0, 1.5),
+            ddp(1, 1, 1.0, 5.0, 0.0), ddp(1, 2, 1.0, 9.0, 3.0)]
+    by_cap = {t["setting"][1]: t for t in sb.table_rows(rows)}
+    assert by_cap[25.0]["extra"] == [2.0] and by_cap[25.0]["unexplained"] == [0.5]
+    assert by_cap[1.0]["extra"] == [4.0] and by_cap[1.0]["unexplained"] == [1.0]
+    assert "DDP:" in sb.format_table(rows)
+
+
+def test_a_run_passes_the_environment_through_and_appends(tmp_path, monkeypatch):
+    seen = []
+    timeline = (ROOT / "tests" / "fixtures" / "parsers" / "horovod-timeline" / "tf-cpu-gloo-2workers.json").read_text()
+
+    def fake_run(command, env, **kwargs):
+        seen.append((command, env))
+        Path(env["HOROVOD_TIMELINE"]).write_text(timeline)
+        out = ("[0]<stdout>:EPOCH 1/2 images_per_sec=100.0 seconds=9.000 loss=1 accuracy=0.5 workers=2 batch_per_worker=64\n"
+               "[0]<stdout>:EPOCH 2/2 images_per_sec=100.0 seconds=2.000 loss=1 accuracy=0.5 workers=2 batch_per_worker=64\n")
+        return subprocess.CompletedProcess(command, 0, stdout=out)
+
+    monkeypatch.setattr(sb.subprocess, "run", fake_run)
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    args = sb.parse_args(["--out", str(tmp_path), "--gloo", "--steps-per-epoch", "20", "--epochs", "2"])
+    for _ in range(2):
+        row = sb.run_one(args, tmp_path, "s", 1, 2, (5.0, 0), "20261125T000000")
+    (command, env), _ = seen
+    assert {k: v for k, v in env.items() if not k.startswith("HOROVOD_")} == \
+        {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    assert env["HOROVOD_CYCLE_TIME"] == "5" and env["HOROVOD_FUSION_THRESHOLD"] == "0"
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert "--gloo" in command and "--steps-per-epoch" in command
+    assert row["step_ms"] == pytest.approx(2000 / 20)  # epoch 2 only: 2.000 s / 20 steps
+    assert row["timeline"]["steps_used"] == 20  # the fixture's 20 steps, all of them "timed"
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2  # appended, not overwritten
+    dirs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert dirs == ["20261125T000000-r1-w2-cycle5-fusion0", "20261125T000000-r1-w2-cycle5-fusion0-2"]
+    for name in dirs:
+        assert sorted(p.name for p in (tmp_path / "runs" / name).iterdir()) == \
+            ["command.txt", "output.txt", "timeline.json.gz"]

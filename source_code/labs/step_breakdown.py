@@ -278,6 +278,19 @@ def read_results(path):
 # Running
 # ------------------------------------------------------------------------------------------
 
+def read_steptime(text):
+    """The *_ms fields of ddp_fmnist.py's last STEPTIME line, as floats; None without one."""
+    found = None
+    for line in text.splitlines():
+        if "STEPTIME " in line:
+            fields = (part.split("=", 1) for part in line.split("STEPTIME ", 1)[1].split() if "=" in part)
+            try:
+                found = {k: float(v) for k, v in fields if k.endswith("_ms")}
+            except ValueError:
+                found = None
+    return found
+
+
 def timed_median(split_steps, timed):
     steps = split_steps[-timed:] if timed else split_steps
     if not steps:
@@ -328,12 +341,8 @@ def run_one(args, out, series, rnd, workers, knob, stamp):
            "run_dir": str(run_dir.relative_to(out)), "step_ms": None}
     timed = args.steps_per_epoch * (args.epochs - 1)
     if args.ddp:
-        row.update(bucket_cap_mb=knob, extra_params=args.extra_params, steptime=None)
-        for line in text.splitlines():
-            if "STEPTIME" in line:
-                values = dict(p.split("=", 1) for p in line.split("STEPTIME", 1)[1].split() if "=" in p)
-                row["steptime"] = {k: float(v) for k, v in values.items() if k.endswith("_ms")}
-                row["step_ms"] = row["steptime"].get("step_ms")
+        row.update(bucket_cap_mb=knob, extra_params=args.extra_params, steptime=read_steptime(text))
+        row["step_ms"] = (row["steptime"] or {}).get("step_ms")
     else:
         row.update(framework=args.framework, cycle_time_ms=knob[0], fusion_threshold_bytes=knob[1])
         try:
