@@ -174,3 +174,20 @@ def test_a_run_passes_the_environment_through_and_appends(tmp_path, monkeypatch)
     for name in dirs:
         assert sorted(p.name for p in (tmp_path / "runs" / name).iterdir()) == \
             ["command.txt", "output.txt", "timeline.json.gz"]
+
+
+@pytest.mark.slow
+def test_one_real_round_on_cpu_with_gloo(tmp_path):
+    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
+    out = tmp_path / "steps"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--gloo", "--rounds", "1",
+                           "--pairs", "1:0", "--steps-per-epoch", "4"],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "source_code")))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["workers"] for r in rows] == [1, 2]
+    two = rows[1]
+    assert two["timeline"]["steps_used"] == 4 and two["timeline"]["collective_us"] > 0
+    assert two["step_ms"] > 0 and "| 0 |" in done.stdout  # the table row of fusion 0
