@@ -15,7 +15,7 @@ under OUT/runs/; nothing is overwritten):
 
 Horovod mode: each round runs the CNN (source_code/cnn_fmnist.py) once with one worker at
 Horovod's defaults (the baseline) and once with two workers for every pair of
-HOROVOD_CYCLE_TIME (--cycle-times, ms; Horovod 0.28.1's default is 1 ms, operations.cc:528) and
+HOROVOD_CYCLE_TIME (--cycle-times, ms; Horovod 0.28.1's default is 1 ms, operations.cc:527) and
 HOROVOD_FUSION_THRESHOLD (--fusion-thresholds, bytes; the default is 128 MiB, operations.cc:519;
 0 turns tensor fusion off, docs/tensor-fusion.rst), in an order rotated every round so that
 each setting meets the machine's drift as often early as late. Every run writes a timeline
@@ -24,8 +24,9 @@ its cost. With one worker Horovod all-reduces no gradient (Horovod 0.28.1: the T
 optimizer's tf.cond on size() > 1, horovod/tensorflow/__init__.py:396; the PyTorch optimizer
 registers its gradient hooks only when size() > 1, horovod/torch/optimizer.py:105), so the
 baseline's step has none of the work below. Two workers need two devices: NCCL refuses two ranks
-on one GPU, so on a one-GPU machine use --workers 1 (does a setting move the one-worker step?)
-or run both workers on the CPU (CUDA_VISIBLE_DEVICES= ... --gloo).
+on one GPU ("Duplicate GPU detected", src/init.cc:808 at NCCL v2.28.3-1), so on a one-GPU
+machine use --workers 1 (does a setting move the one-worker step?) or run both workers on the
+CPU (CUDA_VISIBLE_DEVICES= ... --gloo).
 
 ms per step = an epoch's seconds / its steps, median over the timed epochs (all but the first).
 The table gives, per setting: one worker, two workers, the extra (two minus one, paired within
