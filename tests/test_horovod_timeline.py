@@ -110,3 +110,14 @@ def test_cli_bad_input_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("gputopo horovod-timeline: error: ")
+
+
+def test_cycle_markers_and_a_short_run_whose_framework_tensor_runs_more_often():
+    import gzip
+    text = gzip.decompress((FIXTURE.parent / "tf-cpu-gloo-2workers-3steps-cycles.json.gz").read_bytes()).decode()
+    got = parse(text)
+    assert got["markers"] == {"CYCLE_START": 2927}  # HOROVOD_TIMELINE_MARK_CYCLES=1
+    assert got["tensors"]["HorovodAllreduce"]["ops"] == {"ALLREDUCE": 5}
+    steps = got["steps"]
+    assert steps["count"] == 3 and steps["complete"] == 3  # --steps-per-epoch 3, not Keras' 5
+    assert len(steps["tensors"]) == 8 and "HorovodAllreduce" not in steps["tensors"]

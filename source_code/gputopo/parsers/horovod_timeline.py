@@ -21,10 +21,12 @@ Horovod ends every record with "}]" and seeks back over the "]" before the next 
 off. A cut-off file is read up to its last whole record and reported with "incomplete": true.
 
 Steps. The gradient tensors are all-reduced once per training step each, so the "step tensors"
-are the ALLREDUCE tensors with at least half as many completed operations as the busiest one
-(a framework's barriers and metric averages run once per epoch and drop out), when there are at
-least two of them (a model has a weight and a bias at least; with one worker Horovod reduces no
-gradient and the timeline has no step: count 0); step k is the k-th
+are the ALLREDUCE tensors with the highest count of completed operations (at least 2) that two or
+more tensors share (a model has a weight and a bias; a framework's barriers, metric
+averages and test counts are one tensor each or run once: with one worker Horovod reduces no
+gradient and the timeline has no step, count 0); in a cut-off file also those one operation
+behind. Should a framework tensor happen to run exactly as often as the gradients, it is counted
+among them: `steps.tensors` names them, check it. Step k is the k-th
 operation of every step tensor, with the negotiation before it. A step that not every step tensor
 completed (a cut-off file) is left out of the medians. For each step the parser gives, in
 microseconds of rank 0's background thread, each instant counted once (the tensors of a fused
@@ -186,10 +188,12 @@ def parse(text):
             entry["total_us"] += end - start
 
     reduced = {t: done[t] for t in done if op_type.get(t) == "ALLREDUCE"}
-    busiest = max(reduced.values(), default=0)
-    step_tensors = sorted(t for t, n in reduced.items() if busiest and 2 * n >= busiest)
-    if len(step_tensors) < 2:  # one tensor alone is a framework's own (metrics, barriers)
-        step_tensors, busiest = [], 0
+    counts = list(reduced.values())
+    shared = [n for n in set(counts) if n >= 2 and counts.count(n) >= 2]
+    busiest = max(shared, default=0)
+    # A cut-off file may stop after some tensors of the last step: they lag by one.
+    step_tensors = sorted(t for t, n in reduced.items()
+                          if busiest and (n == busiest or (cut_off and n == busiest - 1)))
     per_step = []
     for k in range(busiest):
         if not all(done[t] > k for t in step_tensors):
