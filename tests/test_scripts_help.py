@@ -43,6 +43,7 @@ SCRIPTS = {
     "patch-horovod.py": ([PY, ROOT / "environment" / "patch-horovod.py"], "patch-horovod.py"),
     "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
     "ddp_fmnist.py": ([PY, ROOT / "source_code" / "labs" / "ddp_fmnist.py"], "ddp_fmnist.py"),
+    "step_breakdown.py": ([PY, ROOT / "source_code" / "labs" / "step_breakdown.py"], "step_breakdown.py"),
     "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
     "package_lines.py": ([PY, ROOT / "tools" / "package_lines.py"], "package_lines.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),

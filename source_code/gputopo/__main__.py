@@ -6,6 +6,7 @@
     python -m gputopo nccl-topo topo.xml --json      # NCCL_TOPO_DUMP_FILE=topo.xml
     python -m gputopo nccl-graph graph.xml --json    # NCCL_GRAPH_DUMP_FILE=graph.xml
     python -m gputopo nccl-tuning run.log --json     # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING
+    python -m gputopo horovod-timeline tl.json --json  # HOROVOD_TIMELINE=tl.json (rank 0 writes it)
 
 Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
 Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
@@ -28,6 +29,7 @@ _DESCRIPTIONS = {
     "nccl-log": "NCCL_DEBUG=INFO output",
     "nccl-tests": "nccl-tests / course NCCL benchmark table",
     "horovod": "throughput lines of a Horovod CNN run",
+    "horovod-timeline": "Horovod's timeline (the Chrome-trace JSON file HOROVOD_TIMELINE names; a cut-off file reads as incomplete)",
     "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
     "nvbandwidth": "NVIDIA nvbandwidth's text output (every test and matrix in it)",
     "nccl-topo": "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)",

@@ -52,6 +52,7 @@ KIND_PATTERNS = {
     "nccl-log": ("horovod-cnn-*.txt", "nccl-debug*.txt"),
     "nccl-tests": ("*_perf*.txt", "nccl-bench*.txt"),
     "horovod": ("horovod-cnn-*.txt",),
+    "horovod-timeline": ("horovod-timeline*.json",),  # HOROVOD_TIMELINE (also of kind json)
     "nvlink-status": ("nvidia-smi-nvlink-s*.txt",),
     "nvlink-remote": ("nvidia-smi-nvlink-R*.txt",),
     "nvidia-smi": ("nvidia-smi.txt",),

@@ -42,6 +42,7 @@ from .p2p import parse as parse_p2p  # noqa: E402
 from .nccl_log import parse as parse_nccl_log  # noqa: E402
 from .nccl_tests import parse as parse_nccl_tests  # noqa: E402
 from .horovod_log import parse as parse_horovod_log  # noqa: E402
+from .horovod_timeline import parse as parse_horovod_timeline  # noqa: E402
 from .p2p_status import parse as parse_p2p_status  # noqa: E402
 from .nvbandwidth import parse as parse_nvbandwidth  # noqa: E402
 from .nccl_tuning import parse as parse_nccl_tuning  # noqa: E402
@@ -55,6 +56,7 @@ PARSERS = {
     "nccl-log": parse_nccl_log,
     "nccl-tests": parse_nccl_tests,
     "horovod": parse_horovod_log,
+    "horovod-timeline": parse_horovod_timeline,
     "p2p-status": parse_p2p_status,
     "nvbandwidth": parse_nvbandwidth,
     "nccl-topo": parse_nccl_topo,
@@ -71,6 +73,7 @@ __all__ = [
     "parse_nccl_log",
     "parse_nccl_tests",
     "parse_horovod_log",
+    "parse_horovod_timeline",
     "parse_p2p_status",
     "parse_nvbandwidth",
     "parse_nccl_topo",
