@@ -46,6 +46,7 @@ SCRIPTS = {
     "step_breakdown.py": ([PY, ROOT / "source_code" / "labs" / "step_breakdown.py"], "step_breakdown.py"),
     "readme_tables.py": ([PY, ROOT / "tools" / "readme_tables.py"], "readme_tables.py"),
     "package_lines.py": ([PY, ROOT / "tools" / "package_lines.py"], "package_lines.py"),
+    "notebook_words.py": ([PY, ROOT / "tools" / "notebook_words.py"], "notebook_words.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
     "allreduce_check.py": ([PY, ROOT / "source_code" / "labs" / "slurm" / "allreduce_check.py"], "allreduce_check.py"),
     "bind_local_rank.sh": (["bash", ROOT / "source_code" / "labs" / "slurm" / "bind_local_rank.sh"],

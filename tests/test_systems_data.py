@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from gputopo import lessons, ncclbench, reference, sweep
+from gputopo import ncclbench, reference, sweep
+from gputopo.lessons import collectives
 from gputopo.lessons import p2p_test
 
 REAL = reference.REFERENCE_DIR
@@ -71,7 +72,7 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     access = p2p_test.peer_access({}, "a100-pcie-quad")
     assert access(3, 0) is False and access(0, 1) is True
     assert "a100-pcie-quad" in p2p_test.recorded()
-    tables = [t for t in lessons.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
+    tables = [t for t in collectives.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
     assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
 
     rows = [r for r in sweep.reference_sweep() if r["system"] == "Test quad"]

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "source_code"))
+from gputopo.cliutil import OneLineParser, parse_args_or_exit  # noqa: E402
 DETAILS = re.compile(r"<details>.*?</details>", re.S | re.I)
 WORD = re.compile(r"\S*[A-Za-z0-9]\S*")
 
@@ -25,6 +27,9 @@ def words(path):
 
 
 def main(argv):
+    parser = OneLineParser(prog="notebook_words.py", description="Words of prose per notebook: main path and Go-deeper blocks.")
+    parser.add_argument("notebooks", nargs="*", help="notebooks (default: Start_Here and notebooks/*.ipynb)")
+    argv = parse_args_or_exit(parser, argv).notebooks
     paths = argv or [str(ROOT / "Start_Here.ipynb")] + sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
     print(f"{'notebook':45} {'main path':>9} {'go deeper':>9}")
     for path in paths:

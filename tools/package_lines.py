@@ -9,7 +9,6 @@ is called is not counted: this is what loading the notebook's imports costs, the
 notebooks import" of the course's budget (about 4,000 lines). --list also names each file.
 An import that fails in the child is reported on stderr and makes the exit status 1.
 """
-import argparse
 import ast
 import json
 import os
@@ -19,6 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "source_code"
+sys.path.insert(0, str(SOURCE))
+from gputopo.cliutil import OneLineParser, parse_args_or_exit  # noqa: E402
 
 # Runs in the child: each import on its own, so one failure does not hide the others.
 _CHILD = """
@@ -86,21 +87,12 @@ def count_lines(path):
         return handle.read().count(b"\n")
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad options: one line on stderr and exit 2 (the course's convention), no usage dump."""
-
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv=None):
-    parser = _OneLineParser(prog="package_lines.py",
-                                     description="Lines of source_code/ that the notebooks' imports load.")
+    parser = OneLineParser(prog="package_lines.py", description="Lines of source_code/ that the notebooks' imports load.")
     parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
                         help="notebooks to read (default: Start_Here.ipynb and notebooks/*.ipynb)")
     parser.add_argument("--list", action="store_true", help="also list every file counted, with its lines")
-    args = parser.parse_args(argv)
+    args = parse_args_or_exit(parser, argv)
     paths = args.notebooks or [str(ROOT / "Start_Here.ipynb")] + sorted(
         str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
     union = set()
