@@ -10,6 +10,7 @@ Every number comes from a file in reference_systems/ or from the learner's own r
 """
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from pathlib import Path
@@ -241,3 +242,96 @@ def live_step_rows(folder: Path, gradient_bytes: int, fits: Sequence[Dict[str, A
         out.append((path.name, transport, f"{one_ms:.2f}", f"{two_ms:.2f}", f"{two_ms - one_ms:.2f}",
                     f"{model:.3f}", f"{two_ms - one_ms - model:.2f}"))
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# labs/step_breakdown.py: one worker against two, the extra split by Horovod's timeline
+# ------------------------------------------------------------------------------------------
+STEP_SERIES = ("cpu-gloo-pair/step_breakdown", "h100-single-gpu/step_breakdown-*")
+
+
+def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict[str, Any]]]]:
+    """(label, completed Horovod runs) of the learner's results.jsonl in `live_folder` (when it has
+    one) and of every recorded series; label: where it ran, framework, workers, rounds."""
+    files = [("this machine", Path(live_folder) / "results.jsonl")] if live_folder else []
+    files += [(f"{p.parent.parent.name}/{p.parent.name}", p) for pattern in STEP_SERIES
+              for p in sorted(reference.REFERENCE_DIR.glob(f"{pattern}/results.jsonl"))]
+    out = []
+    for where, path in files:
+        if not path.is_file():
+            continue
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        ok = [r for r in rows if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None]
+        if ok:
+            label = (f"{where}: {ok[0]['framework']}, {max(r['workers'] for r in ok)} workers max, "
+                     f"{len({(r['series'], r['round']) for r in ok})} rounds")
+            out.append((label, ok))
+    return out
+
+
+def _spread(values: Sequence[Optional[float]]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.median(values):.1f} [{min(values):.1f} to {max(values):.1f}]"
+
+
+def step_split(rows: Sequence[Dict[str, Any]]) -> Dict[Tuple[float, int], Dict[str, List[Optional[float]]]]:
+    """Per (cycle ms, fusion bytes): per round, the one-worker step (that round's one-worker run of
+    the same setting, else its run at the defaults), the parallel step, the extra, and the extra's
+    split from the timeline (ms): collective, framework (fusion copies, waits, negotiation, rest),
+    negotiation, unexplained = extra - collective - framework. One-worker-only series: 'one' alone."""
+    out: Dict[Tuple[float, int], Dict[str, List[Optional[float]]]] = {}
+    parallel = [r for r in rows if r["workers"] > 1]
+    for r in parallel or rows:
+        key = (r["cycle_time_ms"], r["fusion_threshold_bytes"])
+        cols = out.setdefault(key, {k: [] for k in ("one", "two", "extra", "collective", "framework",
+                                                   "negotiate", "unexplained")})
+        if not parallel:
+            cols["one"].append(r["step_ms"])
+            continue
+        same = [b for b in rows if b["workers"] == 1 and (b["series"], b["round"]) == (r["series"], r["round"])]
+        base = next((b for b in same if (b["cycle_time_ms"], b["fusion_threshold_bytes"]) == key), None)
+        base = base or (same[0] if same else None)
+        extra = None if base is None else r["step_ms"] - base["step_ms"]
+        split = r.get("timeline") or {}
+        coll = split["collective_us"] / 1e3 if split else None
+        frame = sum(split[k] for k in ("fusion_copy_us", "wait_us", "negotiate_us", "other_us")) / 1e3 if split else None
+        for name, value in (("one", base and base["step_ms"]), ("two", r["step_ms"]), ("extra", extra),
+                            ("collective", coll), ("framework", frame),
+                            ("negotiate", split["negotiate_us"] / 1e3 if split else None),
+                            ("unexplained", None if extra is None or coll is None else extra - coll - frame)):
+            cols[name].append(value)
+    return out
+
+
+def model_ms(gradient_bytes: int, tensors: int, fusion_bytes: int, fit: Dict[str, Any], workers: int = 2) -> float:
+    """The alpha-beta all-reduce time of one step's gradients: one all-reduce per fusion buffer
+    (fusion 0: one per gradient tensor); the model is linear in bytes, so k all-reduces of S/k bytes."""
+    calls = tensors if fusion_bytes == 0 else max(1, -(-gradient_bytes // fusion_bytes))
+    return calls * allreduce_ms(gradient_bytes / calls, fit, workers)
+
+
+def step_table(series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_bytes: int, tensors: int,
+               fit: Dict[str, Any]) -> str:
+    """One block per series: per setting, median [min to max] over the rounds (ms per step), and
+    the model's all-reduce of the gradients (`fit`) beside the timeline's collective."""
+    blocks = []
+    for label, rows in series:
+        lines = []
+        for (cycle, fusion), c in sorted(step_split(rows).items()):
+            n = len([v for v in c["one"] if v is not None])
+            if not c["two"]:
+                lines.append((f"{cycle:g}", f"{fusion:,}", _spread(c["one"]), n, "-", "-", "-", "-", "-", "-"))
+                continue
+            workers = max(r["workers"] for r in rows)
+            lines.append((f"{cycle:g}", f"{fusion:,}", _spread(c["one"]), len(c["two"]), _spread(c["two"]),
+                          _spread(c["extra"]), _spread(c["collective"]),
+                          f"{model_ms(gradient_bytes, tensors, fusion, fit, workers):.2f}",
+                          _spread(c["framework"]), _spread(c["unexplained"])))
+        blocks.append(label + "\n" + text_table(lines, header=(
+            "cycle ms", "fusion B", "1 worker", "n", "2 workers", "extra", "collective",
+            f"model ({fit['transport'].split()[0]})", "framework", "unexplained")))
+    return "\n\n".join(blocks) if blocks else "no step-breakdown series to show"
