@@ -260,11 +260,17 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
     for where, path in files:
         if not path.is_file():
             continue
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a line cut off by an interrupted run
+                continue
         ok = [r for r in rows if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None]
         if ok:
-            label = (f"{where}: {ok[0]['framework']}, {max(r['workers'] for r in ok)} workers max, "
-                     f"{len({(r['series'], r['round']) for r in ok})} rounds")
+            workers, rounds = max(r["workers"] for r in ok), len({(r["series"], r["round"]) for r in ok})
+            label = (f"{where}: {ok[0]['framework']}, {workers} worker{'s' * (workers > 1)} at most, "
+                     f"{rounds} round{'s' * (rounds > 1)}")
             out.append((label, ok))
     return out
 
