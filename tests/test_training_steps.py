@@ -93,3 +93,16 @@ def test_a_cut_off_line_is_skipped(tmp_path):
     base = next(r for r in rows if r["workers"] == 1)
     (tmp_path / "results.jsonl").write_text(json.dumps(base) + "\n" + json.dumps(base)[:40])
     assert len(training.step_series(tmp_path)[0][1]) == 1
+
+
+def test_one_gpu_series_folders_are_globbed(tmp_path, monkeypatch):
+    # where the one-GPU series land: h100-single-gpu/step_breakdown-*/results.jsonl
+    _, rows = recorded()
+    one = dict(next(r for r in rows if r["workers"] == 1), framework="pytorch")
+    for name in ("step_breakdown-gpu", "step_breakdown-cpu16"):
+        (tmp_path / "h100-single-gpu" / name).mkdir(parents=True)
+        write(tmp_path / "h100-single-gpu" / name, [one])
+    monkeypatch.setattr(training.reference, "REFERENCE_DIR", tmp_path)
+    assert [label for label, _ in training.step_series()] == [
+        "h100-single-gpu/step_breakdown-cpu16: pytorch, 1 worker at most, 1 round",
+        "h100-single-gpu/step_breakdown-gpu: pytorch, 1 worker at most, 1 round"]
