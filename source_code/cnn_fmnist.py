@@ -8,8 +8,9 @@ Run it through Horovod's launcher, one process per GPU (or per CPU slot when the
     python -m horovod.runner.launch -np 2 -H localhost:2 --gloo python cnn_fmnist.py \
         --epochs 2 --steps-per-epoch 20            # quick run on CPU
 
-`gputopo.runner.run_experiment()` builds that command for you, picks the GPU pair, the NCCL
-settings and the framework that is installed, and reads the lines this script prints.
+Pick the GPU pair with CUDA_VISIBLE_DEVICES and the NCCL settings on the same command line
+(`CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO NCCL_P2P_LEVEL=LOC horovodrun -np 2 ...`);
+gputopo.parsers.horovod_log reads the lines this script prints.
 
 One network, two frameworks
 - `--framework tensorflow` (default) uses horovod.tensorflow.keras; `--framework pytorch` uses
@@ -42,8 +43,7 @@ shows which workers ran.
 
 --json-out FILE: rank 0 writes one JSON record of the run to FILE (with a `framework` field).
 The file must not exist yet: this script never overwrites or appends to an existing file (it
-refuses with exit status 2 before training starts). Use a new name per run; `gputopo.runner`
-does, and appends the record to the results store itself.
+refuses with exit status 2 before training starts). Use a new name per run.
 
 Importing this module starts neither TensorFlow, PyTorch nor Horovod: `parameter_count()` and
 `gradient_bytes()` are computed from the layer table below, and `build_model()` /

@@ -14,6 +14,10 @@ from coursetools import course
 
 BANNER_REFERENCE = ("No NVIDIA GPU is visible here (nvidia-smi not found): this notebook shows "
                     "recorded data from real systems (reference mode).")
+# A notebook output tagged the way coursetools.course's report reads it (live or reference).
+TAGGED_DISPLAY = ("from IPython.display import display\n"
+                  "def show(text, source):\n"
+                  "    display({'text/plain': text}, raw=True, metadata={'gputopo': {'source': source}})\n")
 
 
 def write_notebook(path, cells):
@@ -32,7 +36,7 @@ def notebooks(tmp_path):
     fine = write_notebook(folder / "1.Fine.ipynb", [
         "md:# A fine notebook",
         "print(open('marker.txt').read().strip())",  # cwd must be the notebook's folder
-        f"from gputopo.course import show\nshow({BANNER_REFERENCE!r}, 'reference')",
+        f"{TAGGED_DISPLAY}show({BANNER_REFERENCE!r}, 'reference')",
         "show('host memcpy bandwidth measured live: 9.9 GB/s', 'live')",
         "import os, sys, gputopo\nprint(sys.executable, os.environ['NCCL_NVLS_ENABLE'])",
     ])
@@ -152,14 +156,14 @@ def test_live_and_reference_come_from_tags_not_wording():
     assert found["reference"] == [(3, "The live GPU sweep did not run: Horovod missing")]
 
 
-def test_show_writes_the_tag_the_report_reads(tmp_path):
-    """A real kernel runs show() and show_banner(); the report reads their tags back."""
+def test_the_report_reads_the_tags_a_real_kernel_writes(tmp_path):
+    """A real kernel displays two tagged outputs (one a Machine's banner); the report reads them back."""
     from nbclient import NotebookClient
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
-        "from gputopo.course import show, show_banner\n"
+        TAGGED_DISPLAY +
         "from gputopo.machine import Machine\n"
-        "show_banner(Machine(mode='reference', reason='none', gpu_count=0))\n"
+        "show(Machine(mode='reference', reason='none', gpu_count=0).banner(), 'reference')\n"
         "show('measured here', 'live')")]
     env_path = str(Path(course.__file__).resolve().parents[1])
     NotebookClient(nb, timeout=120, kernel_name="python3",

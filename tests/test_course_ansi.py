@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gputopo import course as notebook_display, reference
+from gputopo import reference
 from coursetools import course
 
 # The executed course run is verification evidence, kept outside the lesson data.
@@ -19,19 +19,6 @@ TOPO_WITH_ESCAPES = reference.read_text("h200-nvswitch-pair", "nvidia-smi-topo-m
 
 def test_the_recorded_topo_really_has_escapes():
     assert "\x1b[4mGPU0" in TOPO_WITH_ESCAPES and "\x1b[0m" in TOPO_WITH_ESCAPES
-
-
-def test_show_displays_the_text_without_escapes(monkeypatch):
-    import IPython.display
-
-    shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append((data, kw)))
-    notebook_display.show(TOPO_WITH_ESCAPES, "live")
-    (data, options), = shown
-    text = data["text/plain"]
-    assert "\x1b" not in text
-    assert text.splitlines()[0] == "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
-    assert options["metadata"] == {"gputopo": {"source": "live"}}
 
 
 def test_the_report_evidence_has_no_escapes(tmp_path):

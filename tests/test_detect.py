@@ -236,7 +236,7 @@ def test_summary_rows_say_what_runs_live(fake_nvidia_smi, tmp_path, monkeypatch)
     assert "multi-GPU training" in offline["Shown from reference systems"]
 
 
-def test_module_banner_detects_once(monkeypatch):
+def test_detect_once_detects_once(monkeypatch):
     calls = []
 
     def counting_detect(**options):
@@ -245,8 +245,8 @@ def test_module_banner_detects_once(monkeypatch):
 
     monkeypatch.setattr(detect_module, "_cached", None)
     monkeypatch.setattr(detect_module, "detect", counting_detect)
-    first, second = detect_module.banner(), detect_module.banner()
-    assert first == second and "(counted)" in first
+    first, second = detect_module.detect_once(), detect_module.detect_once()
+    assert first is second and "(counted)" in first.banner()
     assert len(calls) == 1
     assert detect_module.cached_machine().reason == "counted"
 
@@ -261,16 +261,3 @@ def test_importing_the_package_loads_no_heavy_library():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-
-
-def test_gputopo_detect_still_detects_and_banner_and_machine_load_on_use():
-    # Until the notebooks that call gputopo.detect() are replaced: the call still detects
-    # (here the stand-in nvidia-smi of PATH is absent, so reference mode), also after
-    # `from gputopo.detect import ...` made the package attribute the module.
-    import gputopo
-    from gputopo.detect import run_tool  # noqa: F401 (the import the notebooks do first)
-
-    found = gputopo.detect(nvidia_smi="/nonexistent/nvidia-smi", check_horovod=False, use_nvml=False)
-    assert isinstance(found, Machine) and found.mode == "reference"
-    assert gputopo.Machine is Machine
-    assert gputopo.banner is detect_module.banner

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 import cnn_fmnist
-from gputopo import experiment, ncclpaths, runner, sweep
+from gputopo import experiment, ncclpaths
 from gputopo.machine import Machine
 
 
@@ -119,76 +119,12 @@ def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
     assert result.framework == "pytorch"
 
 
-def run_row(setting, rate, repeat, transports="P2P", ok=True, pair="0,1"):
-    return {"system": "s", "pair": pair, "setting": setting, "batch_per_worker": 64,
-            "framework": "pytorch", "images_per_sec_median": rate if ok else None,
-            "transports": transports, "ok": ok, "repeat": repeat, "reason": "ok" if ok else "other: x"}
-
-
-def test_summarize_gives_median_and_range_over_repeats():
-    rows = [run_row("default", 100.0, 1), run_row("LOC", 80.0, 1, "SHM"),
-            run_row("default", 130.0, 2), run_row("LOC", 90.0, 2, "SHM"),
-            run_row("default", 110.0, 3), run_row("LOC", 0, 3, "", ok=False)]
-    summary = sweep.summarize(rows)
-    assert [r["setting"] for r in summary] == ["default", "LOC"]
-    default, loc = summary
-    assert (default["images_per_sec_median"], default["images_per_sec_min"],
-            default["images_per_sec_max"], default["runs"], default["runs_ok"]) == (110.0, 100.0, 130.0, 3, 3)
-    assert (loc["images_per_sec_median"], loc["runs_ok"], loc["transports"]) == (85.0, 2, "SHM")
-    assert "repeat" not in default
-
-
-def test_record_names_parse_back():
-    name = sweep.record_name("pytorch", 512, [0, 1], {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, 2)
-    assert name == "horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r2"
-    match = sweep._RECORD_NAME.match(name + ".txt")
-    assert match.group("framework", "batch", "gpus", "tag", "repeat") == (
-        "pytorch", "512", "0-1", "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1", "2")
-    single = sweep._RECORD_NAME.match(sweep.record_name("pytorch", 64, [3], {}, 1) + ".txt")
-    assert single.group("gpus", "tag") == ("3", "default")
-
-
-@pytest.mark.parametrize("batch", [64, 512])
-def test_the_recorded_h200_runs_read_back(batch):
-    """reference_systems/h200-nvswitch-pair/horovod-cnn/: 3 runs of each setting on GPUs 0,1
-    and one run on GPU 0 at batch 64 and at 512, every log naming the transport the setting
-    implies."""
-    runs = [r for r in sweep.recorded_cnn_runs("h200-nvswitch-pair") if r["batch_per_worker"] == batch]
-    pair = [r for r in runs if r["pair"] == "0,1"]
-    assert len(pair) == 15 and len([r for r in runs if r["pair"] == "0"]) == 1
-    by_setting = {}
-    for r in pair:
-        by_setting.setdefault(r["setting"], []).append(r)
-    assert sorted(len(v) for v in by_setting.values()) == [3] * 5
-    want = {"default": "P2P", "NCCL_P2P_LEVEL=NVL": "P2P", "NCCL_P2P_LEVEL=PIX": "P2P",
-            "NCCL_P2P_LEVEL=LOC": "SHM", "P2P and SHM disabled": "NET"}
-    for setting, rows in by_setting.items():
-        assert {r["transports"] for r in rows} == {want[setting]}, setting
-        assert all(r["expected_transport"] == want[setting] for r in rows)
-    assert all(r["framework"] == "pytorch" and r["nccl_version"] == "2.28.3" for r in runs)
-    assert all(r["nvls"] == "NVLS off (course default)" for r in runs)
-    assert all(0.85 < r["test_accuracy"] < 0.95 for r in runs)
-
-
 def test_nvls_state_labels():
     assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
     assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "1"}, "2.28.3") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
     assert ncclpaths.nvls_state({}, "2.4.8") == "did not exist (NCCL < 2.17)"
     # a run the course did not launch: never called "NCCL's default"
     assert ncclpaths.nvls_state({}, "2.19.3") == "NCCL_NVLS_ENABLE unset (NCCL decided)"
-
-
-@pytest.mark.parametrize("args,words", [
-    (["--repeats", "0"], "--repeats must be at least 1"),
-    (["--settings", "6"], "expected numbers 1-5"),
-    (["--settings", "0"], "expected numbers 1-5"),
-    (["--gpus", "a,b"], "expected GPU indices"),
-    (["--record-dir", "/nonexistent/dir"], "--record-dir does not exist"),
-])
-def test_cli_bad_input_is_one_line_exit_2(args, words, capsys):
-    assert runner.main(args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and words in err[0] and err[0].startswith("python -m gputopo.runner: error:")
 
 
 @pytest.mark.parametrize("inherited,expected", [(None, "0"), ("1", "1"), ("0", "0")])

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from gputopo import alphabeta, reference, sweep
+from gputopo import alphabeta, reference
 from gputopo.lessons import collectives as lessons
 from gputopo.lessons import p2p_test
 
@@ -109,7 +109,7 @@ def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
         assert low < row0[j] < high, j
     # The recorded DGX-1 Horovod logs ran on pairs 0,3 (NVLink) and 1,7 (no NVLink).
     assert dgx1["GPU0"]["GPU3"].startswith("NV") and dgx1["GPU1"]["GPU7"] == "SYS"
-    assert sweep.reference_runs()["dgx1-v100"]["pairs"]["1,7"]["path_type"] == "SYS"
+    assert reference.system_info("dgx1-v100")["cnn"]["pairs"]["1,7"]["path_type"] == "SYS"
 
 
 def test_blog_server_has_two_sockets_behind_its_single_affinity_column():

@@ -1,7 +1,7 @@
 """The one table of `nvidia-smi topo -m` link codes, against hand-written expectations."""
 import pytest
 
-from gputopo import linkcodes, links, ncclpaths, plots
+from gputopo import linkcodes, ncclpaths, plots
 from gputopo.parsers import rank_link
 
 
@@ -46,9 +46,8 @@ def test_x_is_the_gpu_itself():
     assert linkcodes.path_type(None) is None and linkcodes.path_type(" nv4 ") == "NVL"
 
 
-def test_families_and_pcie_codes():
+def test_families_and_meanings():
     assert linkcodes.FAMILIES == ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
-    assert linkcodes.PCIE_CODES == ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
     assert linkcodes.meaning("NV") == "NVLink (width = bonded links)"
 
 
@@ -58,5 +57,4 @@ def test_every_module_reads_the_same_table():
         assert plots.link_family(code) == linkcodes.family(code)
         assert ncclpaths.path_type_of_link(code) == linkcodes.path_type(code)
     assert set(plots.LINK_COLOURS) == set(linkcodes.FAMILIES)
-    assert links.PCIE_PATH_CODES == linkcodes.PCIE_CODES
     assert ncclpaths.PATH_ORDER is linkcodes.PATH_ORDER

@@ -132,18 +132,6 @@ def test_net_instead_of_shm_when_a_faster_nic_is_close():
              nics=close["nics"], nic_faster=False) == "P2P"
 
 
-def test_nic_paths_from_topo_m_columns():
-    topology = {"nics": {"NIC0": "mlx5_0", "NIC1": "mlx5_1"},
-                "links": {"GPU0": {"GPU1": "SYS", "NIC0": "PIX", "NIC1": "SYS"},
-                          "GPU1": {"GPU0": "SYS", "NIC0": "SYS", "NIC1": "PXB"}}}
-    assert ncclpaths.nic_paths(topology, 0, 1) == (("PIX", "SYS"), ("SYS", "PXB"))
-    assert ncclpaths.nic_paths({"nics": {}, "links": {}}, 0, 1) == ()
-    assert ncclpaths.nic_paths(None, 0, 1) is None
-
-
-# M2: different /dev/shm (separate containers): shmCanConnect refuses (shm.cc, v2.5.6-1 on) and so
-# does p2pCanConnect (src/transport/p2p.cc `info1->shmDev != info2->shmDev`, v2.10.3-1 on; absent
-# at v2.9.9-1).
 def test_separate_containers_get_neither_p2p_nor_shm():
     assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, same_shm=False) == "NET"
     assert E({}, "NVL", "GenuineIntel", nccl_version="2.9.9", local_gpus=2, same_shm=False) == "P2P"

@@ -238,35 +238,6 @@ def test_curve_rejects_mismatched_or_zero_sizes():
         plots.bandwidth_curve([0, 2], [1.0, 2.0])
 
 
-# ---------------------------------------------------------------- bars
-
-
-def test_compare_bars_with_spec_peaks():
-    rows = [("this machine, GPU0-GPU1", 240.0, 300.0), ("H100 PCIe pair (reference)", 256.62, 300.0), ("PCIe gen3 box", None)]
-    figure = plots.compare_bars(rows, "unidirectional P2P bandwidth")
-    assert gid_names(figure, "bar:") == sorted(["this machine, GPU0-GPU1", "H100 PCIe pair (reference)"])
-    assert len(artists_with_gid(figure, "peak:")) == 2
-    notes = {a.get_gid()[12:]: a.get_text() for a in artists_with_gid(figure, "value-label:")}
-    assert notes["this machine, GPU0-GPU1"].strip() == "240 GB/s (80% of peak)"
-    assert notes["PCIe gen3 box"].strip() == "not measured"
-    bars = {a.get_gid()[4:]: a for a in artists_with_gid(figure, "bar:")}
-    assert bars["H100 PCIe pair (reference)"].get_width() == pytest.approx(256.62)
-    ax = figure.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == [row[0] for row in rows]
-
-
-def test_compare_bars_without_peaks_has_no_legend():
-    figure = plots.compare_bars([("a", 1.0), ("b", 2.0)], "plain", unit="images/s")
-    assert figure.axes[0].get_legend() is None
-    assert figure.axes[0].get_xlabel() == "images/s"
-
-
-def test_compare_bars_rejects_bad_rows():
-    with pytest.raises(ValueError, match="no rows"):
-        plots.compare_bars([], "x")
-    with pytest.raises(ValueError, match="each row"):
-        plots.compare_bars([("a",)], "x")
-
 
 def test_figures_render_to_png(tmp_path):
     # Drawing (not only building) catches layout errors: render one of each.
@@ -276,7 +247,6 @@ def test_figures_render_to_png(tmp_path):
             plots.topology_graph(topo),
             plots.p2p_heatmap([[1.0, 2.0], [3.0, 4.0]], "m"),
             plots.bandwidth_curve([8, 64, 512], [0.1, 0.5, 1.0], fit={"alpha_us": 5, "bandwidth_gbs": 2}),
-            plots.compare_bars([("a", 1.0, 2.0)], "b"),
         ]
     ):
         path = tmp_path / f"figure-{number}.png"

@@ -39,7 +39,6 @@ SCRIPTS = {
     "coursetools.check": ([PY, "-m", "coursetools.check"], "python -m coursetools.check"),
     "coursetools.course": ([PY, "-m", "coursetools.course"], "python -m coursetools.course"),
     "gputopo.fmnist": ([PY, "-m", "gputopo.fmnist"], "python -m gputopo.fmnist"),
-    "gputopo.runner": ([PY, "-m", "gputopo.runner"], "python -m gputopo.runner"),
     "patch-horovod.py": ([PY, ROOT / "environment" / "patch-horovod.py"], "patch-horovod.py"),
     "host_device_copy.py": ([PY, ROOT / "source_code" / "labs" / "host_device_copy.py"], "host_device_copy"),
     "ddp_fmnist.py": ([PY, ROOT / "source_code" / "labs" / "ddp_fmnist.py"], "ddp_fmnist.py"),

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from gputopo import ncclbench, reference, sweep
+from gputopo import ncclbench, reference
 from gputopo.lessons import collectives
 from gputopo.lessons import p2p_test
 
@@ -39,7 +39,6 @@ def test_the_dgx1_facts_are_read_from_its_system_json():
     blocked, why = reference.no_peer_access("dgx1-v100")
     assert (0, 5) in blocked and (0, 3) not in blocked and "staged copy" in why
     assert blocked == {pair for pair, code in known["pairs"].items() if code == "SYS"}
-    assert reference.system_of("dgx1-a100") == "dgx-a100"  # the folder's former name
     assert reference.file_settings("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt") == {
         "gpus": "1,7", "env": {}, "framework": "tensorflow", "batch_per_worker": 512}
     assert reference.file_settings("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")["env"] == {
@@ -75,14 +74,11 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     tables = [t for t in collectives.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
     assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
 
-    rows = [r for r in sweep.reference_sweep() if r["system"] == "Test quad"]
-    assert len(rows) == 1
-    row = rows[0]
-    assert (row["pair"], row["setting"], row["batch_per_worker"]) == ("0,2", "default", 256)
-    # AMD CPU: NCCL's default level is SYS, so a PHB pair keeps P2P.
-    assert row["expected_transport"] == "P2P" and row["link"] == "PCIe through the host bridge"
-    assert row["log_file"] == "a100-pcie-quad/horovod-cnn-gpus-0-2-default.txt"
-    assert list(sweep.reference_runs())[-1] == "a100-pcie-quad"  # order 5: after the others
+    # The CNN log is found as an NCCL log with the settings and pair facts system.json gives it.
+    log = "horovod-cnn-gpus-0-2-default.txt"
+    assert log in reference.find("a100-pcie-quad", "nccl-log")
+    assert reference.file_settings("a100-pcie-quad", log)["batch_per_worker"] == 256
+    assert reference.system_info("a100-pcie-quad")["cnn"]["pairs"]["0,2"]["path_type"] == "PHB"
 
 
 def test_recorded_transport_files_come_from_system_json(reference_dir):

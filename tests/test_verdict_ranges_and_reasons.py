@@ -4,7 +4,7 @@ assertion) or from the published figures named: nccl-tests issues #149 and #212,
 
 import pytest
 
-from gputopo import hostbench, reference
+from gputopo import reference
 from gputopo import verdicts as V
 from gputopo.lessons import p2p_test
 from gputopo.parsers import p2p as p2p_parser
@@ -112,12 +112,6 @@ def test_busbw_above_the_peak_with_nvls_names_nvls():
 
 
 # noise note ----------------------------------------------------------------------------------
-
-def test_repeated_reasons_print_once():
-    low = V.judge("p2p_one_way", 27.0, NV18)
-    text = hostbench.verdict_lines([("a", low), ("b", low)])
-    assert text.count("reason 1:") == 1 and text.count("reasons as above") == 1
-
 
 def test_off_p2p_settings_with_no_transport_line_are_not_comparable():
     text = read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "source_code"))
 
-from gputopo import reference, sweep  # noqa: E402
-from gputopo.parsers import nccl_tests, p2p  # noqa: E402
+from gputopo import reference  # noqa: E402
+from gputopo.parsers import ParseError, horovod_log, nccl_log, nccl_tests, p2p  # noqa: E402
 
 PAIR = "h200-nvswitch-pair"
 TARGET = ROOT / "docs" / "recorded-figures.md"
@@ -110,8 +110,45 @@ def pair_tools_table():
     return "\n".join(out)
 
 
+# The recorded CNN runs: <PAIR>/horovod-cnn/horovod-cnn-<framework>-b<batch>-gpus-<0-1>-<tag>-r<n>.txt
+# (the log) beside a .json record; the tag names the NCCL variables set for the run.
+_CNN_RUN = re.compile(r"horovod-cnn-[a-z]+-b(?P<batch>\d+)-gpus-(?P<gpus>\d+(?:-\d+)*)-(?P<tag>[A-Za-z].*)-r\d+\.txt")
+_CNN_SETTINGS = {"default": "default", "NCCL_P2P_LEVEL-NVL": "NCCL_P2P_LEVEL=NVL",
+                 "NCCL_P2P_LEVEL-PIX": "NCCL_P2P_LEVEL=PIX", "NCCL_P2P_LEVEL-LOC": "NCCL_P2P_LEVEL=LOC",
+                 "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1": "P2P and SHM disabled"}
+
+
+def recorded_cnn_runs():
+    """One row per recorded CNN run of PAIR: batch, GPUs, setting, NCCL transports, images/s."""
+    folder = reference.REFERENCE_DIR / PAIR / "horovod-cnn"
+    rows = []
+    for log_file in sorted(folder.glob("horovod-cnn-*.txt")):
+        match = _CNN_RUN.fullmatch(log_file.name)
+        if not match or match.group("tag") not in _CNN_SETTINGS:
+            continue
+        log = log_file.read_text(encoding="utf-8", errors="replace")
+        try:
+            transports = nccl_log.parse(log)["transports"]
+        except ParseError:
+            transports = []
+        try:
+            summary = json.loads(log_file.with_suffix(".json").read_text()).get("summary")
+        except (OSError, ValueError):
+            summary = None
+        if not summary:
+            try:
+                summary = horovod_log.parse(log)["summary"] or {}
+            except ParseError:
+                summary = {}
+        rows.append({"batch_per_worker": int(match.group("batch")),
+                     "pair": match.group("gpus").replace("-", ","),
+                     "setting": _CNN_SETTINGS[match.group("tag")], "transports": "+".join(transports),
+                     "images_per_sec_median": summary.get("images_per_sec_median")})
+    return rows
+
+
 def cnn_table():
-    runs = sweep.recorded_cnn_runs(PAIR)
+    runs = recorded_cnn_runs()
     groups = {}
     for run in runs:
         key = (run["batch_per_worker"], run["pair"], run["setting"])

@@ -11,18 +11,11 @@ Importing the package loads nothing else: each notebook imports the modules it u
 
 import importlib
 
-# Until the notebooks that call gputopo.detect() / gputopo.banner() are replaced: these names
-# load gputopo.detect on first use (PEP 562), never at `import gputopo`. Delete with them.
-_FROM_DETECT = {"Machine", "banner"}
 # `import gputopo` then `gputopo.reference.load(...)` keeps working: loaded on first use.
 _LAZY_SUBMODULES = {"reference", "results", "links", "plots", "parsers"}
 
 
 def __getattr__(name):
-    if name == "detect":  # the module, which is callable as detect.detect() while notebooks use it
-        return importlib.import_module(f"{__name__}.detect")
-    if name in _FROM_DETECT:
-        return getattr(importlib.import_module(f"{__name__}.detect"), name)
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,13 +4,13 @@
 library, Horovod's `--check-build`, `nvcc`) and returns a `Machine`. Having no GPU is a
 normal outcome: a missing, failing, hanging or garbled `nvidia-smi` gives a Machine in
 "reference" mode whose `reason` says why, never an exception, because a notebook must
-keep going and show recorded data instead. `detect_once()` / `banner()` detect once per
+keep going and show recorded data instead. `detect_once()` detects once per
 process.
 
 Where the parts live: the Machine record in gputopo.machine, the parsers of nvidia-smi's
 text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in coursetools.probes,
 running a tool in coursetools.proctree (`run_tool`), the sentences for people in
-gputopo.wording. Import each name from its own module.
+gputopo.wording (through Machine). Import each name from its own module.
 
 Standard library only: this runs on a bare node before anything is installed.
 """
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gputopo import gpus as gpu_model
@@ -46,8 +44,6 @@ from coursetools.probes import (
     find_nvcc,
 )
 from coursetools.proctree import first_line, run_tool
-# Start_Here imports summary_rows from here until the notebooks are replaced; delete then.
-from gputopo.wording import summary_rows  # noqa: F401
 
 
 # `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
@@ -381,18 +377,3 @@ def cached_machine() -> Optional[Machine]:
     """The Machine detect_once() found, or None if nothing has been detected yet (runs nothing)."""
     return _cached
 
-
-def banner() -> str:
-    return detect_once().banner()
-
-
-class _CallableModule(types.ModuleType):
-    """`gputopo.detect(...)` calls detect() even after `from gputopo.detect import x` made the
-    package attribute this module. Only until the notebooks that call gputopo.detect() are
-    replaced (they import from gputopo.detect too); delete it with them."""
-
-    def __call__(self, *args, **options):
-        return detect(*args, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule

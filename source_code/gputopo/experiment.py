@@ -4,9 +4,10 @@
     r = experiment.run_experiment(gpus=(0, 3), env={"NCCL_P2P_LEVEL": "LOC"})
     r.ok, r.reason, r.framework, r.summary["images_per_sec_median"], r.transports  # ... ["SHM"]
 
-(`gputopo.runner` re-exports all of it; notebooks say `runner.run_experiment`.)
+(No notebook, lab or course command calls it any more: learners type the `horovodrun` line.
+Kept while tests/test_machines.py uses `_check_gpus`; remove it with that use.)
 What run_experiment() does
-- Checks before launching: the GPU indices against `gputopo.detect()` (bad index -> a failed
+- Checks before launching: the GPU indices against `gputopo.detect.detect()` (bad index -> a failed
   result, nothing launched) and which framework Horovod is built for (`horovod_frameworks`:
   TensorFlow first when both; `framework=` picks one), passed on as `--framework`.
 - Launches `<python> -m horovod.runner.launch -np 2 -H localhost:2 --gloo <python> cnn_fmnist.py

@@ -184,11 +184,6 @@ def cuda_ordinals(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[s
     return [g.cuda_ordinal for g in _select(indices, gpus, value)]
 
 
-def index_of_ordinal(ordinal: int, gpus: Sequence[Gpu]) -> Optional[int]:
-    """nvidia-smi's index of the GPU a program saw as CUDA ordinal `ordinal` (None if unknown)."""
-    return next((g.index for g in gpus if g.cuda_ordinal == ordinal), None)
-
-
 def child_environment(base: Optional[Mapping[str, str]] = None, visible: Optional[str] = None) -> Dict[str, str]:
     """A child's environment: base (default os.environ), PCI bus order, and `visible` if given."""
     env = dict(os.environ if base is None else base)

@@ -52,8 +52,6 @@ _BY_CODE = {row.code: row for row in CODES}
 
 # Families of real links, closest first ("NV", "PIX", ..., "SYS").
 FAMILIES = tuple(dict.fromkeys(row.family for row in CODES if row.peak is not None))
-# Codes that mean a PCIe path (SOC included).
-PCIE_CODES = tuple(row.code for row in CODES if row.peak == "pcie")
 # NCCL path types a GPU pair of `topo -m` can have, closest first: NVL, PIX, PXB, PHB, SYS.
 TOPO_PATH_TYPES = tuple(p for p in PATH_ORDER if any(row.path_type == p for row in CODES))
 

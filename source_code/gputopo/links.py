@@ -145,8 +145,6 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
     GpuSpec(r"RTX 2080", "nvlink2", None, "gen3", "NVIDIA Turing GPU Architecture whitepaper (2018)"),
 )
 
-# Codes of `nvidia-smi topo -m` that mean a PCIe path (SOC is the old name of SYS).
-PCIE_PATH_CODES = linkcodes.PCIE_CODES
 
 UNKNOWN = "?"
 

@@ -72,18 +72,6 @@ P2P_LEVEL_FACTS: Tuple[Dict[str, Any], ...] = (
 # v2.6.4-1 to v2.28.3-1). NVL has no integer.
 LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
 
-# What the integers meant before NCCL 2.6 (NCCL 2.4.7 Developer Guide; src/transport/p2p.cc at
-# v2.4.8-1: P2P when the PCI distance PIX=0, PXB=1, PHB=2, NODE=3, SYS=4 is below the level).
-# 3 and 4 split what NCCL 2.6 and later call PHB (topo -m's PHB and NODE).
-OLD_INTEGER_LEVELS = {
-    0: "P2P off",
-    1: "same PCIe switch (topo -m PIX)",
-    2: "through PCIe switches (PIX, PXB)",
-    3: "same root complex (PIX, PXB, PHB): the default of 2.4",
-    4: "across root complexes of one NUMA node (also NODE)",
-    5: "across the SMP interconnect (also SYS)",
-}
-
 # NCCL_P2P_LEVEL names that came after 2.6's LOC NVL PIX PXB PHB SYS, with the first release
 # whose topoPathTypeStr[] (src/graph/topo.cc) holds them: v2.8.3-1 NVB, v2.12.7-1 PXN,
 # v2.26.2-1 C2C, v2.27.3-1 P2C (2.27.3 lists P2C after PXN, 2.27.5 and later before it; no GPU
@@ -111,23 +99,7 @@ NVLINK_P2P_DISABLED_WARNING = ("P2P is disabled between NVLINK connected GPUs %d
                                "due to a hardware issue. If you still want to proceed, you can "
                                "set NCCL_IGNORE_DISABLED_P2P=1.")
 
-P2P_LEVEL_NOTES = (
-    "NVLink is the closest path after LOC, so every level except LOC keeps P2P on an NVLink "
-    "pair: NCCL_P2P_LEVEL=1 (PIX) on an NVLink pair is still P2P over NVLink, not 'P2P via "
-    "PCIe'. Only LOC (0) or NCCL_P2P_DISABLE=1 turn it off; NCCL then uses shared memory "
-    "(SHM), or the network transport (NET) when SHM is disabled too.",
-    "Default: the docs say NCCL picks a level from the architecture; the source's rule changed "
-    "with the release (DEFAULT_LEVEL_BY_VERSION). Since 2.23 it is PXB, and SYS only on x86 AMD "
-    "hosts when the job has at most two GPUs in the node; from 2.9 to 2.22 it was PXB on Intel, "
-    "ARM and Zhaoxin and SYS on others such as AMD.",
-    "Since 2.14 SHM (and, in the rare case that a NIC path beats a P2P path, P2P too) steps "
-    "aside when each GPU reaches a NIC of its own (not necessarily the same one) through PXB or "
-    "closer with more bandwidth than the GPUs' path to each other: NCCL then uses NET inside the "
-    "node (NCCL_NET_DISABLE_INTRA=1 switches that off). Processes with different /dev/shm (separate containers) get neither "
-    "P2P nor SHM.",
-    "Integer values are discouraged by the docs: their meaning changed in 2.6 (OLD_INTEGER_LEVELS "
-    "are the 2.4-2.5 meanings); since 2.6 values above 4 are read as SYS.",
-)
+
 
 
 def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]:
@@ -331,60 +303,6 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     if None in outcomes or len(outcomes) != 1:
         return None
     return outcomes.pop()
-
-
-# NCCL's own bandwidth model (GB/s), the numbers ncclTopoCheckNet compares; NCCL source at
-# v2.14.3-1 and v2.28.3-1 (the same values at both tags unless a comment says otherwise).
-# PCI links: width * per-lane value / 80 (src/graph/topo.cc ncclTopoAddPci, v2.28.3-1 line 478;
-# the per-lane values, in 100 Mbps, are kvDictPciGen, v2.28.3-1 lines 410-413).
-NCCL_PCI_LANE_VALUE = {"2.5": 15, "5": 30, "8": 60, "16": 120, "32": 240, "64": 480}
-# Between two Intel sockets (src/graph/topo.h, v2.28.3-1 lines 24-27; topo.cc
-# ncclTopoGetInterCpuBw): Broadwell and anything not recognised 6, Skylake 10 (9 at v2.14.3-1),
-# Sapphire Rapids 22, Emerald Rapids 40.
-NCCL_INTEL_INTER_CPU_BW = {"BDW": 6.0, "SKL": 10.0, "SRP": 22.0, "ERP": 40.0}
-
-
-def nccl_pci_bw(gt_per_s: str, width: int = 16) -> float:
-    """NCCL's bandwidth for a PCIe link: nccl_pci_bw("8", 16) -> 12.0 (gen3 x16)."""
-    return width * NCCL_PCI_LANE_VALUE[str(gt_per_s)] / 80.0
-
-
-def nccl_net_bw(mbps: int) -> float:
-    """NCCL's bandwidth for a NIC of `mbps` Mbit/s (topo.cc ncclTopoAddNet: mbps / 8000;
-    a speed of 0 or below counts as 10000)."""
-    return (mbps if mbps > 0 else 10000) / 8000.0
-
-
-def net_beats_pair(pair_bw: float, close_nic_bw: Sequence[float]) -> bool:
-    """ncclTopoCheckNet's comparison: close_nic_bw is, for each of the two GPUs, the bandwidth of
-    its best NIC path at PXB or closer (0 when it has none; a path is as fast as its slowest
-    link). NET wins only when both beat the GPU-to-GPU path (strictly greater)."""
-    return len(close_nic_bw) == 2 and all(bw > pair_bw for bw in close_nic_bw)
-
-
-def nic_paths(topology: Optional[Dict[str, Any]], first: int, second: int
-              ) -> Optional[Tuple[Tuple[Optional[str], Optional[str]], ...]]:
-    """For each NIC column of a parsed `topo -m` (parsers.topo), the codes of GPU `first` and GPU
-    `second` to it: (("PIX", "SYS"), ...); () when topo -m lists no NIC; None when unknown."""
-    if not topology or "links" not in topology:
-        return None
-    links = topology.get("links") or {}
-    row_a, row_b = links.get(f"GPU{first}") or {}, links.get(f"GPU{second}") or {}
-    return tuple((row_a.get(nic), row_b.get(nic)) for nic in (topology.get("nics") or {}))
-
-
-def local_cpu_vendor() -> Optional[str]:
-    """'GenuineIntel', 'AuthenticAMD', 'aarch64', ... for this machine, or None."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    machine = platform.machine()
-    return machine or None
 
 
 # ------------------------------------------------------------------------------------------

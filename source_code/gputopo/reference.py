@@ -187,14 +187,6 @@ def file_settings(system, filename):
     return settings
 
 
-def system_of(name):
-    """The folder of a system named by its folder or by a former name (`formerly`); None if unknown."""
-    for system in list_systems():
-        if name == system or name == system_info(system).get("formerly"):
-            return system
-    return None
-
-
 def _pair(text):
     first, second = (int(part) for part in str(text).split(","))
     return first, second

@@ -55,7 +55,6 @@ AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not compar
 KINDS = ("host_copy", "h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency",
          "allreduce_busbw", "cnn_images_per_sec", "cnn_scaling_efficiency")
 UNITS = {"p2p_latency": "us", "cnn_images_per_sec": "images/s", "cnn_scaling_efficiency": ""}
-METHODS = ("ce", "sm", "staged", None)  # copy engine, SM copy kernel, staged through the host
 
 # Message size from which bandwidth counts as levelled off. P2P copies: the P2P test's
 # bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
@@ -224,52 +223,6 @@ class Verdict:
 
 # ---------------------------------------------------------------------------------------
 # Peaks
-
-
-def link_from_machine(machine, first: int, second: Optional[int] = None) -> Optional[Link]:
-    """The Link a live measurement on a detected Machine crossed, or None when it is not known.
-
-    second None: GPU `first`'s own PCIe link to the host (host<->GPU copies). Otherwise the link
-    between two GPUs (nvidia-smi indices) as the machine's `topo -m` names it: NVLink (the GPU's
-    name picks its NVLink generation in links.py; the count is the fewer of the code's links and
-    the links `nvidia-smi nvlink -s` shows active) or, for any other code, the PCIe link of the
-    slower end. The PCIe link is as the driver reports it now (an idle GPU may show generation 1:
-    the verdict then shows the ceiling it has now beside the maximum). Never raises.
-    """
-    try:
-        by_index = {getattr(g, "index", None): g for g in (getattr(machine, "gpus", None) or [])}
-        ends = [by_index.get(i) for i in ((first,) if second is None else (first, second))]
-        if any(g is None for g in ends):
-            return None
-
-        def pcie(gpus):
-            def num(value):
-                return value if isinstance(value, int) and value > 0 else None
-            gens = [num(g.pcie_gen_current) or num(g.pcie_gen_max) for g in gpus]
-            widths = [num(g.pcie_width_current) or num(g.pcie_width_max) for g in gpus]
-            tops = [num(g.pcie_gen_max) for g in gpus]
-            top_widths = [num(g.pcie_width_max) for g in gpus]
-            if None in gens:
-                return None
-            return Link("pcie", f"gen{min(gens)}", min(w for w in widths if w) if any(widths) else None,
-                        gen_max=f"gen{min(t for t in tops if t)}" if any(tops) else None,
-                        width_max=min(w for w in top_widths if w) if any(top_widths) else None,
-                        gpu=gpus[0].name or None)
-
-        if second is None:
-            return pcie(ends)
-        code = machine.link_between(first, second) if hasattr(machine, "link_between") else None
-        match = re.fullmatch(r"NV(\d+)", code or "")
-        if not match:
-            return pcie(ends) if code else None
-        count = int(match.group(1))
-        active = getattr(machine, "nvlink_active_links", None) or {}
-        for index in (first, second):
-            if f"GPU{index}" in active:
-                count = min(count, active[f"GPU{index}"])
-        return Link("nvlink", ends[0].name or None, count=count, gpu=ends[0].name or None)
-    except Exception:  # a verdict is a side note: never stop the notebook
-        return None
 
 
 def link_peak(link: Link) -> Figure:
@@ -634,99 +587,3 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
                  cuda_graph=graph, processes=processes)
 
 
-_HOST_ROW = re.compile(r"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
-
-
-def judge_host_copy_output(text: str, link: Link) -> List[Verdict]:
-    """Verdicts on the course's host<->GPU copy lab output, largest size of each direction and memory.
-    The lab ends with '# exit status: N'; without it the output was cut off."""
-    rows = [m.groups() for m in map(_HOST_ROW.match, text.splitlines()) if m]
-    if not re.search(r"^# exit status: 0\s*$", text, re.M):
-        return [Verdict("h2d", None, INCOMPLETE, "the output has no '# exit status: 0' line: cut off or failed, "
-                        "not judged")]
-    largest = {}
-    for size, direction, memory, _, gbs, check in rows:
-        if check != "ok":
-            return [Verdict(direction, float(gbs), NOT_COMPARABLE, f"data check says {check!r} at {size} B")]
-        largest[(direction, memory)] = (int(size), float(gbs))
-    return [judge(direction, gbs, link, memory=memory, size=size)
-            for (direction, memory), (size, gbs) in sorted(largest.items())]
-
-
-_NVB_KINDS = {"host_to_device_memcpy": "h2d", "device_to_host_memcpy": "d2h",
-              "device_to_device_memcpy_read": "p2p_one_way", "device_to_device_memcpy_write": "p2p_one_way"}
-
-
-def judge_nvbandwidth_output(text: str, link: Link) -> List[Verdict]:
-    """One verdict per test of an nvbandwidth output: its lowest cell (the worst pair), judged on
-    `link`. nvbandwidth's default buffer is 64 MiB at v0.2 and 512 MiB at v0.8 (common.h,
-    defaultBufferSize), above the plateau, and its host buffers are pinned (memcpy.cpp at v0.8:
-    HostBuffer allocates with cuMemHostAlloc, on the GPU's NUMA node). A test that stopped on an error is "incomplete", a waived
-    test (no peer access) "not comparable", a text cut inside a matrix "incomplete"; tests the
-    verdicts do not cover (bidirectional, latency, all-to-one) are "not comparable"."""
-    from gputopo.parsers import ParseError
-    from gputopo.parsers import nvbandwidth
-
-    try:
-        parsed = nvbandwidth.parse(text)
-    except ParseError as error:
-        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
-        return [Verdict("nvbandwidth", None, status, f"the output could not be read whole: {error.what}")]
-    out = []
-    for test in parsed["tests"]:
-        name = test["name"] or "?"
-        kind = next((k for prefix, k in _NVB_KINDS.items() if name.startswith(prefix)), None)
-        if test["status"] == "error":
-            out.append(Verdict(kind or name, None, INCOMPLETE, f"{name} stopped on an error: "
-                               f"{(test['message'] or '')[:80]}"))
-            continue
-        if test["status"] == "waived":
-            out.append(Verdict(kind or name, None, NOT_COMPARABLE, f"{name} was waived (no peer access or not "
-                               "supported here): nothing measured"))
-            continue
-        matrix = test["matrices"][0] if test["matrices"] else None
-        if kind is None or matrix is None or matrix.get("unit") != "GB/s":
-            out.append(Verdict(name, None, NOT_COMPARABLE, "a test the verdicts do not cover"))
-            continue
-        cells = [v for row in matrix["values"] for v in row if v is not None]
-        if not cells:
-            out.append(Verdict(kind, None, INCOMPLETE, f"{name}: no number in its matrix"))
-            continue
-        method = "sm" if name.endswith("_sm") else "ce"
-        out.append(judge(kind, min(cells), link, method=method, memory="pinned"))
-    return out
-
-
-def cnn_reference(kind: str, gpu: Optional[str], batch: int, setting: str = "default",
-                  workers: int = 2, link: Optional[str] = None) -> Optional[List[float]]:
-    """Recorded values to judge a CNN figure against (reference_systems/*/horovod-cnn/, read by
-    gputopo.lessons.training.recorded_runs): images/s min and max of the runs of the same GPU
-    model, batch per GPU, NCCL setting and number of GPUs; or for "cnn_scaling_efficiency" those
-    runs' images/s over `workers` x the one-GPU median at the same batch. link: the pair's `topo -m`
-    link as the runs table writes it (a DGX-1's NVLink pair 0,3 and its PCIe pair 1,7 are not one
-    reference); None matches any. None when nothing matches."""
-    if not gpu:
-        return None
-    try:
-        from gputopo.lessons.training import recorded_runs  # heavy: imported on use
-        rows = recorded_runs()
-    except Exception:
-        return None
-    model = [w for w in re.split(r"[\s_-]+", gpu) if re.search(r"\d", w)]
-
-    def same(row, n, wanted):
-        return (model and all(w in row.get("system", "") for w in model) and row.get("batch_per_worker") == batch
-                and row.get("workers", n) == n and row.get("setting") == wanted and row.get("images_per_sec_min"))
-
-    group = [r for r in rows if same(r, workers, setting) and (link is None or r.get("link") == link)]
-    if not group:
-        return None
-    low = min(r["images_per_sec_min"] for r in group)
-    high = max(r["images_per_sec_max"] for r in group)
-    if kind == "cnn_images_per_sec":
-        return [low, high]
-    one = [r for r in rows if same(r, 1, "default")]
-    if not one:
-        return None
-    base = workers * one[0]["images_per_sec_median"]
-    return [low / base, high / base]
