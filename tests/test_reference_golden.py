@@ -111,6 +111,15 @@ HOROVOD = {
     ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): 5,
     ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"): 5,
     ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt"): (5, 98996.51),
+    # the DDP lab (labs/ddp_fmnist.py) prints the same EPOCH lines; counts and first epochs read by hand
+    ("h100-single-gpu", "ddp-fmnist-cpu2-x25.6M.txt"): (2, 948.7),
+    ("h100-single-gpu", "ddp-fmnist-cpu2.txt"): (2, 2790.1),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-r1.txt"): (3, 15083.8),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-r2.txt"): (3, 15604.4),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-r3.txt"): (3, 16038.8),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-x25.6M-r1.txt"): (3, 14264.3),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-x25.6M-r2.txt"): (3, 14826.7),
+    ("h100-single-gpu", "ddp-fmnist-gpu1-x25.6M-r3.txt"): (3, 14574.1),
 }
 
 # NCCL's topology dump (NCCL_TOPO_DUMP_FILE): cpu numaid and vendor, GPU dev/sm, PCI

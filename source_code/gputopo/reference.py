@@ -51,7 +51,7 @@ KIND_PATTERNS = {
     "p2p": ("p2pBandwidthLatencyTest*.txt",),
     "nccl-log": ("horovod-cnn-*.txt", "nccl-debug*.txt"),
     "nccl-tests": ("*_perf*.txt", "nccl-bench*.txt"),
-    "horovod": ("horovod-cnn-*.txt",),
+    "horovod": ("horovod-cnn-*.txt", "ddp-fmnist-*.txt"),  # the DDP lab prints the same EPOCH/SUMMARY lines
     "horovod-timeline": ("horovod-timeline*.json",),  # HOROVOD_TIMELINE (also of kind json)
     "nvlink-status": ("nvidia-smi-nvlink-s*.txt",),
     "nvlink-remote": ("nvidia-smi-nvlink-R*.txt",),
