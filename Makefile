@@ -21,6 +21,10 @@ INSTALL := bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framew
 # What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
 CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
+# The venv's bin folder first on PATH for JupyterLab's and nbval's kernels (their Python is
+# $(PY)), so that what a notebook types (`!python`, `!horovodrun`, `!torchrun`) is the course's
+# environment. `make course` does the same in coursetools.course's kernel_environment.
+VENV_FIRST = PATH="$(abspath $(VENV))/bin:$$PATH"
 
 # NVLink SHARP (NVLS) is off by default in the course: on shared or virtualised NVSwitch nodes,
 # where workshops usually run, NVLink multicast can disturb other users. An instructor with a
@@ -53,7 +57,7 @@ lab: ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a 
 	echo "[make]   $$url"; \
 	echo "[make] On a remote machine first tunnel the port: ssh -L $(PORT):127.0.0.1:$(PORT) <host>"; \
 	echo ""; \
-	exec $(CLEAN_ENV) $(PY) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
+	exec $(CLEAN_ENV) $(VENV_FIRST) $(PY) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
 	  --ServerApp.root_dir="$(CURDIR)" \
 	  --ServerApp.default_url=/lab/tree/Start_Here.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
@@ -64,7 +68,7 @@ test: install ## install, then every test: unit tests, nbval on every notebook, 
 	@bash environment/install-test-tools.sh --venv $(VENV)
 	@echo "[make] $(PY) -m pytest tests --nbval-lax Start_Here.ipynb notebooks/ $(PYTEST_ARGS)"; \
 	rc=0; GPUTOPO_REQUIRE_DATASET=$${GPUTOPO_REQUIRE_DATASET:-1} \
-	  $(CLEAN_ENV) $(PY) -m pytest tests --nbval-lax Start_Here.ipynb notebooks/ $(PYTEST_ARGS) || rc=$$?; \
+	  $(CLEAN_ENV) $(VENV_FIRST) $(PY) -m pytest tests --nbval-lax Start_Here.ipynb notebooks/ $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "[make] FAILED: pytest ran no test (exit 5: nothing collected, or all deselected); that is not a pass" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then echo "[make] FAILED: pytest exit $$rc (see the summary above)" >&2; fi; \
 	exit $$rc

@@ -14,10 +14,12 @@ machines without GPUs. Use it as a factory:
                         outputs={"topo -p2p r": text})           # add or replace an answer
 
 It answers by its arguments joined with spaces: "" (plain nvidia-smi) -> nvidia-smi.txt,
-"topo -m" -> nvidia-smi-topo-m.txt, "nvlink -s" / "nvlink -R" -> nvidia-smi-nvlink-s/-R.txt;
+"topo -m" -> nvidia-smi-topo-m.txt, "nvlink -s" / "nvlink -R" -> nvidia-smi-nvlink-s/-R.txt,
+"topo -p2p r" -> nvidia-smi-topo-p2p-r.txt, else the recorded nvidia-smi-topo-p2p-rw.txt;
 `--query-gpu=<fields>` gets CSV rows built from the GPU table in nvidia-smi.txt (or from
-gpu_names), "[N/A]" for fields nothing recorded. Anything else exits 2 with a message on
-stderr, as a tool that cannot answer would. The factory returns the script's path; PATH is
+gpu_names), "[N/A]" for fields nothing recorded; "-L" gets one line per GPU of that table,
+"GPU <index>: <name> (UUID: <uuid>)", where every GPU's UUID is known (else it is unanswered).
+Anything else exits 2 with a message on stderr, as a tool that cannot answer would. The factory returns the script's path; PATH is
 restored after the test.
 """
 
@@ -42,7 +44,12 @@ RECORDED_FILES = {
     "topo -m": "nvidia-smi-topo-m.txt",
     "nvlink -s": "nvidia-smi-nvlink-s.txt",
     "nvlink -R": "nvidia-smi-nvlink-R.txt",
+    "topo -p2p r": "nvidia-smi-topo-p2p-r.txt",
+    "topo -p2p rw": "nvidia-smi-topo-p2p-rw.txt",
 }
+# The reference systems recorded `topo -p2p rw` (one matrix: OK where both reads and writes are);
+# where no `topo -p2p r` is recorded, the stand-in answers `topo -p2p r` with it.
+FALLBACK_FILES = {"topo -p2p r": "nvidia-smi-topo-p2p-rw.txt"}
 
 _FAKE_SCRIPT = '''#!{python}
 import json, pathlib, sys, time
@@ -67,6 +74,13 @@ if query:
 key = " ".join(args)
 if key in answers["outputs"]:
     sys.stdout.write(answers["outputs"][key])
+    sys.exit(0)
+if key == "-L" and answers["gpus"] and all(gpu.get("uuid") for gpu in answers["gpus"]):
+    # nvidia-smi -L's line per GPU, as in the recorded output of 2x Quadro RTX 4000, driver
+    # 535.129.03 (https://github.com/akash-network/provider-configs/pull/12):
+    # "GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)"
+    for gpu in answers["gpus"]:
+        print("GPU %s: %s (UUID: %s)" % (gpu["index"], gpu["name"], gpu["uuid"]))
     sys.exit(0)
 sys.stderr.write("fake nvidia-smi: nothing recorded for %r\\n" % key)
 sys.exit(2)
@@ -155,6 +169,7 @@ def fake_nvidia_smi(tmp_path, monkeypatch):
         if system is not None:
             recorded = reference.files(system)  # ValueError names the known systems
             for key, filename in RECORDED_FILES.items():
+                filename = filename if filename in recorded else FALLBACK_FILES.get(key)
                 if filename in recorded:
                     answers["outputs"][key] = reference.read_text(system, filename)
             answers["gpus"] = recorded_gpus(system) or []

@@ -5,19 +5,15 @@ import os
 import subprocess
 import sys
 
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from coursetools import course
 
-BANNER_REFERENCE = ("No NVIDIA GPU is visible here (nvidia-smi not found): this notebook shows "
-                    "recorded data from real systems (reference mode).")
-# A notebook output tagged the way coursetools.course's report reads it (live or reference).
-TAGGED_DISPLAY = ("from IPython.display import display\n"
-                  "def show(text, source):\n"
-                  "    display({'text/plain': text}, raw=True, metadata={'gputopo': {'source': source}})\n")
+# The lines gputopo.live.read prints (its f-strings, with the file names of the notebook below).
+RECORDED_LINE = "[recorded] nothing.txt was not written (was the command's cell run?)."
+LIVE_LINE = "[live] said.txt: this machine's output (shown above)."
 
 
 def write_notebook(path, cells):
@@ -36,9 +32,14 @@ def notebooks(tmp_path):
     fine = write_notebook(folder / "1.Fine.ipynb", [
         "md:# A fine notebook",
         "print(open('marker.txt').read().strip())",  # cwd must be the notebook's folder
-        f"{TAGGED_DISPLAY}show({BANNER_REFERENCE!r}, 'reference')",
-        "show('host memcpy bandwidth measured live: 9.9 GB/s', 'live')",
+        # as the course's notebooks do: a command's output file, then live.read
+        "import os\nos.environ['GPUTOPO_RESULTS_DIR'] = os.path.abspath('kernel-results')\n"
+        "from gputopo import live\nRUN = live.run_dir('1-fine')\n"
+        "_ = live.read(RUN / 'nothing.txt', kind='topo', recorded='h100-single-gpu/nvidia-smi-topo-m.txt')",
+        "!echo 'GPU0 is here' > {RUN}/said.txt\n_ = live.read(RUN / 'said.txt')",
+        "_ = live.read(RUN / 'none.txt')",  # [not live]: neither live nor recorded
         "import os, sys, gputopo\nprint(sys.executable, os.environ['NCCL_NVLS_ENABLE'])",
+        "!which python",
     ])
     broken = write_notebook(folder / "2.Broken.ipynb", [
         "x = 1",
@@ -49,8 +50,10 @@ def notebooks(tmp_path):
     return fine, broken
 
 
-def run_course(*args, results):
+def run_course(*args, results, path=None):
     env = dict(os.environ, GPUTOPO_RESULTS_DIR=str(results))
+    if path is not None:
+        env["PATH"] = path
     return subprocess.run([sys.executable, "-m", "coursetools.course", *map(str, args)],
                           capture_output=True, text=True, timeout=600, env=env)
 
@@ -58,7 +61,14 @@ def run_course(*args, results):
 def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_path):
     fine, broken = notebooks
     results = tmp_path / "results"
-    done = run_course("--notebooks", fine, broken, "--timeout", "120", results=results)
+    # another `python` first on the PATH the course starts with: the kernels' PATH puts this
+    # Python's folder before it, so `!which python` in a notebook names this Python's
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "python").write_text("#!/bin/sh\necho decoy\n")
+    (decoy / "python").chmod(0o755)
+    done = run_course("--notebooks", fine, broken, "--timeout", "120", results=results,
+                      path=f"{decoy}{os.pathsep}{os.environ['PATH']}")
 
     assert done.returncode == 1
     error = done.stderr.strip().splitlines()[-1]
@@ -75,8 +85,12 @@ def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_pa
 
     executed = nbformat.read(str(run_dir / "1.Fine.ipynb"), as_version=4)
     assert executed.cells[1].outputs[0]["text"] == "found relative to the notebook\n"
-    # The kernel is this interpreter, gputopo imports, and NVLink SHARP stays off.
-    assert executed.cells[4].outputs[0]["text"] == f"{sys.executable} 0\n"
+    # The kernel is this interpreter, gputopo imports, NVLink SHARP stays off, and `python`
+    # in a shell command is this interpreter's folder's, not the decoy first on the course's PATH.
+    assert executed.cells[5].outputs[0]["text"] == f"{sys.executable} 0\n"
+    which = executed.cells[6].outputs[0]["text"].strip()
+    assert which == os.path.join(os.path.dirname(sys.executable), "python")
+    assert executed.cells[2].outputs[0]["text"].startswith(RECORDED_LINE + "\n")
     broken_run = nbformat.read(str(run_dir / "2.Broken.ipynb"), as_version=4)
     assert broken_run.cells[2].outputs[-1]["output_type"] == "error"
     assert broken_run.cells[3].outputs == []  # execution stopped at the failure
@@ -84,14 +98,16 @@ def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_pa
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = {row["notebook"]: row for row in summary["notebooks"]}
     assert rows["1.Fine.ipynb"]["status"] == "ok"
-    assert rows["1.Fine.ipynb"]["reference"] == [[2, BANNER_REFERENCE]]
-    assert rows["1.Fine.ipynb"]["live"] == [[3, "host memcpy bandwidth measured live: 9.9 GB/s"]]
+    assert rows["1.Fine.ipynb"]["recorded"] == [[2, RECORDED_LINE]]
+    assert rows["1.Fine.ipynb"]["live"] == [[3, LIVE_LINE]]  # cell 4's "[not live]": in neither
+    assert rows["2.Broken.ipynb"]["live"] == rows["2.Broken.ipynb"]["recorded"] == []
     assert rows["2.Broken.ipynb"]["failure"]["cell"] == 2
 
     index = (run_dir / "index.html").read_text()
     assert "<a href='1.Fine.html'>1.Fine.ipynb</a>" in index
     assert "failed at cell 2 (values = [1, 2]): IndexError" in index
-    assert "cell 2: " + BANNER_REFERENCE.split(" (")[0] in index
+    assert "cell 2: [recorded] nothing.txt was not written" in index
+    assert "cell 3: [live] said.txt" in index
     assert "found relative to the notebook" in (run_dir / "1.Fine.html").read_text()
 
     record = json.loads((results / "course.jsonl").read_text().splitlines()[-1])
@@ -135,43 +151,47 @@ def test_default_order_is_start_here_then_by_number(tmp_path):
     assert names == ["Start_Here.ipynb", "1.First.ipynb", "2.Second.ipynb", "10.Last.ipynb"]
 
 
-def test_live_and_reference_come_from_tags_not_wording():
-    nb = nbformat.v4.new_notebook()
-    tagged_live = nbformat.v4.new_output("display_data", data={"text/plain": "a plot"},
-                                         metadata={"gputopo": {"source": "live"}})
-    # A sentence that sounds live but is untagged: the report must not count it (it counted
-    # "Live sweep stopped: Horovod missing" as live before).
-    sounds_live = nbformat.v4.new_output("stream", name="stdout",
-                                         text="Live sweep stopped: the experiments run live soon.\n")
-    tagged_reference = nbformat.v4.new_output(
-        "display_data", data={"text/plain": "The live GPU sweep did not run: Horovod missing"},
-        metadata={"gputopo": {"source": "reference"}})
-    plain = nbformat.v4.new_output("stream", name="stdout", text="42\n")
-    nb.cells = [nbformat.v4.new_markdown_cell("reference mode in prose is not an output"),
-                nbformat.v4.new_code_cell("x", outputs=[tagged_live]),
-                nbformat.v4.new_code_cell("y", outputs=[plain, sounds_live]),
-                nbformat.v4.new_code_cell("z", outputs=[tagged_reference])]
-    found = course.live_and_reference(nb)
-    assert found["live"] == [(1, "a plot")]
-    assert found["reference"] == [(3, "The live GPU sweep did not run: Horovod missing")]
+def stream(text, name="stdout"):
+    return nbformat.v4.new_output("stream", name=name, text=text)
 
 
-def test_the_report_reads_the_tags_a_real_kernel_writes(tmp_path):
-    """A real kernel displays two tagged outputs (one a Machine's banner); the report reads them back."""
-    from nbclient import NotebookClient
+def test_live_and_recorded_come_from_live_reads_lines_not_wording():
+    """Outputs as a kernel stores them: stream text in chunks, displays with metadata."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        TAGGED_DISPLAY +
-        "from gputopo.machine import Machine\n"
-        "show(Machine(mode='reference', reason='none', gpu_count=0).banner(), 'reference')\n"
-        "show('measured here', 'live')")]
-    env_path = str(Path(course.__file__).resolve().parents[1])
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute(
-        env={**os.environ, "PYTHONPATH": env_path})
+    # a sentence that sounds live, a marker inside a line, "[not live]", and the output tag that
+    # earlier notebooks wrote (nothing writes it now): none of these counts
+    sounds_live = stream("Live sweep: the experiments ran live here [live] soon.\n")
+    not_live = stream("[not live] the command printed nothing; no recorded output stands in for it.\n")
+    old_tag = nbformat.v4.new_output("display_data", data={"text/plain": "a plot"},
+                                     metadata={"gputopo": {"source": "live"}})
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("[live] in prose is not an output"),
+        nbformat.v4.new_code_cell("a", outputs=[stream("GPU0 X NV18\n"),
+                                                stream("[live] nvidia-smi-topo-m.txt: this machine's output (shown above).\n")]),
+        nbformat.v4.new_code_cell("b", outputs=[sounds_live, not_live, old_tag]),
+        # the recorded line arrived in two chunks, after the command's own line on stderr
+        nbformat.v4.new_code_cell("c", outputs=[stream("bash: nccl_bench: command not found\n", "stderr"),
+                                                stream("[reco"), stream("rded] the command did not run: x.\n"
+                                                                        "Below, the same command on a machine:\n")]),
+        # two reads in one cell: one live, one recorded; the first line of each kind is the evidence
+        nbformat.v4.new_code_cell("d", outputs=[stream("[live] a.txt: this machine's output (shown above).\n"
+                                                       "[live] b.txt: this machine's output (shown above).\n"
+                                                       "[recorded] c.txt was not written.\n")]),
+    ]
     found = course.live_and_reference(nb)
-    assert [i for i, _ in found["reference"]] == [0] and [i for i, _ in found["live"]] == [0]
-    assert found["live"][0][1] == "measured here"
+    assert found["live"] == [(1, "[live] nvidia-smi-topo-m.txt: this machine's output (shown above)."),
+                             (4, "[live] a.txt: this machine's output (shown above).")]
+    assert found["recorded"] == [(3, "[recorded] the command did not run: x."),
+                                 (4, "[recorded] c.txt was not written.")]
+
+
+def test_kernel_environment_puts_the_kernels_python_first_and_keeps_nvls():
+    env = course.kernel_environment({"PATH": "/usr/bin:/opt/venv/bin:/bin"}, python="/opt/venv/bin/python")
+    assert env["PATH"] == "/opt/venv/bin:/usr/bin:/bin"  # first, and only once
+    assert env["NCCL_NVLS_ENABLE"] == "0"  # the course default where nothing was exported
+    # an exported value passes through untouched (an instructor's opt-in)
+    assert course.kernel_environment({"PATH": "/bin", "NCCL_NVLS_ENABLE": "1"})["NCCL_NVLS_ENABLE"] == "1"
+    assert course.kernel_environment({"PATH": "/bin"})["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
 
 
 def test_html_falls_back_when_the_lab_template_is_missing(tmp_path, monkeypatch):

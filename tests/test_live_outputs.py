@@ -43,7 +43,7 @@ def test_one_h200_whose_nvlink_status_is_empty(fake_nvidia_smi):
 
 
 def test_a_failing_nvlink_query_quotes_its_error(fake_nvidia_smi):
-    fake_nvidia_smi("h200-nvswitch-pair")  # no nvlink -R recorded, topo -p2p as one file only
+    fake_nvidia_smi("h100-pcie-nvlink-pair")  # no topo -p2p recorded: the stand-in cannot answer it
     machine = quick_detect()
     text, source = live_tool_output(machine, "p2p")
     assert source == "reference" and "fake nvidia-smi: nothing recorded for 'topo -p2p r'" in text

@@ -2,8 +2,12 @@
 
 Each machine of tests/fixtures/machines/ (and the CUDA_VISIBLE_DEVICES subset of the 8x H20
 box) gets its own stand-in nvidia-smi, results folder and `python -m coursetools.course` run of
-every notebook; the CUDA driver is asked for real, and here it is absent, so every banner must
-say what ran live and what is recorded. The machine without GPUs (this one, in CI) runs the
+every notebook; the CUDA driver is asked for real, and here it is absent. Every notebook must run
+without an error output; the commands the stand-in answers (`nvidia-smi`, `-L`, `topo -m`,
+`--query-gpu`, `nvlink -s`, `topo -p2p r`) are read live ("[live] <file>" from gputopo.live.read,
+the machine's own matrix in the command's output), the GPU programs (P2P test, NCCL benchmark,
+horovodrun training, NCCL's dumps) show a recorded run ("[recorded]"), and the course report
+lists recorded cells for notebooks 3 to 6. The machine without GPUs (this one, in CI) runs the
 instructor's way, `make course` with its HTML report, in the same background pool; nbval
 executes its notebooks too.
 
@@ -37,7 +41,8 @@ import pytest
 from conftest import write_fake_nvidia_smi
 from test_machines import CASES as ALL_CASES
 from test_machines import IDS as ALL_IDS
-from test_machines import machine_answers
+from test_machines import MACHINES, machine_answers
+from gputopo.parsers import ANSI_ESCAPE
 
 ROOT = Path(__file__).resolve().parents[1]
 # GPUTOPO_MACHINES=quick: four machines that take four different paths (one GPU; two GPUs without
@@ -173,37 +178,101 @@ def course_runs(matrix):
 
 
 def _outputs_text(cells):
-    """Stream text and displayed text (the banner is a tagged display, gputopo.course.show)."""
+    """Stream text and displayed text of `cells`, \\r\\n made \\n (a `!` command's output reaches
+    the notebook through a pseudo-terminal, which ends lines with \\r\\n)."""
     return "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
-                   for cell in cells for o in cell.get("outputs", []))
+                   for cell in cells for o in cell.get("outputs", [])).replace("\r\n", "\n")
+
+
+def _read_cell(cells, filename):
+    """The output text of the cell that calls live.read on RUN / `filename`."""
+    found = [cell for cell in cells if cell["cell_type"] == "code"
+             and "live.read" in "".join(cell["source"]) and f'"{filename}"' in "".join(cell["source"])]
+    assert found, f"no cell reads {filename}"
+    return _outputs_text(found[:1])
+
+
+def _words(text):
+    return " ".join(ANSI_ESCAPE.sub("", text).split())
+
+
+# The last line of each stand-in's `nvidia-smi -L`, typed from its machine.json (index, name and
+# the made-up UUID): Start_Here's first command must print it, so the list is this machine's.
+LAST_GPU_LINE = {
+    "l4-single": "GPU 0: NVIDIA L4 (UUID: GPU-a4000000-0000-4000-8000-000000000000)",
+    "rtx-pro-6000-single": "GPU 0: NVIDIA RTX PRO 6000 Blackwell Workstation Edition "
+                           "(UUID: GPU-b6000000-0000-4000-8000-000000000000)",
+    "rtx4090-pair-no-p2p": "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-c4010000-0000-4000-8000-000000000001)",
+    "rtx3090-nvlink-pair": "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-d3010000-0000-4000-8000-000000000001)",
+    "l40s-4gpu-2numa-nics": "GPU 3: NVIDIA L40S (UUID: GPU-e4030000-0000-4000-8000-000000000003)",
+    "a100-8gpu-nvswitch-10nics": "GPU 7: NVIDIA A100-SXM4-80GB (UUID: GPU-f1070000-0000-4000-8000-000000000007)",
+    "h20-8gpu-hgx": "GPU 7: NVIDIA H20 (UUID: GPU-a2070000-0000-4000-8000-000000000007)",
+    "b200-8gpu": "GPU 7: NVIDIA B200 (UUID: GPU-b2070000-0000-4000-8000-000000000007)",
+    "a100-mig": "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-c1010000-0000-4000-8000-000000000001)",
+    "mixed-5090-3080": "GPU 2: NVIDIA GeForce RTX 3080 (UUID: GPU-d5020000-0000-4000-8000-000000000002)",
+    "k80-old-driver-soc": "GPU 3: Tesla K80 (UUID: GPU-e8030000-0000-4000-8000-000000000003)",
+    "rtx6000ada-4gpu": "GPU 3: NVIDIA RTX 6000 Ada Generation (UUID: GPU-f6030000-0000-4000-8000-000000000003)",
+}
+# Which notebooks run which nvidia-smi command and read its file with live.read (the files the
+# stand-in answers: it knows no CUDA, so these are the parts that must run live).
+NVIDIA_SMI_READS = {
+    "Start_Here.ipynb": ["nvidia-smi-topo-m.txt"],
+    "1.Latency-and-Bandwidth.ipynb": ["nvidia-smi.txt", "pcie-link.csv", "nvidia-smi-topo-m.txt"],
+    "2.System-Topology.ipynb": ["nvidia-smi.txt", "nvidia-smi-topo-m.txt", "nvidia-smi-nvlink-s.txt",
+                                "nvidia-smi-topo-p2p-r.txt"],
+    "3.P2P-Bandwidth-Latency-Test.ipynb": ["nvidia-smi-topo-m.txt"],
+    "6.Inside-NCCL.ipynb": ["nvidia-smi-topo-m.txt"],
+}
+# The fixture file behind each read (a read whose file the stand-in's folder lacks, or holds empty,
+# is not asked to be live: the stand-in then prints nothing or answers as a tool that cannot, and
+# the recorded output stands in).
+FIXTURE_OF = {"nvidia-smi-nvlink-s.txt": "nvidia-smi-nvlink-s.txt", "nvidia-smi-topo-p2p-r.txt": "nvidia-smi-topo-p2p-r.txt"}
+# The GPU programs: CUDA is absent on every stand-in, so each read shows a recorded run.
+GPU_PROGRAM_READS = {
+    "3.P2P-Bandwidth-Latency-Test.ipynb": "p2pBandwidthLatencyTest.txt",
+    "4.Collectives-and-Scaling.ipynb": "nccl-bench-all_reduce.txt",
+    "5.NCCL-and-P2P-Levels.ipynb": "horovod-pair-0-1.txt",
+    "6.Inside-NCCL.ipynb": "nccl-topo.xml",
+}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_notebook_runs_without_an_error_output(course_runs, case):
-    name, words = case[0], case[-1]
+    name = case[0]
     done, out = course_runs[IDS[CASES.index(case)]]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     [run_dir] = out.glob("course-*")
+    cells = {}
     for notebook in NOTEBOOKS:
         executed = json.loads((run_dir / Path(notebook).name).read_text())
         errors = [o for cell in executed["cells"] for o in cell.get("outputs", []) if o["output_type"] == "error"]
         assert not errors, f"{name} {notebook}: {errors[0]['ename']}: {errors[0]['evalue']}"
-        text = _outputs_text(executed["cells"])
-        assert "Traceback" not in text, f"{name} {notebook}"
-        assert words in text, f"{name} {notebook}: the banner does not name this machine"
-        assert "but CUDA cannot use" in text, f"{name} {notebook}: the banner does not say CUDA is absent"
+        assert "Traceback" not in _outputs_text(executed["cells"]), f"{name} {notebook}"
+        cells[Path(notebook).name] = executed["cells"]
+    assert LAST_GPU_LINE[name] in _outputs_text(cells["Start_Here.ipynb"]), f"{name}: nvidia-smi -L"
+    fixture = MACHINES / name
+    topo = _words((fixture / "nvidia-smi-topo-m.txt").read_text())
+    for notebook, files in NVIDIA_SMI_READS.items():
+        for filename in files:
+            answer = fixture / FIXTURE_OF.get(filename, "")
+            if filename in FIXTURE_OF and not (answer.is_file() and answer.read_text().strip()):
+                continue  # no NVLink (an empty `nvlink -s`) or no p2p matrix: nothing to read live
+            assert f"[live] {filename}" in _read_cell(cells[notebook], filename), f"{name} {notebook} {filename}"
+        if "nvidia-smi-topo-m.txt" in files:  # the command's cell printed this machine's matrix
+            assert topo in _words(_outputs_text(cells[notebook])), f"{name} {notebook}: not this machine's topo -m"
+    for notebook, filename in GPU_PROGRAM_READS.items():
+        assert _read_cell(cells[notebook], filename).lstrip().startswith("[recorded]"), f"{name} {notebook} {filename}"
     summary = json.loads((run_dir / "summary.json").read_text())
     by_name = {Path(row["notebook"]).name: row for row in summary["notebooks"]}
-    # nothing ran on a GPU here: the GPU parts of notebooks 3, 5 and 5 are reported as recorded
-    for notebook in ("5.NCCL-and-P2P-Levels", "3.P2P-Bandwidth-Latency-Test", "4.Collectives-and-Scaling"):
-        row = next(row for key, row in by_name.items() if key.startswith(notebook))
-        assert row["reference"], f"{name} {notebook}: no part reported as recorded data"
-    three = _outputs_text(json.loads((run_dir / "5.NCCL-and-P2P-Levels.ipynb").read_text())["cells"])
-    assert "GPUTOPO_LIVE_CNN=0" in three
+    assert by_name["Start_Here.ipynb"]["live"], f"{name}: the report lists no live cell in Start_Here"
+    # nothing ran on a GPU here: the GPU parts of notebooks 3 to 6 are reported as recorded
+    for notebook in GPU_PROGRAM_READS:
+        assert by_name[notebook]["recorded"], f"{name} {notebook}: no part reported as recorded data"
+    assert "GPUTOPO_LIVE_CNN=0" in _outputs_text(cells["5.NCCL-and-P2P-Levels.ipynb"])
     if _nvcc():
-        four = _outputs_text(json.loads((run_dir / "3.P2P-Bandwidth-Latency-Test.ipynb").read_text())["cells"])
+        p2p = _outputs_text(cells["3.P2P-Bandwidth-Latency-Test.ipynb"])
         # the P2P test was built here (make ran), could not measure without a GPU, and the recorded run stood in
-        assert "make: Entering directory" in four and "no CUDA GPU is visible" in four and "[recorded]" in four
+        assert "make: Entering directory" in p2p and "no CUDA GPU is visible" in p2p
 
 
 def test_make_course_runs_every_notebook_and_writes_a_report(matrix):

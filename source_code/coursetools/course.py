@@ -5,7 +5,7 @@ folder with a fresh kernel of this Python, and writes into a new dated folder
 `results/course-<UTC time>/` (never reused, see `gputopo.results.new_run_dir`):
 
     index.html          the report: this machine, and per notebook the seconds, the status,
-                        and which cells ran live and which showed reference data
+                        and which cells ran live and which showed recorded data
     <name>.html         each executed notebook with its outputs and plots (images embedded)
     <name>.ipynb        each executed notebook
     summary.json        the table of index.html as data
@@ -14,10 +14,13 @@ and appends one line to results/course.jsonl. Prints one progress line per noteb
 Exit status: 0 when every notebook ran; 1 when one failed, naming the first notebook, its
 cell index and the cell's first source line; 2 on bad command-line input.
 
-Live or reference is read from what the notebooks' code recorded, never from their wording:
-an output carrying metadata {"gputopo": {"source": "live" | "reference"}}, which the notebooks
-write with gputopo.course's `show(text, source)` or `show_banner(machine)`, wherever they either measure
-this machine or fall back to recorded data. Untagged outputs count as neither.
+Live or recorded is read from the line gputopo.live.read prints into a cell's stdout, never
+from the notebooks' wording: a line that starts with live.LIVE_MARK ("[live] <file>: this
+machine's output") counts the cell as live, one that starts with live.RECORDED_MARK ("[recorded]
+<why>. Below, the same command on <machine>...") as showing recorded data. A "[not live]" line
+(live.NOT_LIVE_MARK: no usable output and no recorded one to show) counts as neither, since the
+cell showed no data at all. A cell with both kinds of lines is listed under both. Nothing in the
+notebooks writes the output metadata tags that earlier versions read, so they are not read.
 """
 
 import argparse
@@ -64,30 +67,34 @@ def _first_line(source):
     return "(empty cell)"
 
 
-def _output_text(output):
-    """The plain text an output shows (stream text, text/plain or text/markdown), without
-    terminal escape sequences."""
-    if output.get("output_type") == "stream":
-        return plain_text(output.get("text", ""))
-    data = output.get("data", {})
-    return plain_text(data.get("text/plain", "") + "\n" + data.get("text/markdown", ""))
-
-
 def live_and_reference(nb):
-    """{"live": [(cell_index, evidence)], "reference": [...]} read from the outputs' tags."""
-    found = {"live": [], "reference": []}
+    """{"live": [(cell_index, evidence)], "recorded": [...]} read from live.read's marker lines.
+
+    evidence is the marker line itself (160 characters at most). Stream texts of one cell are
+    joined before they are split into lines, so a line that reached the notebook in two chunks
+    still counts; only lines that start with a marker do."""
+    from gputopo.live import LIVE_MARK, RECORDED_MARK
+
+    found = {"live": [], "recorded": []}
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
-        kinds = {}
+        streams = {}
         for output in cell.get("outputs", []):
-            tag = (output.get("metadata") or {}).get("gputopo", {})
-            source = tag.get("source") if isinstance(tag, dict) else None
-            if source in found:
-                first = _output_text(output).strip().splitlines()
-                kinds.setdefault(source, first[0][:160] if first else f"tagged {source}")
-        for kind, evidence in kinds.items():
-            found[kind].append((index, evidence))
+            if output.get("output_type") == "stream":
+                text = output.get("text", "")
+                streams[output.get("name")] = streams.get(output.get("name"), "") + (
+                    "".join(text) if isinstance(text, list) else text)
+        kinds = {}
+        for text in streams.values():
+            for line in plain_text(text).splitlines():
+                line = line.strip()
+                for kind, mark in (("live", LIVE_MARK), ("recorded", RECORDED_MARK)):
+                    if line.startswith(mark):
+                        kinds.setdefault(kind, line[:160])
+        for kind in ("live", "recorded"):
+            if kind in kinds:
+                found[kind].append((index, kinds[kind]))
     return found
 
 
@@ -126,10 +133,15 @@ def _this_python_kernel_manager():
     return ThisPythonKernelManager
 
 
-def kernel_environment(environ=None):
-    """The kernels' environment: this one, plus gputopo importable and NVLS off."""
+def kernel_environment(environ=None, python=None):
+    """The kernels' environment: this one, plus gputopo importable, NVLS off, and the folder of
+    the kernel's Python (`python`, default this one) first on PATH, so that what a notebook types
+    (`!python`, `!horovodrun`, `!torchrun`) is this environment's, not another one on PATH."""
     env = dict(os.environ if environ is None else environ)
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLS off (course default); an exported value is kept
+    bin_dir = os.path.dirname(python or sys.executable)  # not resolved: a venv's bin, not its base's
+    rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir] + rest)
     source = str(REPO_ROOT / "source_code")
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if source not in paths:  # gputopo imports even without install.sh's .pth file
@@ -221,7 +233,7 @@ def write_index(run_dir, rows, machine_line, started):
         f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
         f"{esc(machine_line)}</p>",
         "<table><tr><th>notebook</th><th>seconds</th><th>status</th><th>ran live</th>"
-        "<th>showed reference data</th></tr>",
+        "<th>showed recorded data</th></tr>",
     ]
     for row in rows:
         status_class = "ok" if row["status"] == "ok" else "failed"
@@ -229,7 +241,7 @@ def write_index(run_dir, rows, machine_line, started):
                  else esc(row["notebook"]) + " <small>(no HTML export here)</small>")
         links = f"{title} <small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small>"
         cells = {}
-        for kind in ("live", "reference"):
+        for kind in ("live", "recorded"):
             entries = row[kind]
             evidence = "<br>".join(f"<small>cell {i}: {esc(text)}</small>"
                                    for i, text in entries[:3])
@@ -237,11 +249,12 @@ def write_index(run_dir, rows, machine_line, started):
         lines.append(
             f"<tr class='{status_class}'><td>{links}</td><td>{row['seconds']:.1f}</td>"
             f"<td>{esc(row['status'])}</td><td>{cells['live']}</td>"
-            f"<td>{cells['reference']}</td></tr>")
+            f"<td>{cells['recorded']}</td></tr>")
     total = sum(row["seconds"] for row in rows)
     lines += [f"</table><p>Total {total:.1f} s.</p>",
-              "<p><small>Live/reference is what the notebooks' code recorded: output metadata "
-              "<code>{\"gputopo\": {\"source\": ...}}</code>.</small></p>",
+              "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in the "
+              "cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]</code> "
+              "line, nothing shown, is in neither column).</small></p>",
               "</body></html>"]
     (run_dir / "index.html").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -314,10 +327,10 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=T
             f"failed at cell {failure['cell']} ({failure['first_line']}): {failure['error']}")
         rows.append({"notebook": name, "seconds": round(seconds, 1), "status": status,
                      "failure": failure, "html": None if html_problem else f"{stem}.html", "executed": f"{stem}.ipynb",
-                     "live": found["live"], "reference": found["reference"]})
+                     "live": found["live"], "recorded": found["recorded"]})
         log(f"{'ok' if failure is None else 'FAILED'} in {seconds:.1f} s "
-            f"(live: {_cells_phrase(found['live'])}; reference: "
-            f"{_cells_phrase(found['reference'])})")
+            f"(live: {_cells_phrase(found['live'])}; recorded: "
+            f"{_cells_phrase(found['recorded'])})")
         if failure is not None:
             log(f"    cell {failure['cell']}: {failure['first_line']}\n    {failure['error']}")
     write_index(run_dir, rows, machine_line, started)

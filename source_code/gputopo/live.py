@@ -33,6 +33,14 @@ DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directo
                          r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
                          r"Failed to initialize NVML")
 
+# The first word of the line `read` prints, which the headless course report
+# (coursetools.course.live_and_reference) reads back from the executed notebooks: LIVE_MARK,
+# this machine's output; RECORDED_MARK, a recorded machine's output stands in; NOT_LIVE_MARK,
+# neither (no usable output and no recorded one named: the report counts it in neither list).
+LIVE_MARK = "[live]"
+RECORDED_MARK = "[recorded]"
+NOT_LIVE_MARK = "[not live]"
+
 _RUN_DIRS = {}
 
 
@@ -97,15 +105,15 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     if why is None:
         parsed, why = _usable(text, kind)
     if why is None:
-        print(f"[live] {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
+        print(f"{LIVE_MARK} {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
         if echo:
             _print_lines(text, head, str(saved))
         return Output(text, parsed, True, "this machine")
     if recorded is None:
-        print(f"[not live] {why}; no recorded output stands in for it.")
+        print(f"{NOT_LIVE_MARK} {why}; no recorded output stands in for it.")
         return Output(text, None, False, "nothing")
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
-    print(f"[recorded] {why}.\nBelow, the same command on {label}:\n")
+    print(f"{RECORDED_MARK} {why}.\nBelow, the same command on {label}:\n")
     _print_lines(text, head, f"source_code/reference_systems/{recorded}")
     return Output(text, PARSERS[kind](text) if kind else None, False, label)
