@@ -172,7 +172,7 @@ def test_live_and_recorded_come_from_live_reads_lines_not_wording():
         # the recorded line arrived in two chunks, after the command's own line on stderr
         nbformat.v4.new_code_cell("c", outputs=[stream("bash: nccl_bench: command not found\n", "stderr"),
                                                 stream("[reco"), stream("rded] the command did not run: x.\n"
-                                                                        "Below, the same command on a machine:\n")]),
+                                                                        "Below, a recorded run on a machine:\n")]),
         # two reads in one cell: one live, one recorded; the first line of each kind is the evidence
         nbformat.v4.new_code_cell("d", outputs=[stream("[live] a.txt: this machine's output (shown above).\n"
                                                        "[live] b.txt: this machine's output (shown above).\n"

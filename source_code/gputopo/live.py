@@ -73,7 +73,8 @@ def _usable(text: str, kind: Optional[str]):
     try:
         return PARSERS[kind](text), None
     except ParseError as exc:
-        return None, f"its output is not a complete {kind} output ({exc})"
+        last = [line.strip() for line in text.splitlines() if line.strip()][-1][:160]
+        return None, f"its output is not a complete {kind} output ({exc}); its last line: {last!r}"
 
 
 def recorded_label(recorded: str) -> str:
@@ -114,6 +115,7 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
         return Output(text, None, False, "nothing")
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
-    print(f"{RECORDED_MARK} {why}.\nBelow, the same command on {label}:\n")
+    print(f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
+          f"names it, may differ from yours in sizes or flags):\n")
     _print_lines(text, head, f"source_code/reference_systems/{recorded}")
     return Output(text, PARSERS[kind](text) if kind else None, False, label)
