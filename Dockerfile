@@ -31,11 +31,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     NCCL_NVLS_ENABLE=0
 
 # Python 3.10 is Ubuntu 22.04's own (TensorFlow 2.15 supports 3.9-3.11); -dev and a compiler
-# for the Horovod build; make for the course's Makefiles. Versions come with the pinned base.
+# for the Horovod build; make for the course's Makefiles; numactl and util-linux (lscpu) for the
+# commands learners type in notebooks 1 and 2. Versions come with the pinned base.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       python3.10 python3.10-venv python3.10-dev build-essential make git ca-certificates \
+      numactl util-linux \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/course
