@@ -58,5 +58,8 @@ def test_notebook1_on_one_gpu_reads_its_own_nvidia_smi_and_falls_back_only_where
     # the stand-in has no CUDA for PyTorch: the copy lab cannot run, the recorded H100 run stands in
     assert "[recorded]" in out["c10"] and "host-device-copy-run1.txt" in out["c10"]
     assert "256 MiB pinned h2d copy" in out["c18s"]
+    # one NUMA node (or no numactl here): no far-node command runs, one line says why (review R1)
+    assert "no remote node to compare" in out["c19d"] and "out of range" not in out["c19d"]
+    assert out["c19e"].strip() == "No comparison: it needs a second NUMA node."
     saved = json.dumps(sorted(p.name for p in (tmp_path / "results").glob("1-latency-*/*")))
     assert "host-device-copy.txt" in saved and "nvidia-smi.txt" in saved
