@@ -365,7 +365,8 @@ TREE_EFFICIENCY = 0.92
 # busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned
 # runs reported by NCCL's developers, at most about 4 % below the estimate (46 of 48 GB/s per
 # 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400 Gb/s NICs, "above 380 only with extra
-# tuning", nccl-tests #309); 0.10 is about twice that spread, a margin chosen for run-to-run noise. An untuned run can sit
+# tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC", up to ~396 GB/s on eight, nccl-tests
+# #319); 0.10 is about twice that spread, a margin chosen for run-to-run noise. An untuned run can sit
 # further below (MTU, HCAs not named): it is shown beside its tuned figure, which is what is tested.
 # Five recorded clusters are calibration sources of NIC_EFFICIENCY or inferred from their result
 # (notebook 4 gives each one's provenance): they agree by construction, not as independent tests.
