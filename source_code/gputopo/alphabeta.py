@@ -349,10 +349,12 @@ NVLINK_RING_EFFICIENCY = 370.0 / 450.0
 # NVLS on 8 H100s: peak all-reduce busbw about 480 GB/s against 370 GB/s for the ring (same
 # comment, nccl-tests issue #212): 480 / 370.
 NVLS_GAIN = 480.0 / 370.0
-# 480/370 was measured on Hopper. NCCL's own tuner rates NVLS lower on Blackwell than on Hopper:
-# nvlsEfficiency = 0.85 (Hopper), 0.74 (Blackwell), a factor on the NVLS bandwidth it expects
-# (src/graph/tuning.cc at v2.28.3-1). `whatif(..., nvls_generation="blackwell")` scales the gain
-# by 0.74 / 0.85, NCCL's own ratio, since no Blackwell NVLS figure of NCCL's developers is published.
+# 480/370 was measured on Hopper. For Blackwell `whatif(..., nvls_generation="blackwell")` scales it
+# by 0.74 / 0.85, the nvlsEfficiency constants (Hopper 0.85, Blackwell 0.74) of NCCL's algorithm-
+# selection tuner (src/graph/tuning.cc at v2.28.3-1, applied to bwIntra when it rates NVLS): a
+# model constant, not a measured gain. The one public Blackwell NVLS on/off pair (8x B300,
+# 695 -> 845 GB/s, NVIDIA/nccl issue #2140) gives 0.94 of Hopper's gain instead of 0.87: the
+# Blackwell factor is uncertain (notebook 4 shows the GB200 rack under each).
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 # NCCL's own tuning model takes 0.92 of the path bandwidth for a tree all-reduce
 # (`busBw*.92`, src/graph/tuning.cc at v2.28.3-1). NCCL applies it to a link's bandwidth; here it
@@ -360,12 +362,14 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 TREE_EFFICIENCY = 0.92
 # The band a tuned run's busbw must lie in to match the model: from (1 - TOLERANCE_BELOW) x the
 # estimate up to the line rate of the links the ring crosses (NVLS runs: no line-rate limit, their
-# busbw is not a wire bandwidth, nccl-tests #212). The estimate is what a tuned run reaches; 0.10
-# is the spread NCCL's developers give for tuned runs (46-48 GB/s per 400 Gb/s NIC, nccl-tests #290;
-# "above 380 only with extra tuning" of 400, nccl-tests #309). An untuned run can sit further
-# below (MTU, HCAs not named): it is shown beside its tuned figure, which is what is tested.
-# Most recorded clusters share a source with NIC_EFFICIENCY (notebook 4 gives each one's
-# provenance): the band shows consistency, not an independent test.
+# busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned
+# runs reported by NCCL's developers, at most about 4 % below the estimate (46 of 48 GB/s per
+# 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400 Gb/s NICs, "above 380 only with extra
+# tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC", up to ~396 GB/s on eight, nccl-tests
+# #319); 0.10 is about twice that spread, a margin chosen for run-to-run noise. An untuned run can sit
+# further below (MTU, HCAs not named): it is shown beside its tuned figure, which is what is tested.
+# Five recorded clusters are calibration sources of NIC_EFFICIENCY or inferred from their result
+# (notebook 4 gives each one's provenance): they agree by construction, not as independent tests.
 TOLERANCE_BELOW = 0.10
 
 

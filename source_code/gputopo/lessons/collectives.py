@@ -188,6 +188,23 @@ def recorded_clusters() -> List[Dict[str, Any]]:
     return out
 
 
+# The one public Blackwell NVLS on/off pair: 8x B300, all-reduce busbw 695 GB/s with NVLS off,
+# 845 with it on (NVIDIA/nccl issue #2140, NCCL 2.30.4).
+B300_NVLS_GAIN = 845.0 / 695.0
+
+
+def gb200_nvls_gains(recorded_gbps: float) -> List[Tuple]:
+    """The GB200 rack's ratio under each NVLS gain one could assume for Blackwell (notebook 4)."""
+    ring = 900.0 * alphabeta.NVLINK_RING_EFFICIENCY   # NVLink 5: 900 GB/s per direction
+    tuner = alphabeta.NVLS_EFFICIENCY["blackwell"] / alphabeta.NVLS_EFFICIENCY["hopper"]
+    gains = (("Hopper's 480/370 (nccl-tests #212)", alphabeta.NVLS_GAIN),
+             ("480/370 x 0.74/0.85, NCCL's tuner (the model's)", alphabeta.NVLS_GAIN * tuner),
+             ("B300 on/off 845/695 (NVIDIA/nccl #2140)", B300_NVLS_GAIN))
+    low = 1 - alphabeta.TOLERANCE_BELOW
+    return [(what, f"{gain:.3f}", f"{ring * gain:.0f}", f"{recorded_gbps / (ring * gain):.2f}",
+             "yes" if recorded_gbps >= low * ring * gain else "NO") for what, gain in gains]
+
+
 def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
     """Rows of the recorded clusters' table in the notebook."""
     return [(c["system"], f"{c['nodes'] or '?'} x {c['gpus_per_node']}",

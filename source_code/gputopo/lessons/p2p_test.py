@@ -172,6 +172,28 @@ def report(parsed: Dict[str, Any], link: Callable, text: str = "", system: Optio
 REPORT_HEADER = ("copy", "pair", "link", "GB/s", "peak GB/s", "share", "verdict")
 
 
+def by_link(rows: List[Tuple]) -> List[Tuple]:
+    """report()'s rows, one per copy kind and link code when more than two GPUs took part (eight
+    GPUs give 224 rows): pairs counted, GB/s and share as min-max, verdicts counted."""
+    pairs = [r for r in rows if "->" in r[1]]
+    if len({g for r in pairs for g in r[1].replace("<->", "->").split("->")}) <= 2:
+        return rows
+    groups: Dict[Tuple, List[Tuple]] = {}
+    for r in pairs:
+        groups.setdefault((r[0], r[2], r[4]), []).append(r)
+    out = []
+    for (what, code, peak), members in groups.items():
+        gbs = [float(r[3]) for r in members]
+        shares = sorted((r[5] for r in members if r[5] != "?"), key=lambda x: float(x.rstrip("%")))
+        counts: Dict[str, int] = {}
+        for r in members:
+            status = r[6].split(" (")[0]
+            counts[status] = counts.get(status, 0) + 1
+        out.append((what, f"{len(members)} pairs", code, f"{min(gbs):.2f}-{max(gbs):.2f}", peak,
+                    f"{shares[0]}-{shares[-1]}" if shares else "?", ", ".join(f"{n} {s}" for s, n in counts.items())))
+    return out + [r for r in rows if "->" not in r[1]]
+
+
 def first_pair(parsed: Dict[str, Any]) -> Tuple[int, int]:
     """The first pair of two different GPUs in the output (GPU0 -> GPU1 in practice)."""
     rows, columns = matrix_labels(parsed, next(iter(parsed["row_indices"])))
