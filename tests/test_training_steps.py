@@ -41,7 +41,7 @@ def test_split_per_round_of_cycle_5ms():
 def test_table_matches_the_recorded_readme():
     label, rows = recorded()
     fit = {"transport": "NET (sockets)", "alpha_us": 31.0, "busbw_gbps": 3.3}
-    text = training.step_table([(label, rows)], 4_799_528, 8, fit)
+    text = training.step_table([(label, rows)], 4_799_528, fit)
     # cpu-gloo-pair/README.md, rows "5 | 128 MiB" and "1 | 0 (no fusion)", ms median [min to max]
     lines = {tuple(line.split()[:2]): line for line in text.splitlines()[3:]}
     five = lines[("5", "134,217,728")]
@@ -54,14 +54,14 @@ def test_table_matches_the_recorded_readme():
     assert "model (NET)" in text.splitlines()[1]
 
 
-@pytest.mark.parametrize("fusion, expected_ms", [
-    (FUSED, 0.020 + 4.0),          # one all-reduce: 2 alpha + S / busbw (n = 2)
-    (0, 8 * 0.020 + 4.0),          # one per tensor: 8 x 2 alpha, the same bytes
-    (1_000_000, 4 * 0.020 + 4.0),  # 4,000,000 bytes in buffers of 1,000,000: 4 calls
+@pytest.mark.parametrize("operations, expected_ms", [
+    (1, 0.020 + 4.0),          # one all-reduce: 2 alpha + S / busbw (n = 2)
+    (8, 8 * 0.020 + 4.0),      # one per tensor: 8 x 2 alpha, the same bytes
+    (5, 5 * 0.020 + 4.0),      # five fused operations, as a recorded step shows
 ])
-def test_model_counts_one_alpha_per_all_reduce(fusion, expected_ms):
+def test_model_counts_one_alpha_per_all_reduce(operations, expected_ms):
     fit = {"transport": "x", "alpha_us": 10.0, "busbw_gbps": 1.0}
-    assert training.model_ms(4_000_000, 8, fusion, fit) == pytest.approx(expected_ms)
+    assert training.model_ms(4_000_000, operations, fit) == pytest.approx(expected_ms)
 
 
 def write(folder, rows):
@@ -77,7 +77,7 @@ def test_live_series_first_failed_runs_left_out_and_one_worker_only(tmp_path):
     series = training.step_series(tmp_path)
     assert series[0][0] == "this machine: tensorflow, 1 worker at most, 2 rounds"
     assert [r["rc"] for r in series[0][1]] == [0, 0]
-    text = training.step_table(series[:1], 4_799_528, 8, {"transport": "P2P", "alpha_us": 11.4, "busbw_gbps": 312.2})
+    text = training.step_table(series[:1], 4_799_528, {"transport": "P2P", "alpha_us": 11.4, "busbw_gbps": 312.2})
     rows_out = text.splitlines()[3:]
     assert len(rows_out) == 2 and rows_out[0].split()[:3] == ["1", "134,217,728", "69.6"]
     assert rows_out[1].split()[:3] == ["5", "134,217,728", "64.8"] and rows_out[1].split()[-1] == "-"
@@ -85,7 +85,7 @@ def test_live_series_first_failed_runs_left_out_and_one_worker_only(tmp_path):
 
 def test_no_live_file_and_empty_results(tmp_path):
     assert [label for label, _ in training.step_series(tmp_path / "missing")][0].startswith(SERIES)
-    assert training.step_table([], 1, 1, {"transport": "P2P"}) == "no step-breakdown series to show"
+    assert training.step_table([], 1, {"transport": "P2P"}) == "no step-breakdown series to show"
 
 
 def test_a_cut_off_line_is_skipped(tmp_path):

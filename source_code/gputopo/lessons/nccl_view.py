@@ -216,9 +216,12 @@ def facts(log_text, graphs=None):
 
 
 def _nearest(choices, size):
-    if not choices:
+    """The logged size nearest to `size` and its choice; (None, None) when no logged size lies
+    within a factor of 2 (a 128 MiB prediction is not scored against a sweep that stopped at 1 MiB)."""
+    near = [b for b in choices if max(b, size) <= 2 * min(b, size)]
+    if not near:
         return None, None
-    best = min(choices, key=lambda b: abs(b - size) / max(b, size))
+    best = min(near, key=lambda b: abs(b - size) / max(b, size))
     return best, choices[best]
 
 
@@ -244,7 +247,9 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
     prediction = prediction if isinstance(prediction, dict) else {}
     one_rank = found["nranks"] == 1
     want = str(prediction.get("transport") or "").upper()
-    if not found["transports"]:
+    if not want:
+        lines.append("transport: no prediction (set MY_PREDICTION['transport']).")
+    elif not found["transports"]:
         why = "one rank connects to no peer" if one_rank else "no connection ('via') line in this log"
         lines.append(f"transport: you said {want or 'nothing'}; not scored: {why}.")
     else:
@@ -256,7 +261,9 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
             lines.append(f"transport: you said {want or 'nothing'}, the log shows {', '.join(found['transports'])}. "
                          + _transport_rule(found, pair_code, cpu_vendor) + ".")
     chans, have, graph = prediction.get("channels"), found["channels"], found["graph_channels"]
-    if have is None:
+    if chans is None:
+        lines.append("channels: no prediction (set MY_PREDICTION['channels']).")
+    elif have is None:
         lines.append(f"channels: you said {chans}; not scored: the log has no 'coll channels' line.")
     else:
         checked += 1
@@ -271,6 +278,10 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
                          "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound the result.")
     sizes = prediction.get("sizes") if isinstance(prediction.get("sizes"), dict) else {}
     for size, guess in sizes.items():
+        if guess is None:
+            shown = format_bytes(size) if isinstance(size, int) and size > 0 else repr(size)
+            lines.append(f"{shown}: no prediction (put an (algorithm, protocol) pair there).")
+            continue
         guess = tuple(guess) if isinstance(guess, (list, tuple)) else (guess,)
         said = "/".join(map(str, guess))
         if not isinstance(size, int) or size <= 0:
@@ -279,6 +290,7 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
         seen, choice = _nearest(found["choices"], size)
         if choice is None:
             why = ("one rank: NCCL chooses no algorithm" if one_rank
+                   else "no logged size within a factor of 2 of it" if found["choices"]
                    else "the log has no TUNING line (NCCL_DEBUG_SUBSYS=TUNING, NCCL 2.20+, rank 0)")
             lines.append(f"{format_bytes(size)}: you said {said}; not scored: {why}.")
             continue

@@ -10,6 +10,7 @@ Every number comes from a file in reference_systems/ or from the learner's own r
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
@@ -77,18 +78,23 @@ def recorded_runs(system: str = RECORDED) -> List[Dict[str, Any]]:
         if not match:
             continue
         text = path.read_text(errors="replace")
-        summary = PARSERS["horovod"](text).get("summary") or {}
+        parsed = PARSERS["horovod"](text)
+        summary = parsed.get("summary") or {}
         if summary.get("images_per_sec_median"):
             key = (int(match["batch"]), match["gpus"].replace("-", ","), setting_of(match["setting"]))
-            groups.setdefault(key, []).append((summary["images_per_sec_median"], transports(text)))
+            epochs = [e["images_per_sec"] for e in parsed.get("epochs") or []]
+            timed = epochs[1:] if len(epochs) > 1 else epochs  # SUMMARY leaves the first epoch out
+            groups.setdefault(key, []).append((summary["images_per_sec_median"], transports(text), timed))
     rows = []
     for (batch, gpus, setting), runs in sorted(groups.items(), key=_order):
-        rates = [r for r, _ in runs]
+        rates = [r for r, _, _ in runs]
+        epochs = [e for _, _, timed in runs for e in timed] or rates
         link = reference.system_info(system).get("cnn", {}).get("pairs", {}).get(gpus, {}).get("link")
         rows.append({"system": system_label(system), "workers": gpus.count(",") + 1, "link": link,
                      "batch_per_worker": batch, "pair": gpus, "setting": setting, "runs": len(rates),
                      "images_per_sec_median": statistics.median(rates), "images_per_sec_min": min(rates),
-                     "images_per_sec_max": max(rates), "transport": "/".join(sorted({t for _, t in runs}))})
+                     "images_per_sec_max": max(rates), "epoch_images_per_sec_range": (min(epochs), max(epochs)),
+                     "transport": "/".join(sorted({t for _, t, _ in runs}))})
     return rows
 
 
@@ -141,6 +147,11 @@ def cnn_steps(rows: Sequence[Dict[str, Any]], batch_per_worker: int, setting: st
             "two_gpu_ms": two_ms, "two_gpu_runs": two["runs"], "added_ms": two_ms - one_ms,
             "two_gpu_ms_range": (step_time_ms(two["images_per_sec_max"], 2, batch_per_worker),
                                  step_time_ms(two["images_per_sec_min"], 2, batch_per_worker)),
+            # one run: the spread of its timed epochs; several: the spread of the runs
+            "one_gpu_ms_range": (step_time_ms(one["epoch_images_per_sec_range"][1] if one["runs"] == 1
+                                              else one["images_per_sec_max"], 1, batch_per_worker),
+                                 step_time_ms(one["epoch_images_per_sec_range"][0] if one["runs"] == 1
+                                              else one["images_per_sec_min"], 1, batch_per_worker)),
             "efficiency": two["images_per_sec_median"] / (2 * one["images_per_sec_median"])}
 
 
@@ -177,16 +188,23 @@ def allreduce_ms(gradient_bytes: float, fit: Dict[str, Any], workers: int = 2) -
 
 def where_the_step_goes(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_worker: int,
                         fits: Sequence[Dict[str, Any]]) -> List[Tuple[str, ...]]:
-    """One row per transport: one-GPU step, two-GPU step (median of n runs), what the second GPU
-    adds, the model's all-reduce of the gradient, and what the model leaves unexplained."""
+    """One row per transport: one-GPU step (n=1: range of its epochs), two-GPU step (median of n
+    runs, range), what the second GPU adds, the model's all-reduce of the gradient (range: the
+    fit's busbw range), and what the model leaves unexplained, each median [lowest to highest]."""
     out = []
     for fit in fits:
         steps = cnn_steps(rows, batch_per_worker, fit["setting"])
+        (one_lo, one_hi), (two_lo, two_hi) = steps["one_gpu_ms_range"], steps["two_gpu_ms_range"]
         model = allreduce_ms(gradient_bytes, fit)
-        out.append((fit["transport"], f"{steps['one_gpu_ms']:.2f} (n={steps['one_gpu_runs']})",
-                    f"{steps['two_gpu_ms']:.2f} (n={steps['two_gpu_runs']}, "
-                    f"{steps['two_gpu_ms_range'][0]:.2f}-{steps['two_gpu_ms_range'][1]:.2f})",
-                    f"{steps['added_ms']:.2f}", f"{model:.3f}", f"{steps['added_ms'] - model:.2f}"))
+        lo_bw, hi_bw = fit.get("busbw_range") or (fit["busbw_gbps"], fit["busbw_gbps"])
+        model_lo, model_hi = (allreduce_ms(gradient_bytes, dict(fit, busbw_gbps=hi_bw)),
+                              allreduce_ms(gradient_bytes, dict(fit, busbw_gbps=lo_bw)))
+        added_lo, added_hi = two_lo - one_hi, two_hi - one_lo
+        out.append((fit["transport"], f"{steps['one_gpu_ms']:.2f} [{one_lo:.2f}-{one_hi:.2f}]",
+                    f"{steps['two_gpu_ms']:.2f} [{two_lo:.2f}-{two_hi:.2f}] (n={steps['two_gpu_runs']})",
+                    f"{steps['added_ms']:.2f} [{added_lo:.2f}-{added_hi:.2f}]",
+                    f"{model:.3f}" + (f" [{model_lo:.2f}-{model_hi:.2f}]" if model_hi - model_lo > 5e-4 else ""),
+                    f"{steps['added_ms'] - model:.2f} [{added_lo - model_hi:.2f}-{added_hi - model_lo:.2f}]"))
     return out
 
 
@@ -266,7 +284,8 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
                 rows.append(json.loads(line))
             except ValueError:  # a line cut off by an interrupted run
                 continue
-        ok = [r for r in rows if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None]
+        ok = [dict(r, folder=str(path.parent)) for r in rows
+              if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None]
         if ok:
             workers, rounds = max(r["workers"] for r in ok), len({(r["series"], r["round"]) for r in ok})
             label = (f"{where}: {ok[0]['framework']}, {workers} worker{'s' * (workers > 1)} at most, "
@@ -275,13 +294,28 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
     return out
 
 
-def _spread(values: Sequence[Optional[float]]) -> str:
+def _spread(values: Sequence[Optional[float]], digits: int = 1) -> str:
     values = [v for v in values if v is not None]
     if not values:
         return "-"
     if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.median(values):.1f} [{min(values):.1f} to {max(values):.1f}]"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f} to {max(values):.{digits}f}]"
+
+
+def operations_per_step(row: Dict[str, Any]) -> Optional[float]:
+    """Median collective operations per step of one run (a fused operation counts once), from its
+    timeline's summary or from its saved timeline (run_dir/timeline.json.gz); None without one."""
+    if (row.get("timeline") or {}).get("operations") is not None:
+        return row["timeline"]["operations"]
+    path = Path(row.get("folder") or ".") / str(row.get("run_dir") or "") / "timeline.json.gz"
+    if not row.get("run_dir") or not path.is_file():
+        return None
+    try:
+        steps = PARSERS["horovod-timeline"](gzip.decompress(path.read_bytes()).decode("utf-8", "replace"))["steps"]
+    except (ParseError, OSError, EOFError):
+        return None
+    return statistics.median(s["operations"] for s in steps["per_step"]) if steps["per_step"] else None
 
 
 def step_split(rows: Sequence[Dict[str, Any]]) -> Dict[Tuple[float, int], Dict[str, List[Optional[float]]]]:
@@ -294,7 +328,7 @@ def step_split(rows: Sequence[Dict[str, Any]]) -> Dict[Tuple[float, int], Dict[s
     for r in parallel or rows:
         key = (r["cycle_time_ms"], r["fusion_threshold_bytes"])
         cols = out.setdefault(key, {k: [] for k in ("one", "two", "extra", "collective", "framework",
-                                                   "negotiate", "unexplained")})
+                                                   "negotiate", "unexplained", "operations")})
         if not parallel:
             cols["one"].append(r["step_ms"])
             continue
@@ -308,36 +342,39 @@ def step_split(rows: Sequence[Dict[str, Any]]) -> Dict[Tuple[float, int], Dict[s
         for name, value in (("one", base and base["step_ms"]), ("two", r["step_ms"]), ("extra", extra),
                             ("collective", coll), ("framework", frame),
                             ("negotiate", split["negotiate_us"] / 1e3 if split else None),
-                            ("unexplained", None if extra is None or coll is None else extra - coll - frame)):
+                            ("unexplained", None if extra is None or coll is None else extra - coll - frame),
+                            ("operations", operations_per_step(r))):
             cols[name].append(value)
     return out
 
 
-def model_ms(gradient_bytes: int, tensors: int, fusion_bytes: int, fit: Dict[str, Any], workers: int = 2) -> float:
-    """The alpha-beta all-reduce time of one step's gradients: one all-reduce per fusion buffer
-    (fusion 0: one per gradient tensor); the model is linear in bytes, so k all-reduces of S/k bytes."""
-    calls = tensors if fusion_bytes == 0 else max(1, -(-gradient_bytes // fusion_bytes))
+def model_ms(gradient_bytes: int, operations: float, fit: Dict[str, Any], workers: int = 2) -> float:
+    """The alpha-beta all-reduce time of one step's gradients sent in `operations` all-reduces
+    (the count the timeline shows; Horovod fuses only the tensors ready in the same cycle, so it
+    is not one per fusion buffer); the model is linear in bytes, so k all-reduces of S/k bytes."""
+    calls = max(1.0, float(operations))
     return calls * allreduce_ms(gradient_bytes / calls, fit, workers)
 
 
-def step_table(series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_bytes: int, tensors: int,
+def step_table(series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_bytes: int,
                fit: Dict[str, Any]) -> str:
-    """One block per series: per setting, median [min to max] over the rounds (ms per step), and
-    the model's all-reduce of the gradients (`fit`) beside the timeline's collective."""
+    """One block per series: per setting, median [min to max] over the rounds (ms per step), the
+    collective operations per step the timeline shows, and the model's all-reduce of the
+    gradients (`fit`) in that many operations, beside the timeline's collective."""
     blocks = []
     for label, rows in series:
         lines = []
         for (cycle, fusion), c in sorted(step_split(rows).items()):
             n = len([v for v in c["one"] if v is not None])
             if not c["two"]:
-                lines.append((f"{cycle:g}", f"{fusion:,}", _spread(c["one"]), n, "-", "-", "-", "-", "-", "-"))
+                lines.append((f"{cycle:g}", f"{fusion:,}", _spread(c["one"]), n, "-", "-", "-", "-", "-", "-", "-"))
                 continue
             workers = max(r["workers"] for r in rows)
+            models = [None if k is None else model_ms(gradient_bytes, k, fit, workers) for k in c["operations"]]
             lines.append((f"{cycle:g}", f"{fusion:,}", _spread(c["one"]), len(c["two"]), _spread(c["two"]),
-                          _spread(c["extra"]), _spread(c["collective"]),
-                          f"{model_ms(gradient_bytes, tensors, fusion, fit, workers):.2f}",
-                          _spread(c["framework"]), _spread(c["unexplained"])))
+                          _spread(c["extra"]), _spread(c["operations"]), _spread(c["collective"]),
+                          _spread(models, 2), _spread(c["framework"]), _spread(c["unexplained"])))
         blocks.append(label + "\n" + text_table(lines, header=(
-            "cycle ms", "fusion B", "1 worker", "n", "2 workers", "extra", "collective",
+            "cycle ms", "fusion B", "1 worker", "n", "2 workers", "extra", "ops/step", "collective",
             f"model ({fit['transport'].split()[0]})", "framework", "unexplained")))
     return "\n\n".join(blocks) if blocks else "no step-breakdown series to show"

@@ -39,6 +39,9 @@ operation share the same intervals) and given to the first category that covers 
   other_us        inside the ALLREDUCE operation but in none of the activities above
   busy_us         the sum: time in which some step tensor was negotiating or being reduced
   span_us         first negotiation start to last operation end of the step
+  operations      the step's collective operations: a fused one counts once. Horovod fuses only
+                  the tensors ready in the same cycle (docs/tensor-fusion.rst at v0.28.1, steps
+                  1 and 6), so with fusion on a step may still take several
 These times may overlap the framework's own compute (backward runs while early gradients are
 negotiated), so they are not a split of the step time by themselves.
 
@@ -130,6 +133,9 @@ def _step_split(intervals):
         split[key] = _minus(mine, covered)
         covered = _union(covered + mine)
     split["busy_us"] = sum(b - a for a, b in covered)
+    # Fused tensors share one collective (their activities overlap); separate operations run one
+    # after another on the background thread: the merged collective intervals count operations.
+    split["operations"] = len(_union(groups["collective_us"]))
     split["span_us"] = (max(b for _, _, b in intervals) - min(a for _, a, _ in intervals)
                         if intervals else 0)
     return split
@@ -200,7 +206,7 @@ def parse(text):
             break
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
-    keys = list(CATEGORIES) + ["busy_us", "span_us"]
+    keys = list(CATEGORIES) + ["busy_us", "span_us", "operations"]
     median = ({key: statistics.median(s[key] for s in per_step) for key in keys}
               if per_step else None)
     return {
