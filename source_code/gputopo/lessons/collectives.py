@@ -189,20 +189,29 @@ def recorded_clusters() -> List[Dict[str, Any]]:
 
 
 # The one public Blackwell NVLS on/off pair: 8x B300, all-reduce busbw 695 GB/s with NVLS off,
-# 845 with it on (NVIDIA/nccl issue #2140, NCCL 2.30.4).
+# 845 with it on (NVIDIA/nccl issue #2140, NCCL 2.30.4): its ring reaches 695/900 = 0.77 of
+# NVLink 5's line rate, not Hopper's 370/450 = 0.82, and its NVLS gain is 845/695 = 1.216.
+B300_RING_GBPS = 695.0
 B300_NVLS_GAIN = 845.0 / 695.0
 
 
 def gb200_nvls_gains(recorded_gbps: float) -> List[Tuple]:
-    """The GB200 rack's ratio under each NVLS gain one could assume for Blackwell (notebook 4)."""
+    """The GB200 rack's ratio under each (ring, NVLS gain) one could assume for Blackwell (notebook 4).
+
+    Rows: (what, ring GB/s, gain, estimate GB/s, ratio, in band). The first two take Hopper's ring
+    efficiency (900 x 370/450 = 740); the third takes B300's own ring and gain: 695 x 845/695 = 845."""
     ring = 900.0 * alphabeta.NVLINK_RING_EFFICIENCY   # NVLink 5: 900 GB/s per direction
     tuner = alphabeta.NVLS_EFFICIENCY["blackwell"] / alphabeta.NVLS_EFFICIENCY["hopper"]
-    gains = (("Hopper's 480/370 (nccl-tests #212)", alphabeta.NVLS_GAIN),
-             ("480/370 x 0.74/0.85, NCCL's tuner (the model's)", alphabeta.NVLS_GAIN * tuner),
-             ("B300 on/off 845/695 (NVIDIA/nccl #2140)", B300_NVLS_GAIN))
+    gains = (("Hopper's ring and gain 480/370 (nccl-tests #212)", ring, alphabeta.NVLS_GAIN),
+             ("Hopper's ring, 480/370 x 0.74/0.85, NCCL's tuner (the model's)", ring, alphabeta.NVLS_GAIN * tuner),
+             ("B300's ring 695/900 = 0.77 x 845/695 (NVIDIA/nccl #2140)", B300_RING_GBPS, B300_NVLS_GAIN))
     low = 1 - alphabeta.TOLERANCE_BELOW
-    return [(what, f"{gain:.3f}", f"{ring * gain:.0f}", f"{recorded_gbps / (ring * gain):.2f}",
-             "yes" if recorded_gbps >= low * ring * gain else "NO") for what, gain in gains]
+    return [(what, f"{r:.0f}", f"{gain:.3f}", f"{r * gain:.0f}", f"{recorded_gbps / (r * gain):.2f}",
+             "yes" if recorded_gbps >= low * r * gain else "NO") for what, r, gain in gains]
+
+
+def _in_band(c: Dict[str, Any], value: float) -> bool:
+    return (1 - alphabeta.TOLERANCE_BELOW) * c["estimate_gbps"] <= value <= c["bound_gbps"] * (1 + 1e-9)
 
 
 def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
@@ -215,7 +224,9 @@ def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
              f"{c['bound_gbps']:.1f}" if math.isfinite(c["bound_gbps"]) else "none (NVLS)",
              f"{c['estimate_gbps']:.1f}" + (" (NVLS)" if c["nvls"] else ""),
              f"{c['ratio']:.2f}" + (f"; tuned {c['tested_ratio']:.2f}" if c["tuned_gbps"] else ""),
-             "yes" if c["within"] else "NO") for c in clusters]
+             ("yes" if _in_band(c, c["recorded_gbps"]) else "NO") + " untuned; "
+             + ("yes" if c["within"] else "NO") + " tuned" if c["tuned_gbps"]
+             else "yes" if c["within"] else "NO") for c in clusters]
 
 
 def whatif_settings(**changes) -> Dict[str, Any]:
