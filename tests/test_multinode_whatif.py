@@ -284,3 +284,22 @@ def test_untuned_or_very_large_8x400g_runs_sit_mostly_below_the_band():
     assert round(320 / hgx["estimate_gbps"], 2) == 0.83 and 320 < low
     assert round(300 / hgx["estimate_gbps"], 2) == 0.78 and 300 < low
     assert round(350 / hgx["estimate_gbps"], 2) == 0.91 and 350 >= low
+
+
+def test_your_own_fit_is_offered_as_the_in_node_link():
+    # V1 minor 15: a fit of two or more GPUs measured here becomes the panel's first in-node link.
+    # With busbw 300 GB/s in the node and eight 400 Gb/s NICs (8 x 50 x 0.96 = 384 GB/s) on two
+    # nodes, the ring is bounded by the node: 300 GB/s; with one 100 Gb/s NIC (12 GB/s), by the NIC.
+    fit = {"system": "this machine", "n": 4, "busbw_gbps": 300.0}
+    options = lessons.link_options(your_fit=fit)
+    assert options[0]["label"] == "your fit: this machine, busbw 300 GB/s on 4 GPUs"
+    assert options[0]["busbw_gbps"] == 300.0 and options[0]["nvls"] is False
+    two = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2), options)
+    assert two["busbw_gbps"] == pytest.approx(300.0) and two["bound_by"] == "in-node NVLink"
+    slow = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2, nics_per_node=1, nic_gbit=100), options)
+    assert slow["busbw_gbps"] == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize("fit", [None, {"system": "this machine", "n": 1, "busbw_gbps": 0.0}])
+def test_no_fit_or_a_one_gpu_fit_adds_no_link(fit):
+    assert not any(o["label"].startswith("your fit") for o in lessons.link_options(your_fit=fit))

@@ -139,11 +139,16 @@ def _last_busbw(system: str, filename: str) -> Tuple[int, float]:
     return rows[-1]["size"], rows[-1]["out_of_place"]["busbw"]
 
 
-def link_options() -> List[Dict[str, Any]]:
-    """The panel's in-node links: two recorded 8-GPU nodes (their busbw), gputopo.links' NVLink
-    sets (line rate per GPU per direction) and "none"; each {label, line_gbps, busbw_gbps, nvls}."""
+def link_options(your_fit: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """The panel's in-node links: your own fit (a fit_rows entry of two or more GPUs, first when
+    given), two recorded 8-GPU nodes (their busbw), gputopo.links' NVLink sets (line rate per GPU
+    per direction) and "none"; each {label, line_gbps, busbw_gbps, nvls}."""
     rates = {r["link"]: float(r["per_direction_gbs"]) for r in links.link_table() if str(r["link"]).startswith("NVLink")}
     options = []
+    if your_fit and your_fit.get("n", 0) > 1 and your_fit.get("busbw_gbps", 0) > 0:
+        options.append({"label": f"your fit: {your_fit['system']}, busbw {your_fit['busbw_gbps']:.0f} GB/s on "
+                                 f"{your_fit['n']} GPUs", "line_gbps": None, "busbw_gbps": float(your_fit["busbw_gbps"]),
+                        "nvls": False})
     for system, filename, key in (("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt", "NVLink 4: H200 SXM"),
                                   ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt", "NVLink 2: Tesla V100 SXM2")):
         busbw = _last_busbw(system, filename)[1]
@@ -299,13 +304,14 @@ def whatif_static() -> List[Tuple]:
     return rows
 
 
-def whatif_panel(show_static: bool = True):
+def whatif_panel(show_static: bool = True, your_fit: Optional[Dict[str, Any]] = None):
     """(static figure, ipywidgets panel): prints the static table and draws the plot (what nbval
-    and an exported notebook keep); the panel is None, with a line saying so, without ipywidgets."""
+    and an exported notebook keep); the panel is None, with a line saying so, without ipywidgets.
+    your_fit: a fit_rows entry measured here; the panel then offers it as an in-node link."""
     from gputopo import plots
     from gputopo.selfcheck import text_table
 
-    options, clusters, figure = link_options(), recorded_clusters(), None
+    options, clusters, figure = link_options(your_fit), recorded_clusters(), None
     if show_static:
         print(text_table(whatif_static(), header=("link", "GPUs/node", "NICs/node", "nodes", "algorithm", "GDR",
                                                   "rails aligned", "busbw GB/s", "bounded by", "1 GiB ms")))
