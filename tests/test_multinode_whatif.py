@@ -21,6 +21,7 @@ RECORDED = {
     "edr-1nic-4node": (12.2, 1 * 100 / 8, "calibration"),           # nccl-tests #29
     "dgx1-4edr-cluster": (48.0, 4 * 100 / 8, "calibration"),        # nccl-tests #29
     "dgx-a100-8hdr-cluster": (192.0, 8 * 200 / 8, "calibration"),   # nccl #812
+    "hgx-h100-8x400g-4node": (365.84, 8 * 400 / 8, "independent"),  # nccl-tests #309, 4 x 8 H100
 }
 # The tuned figure of a cluster whose recorded run was untuned (read by hand from its source).
 TUNED = {"gb10-spark-pair": 23.74}   # dgx-spark-playbooks pull request #103: MTU 9000, both HCAs
@@ -62,6 +63,8 @@ def test_the_untuned_spark_pair_is_shown_below_and_tested_on_its_tuned_figure():
     assert spark["tuned"] is False and spark["tuned_gbps"] == pytest.approx(23.74)
     row = lessons.cluster_rows([spark])[0]
     assert row[5] == "18.94 untuned; tuned 23.74" and row[8] == "0.79; tuned 0.99"
+    # V1 minor 14: the untuned run is outside the band and its row says so
+    assert row[9] == "NO untuned; yes tuned"
 
 
 def test_a_tuned_figure_below_the_band_is_outside(monkeypatch):
@@ -75,7 +78,7 @@ def test_a_tuned_figure_below_the_band_is_outside(monkeypatch):
         return data
     monkeypatch.setattr(lessons.reference, "system_info", info)
     spark = next(c for c in lessons.recorded_clusters() if c["system"] == "gb10-spark-pair")
-    assert spark["within"] is False and lessons.cluster_rows([spark])[0][-1] == "NO"
+    assert spark["within"] is False and lessons.cluster_rows([spark])[0][-1] == "NO untuned; NO tuned"
 
 
 def test_gb200_is_compared_with_the_blackwell_nvls_estimate():
@@ -257,3 +260,46 @@ def test_the_newer_net_line_format_is_read():
         (0, 4, 12, "4", "send"), (1, 12, 4, "4", "receive")]
     assert lessons.net_route(channels[0]["via"]) == {"net": "IB", "nic": 0, "proxy_rank": None, "gdr": True,
                                                      "shared": True}
+
+
+def test_the_hgx_h100_8x400g_cluster_is_compared_with_its_nics():
+    # nccl-tests #309, 4 nodes of 8 H100 with eight 400 Gb/s NICs, NCCL's own algorithm (NVLS likely):
+    # in-node NVLS 370 x 480/370 = 480 GB/s, the NICs 8 x 400 / 8 x 0.96 = 384: the NICs bound it.
+    # The table's last row (16 GiB) reads 365.84 GB/s: 0.953 of 384, inside the band, as recorded.
+    hgx = next(c for c in lessons.recorded_clusters() if c["system"] == "hgx-h100-8x400g-4node")
+    assert hgx["nvls"] is True and hgx["size"] == 17179869184
+    assert hgx["estimate_gbps"] == pytest.approx(8 * 400 / 8 * 0.96)
+    assert hgx["ratio"] == pytest.approx(365.84 / 384, abs=1e-4)
+    assert hgx["within"] is True
+    row = lessons.cluster_rows([hgx])[0]
+    assert row[1] == "4 x 8" and row[2] == "8 x 400G" and row[8] == "0.95" and row[9] == "yes"
+
+
+def test_untuned_or_very_large_8x400g_runs_sit_mostly_below_the_band():
+    # the notebook's sentence, against the recorded cluster's estimate (384 GB/s): about 320 GB/s
+    # (NVIDIA/nccl #1221) is 0.83 and "at times below 300" (nccl-tests #283) under 0.78, both below
+    # the band; "around 350G" (#283) is 0.91, at its edge. The band is not widened for them.
+    hgx = next(c for c in lessons.recorded_clusters() if c["system"] == "hgx-h100-8x400g-4node")
+    low = (1 - alphabeta.TOLERANCE_BELOW) * hgx["estimate_gbps"]
+    assert round(320 / hgx["estimate_gbps"], 2) == 0.83 and 320 < low
+    assert round(300 / hgx["estimate_gbps"], 2) == 0.78 and 300 < low
+    assert round(350 / hgx["estimate_gbps"], 2) == 0.91 and 350 >= low
+
+
+def test_your_own_fit_is_offered_as_the_in_node_link():
+    # V1 minor 15: a fit of two or more GPUs measured here becomes the panel's first in-node link.
+    # With busbw 300 GB/s in the node and eight 400 Gb/s NICs (8 x 50 x 0.96 = 384 GB/s) on two
+    # nodes, the ring is bounded by the node: 300 GB/s; with one 100 Gb/s NIC (12 GB/s), by the NIC.
+    fit = {"system": "this machine", "n": 4, "busbw_gbps": 300.0}
+    options = lessons.link_options(your_fit=fit)
+    assert options[0]["label"] == "your fit: this machine, busbw 300 GB/s on 4 GPUs"
+    assert options[0]["busbw_gbps"] == 300.0 and options[0]["nvls"] is False
+    two = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2), options)
+    assert two["busbw_gbps"] == pytest.approx(300.0) and two["bound_by"] == "in-node NVLink"
+    slow = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2, nics_per_node=1, nic_gbit=100), options)
+    assert slow["busbw_gbps"] == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize("fit", [None, {"system": "this machine", "n": 1, "busbw_gbps": 0.0}])
+def test_no_fit_or_a_one_gpu_fit_adds_no_link(fit):
+    assert not any(o["label"].startswith("your fit") for o in lessons.link_options(your_fit=fit))

@@ -47,6 +47,7 @@ NCCL_TESTS = {
     ("gb10-spark-pair", "all_gather_perf-16G-before-mtu9000-excerpt.txt"): (1, 17179869184, 17179869184, 18.94),
     ("gb200-nvl72-rack", "all_reduce_perf-72gpus-excerpt.txt"): (5, 536870912, 8589934592, 834.57),
     ("h100-4gpu-2node", "all_reduce_perf-ring-8ranks-excerpt.txt"): (5, 536870912, 8589934592, 95.10),
+    ("hgx-h100-8x400g-4node", "all_reduce_perf-32ranks-excerpt.txt"): (32, 8, 17179869184, 365.84),
 }
 
 # P2P program output: (matrix, row label, column label) -> value, as printed.

@@ -334,7 +334,10 @@ def ring_allreduce_latency_us(n: int, nodes: int, alpha_in_node_us: float, alpha
 
 # What NCCL reaches per NIC, over the line rate: 24 GB/s per 200 Gb/s NIC and 12 per 100 Gb/s
 # (NCCL's lead, NVIDIA/nccl-tests issue #119), 46-48 GB/s per 400 Gb/s NIC (an NCCL maintainer,
-# nccl-tests issue #290): 0.92-0.96 of the line rate; 24 / 25 = 0.96 is used.
+# nccl-tests issue #290): 0.92-0.96 of the line rate; 24 / 25 = 0.96 is used. The same per-NIC
+# rule of thumb is restated for 100 Gb/s EDR NICs (12 GB/s for one, about 48 GB/s for a DGX-1's
+# four; NCCL's lead, nccl-tests issue #29) and for eight 200 Gb/s HDR NICs (192 GB/s, NVIDIA/nccl
+# issue #812): notebook 4 counts those recorded figures as calibration, not as independent tests.
 NIC_EFFICIENCY = 0.96
 # A NIC reached through the CPU (no PCIe switch shared with a GPU, so NCCL stages through host
 # memory): "If the NIC is attached to the CPU getting 16 GB/s is normal" for one 200 Gb/s NIC
@@ -353,8 +356,10 @@ NVLS_GAIN = 480.0 / 370.0
 # by 0.74 / 0.85, the nvlsEfficiency constants (Hopper 0.85, Blackwell 0.74) of NCCL's algorithm-
 # selection tuner (src/graph/tuning.cc at v2.28.3-1, applied to bwIntra when it rates NVLS): a
 # model constant, not a measured gain. The one public Blackwell NVLS on/off pair (8x B300,
-# 695 -> 845 GB/s, NVIDIA/nccl issue #2140) gives 0.94 of Hopper's gain instead of 0.87: the
-# Blackwell factor is uncertain (notebook 4 shows the GB200 rack under each).
+# 695 -> 845 GB/s, NVIDIA/nccl issue #2140) gives 0.94 of Hopper's gain instead of 0.87, on a ring
+# of 695/900 = 0.77 of the line rate instead of Hopper's 0.82: the Blackwell factors are uncertain,
+# and the model's GB200 estimate matches partly because the two differences cancel (notebook 4
+# shows the GB200 rack under each).
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 # NCCL's own tuning model takes 0.92 of the path bandwidth for a tree all-reduce
 # (`busBw*.92`, src/graph/tuning.cc at v2.28.3-1). NCCL applies it to a link's bandwidth; here it
@@ -363,10 +368,11 @@ TREE_EFFICIENCY = 0.92
 # The band a tuned run's busbw must lie in to match the model: from (1 - TOLERANCE_BELOW) x the
 # estimate up to the line rate of the links the ring crosses (NVLS runs: no line-rate limit, their
 # busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned
-# runs reported by NCCL's developers, at most about 4 % below the estimate (46 of 48 GB/s per
+# figures NCCL's developers give for tuned runs (expected figures, not runs), at most about 4 % below
+# the estimate (46 of 48 GB/s per
 # 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400 Gb/s NICs, "above 380 only with extra
 # tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC", up to ~396 GB/s on eight, nccl-tests
-# #319); 0.10 is about twice that spread, a margin chosen for run-to-run noise. An untuned run can sit
+# #319); 0.10 is about 2.5 times that spread (4.2 %), a margin chosen for run-to-run noise. An untuned run can sit
 # further below (MTU, HCAs not named): it is shown beside its tuned figure, which is what is tested.
 # Five recorded clusters are calibration sources of NIC_EFFICIENCY or inferred from their result
 # (notebook 4 gives each one's provenance): they agree by construction, not as independent tests.

@@ -139,11 +139,16 @@ def _last_busbw(system: str, filename: str) -> Tuple[int, float]:
     return rows[-1]["size"], rows[-1]["out_of_place"]["busbw"]
 
 
-def link_options() -> List[Dict[str, Any]]:
-    """The panel's in-node links: two recorded 8-GPU nodes (their busbw), gputopo.links' NVLink
-    sets (line rate per GPU per direction) and "none"; each {label, line_gbps, busbw_gbps, nvls}."""
+def link_options(your_fit: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """The panel's in-node links: your own fit (a fit_rows entry of two or more GPUs, first when
+    given), two recorded 8-GPU nodes (their busbw), gputopo.links' NVLink sets (line rate per GPU
+    per direction) and "none"; each {label, line_gbps, busbw_gbps, nvls}."""
     rates = {r["link"]: float(r["per_direction_gbs"]) for r in links.link_table() if str(r["link"]).startswith("NVLink")}
     options = []
+    if your_fit and your_fit.get("n", 0) > 1 and your_fit.get("busbw_gbps", 0) > 0:
+        options.append({"label": f"your fit: {your_fit['system']}, busbw {your_fit['busbw_gbps']:.0f} GB/s on "
+                                 f"{your_fit['n']} GPUs", "line_gbps": None, "busbw_gbps": float(your_fit["busbw_gbps"]),
+                        "nvls": False})
     for system, filename, key in (("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt", "NVLink 4: H200 SXM"),
                                   ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt", "NVLink 2: Tesla V100 SXM2")):
         busbw = _last_busbw(system, filename)[1]
@@ -189,20 +194,29 @@ def recorded_clusters() -> List[Dict[str, Any]]:
 
 
 # The one public Blackwell NVLS on/off pair: 8x B300, all-reduce busbw 695 GB/s with NVLS off,
-# 845 with it on (NVIDIA/nccl issue #2140, NCCL 2.30.4).
+# 845 with it on (NVIDIA/nccl issue #2140, NCCL 2.30.4): its ring reaches 695/900 = 0.77 of
+# NVLink 5's line rate, not Hopper's 370/450 = 0.82, and its NVLS gain is 845/695 = 1.216.
+B300_RING_GBPS = 695.0
 B300_NVLS_GAIN = 845.0 / 695.0
 
 
 def gb200_nvls_gains(recorded_gbps: float) -> List[Tuple]:
-    """The GB200 rack's ratio under each NVLS gain one could assume for Blackwell (notebook 4)."""
+    """The GB200 rack's ratio under each (ring, NVLS gain) one could assume for Blackwell (notebook 4).
+
+    Rows: (what, ring GB/s, gain, estimate GB/s, ratio, in band). The first two take Hopper's ring
+    efficiency (900 x 370/450 = 740); the third takes B300's own ring and gain: 695 x 845/695 = 845."""
     ring = 900.0 * alphabeta.NVLINK_RING_EFFICIENCY   # NVLink 5: 900 GB/s per direction
     tuner = alphabeta.NVLS_EFFICIENCY["blackwell"] / alphabeta.NVLS_EFFICIENCY["hopper"]
-    gains = (("Hopper's 480/370 (nccl-tests #212)", alphabeta.NVLS_GAIN),
-             ("480/370 x 0.74/0.85, NCCL's tuner (the model's)", alphabeta.NVLS_GAIN * tuner),
-             ("B300 on/off 845/695 (NVIDIA/nccl #2140)", B300_NVLS_GAIN))
+    gains = (("Hopper's ring and gain 480/370 (nccl-tests #212)", ring, alphabeta.NVLS_GAIN),
+             ("Hopper's ring, 480/370 x 0.74/0.85, NCCL's tuner (the model's)", ring, alphabeta.NVLS_GAIN * tuner),
+             ("B300's ring 695/900 = 0.77 x 845/695 (NVIDIA/nccl #2140)", B300_RING_GBPS, B300_NVLS_GAIN))
     low = 1 - alphabeta.TOLERANCE_BELOW
-    return [(what, f"{gain:.3f}", f"{ring * gain:.0f}", f"{recorded_gbps / (ring * gain):.2f}",
-             "yes" if recorded_gbps >= low * ring * gain else "NO") for what, gain in gains]
+    return [(what, f"{r:.0f}", f"{gain:.3f}", f"{r * gain:.0f}", f"{recorded_gbps / (r * gain):.2f}",
+             "yes" if recorded_gbps >= low * r * gain else "NO") for what, r, gain in gains]
+
+
+def _in_band(c: Dict[str, Any], value: float) -> bool:
+    return (1 - alphabeta.TOLERANCE_BELOW) * c["estimate_gbps"] <= value <= c["bound_gbps"] * (1 + 1e-9)
 
 
 def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
@@ -215,7 +229,9 @@ def cluster_rows(clusters: Sequence[Dict[str, Any]]) -> List[Tuple]:
              f"{c['bound_gbps']:.1f}" if math.isfinite(c["bound_gbps"]) else "none (NVLS)",
              f"{c['estimate_gbps']:.1f}" + (" (NVLS)" if c["nvls"] else ""),
              f"{c['ratio']:.2f}" + (f"; tuned {c['tested_ratio']:.2f}" if c["tuned_gbps"] else ""),
-             "yes" if c["within"] else "NO") for c in clusters]
+             ("yes" if _in_band(c, c["recorded_gbps"]) else "NO") + " untuned; "
+             + ("yes" if c["within"] else "NO") + " tuned" if c["tuned_gbps"]
+             else "yes" if c["within"] else "NO") for c in clusters]
 
 
 def whatif_settings(**changes) -> Dict[str, Any]:
@@ -288,13 +304,14 @@ def whatif_static() -> List[Tuple]:
     return rows
 
 
-def whatif_panel(show_static: bool = True):
+def whatif_panel(show_static: bool = True, your_fit: Optional[Dict[str, Any]] = None):
     """(static figure, ipywidgets panel): prints the static table and draws the plot (what nbval
-    and an exported notebook keep); the panel is None, with a line saying so, without ipywidgets."""
+    and an exported notebook keep); the panel is None, with a line saying so, without ipywidgets.
+    your_fit: a fit_rows entry measured here; the panel then offers it as an in-node link."""
     from gputopo import plots
     from gputopo.selfcheck import text_table
 
-    options, clusters, figure = link_options(), recorded_clusters(), None
+    options, clusters, figure = link_options(your_fit), recorded_clusters(), None
     if show_static:
         print(text_table(whatif_static(), header=("link", "GPUs/node", "NICs/node", "nodes", "algorithm", "GDR",
                                                   "rails aligned", "busbw GB/s", "bounded by", "1 GiB ms")))
