@@ -39,3 +39,11 @@ def test_the_numa_sentence_names_sysfs_numa_node_not_a_hidden_layout():
     topo = PARSERS["nccl-topo"]((REFERENCE_DIR / "h100-single-gpu" / "nccl-topo-dump.xml").read_text())
     text = " ".join(nccl_view.differences(topo, None))
     assert "numa_node" in text and "node-1/cpumap" in text and "virtual machine" not in text
+
+
+def test_a_missed_size_without_an_init_table_gives_the_rule_but_no_invented_figures():
+    excerpt = (REFERENCE_DIR / "_nccl-dumps" / "nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt").read_text()
+    found = nccl_view.facts(excerpt)
+    assert found["table"] is None   # the published log holds no init table
+    line = next(x for x in nccl_view.score({"sizes": {8: ("Tree", "LL")}}, found) if x.startswith("8 B"))
+    assert "NCCL chose Ring/LL at 4 B" in line and "tuning.cc" in line and "Init table" not in line

@@ -201,9 +201,13 @@ def facts(log_text, graphs=None):
     found = {"nccl_version": None, "nranks": None, "transports": [], "channels": None,
              "graph_channels": None, "choices": {}, "p2p_level": None}
     try:
-        log, tuning = nccl_log.parse(log_text or ""), nccl_tuning.parse(log_text or "")
+        tuning = nccl_tuning.parse(log_text or "")
     except ParseError:
         return found
+    try:
+        log = nccl_log.parse(log_text or "")
+    except ParseError:  # a published excerpt of bare TUNING lines: no other NCCL line
+        log = {}
     found.update(nccl_version=log.get("nccl_version"), nranks=log.get("nranks"),
                  transports=sorted(log.get("transports") or []), p2p_level=log.get("p2p_level"))
     counted = re.findall(r"NCCL INFO (\d+) coll channels", log_text)
