@@ -67,8 +67,9 @@ def differences(topo, smi):
            + tail(f"lists {len(smi.get('gpus') or []) if smi else 0} (every GPU the driver sees)")]
     for cpu in (c for c in topo["cpus"] if c["numaid"] is not None and c["numaid"] < 0):
         numa = ", ".join(sorted(set((smi or {}).get("numa_affinity", {}).values()) - {""})) or "nothing"
-        out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']} (it could not read the CPU's NUMA node, as in "
-                   "many virtual machines)" + tail(f"says NUMA affinity {numa}"))
+        out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']}: it copies the GPU's sysfs numa_node, which is -1 "
+                   "when the kernel assigns the device no node, then finds no node-1/cpumap "
+                   "(src/graph/xml.cc at v2.28.3-1)" + tail(f"says NUMA affinity {numa}"))
     widths = [p for p in topo["pci"] if p["link_width"] == 0]
     if widths:
         out.append(f"PCIe width: {len(widths)} device(s) at link_width 0 (NCCL could not read the width; "
@@ -200,15 +201,20 @@ def facts(log_text, graphs=None):
     found = {"nccl_version": None, "nranks": None, "transports": [], "channels": None,
              "graph_channels": None, "choices": {}, "p2p_level": None}
     try:
-        log, tuning = nccl_log.parse(log_text or ""), nccl_tuning.parse(log_text or "")
+        tuning = nccl_tuning.parse(log_text or "")
     except ParseError:
         return found
+    try:
+        log = nccl_log.parse(log_text or "")
+    except ParseError:  # a published excerpt of bare TUNING lines: no other NCCL line
+        log = {}
     found.update(nccl_version=log.get("nccl_version"), nranks=log.get("nranks"),
                  transports=sorted(log.get("transports") or []), p2p_level=log.get("p2p_level"))
     counted = re.findall(r"NCCL INFO (\d+) coll channels", log_text)
     found["channels"] = int(counted[0]) if counted else None
     rings = [g for g in (graphs or {}).get("graphs", []) if g["algorithm"] == "ring"]
     found["graph_channels"] = rings[0]["nchannels"] if rings else None
+    found["table"] = tuning.get("table")
     for choice in tuning["choices"]:
         if choice["algo"]:
             found["choices"][choice["bytes"]] = (choice["algo"], choice["proto"])
@@ -239,6 +245,24 @@ def _transport_rule(found, pair_code, cpu_vendor):
     return (f"Rule: for a pair whose path is {path}, under {env or 'no P2P setting'}, NCCL "
             f"{version or '(no version in the log: newest rules)'} gives {rule}{nics} "
             "(gputopo.ncclpaths.expected_transport, read from src/graph/paths.cc per release)")
+
+
+def _cell_times(table, pairs, size, func="AllReduce"):
+    """' Init table: ...' with each (algo, proto) cell's latency + size / (1000 x bandwidth) in us;
+    '' when the log has no table or no such row or cell."""
+    row = ((table or {}).get("rows") or {}).get(func)
+    if not row:
+        return ""
+    columns = [tuple(str(x).lower() for x in c) for c in table["columns"]]
+    parts = []
+    for pair in pairs:
+        key = tuple(str(x).lower() for x in pair)
+        if key not in columns or len(pair) != 2:
+            continue
+        latency, bandwidth = row[columns.index(key)]
+        time = f"{latency + size / (1000 * bandwidth):.1f} us" if bandwidth else "not usable (bandwidth 0)"
+        parts.append(f"{'/'.join(map(str, pair))} {latency} us + {size} B / {bandwidth} GB/s = {time}")
+    return f" Init table, {func} at {size} B: " + "; ".join(parts) + "." if parts else ""
 
 
 def score(prediction, found, pair_code=None, cpu_vendor=None):
@@ -273,9 +297,10 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
         else:
             searched = f"the ring graph NCCL searched has {graph}" if graph is not None else "NCCL's ring search"
             lines.append(f"channels: you said {chans}, the log says {have} coll channels: {searched} "
-                         "(src/graph/search.cc keeps as many channels as the links' speed allows), and NCCL "
-                         "doubles them after connecting (src/graph/connect.cc at v2.28.3-1, line 452); "
-                         "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound the result.")
+                         "(src/graph/search.cc keeps as many channels as the links' speed allows), NCCL "
+                         "doubles them after connecting, then caps them at NCCL_MAX_NCHANNELS and raises them "
+                         "to NCCL_MIN_NCHANNELS: min(MAX, 2 x graph), then at least MIN "
+                         "(src/graph/connect.cc at v2.28.3-1, lines 452 and 490-491).")
     sizes = prediction.get("sizes") if isinstance(prediction.get("sizes"), dict) else {}
     for size, guess in sizes.items():
         if guess is None:
@@ -302,6 +327,17 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
             lines.append(f"{format_bytes(size)}: you said {said}, NCCL chose {'/'.join(choice)} at "
                          f"{format_bytes(seen)}: the smallest predicted time, latency + size / bandwidth per "
                          "algorithm and protocol (src/graph/tuning.cc, from the table NCCL prints at init; "
-                         "src/enqueue.cc takes the minimum).")
+                         "src/enqueue.cc takes the minimum)."
+                         + _cell_times(found.get("table"), (guess, choice), seen))
     lines.append(f"score: {hits} of the {checked} entries this log can check")
     return lines
+
+
+def score_channels(predicted, log_text, setting, graphs=None):
+    """Lines scoring a predicted "N coll channels" against the log of a run under `setting`;
+    log_text None: this machine made no such log, and no run with that setting is recorded."""
+    if log_text is None:
+        return [f"channels under {setting}: not scored: no recorded run with this setting."]
+    lines = score({"channels": predicted}, facts(log_text, graphs))
+    return [f"{line} ({setting})" if line.startswith("channels:") else line
+            for line in lines if line.startswith(("channels:", "score:"))]

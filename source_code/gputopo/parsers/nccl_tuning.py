@@ -36,6 +36,7 @@ raises ParseError, as the log parser does.
 """
 import re
 
+from . import ParseError
 from .nccl_log import parse as parse_log, records, unwrap
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -48,7 +49,9 @@ DATATYPES = {0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4),
              9: ("bfloat16", 2), 10: ("float8e4m3", 1), 11: ("float8e5m2", 1)}
 REDUCTIONS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
-_NEW = re.compile(r"^(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+) channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
+# sizes may carry thousands separators and padding where an author re-typed a log for a page
+# ("AllReduce:   5,758,372 Bytes -> Algo RING proto LL128  channel{Lo..Hi}={0..23}")
+_NEW = re.compile(r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
 _OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?[\d.]+)")
 _SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
                         r"(?: nWorks (\d+))?")
@@ -67,7 +70,13 @@ HINT = ("no algorithm/protocol lines: NCCL prints them with NCCL_DEBUG=INFO and 
 
 def parse(text):
     """Parse the TUNING and COLL lines of an NCCL log; see the module docstring."""
-    log = parse_log(text)  # raises ParseError for a text with no NCCL line at all
+    try:
+        log = parse_log(text)  # raises ParseError for a text with no NCCL line at all
+    except ParseError:
+        # a published excerpt may keep only the TUNING lines, without NCCL's "NCCL INFO" prefix
+        if not any(_NEW.match(line.strip()) for line in text.splitlines()):
+            raise
+        log = {"nccl_version": None, "truncated": False, "truncated_line": None}
     result = {"nccl_version": log["nccl_version"], "choices": [], "calls": [], "table": None,
               "switches": {}, "truncated": log["truncated"], "truncated_line": log["truncated_line"],
               "cut_lines": [], "hint": None}
@@ -76,6 +85,9 @@ def parse(text):
         _rank, line = unwrap(raw_line)
         for header, message in records(line):
             if header is None:
+                bare = _NEW.match(message.strip())  # an excerpt's bare TUNING line, no prefix
+                if bare and not message.lstrip().startswith("NCCL"):
+                    result["choices"].append(_read_choice(message.strip(), lineno))
                 continue
             message = message.rstrip()
             found = _read_choice(message.strip(), lineno) or _read_call(message.strip(), header, lineno)
@@ -106,8 +118,8 @@ def _read_choice(message, lineno):
     found = _NEW.match(message)
     if found:
         func, size, algo, proto, low, high = found.groups()
-        return {"func": func, "bytes": int(size), "algo": _name(algo, ALGORITHMS), "proto": _name(proto, PROTOCOLS),
-                "channel_lo": int(low), "channel_hi": int(high), "time_us": None, "kernel": None,
+        return {"func": func, "bytes": int(size.replace(",", "")), "algo": _name(algo, ALGORITHMS),
+                "proto": _name(proto, PROTOCOLS), "channel_lo": int(low), "channel_hi": int(high), "time_us": None, "kernel": None,
                 "nchannels": int(high) - int(low) + 1, "nthreads": None, "symmetric": False,
                 "format": "2.24", "line": lineno}
     found = _OLD.match(message)
