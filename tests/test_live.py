@@ -97,3 +97,22 @@ def test_head_prints_the_first_lines_and_says_where_the_rest_is(tmp_path, capsys
     assert printed[-1] == (f"... ({total - 5} more lines: the whole output is "
                            f"source_code/reference_systems/{recorded})")
     assert printed[-2].strip()  # the fifth line of the dump, not the end of the file
+
+
+def test_a_run_dir_another_kernel_made_in_the_same_second_is_not_reused(tmp_path, monkeypatch):
+    monkeypatch.setattr(live, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(live, "_RUN_DIRS", {})
+    first = live.run_dir("2-topology")
+    (first / "nvidia-smi-topo-m.txt").write_text("another kernel's output\n")
+    monkeypatch.setattr(live, "_RUN_DIRS", {})  # a second kernel: its own cache, the same clock second
+    frozen = first.name.split("2-topology-")[1]
+
+    class Clock(live.datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return live.datetime.datetime.strptime(frozen, "%Y%m%dT%H%M%SZ").replace(tzinfo=tz)
+
+    monkeypatch.setattr(live.datetime, "datetime", Clock)
+    second = live.run_dir("2-topology")
+    assert second != first and second.name == first.name + "-2"
+    assert (first / "nvidia-smi-topo-m.txt").read_text() == "another kernel's output\n"

@@ -45,11 +45,20 @@ _RUN_DIRS = {}
 
 
 def run_dir(name: str) -> Path:
-    """This session's folder for `name` (one per kernel, created on first use, never reused)."""
+    """This session's folder for `name` (one per kernel, created on first use, never reused: two
+    kernels started in the same second get -2, -3, ..., as results.new_run_dir does)."""
     if name not in _RUN_DIRS:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        path = RESULTS_DIR / f"{name}-{stamp}"
-        path.mkdir(parents=True, exist_ok=True)
+        base = RESULTS_DIR / f"{name}-{stamp}"
+        base.parent.mkdir(parents=True, exist_ok=True)
+        attempt = 1
+        while True:
+            path = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                attempt += 1
         _RUN_DIRS[name] = path
     return _RUN_DIRS[name]
 
