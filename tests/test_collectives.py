@@ -234,3 +234,18 @@ def test_the_notebook_imports_only_what_notebooks_may_import():
                   for n in names.split(",")}
     found |= set(re.findall(r"^\s*import (gputopo[\w.]*)", code, re.MULTILINE))
     assert found and found <= allowed, found - allowed
+
+
+def test_the_notebooks_ring_busbw_is_the_ring_model():
+    # Notebook 4 writes the ring model's busbw out in the plot cell: S / T(S, n) x 2(n-1)/n with
+    # T = 2(n-1) alpha + 2(n-1)/n S / beta. With the 8-GPU H200 fit (3.76 us, 377.7 GB/s, Solution 2):
+    # 1 MiB takes 14 x 3.76 + 1.75 x 1,048,576 / 377,700 = 52.64 + 4.86 us, so busbw = 31.9 GB/s.
+    import ast
+    tree = ast.parse("".join(_cells()["a46edbe9"]["source"]))
+    (func,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "ring_busbw"]
+    namespace = {"alphabeta": alphabeta}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "notebook 4, cell a46edbe9", "exec"), namespace)
+    fit = {"n": 8, "alpha_step_us": 3.76, "busbw_gbps": 377.7}
+    assert namespace["ring_busbw"](2**20, fit) == pytest.approx(2**20 / ((14 * 3.76 + 1.75 * 2**20 / 377.7e3) * 1e3) * 1.75)
+    assert round(namespace["ring_busbw"](2**20, fit), 1) == 31.9
+    assert namespace["ring_busbw"](2**40, fit) == pytest.approx(377.7, rel=1e-3)   # large messages: the fitted busbw
