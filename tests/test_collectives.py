@@ -1,9 +1,9 @@
 """Notebook 4's module, gputopo.lessons.collectives: recorded tables, fits, verdicts, multi-node rows.
 
 Expected values are read by hand from the recorded files named in each test, or come from the
-sources cited there; none is computed by the code under test. (Moved here from
-test_lesson5_gpu_count.py, test_lesson5_labels.py, test_lesson5_verdicts.py and the notebook-4
-parts of test_notebook5_scaling.py when lesson5_collectives became collectives.)
+sources cited there; none is computed by the code under test. The fits and models the
+notebook writes out in its cells (alphabeta.fit_from_table, the multi-node cell) are checked here with the
+same calls.
 """
 import json
 import re
@@ -23,7 +23,14 @@ TWO_RANKS = FIXTURES / "nccl-tests-g1-two-ranks-deepops942.txt"
 
 
 def _tables():
-    return collectives.nccl_tables("all_reduce") + collectives.nccl_tables("all_reduce", cuda_graph=True)
+    return collectives.nccl_tables()
+
+
+def _fitted(tables):
+    """The tables with the ring model fitted to each, as notebook 4's fit cell does it."""
+    for t in tables:
+        t["alpha_step_us"], t["busbw_gbps"] = alphabeta.fit_from_table(t["parsed"], "all_reduce", t["n"])
+    return tables
 
 
 # --- how many ranks ran a table (review r3 of notebook 4, M-b) ---
@@ -43,24 +50,25 @@ def test_a_one_process_per_gpu_table_fits_as_two_ranks(tmp_path, monkeypatch):
         "machine": "two nodes, one A100 each", "what": "a published nccl-tests table",
         "source": "NVIDIA/deepops issue #942", "nvswitch": False}), encoding="utf-8")
     monkeypatch.setattr(reference, "REFERENCE_DIR", tmp_path)
-    tables = collectives.nccl_tables("all_reduce")
+    tables = collectives.nccl_tables()
     assert [(t["file"], t["n"], t["nvls"]) for t in tables] == [("all_reduce_perf.txt", 2, "n/a (no NVSwitch)")]
-    fit = collectives.fit_rows(tables)[0]                  # raised ValueError with n = 1
+    (fit,) = _fitted(tables)                               # raised ValueError with n = 1
     # 2 ring steps; the times 17.74, 17.52 and 17.66 us for 64-256 B are flat: ~17.6 us / 2 per step
     assert fit["alpha_step_us"] == pytest.approx(17.6 / 2, abs=0.2)
-    assert fit["small_us"] == 17.74
+    (row,) = collectives.fit_table(tables, "a100-two-nodes")
+    assert row[collectives.FIT_HEADER.index("smallest msg us")] == "17.7"     # 17.74 us, the 8 B row
 
 
 def test_a_single_process_table_still_counts_its_gpus():
     # The 8-GPU V100 table: one process, -g 8: nGpus 8 and eight device lines agree.
-    (t,) = collectives.nccl_tables("all_reduce", systems=["v100-sxm2-8gpu-server"])
+    (t,) = [t for t in _tables() if t["system"] == "v100-sxm2-8gpu-server"]
     assert t["parsed"]["metadata"]["n_gpus"] == 8 and t["n"] == 8
 
 
 # --- labels (review r3 of notebook 4, K1) and the live run's NVLS state ---
 
 def test_the_fit_table_keeps_the_whole_nvls_label():
-    fits = collectives.fit_rows(_tables())
+    fits = _fitted(_tables())
     node = collectives.fit_table(fits, "h200-nvswitch-8gpu")
     nvls = collectives.FIT_HEADER.index("NVLS")
     assert [row[nvls] for row in node] == ["NVLS off (course default)"] * 3   # NCCL_NVLS_ENABLE=0 in g2/g4/g8
@@ -83,43 +91,43 @@ def test_a_live_run_is_labelled_by_the_environment_it_ran_in(monkeypatch):
 def test_cuda_graph_runs_are_found_and_keep_the_launch_cost_out():
     # nccl-bench-all_reduce-cuda-graph.txt (-G): 8 B out-of-place 6.95 us; the plain run of the
     # same machine, nccl-bench-all_reduce.txt: 25.62 us (both read from the files).
-    graph = {t["file"]: t for t in collectives.nccl_tables("all_reduce", systems=["h200-nvswitch-pair"], cuda_graph=True)}
-    plain = {t["file"]: t for t in collectives.nccl_tables("all_reduce", systems=["h200-nvswitch-pair"])}
+    pair = [t for t in _tables() if t["system"] == "h200-nvswitch-pair"]
+    graph = {t["file"]: t for t in pair if t["launch"] == "CUDA graph"}
+    plain = {t["file"]: t for t in pair if t["launch"] == "plain launches"}
     assert set(graph) == {"nccl-bench-all_reduce-cuda-graph.txt", "nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph.txt"}
-    assert not any(name.endswith("-cuda-graph.txt") for name in plain)
-    assert {t["launch"] for t in graph.values()} == {"CUDA graph"}
-    assert {t["launch"] for t in plain.values()} == {"plain launches"}
+    assert not any(name.endswith("-cuda-graph.txt") for name in plain) and len(graph) + len(plain) == len(pair)
+    # -n100 and the sockets repeats are left out: system.json names no transport for them
+    assert set(plain) == {"nccl-bench-all_reduce.txt", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
+                          "nccl-bench-all_reduce-sockets.txt"}
     assert graph["nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph.txt"]["transport"].startswith("SHM")
     g, p = graph["nccl-bench-all_reduce-cuda-graph.txt"], plain["nccl-bench-all_reduce.txt"]
     assert g["parsed"]["rows"][0]["out_of_place"]["time_us"] == 6.95
     assert p["parsed"]["rows"][0]["out_of_place"]["time_us"] == 25.62
-    (g_fit,), (p_fit,) = collectives.fit_rows([g]), collectives.fit_rows([p])
+    (g_fit,), (p_fit,) = _fitted([g]), _fitted([p])
     assert g_fit["alpha_step_us"] < p_fit["alpha_step_us"] / 2
 
 
 def test_single_process_alpha_falls_with_gpu_count():
     # The 8x H200 node's plain-launch tables (-g 2/4/8): smallest-message times read from the files,
-    # 19.1, 47.4 and 52.2 us; the alpha per step falls with n, so it is not a per-hop cost.
-    node = sorted(collectives.fit_rows(collectives.nccl_tables("all_reduce", systems=["h200-nvswitch-8gpu"])),
-                  key=lambda f: f["n"])
+    # 19.09, 47.37 and 52.25 us (8 B rows); the alpha per step falls with n, so it is not a per-hop cost.
+    node = sorted(_fitted([t for t in _tables() if t["system"] == "h200-nvswitch-8gpu"]), key=lambda f: f["n"])
     assert [f["n"] for f in node] == [2, 4, 8]
-    assert [round(f["small_us"], 1) for f in node] == [19.1, 47.4, 52.2]
+    assert [f["parsed"]["rows"][0]["out_of_place"]["time_us"] for f in node] == [19.09, 47.37, 52.25]
     assert node[0]["alpha_step_us"] > node[1]["alpha_step_us"] > node[2]["alpha_step_us"]
 
 
 # --- the node's NICs bound a ring across nodes (audit C1) ---
 
 def test_two_hgx_h200_nodes_take_about_1_1_times_one_node():
-    # With the 8-GPU H200 fit and eight 400 Gb/s NICs together (400 GB/s, nccl-tests #309),
-    # 2 nodes take ~1.1 x one node, not 8 x; the bound across nodes stays NVLink's.
-    (fit,) = collectives.fit_rows([t for t in collectives.nccl_tables("all_reduce", systems=["h200-nvswitch-8gpu"])
-                                  if t["n"] == 8])
-    rows = collectives.multinode_rows(fit["busbw_gbps"], fit["alpha_step_us"], alphabeta.total_nic_gbps(8, 400),
-                                      fit["alpha_step_us"], 2**30, 8, (1, 2))
-    assert 1.0 < float(rows[1][4]) < 1.2
-    assert rows[1][2] == f"{fit['busbw_gbps']:.1f}"
+    # Notebook 4's multi-node cell: with the 8-GPU H200 fit and eight 400 Gb/s NICs together (400 GB/s,
+    # nccl-tests #309), 2 nodes take ~1.1 x one node, not 8 x; the bound across nodes stays NVLink's.
+    (fit,) = _fitted([t for t in _tables() if t["system"] == "h200-nvswitch-8gpu" and t["n"] == 8])
+    alpha, beta, nics = fit["alpha_step_us"], fit["busbw_gbps"], alphabeta.total_nic_gbps(8, 400)
+    one = alphabeta.ring_allreduce_time_us(2**30, 8, alpha, beta)
+    assert 1.0 < alphabeta.multinode_allreduce_time_us(2**30, 8, 2, alpha, beta, alpha, nics) / one < 1.2
+    assert alphabeta.multinode_busbw_gbps(beta, nics, 2) == pytest.approx(beta)
     # four 100 Gb/s NICs (a DGX-1): 50 GB/s bounds a 113 GB/s NVLink ring from two nodes on
-    assert collectives.multinode_rows(113.0, 5.0, alphabeta.total_nic_gbps(4, 100), 5.0, 2**30, 8, (2,))[0][2] == "50.0"
+    assert alphabeta.multinode_busbw_gbps(113.0, alphabeta.total_nic_gbps(4, 100), 2) == pytest.approx(50.0)
 
 
 # --- verdicts on busbw (statuses decided by hand; see test_verdicts.py for the ranges) ---
@@ -130,14 +138,15 @@ def test_recorded_links_come_from_each_systems_own_files():
     link, facts = collectives.recorded_busbw_link("h200-nvswitch-pair")
     assert (link.type, link.count) == ("nvlink", 18) and "H200" in link.generation
     assert "nvidia-smi-topo-m.txt NV18" in facts and "18 links active" in facts
+    assert verdicts.link_peak(link).value == pytest.approx(450.0)     # 18 x 25 GB/s
     link, facts = collectives.recorded_busbw_link("v100-sxm2-8gpu-server")
     assert link.count == 6 and "V100" in link.generation and "NV1+NV1+NV2+NV2" in facts
     assert verdicts.link_peak(link).value == pytest.approx(150.0)
 
 
 def test_every_recorded_table_gets_its_hand_decided_verdict():
-    pairs, facts = collectives.busbw_verdicts(_tables())
-    got = {(label.split(",")[0], label.split(", ", 2)[2], v.value): v.status for label, v in pairs}
+    pairs = [(t, collectives.verdict_at(t)) for t in _tables()]
+    got = {(t["system"], f"{t['transport']}, {t['launch']}", v.value): v.status for t, v in pairs}
     assert got == {
         ("h200-nvswitch-8gpu", "default (P2P/direct pointer), plain launches", 342.26): "as expected",
         ("h200-nvswitch-8gpu", "default (P2P/direct pointer), plain launches", 361.35): "as expected",
@@ -149,8 +158,8 @@ def test_every_recorded_table_gets_its_hand_decided_verdict():
         ("h200-nvswitch-pair", "NET (sockets; P2P and SHM disabled), plain launches", 2.88): "not comparable",
         ("v100-sxm2-8gpu-server", "default (NCCL's choice), plain launches", 129.14): "not comparable",
     }
-    assert len(facts) == 3 and all(f.startswith("link recorded on ") for f in facts)
-    forced = [v for label, v in pairs if "LOC" in label or "NET" in label]
+    assert all(collectives.recorded_busbw_link(system)[0] for system in {t["system"] for t, _ in pairs})
+    forced = [v for t, v in pairs if "LOC" in t["transport"] or "NET" in t["transport"]]
     assert len(forced) == 3 and all("transport forced to" in v.why for v in forced)
 
 
@@ -165,13 +174,13 @@ def test_pair_2gib_and_1mib_rows():
 def test_cut_off_table_is_incomplete():
     table = dict(next(t for t in _tables() if t["file"] == "nccl-bench-all_reduce.txt"))
     table["text"] = table["text"][: table["text"].index("  2147483648")]
-    assert collectives.busbw_verdicts([table])[0][0][1].status == "incomplete"
+    assert collectives.verdict_at(table).status == "incomplete"
 
 
 def test_a_live_table_is_not_judged_and_says_why():
     table = {"system": "this machine", "file": "x.txt", "transport": "default", "launch": "plain launches", "n": 2,
              "parsed": {"rows": []}, "text": ""}
-    (label, v), = collectives.busbw_verdicts([table])[0]
+    v = collectives.verdict_at(table)
     assert v.status == "not comparable" and "nvidia-smi topo -m" in v.why
 
 
@@ -225,3 +234,18 @@ def test_the_notebook_imports_only_what_notebooks_may_import():
                   for n in names.split(",")}
     found |= set(re.findall(r"^\s*import (gputopo[\w.]*)", code, re.MULTILINE))
     assert found and found <= allowed, found - allowed
+
+
+def test_the_notebooks_ring_busbw_is_the_ring_model():
+    # Notebook 4 writes the ring model's busbw out in the plot cell: S / T(S, n) x 2(n-1)/n with
+    # T = 2(n-1) alpha + 2(n-1)/n S / beta. With the 8-GPU H200 fit (3.76 us, 377.7 GB/s, Solution 2):
+    # 1 MiB takes 14 x 3.76 + 1.75 x 1,048,576 / 377,700 = 52.64 + 4.86 us, so busbw = 31.9 GB/s.
+    import ast
+    tree = ast.parse("".join(_cells()["a46edbe9"]["source"]))
+    (func,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "ring_busbw"]
+    namespace = {"alphabeta": alphabeta}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "notebook 4, cell a46edbe9", "exec"), namespace)
+    fit = {"n": 8, "alpha_step_us": 3.76, "busbw_gbps": 377.7}
+    assert namespace["ring_busbw"](2**20, fit) == pytest.approx(2**20 / ((14 * 3.76 + 1.75 * 2**20 / 377.7e3) * 1e3) * 1.75)
+    assert round(namespace["ring_busbw"](2**20, fit), 1) == 31.9
+    assert namespace["ring_busbw"](2**40, fit) == pytest.approx(377.7, rel=1e-3)   # large messages: the fitted busbw

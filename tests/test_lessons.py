@@ -40,13 +40,13 @@ def fake_reference(tmp_path, monkeypatch):
 # Collectives (notebook 4)
 
 def test_nccl_tables_and_fit_v100():
-    tables = lessons.nccl_tables("all_reduce", systems=["v100-sxm2-8gpu-server"])
+    tables = [t for t in lessons.nccl_tables() if t["system"] == "v100-sxm2-8gpu-server"]
     assert len(tables) == 1
     table = tables[0]
     assert table["n"] == 8 and table["transport"] == "default (NCCL's choice)"
-    fit = lessons.fit_rows(tables)[0]
-    alpha, beta = alphabeta.fit_from_table(table["parsed"], "all_reduce", 8)
-    assert fit["alpha_step_us"] == alpha and fit["busbw_gbps"] == beta
+    # notebook 4's fit cell: alphabeta.fit_from_table on each table
+    table["alpha_step_us"], table["busbw_gbps"] = alphabeta.fit_from_table(table["parsed"], "all_reduce", table["n"])
+    fit = table
     # The same fit done by hand from the recorded rows: minimise sum(((A + B*S - T) / T)^2) over
     # all 25 out-of-place rows (2x2 normal equations, solved by Cramer's rule), then per link
     # alpha = A / 2(n-1) and beta = busbw_factor / B, as alphabeta's docstring defines them.
@@ -61,9 +61,11 @@ def test_nccl_tables_and_fit_v100():
     assert a_us > 0 and b_us_per_byte > 0  # the unconstrained fit is already physical
     assert fit["alpha_step_us"] == pytest.approx(a_us / 14, rel=1e-6)
     assert fit["busbw_gbps"] == pytest.approx((14 / 8) / (b_us_per_byte * 1e3), rel=1e-6)
-    assert fit["small_us"] == 48.46 and fit["small_bytes"] == 8
-    assert fit["big_busbw"] == 129.14 and fit["big_bytes"] == 134217728
-    assert lessons.nccl_tables("all_gather", systems=["v100-sxm2-8gpu-server"]) == []
+    (row,) = lessons.fit_table(tables, "v100-sxm2-8gpu-server")
+    assert row[lessons.FIT_HEADER.index("smallest msg us")] == "48.5"                    # 48.46 us at 8 B
+    assert row[lessons.FIT_HEADER.index("largest busbw GB/s")] == "129.1 at 128 MiB"    # 129.14 at 134217728 B
+    # only all-reduce tables: the H200 machines' all_gather and reduce_scatter tables are left out
+    assert all("all_reduce" in t["file"] for t in lessons.nccl_tables())
 
 
 def test_nccl_tables_transports_and_repeats(fake_reference):
@@ -71,7 +73,7 @@ def test_nccl_tables_transports_and_repeats(fake_reference):
     fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-n100.txt")
     fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")
     fake_reference("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt")
-    found = {t["file"]: t["transport"] for t in lessons.nccl_tables("all_reduce")}
+    found = {t["file"]: t["transport"] for t in lessons.nccl_tables()}
     assert found == {
         "nccl-bench-all_reduce.txt": "default (NCCL's choice)",
         "nccl-bench-all_reduce-sockets.txt": "NET (sockets; P2P and SHM disabled)",
@@ -134,13 +136,14 @@ def test_blog_server_has_two_sockets_behind_its_single_affinity_column():
 # ---------------------------------------------------------------------------------------
 # NVLS state of recorded runs (issue 15, item 2)
 
-def test_multinode_rows():
-    # Eight 400 Gb/s NICs per node: 400 GB/s together (nccl-tests #309), above the NVLink 365.
-    rows = lessons.multinode_rows(365.0, 4.0, 400.0, 4.0, 2**30, 8, (1, 2, 4))
-    assert [r[:3] for r in rows] == [(8, 1, "365.0"), (16, 2, "365.0"), (32, 4, "365.0")]
-    assert rows[0][4] == "1.00" and 1.0 < float(rows[1][4]) < 1.2
+def test_multinode_bounds_of_notebook_4():
+    # Notebook 4's multi-node cell. Eight 400 Gb/s NICs per node: 400 GB/s together (nccl-tests #309),
+    # above the NVLink 365: NVLink stays the bound.
+    assert [alphabeta.multinode_busbw_gbps(365.0, 400.0, nodes) for nodes in (1, 2, 4)] == [365.0] * 3
+    one = alphabeta.ring_allreduce_time_us(2**30, 8, 4.0, 365.0)
+    assert alphabeta.multinode_allreduce_time_us(2**30, 8, 1, 4.0, 365.0, 4.0, 400.0) == pytest.approx(one)
+    assert 1.0 < alphabeta.multinode_allreduce_time_us(2**30, 8, 2, 4.0, 365.0, 4.0, 400.0) / one < 1.2
     # Four 100 Gb/s NICs (a DGX-1): 50 GB/s bounds the ring across nodes.
-    dgx1 = lessons.multinode_rows(113.0, 4.0, 50.0, 4.0, 2**30, 8, (1, 2))
-    assert [r[2] for r in dgx1] == ["113.0", "50.0"]
+    assert [alphabeta.multinode_busbw_gbps(113.0, 50.0, nodes) for nodes in (1, 2)] == [113.0, 50.0]
 
 

@@ -61,7 +61,7 @@ def test_the_untuned_spark_pair_is_shown_below_and_tested_on_its_tuned_figure():
     assert spark["estimate_gbps"] == pytest.approx(24.0)
     assert spark["ratio"] == pytest.approx(18.94 / 24.0) and spark["ratio"] < 0.90
     assert spark["tuned"] is False and spark["tuned_gbps"] == pytest.approx(23.74)
-    row = lessons.cluster_rows([spark])[0]
+    row = spark["row"]
     assert row[5] == "18.94 untuned; tuned 23.74" and row[8] == "0.79; tuned 0.99"
     # V1 minor 14: the untuned run is outside the band and its row says so
     assert row[9] == "NO untuned; yes tuned"
@@ -78,7 +78,7 @@ def test_a_tuned_figure_below_the_band_is_outside(monkeypatch):
         return data
     monkeypatch.setattr(lessons.reference, "system_info", info)
     spark = next(c for c in lessons.recorded_clusters() if c["system"] == "gb10-spark-pair")
-    assert spark["within"] is False and lessons.cluster_rows([spark])[0][-1] == "NO untuned; NO tuned"
+    assert spark["within"] is False and spark["row"][-1] == "NO untuned; NO tuned"
 
 
 def test_gb200_is_compared_with_the_blackwell_nvls_estimate():
@@ -102,7 +102,7 @@ def test_clusters_whose_node_count_is_not_stated_say_so():
     clusters = {c["system"]: c for c in lessons.recorded_clusters()}
     for system in ("dgx1-4edr-cluster", "dgx-a100-8hdr-cluster"):
         assert clusters[system]["nodes"] is None
-        assert lessons.cluster_rows([clusters[system]])[0][1] == "? x 8"
+        assert clusters[system]["row"][1] == "? x 8"
 
 
 def test_nvls_busbw_has_no_line_rate_bound():
@@ -110,8 +110,7 @@ def test_nvls_busbw_has_no_line_rate_bound():
     nvls = alphabeta.whatif(8, 450, 8, 400, 1, 2**30, nvls=True)
     assert nvls["busbw_gbps"] == pytest.approx(480.0)
     assert nvls["bound_gbps"] == float("inf")
-    assert "no line-rate bound" in lessons.whatif_text(
-        lessons.whatif_settings(nodes=1, nvls=True), lessons.whatif_result(lessons.whatif_settings(nodes=1, nvls=True)))
+    assert "no line-rate bound" in lessons.whatif(nodes=1, nvls=True)["text"]
 
 
 def test_the_tolerance_would_catch_a_per_gpu_nic_share():
@@ -170,16 +169,15 @@ def test_bad_settings_are_one_clear_error(kwargs):
 
 
 def test_nvls_is_off_by_default_and_ignored_where_the_hardware_lacks_it():
-    assert lessons.whatif_settings()["nvls"] is False
-    result = lessons.whatif_result(lessons.whatif_settings(link="NVLink 3: A100 SXM4", nvls=True, nodes=1))
+    assert lessons.WHATIF_DEFAULTS["nvls"] is False and lessons.whatif()["nvls_used"] is False
+    result = lessons.whatif(link="NVLink 3: A100 SXM4", nvls=True, nodes=1)
     assert result["nvls_used"] is False and any("NVLS needs NVSwitch" in n for n in result["notes"])
 
 
 def test_matching_recordings_are_shown_for_their_settings():
-    settings = lessons.whatif_settings(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200, nodes=3)
-    result = lessons.whatif_result(settings)
+    result = lessons.whatif(link="NVLink 3: A100 SXM4", nics_per_node=4, nic_gbit=200, nodes=3)
     assert "a100-hdr-3node" in {c["system"] for c in result["matches"]}
-    assert "a100-hdr-3node: 95.74 GB/s" in lessons.whatif_text(settings, result)
+    assert "a100-hdr-3node: 95.74 GB/s" in result["text"]
 
 
 def test_panel_falls_back_to_a_static_view_without_ipywidgets(monkeypatch, capsys):
@@ -197,48 +195,53 @@ def test_panel_falls_back_to_a_static_view_without_ipywidgets(monkeypatch, capsy
 
 def test_panel_builds_its_widgets_when_ipywidgets_is_there(capsys):
     pytest.importorskip("ipywidgets")
-    figure, panel = lessons.whatif_panel(show_static=False)
-    assert figure is None and panel is not None and len(panel.children) == 2
+    figure, panel = lessons.whatif_panel()
+    assert figure is not None and panel is not None and len(panel.children) == 2
 
 
-# The NET lines of multi-node logs. Expected values read by hand from the published excerpts in
-# source_code/reference_systems/_multinode-logs/ and, for PXN, from the format NCCL prints
-# (src/transport/net.cc at v2.28.3-1: "via NET/%s/%d(%d)%s" with the proxy rank in brackets).
-@pytest.mark.parametrize("via,expected", [
-    ("NET/IB/0/GDRDMA", {"net": "IB", "nic": 0, "proxy_rank": None, "gdr": True, "shared": False}),
-    ("NET/IB/3(7)/GDRDMA", {"net": "IB", "nic": 3, "proxy_rank": 7, "gdr": True, "shared": False}),
-    ("NET/Socket/0", {"net": "Socket", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
-    ("NET/AWS Libfabric/0", {"net": "AWS Libfabric", "nic": 0, "proxy_rank": None, "gdr": False, "shared": False}),
-    ("NET/IBext_v8/5/GDRDMA(PCI)/Shared", {"net": "IBext_v8", "nic": 5, "proxy_rank": None, "gdr": True, "shared": True}),
-])
-def test_net_route_reads_every_part_nccl_prints(via, expected):
-    assert lessons.net_route(via) == expected
+def test_the_panel_answers_its_controls(capsys):
+    # Moving a control prints the prediction for the new settings (outside a kernel the panel's
+    # output goes to stdout): 1,024 nodes of 8 GPUs, ring, 1 GiB: 2 x 1,023 x 10 + 14,336 x 5 us of alphas
+    # + 2 x 8,191/8,192 x 2**30 B / 370 GB/s = 97,942.9 us (as in test_ring_time_grows_with_its_alpha_term_at_scale)
+    pytest.importorskip("ipywidgets")
+    _, panel = lessons.whatif_panel()
+    controls = {c.description: c for column in panel.children[0].children for c in column.children}
+    assert len(controls) == 12
+    capsys.readouterr()
+    controls["nodes"].value = 1024
+    out = capsys.readouterr().out
+    assert "1024 node(s) x 8 GPUs = 8192 GPUs" in out and "all-reduce time 97.943 ms" in out
+    controls["in-node link"].value = next(o for o in controls["in-node link"].options if o.startswith("NVLink 3: A100"))
+    controls["NVLS (opt-in; NVSwitch with SHARP only)"].value = True
+    out = capsys.readouterr().out
+    assert "NVLS needs NVSwitch with SHARP" in out and "NVLS off (course default)" in out
 
 
-@pytest.mark.parametrize("via", ["P2P/IPC/read", "SHM/direct/direct", "COLLNET/SHARP/1/GDRDMA", "NET/IB"])
-def test_net_route_is_none_for_other_transports(via):
-    assert lessons.net_route(via) is None
+# The NET lines of the published multi-node logs (notebook 4 greps them; `python -m gputopo nccl-log`
+# reads them). Expected values read by hand from the excerpts in
+# source_code/reference_systems/_multinode-logs/.
+LOGS = lessons.reference.REFERENCE_DIR / "_multinode-logs"
+
+
+def _net_lines(name):
+    from gputopo.parsers import nccl_log
+
+    channels = nccl_log.parse((LOGS / name).read_text(encoding="utf-8"))["channels"]
+    return [(c["channel"], c["src"], c["dst"], c["direction"], c["via"]) for c in channels if c["transport"] == "NET"]
 
 
 def test_published_logs_net_lines_read_by_hand():
-    rows = lessons.net_lines("nccl-tests-133-ib-gdrdma-excerpt.txt")
-    # the three NET lines: channel 1 receive 12 -> 4, channels 0 and 1 send 4 -> 12, NIC 0, GDRDMA
-    assert rows == [(1, "12[8d000]", "4[89000]", "receive", "IB", 0, "-", "yes"),
-                    (0, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes"),
-                    (1, "4[89000]", "12[8d000]", "send", "IB", 0, "-", "yes")]
-    rails = lessons.net_lines("nccl-1814-ibext-rails-excerpt.txt")
-    assert len(rails) == 13 and {r[5] for r in rails} == {3, 4, 5, 6, 7}
-    # rail-aligned: GPU i of one node to GPU i of the other ("36[4] -> 20[4]")
-    assert all(r[1].split("[")[1] == r[2].split("[")[1] for r in rails)
-    socket = lessons.net_lines("nccl-398-socket-excerpt.txt")
-    assert socket == [(0, "15", "0", "send", "Socket", 0, "-", "no"), (0, "7", "8", "send", "Socket", 0, "-", "no")]
-    summary = {r[0]: r for r in lessons.log_summary_rows()}
-    assert summary["aws-ofi-nccl-64-libfabric-excerpt.txt"][1:] == ("NET, P2P", "AWS Libfabric", "0", "no", "no")
-
-
-def test_an_unknown_log_is_one_clear_error():
-    with pytest.raises(ValueError, match="no published log"):
-        lessons.net_lines("nope.txt")
+    # the three NET lines of nccl-tests #133: channel 1 receive 12 -> 4, channels 0 and 1 send 4 -> 12
+    assert _net_lines("nccl-tests-133-ib-gdrdma-excerpt.txt") == [
+        (1, 12, 4, "receive", "NET/IB/0/GDRDMA"), (0, 4, 12, "send", "NET/IB/0/GDRDMA"),
+        (1, 4, 12, "send", "NET/IB/0/GDRDMA")]
+    # NVIDIA/nccl #1814: 13 NET lines over NICs 3-7 of the IBext plugin, no GDRDMA on any
+    rails = _net_lines("nccl-1814-ibext-rails-excerpt.txt")
+    assert len(rails) == 13 and {int(r[4].rsplit("/", 1)[1]) for r in rails} == {3, 4, 5, 6, 7}
+    assert all(r[4].startswith("NET/IBext_v8/") and "GDRDMA" not in r[4] for r in rails)
+    assert _net_lines("nccl-398-socket-excerpt.txt") == [(0, 15, 0, "send", "NET/Socket/0"),
+                                                         (0, 7, 8, "send", "NET/Socket/0")]
+    assert {r[4] for r in _net_lines("aws-ofi-nccl-64-libfabric-excerpt.txt")} == {"NET/AWS Libfabric/0"}
 
 
 def test_tree_latency_follows_nccls_tuner():
@@ -258,8 +261,7 @@ def test_the_newer_net_line_format_is_read():
     channels = nccl_log.parse(text)["channels"]
     assert [(c["channel"], c["src"], c["dst"], c["src_device"], c["direction"]) for c in channels] == [
         (0, 4, 12, "4", "send"), (1, 12, 4, "4", "receive")]
-    assert lessons.net_route(channels[0]["via"]) == {"net": "IB", "nic": 0, "proxy_rank": None, "gdr": True,
-                                                     "shared": True}
+    assert [c["via"] for c in channels] == ["NET/IB/0/GDRDMA(PCI)/Shared", "NET/IB/1/GDRDMA"]
 
 
 def test_the_hgx_h100_8x400g_cluster_is_compared_with_its_nics():
@@ -271,7 +273,7 @@ def test_the_hgx_h100_8x400g_cluster_is_compared_with_its_nics():
     assert hgx["estimate_gbps"] == pytest.approx(8 * 400 / 8 * 0.96)
     assert hgx["ratio"] == pytest.approx(365.84 / 384, abs=1e-4)
     assert hgx["within"] is True
-    row = lessons.cluster_rows([hgx])[0]
+    row = hgx["row"]
     assert row[1] == "4 x 8" and row[2] == "8 x 400G" and row[8] == "0.95" and row[9] == "yes"
 
 
@@ -294,9 +296,9 @@ def test_your_own_fit_is_offered_as_the_in_node_link():
     options = lessons.link_options(your_fit=fit)
     assert options[0]["label"] == "your fit: this machine, busbw 300 GB/s on 4 GPUs"
     assert options[0]["busbw_gbps"] == 300.0 and options[0]["nvls"] is False
-    two = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2), options)
+    two = lessons.whatif(options, link="your fit", nodes=2)
     assert two["busbw_gbps"] == pytest.approx(300.0) and two["bound_by"] == "in-node NVLink"
-    slow = lessons.whatif_result(lessons.whatif_settings(link="your fit", nodes=2, nics_per_node=1, nic_gbit=100), options)
+    slow = lessons.whatif(options, link="your fit", nodes=2, nics_per_node=1, nic_gbit=100)
     assert slow["busbw_gbps"] == pytest.approx(12.0)
 
 

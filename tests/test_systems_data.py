@@ -71,7 +71,7 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     access = p2p_test.peer_access({}, "a100-pcie-quad")
     assert access(3, 0) is False and access(0, 1) is True
     assert "a100-pcie-quad" in p2p_test.recorded()
-    tables = [t for t in collectives.nccl_tables("all_reduce") if t["system"] == "a100-pcie-quad"]
+    tables = [t for t in collectives.nccl_tables() if t["system"] == "a100-pcie-quad"]
     assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
 
     # The CNN log is found as an NCCL log with the settings and pair facts system.json gives it.
