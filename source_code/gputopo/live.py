@@ -43,8 +43,7 @@ _RUN_DIRS = {}
 
 
 def results_dir() -> Path:
-    """Where run folders (and coursetools.results' files) go: $GPUTOPO_RESULTS_DIR if set, else
-    <repo>/results. Read at each call, so a test or `make course` can move it."""
+    """Where run folders go: $GPUTOPO_RESULTS_DIR (read at each call) if set, else <repo>/results."""
     override = os.environ.get("GPUTOPO_RESULTS_DIR")
     return Path(override).expanduser() if override else REFERENCE_DIR.parent.parent / "results"
 
