@@ -126,7 +126,7 @@ def write_fake_nvidia_smi(bin_dir, answers):
 def _shared_build(module, error, what):
     """module.build() in source_code/ with the Makefile's default architectures: the build that
     nbval's notebooks, the stand-in machines' course runs and test_machines.py use too, so a
-    session compiles each program once (builds of one folder take turns, gputopo.cudabuild)."""
+    session compiles each program once (builds of one folder take turns, coursetools.cudabuild)."""
     import shutil
     if shutil.which("make") is None:
         pytest.skip("needs make")
@@ -142,14 +142,14 @@ def _shared_build(module, error, what):
 @pytest.fixture(scope="session")
 def p2p_program():
     """The course's P2P test, built where the notebooks build it (path of the program)."""
-    from gputopo import p2ptest
+    from coursetools import p2ptest
     return _shared_build(p2ptest, p2ptest.P2PTestError, "the P2P test")
 
 
 @pytest.fixture(scope="session")
 def nccl_program():
     """The course's NCCL benchmark, built where the notebooks build it (path of the program)."""
-    from gputopo import ncclbench
+    from coursetools import ncclbench
     return _shared_build(ncclbench, ncclbench.NcclBenchError, "the NCCL benchmark")
 
 
@@ -157,7 +157,7 @@ def nccl_program():
 def text_path_unless_asked(monkeypatch):
     """Detection reads nvidia-smi's text in tests (the stand-in's answers, never a real GPU's
     NVML or CUDA driver); tests of the NVML path set GPUTOPO_NVML=1 and put a fake pynvml in
-    sys.modules, tests of the CUDA question replace gputopo.gpus.cuda_device_count."""
+    sys.modules, tests of the CUDA question replace coursetools.gpus.cuda_device_count."""
     monkeypatch.setenv("GPUTOPO_NVML", "0")
     monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")  # the machine tests say what CUDA answers
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coursetools import check
-from gputopo.detect import detect
+from coursetools.detect import detect
 
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"

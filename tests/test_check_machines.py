@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import gpus
+from coursetools import gpus
 from coursetools import check, doctor
-from gputopo.detect import detect
+from coursetools.detect import detect
 from test_machines import MACHINES, install_machine
 
 ROOT = Path(__file__).resolve().parents[1]

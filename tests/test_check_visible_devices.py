@@ -8,9 +8,9 @@ GPU0-GPU2 SYS; its topo -p2p r/w: OK within a NUMA node, CNS across), read by ha
 
 import pytest
 
-from gputopo import gpus
+from coursetools import gpus
 from coursetools import check
-from gputopo.detect import detect
+from coursetools.detect import detect
 from test_machines import install_machine
 
 

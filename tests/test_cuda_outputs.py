@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import p2ptest
+from coursetools import p2ptest
 from gputopo.parsers import nccl_tests, p2p as p2p_parser
 
 ROOT = Path(__file__).resolve().parents[1]

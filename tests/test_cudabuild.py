@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gputopo.cudabuild import LOCK_NAME, make_program, sms_argument
+from coursetools.cudabuild import LOCK_NAME, make_program, sms_argument
 
 
 @pytest.mark.parametrize("given,expected", [(None, None), ("90", "90"), (90, "90"),

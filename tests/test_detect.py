@@ -9,12 +9,12 @@ import pytest
 
 from conftest import DRIVER_ERROR
 
-detect_module = importlib.import_module("gputopo.detect")
-from gputopo.detect import detect  # noqa: E402
-from gputopo.machine import Machine  # noqa: E402
+detect_module = importlib.import_module("coursetools.detect")
+from coursetools.detect import detect  # noqa: E402
+from coursetools.machine import Machine  # noqa: E402
 from gputopo.parsers.versions import parse_horovod_check_build  # noqa: E402
 from coursetools.probes import decode_nccl_version  # noqa: E402
-from gputopo.wording import summary_rows  # noqa: E402
+from coursetools.banner import summary_rows  # noqa: E402
 from gputopo import reference  # noqa: E402
 from gputopo.parsers import parse_topo  # noqa: E402
 
@@ -254,7 +254,7 @@ def test_detect_once_detects_once(monkeypatch):
 def test_importing_the_package_loads_no_heavy_library():
     # The CLI must start on a bare node: nothing outside the standard library at import.
     code = (
-        "import sys, gputopo, gputopo.detect, gputopo.results, gputopo.links, gputopo.plots\n"
+        "import sys, gputopo, coursetools.detect, coursetools.results, gputopo.links, gputopo.plots\n"
         "heavy = {'numpy', 'matplotlib', 'tensorflow', 'horovod'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from coursetools import check, doctor
-from gputopo.gpus import Gpu
-from gputopo.machine import Machine
+from coursetools.gpus import Gpu
+from coursetools.machine import Machine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "doctor"
 GiB = 2**30
@@ -180,7 +180,7 @@ def test_clocks_persistence_and_throttling():
 def test_numbering_under_cuda_visible_devices_and_mixed_gpus():
     gpus = [Gpu(index=0, name="NVIDIA GeForce RTX 5090"), Gpu(index=1, name="NVIDIA GeForce RTX 3080"),
             Gpu(index=2, name="NVIDIA GeForce RTX 3080")]
-    from gputopo.gpus import apply_visibility
+    from coursetools.gpus import apply_visibility
 
     apply_visibility(gpus, "2,1")
     machine = Machine(mode="multi-gpu", gpus=gpus, gpu_count=3, visible_gpu_count=2, cuda_visible_devices="2,1")
@@ -268,7 +268,7 @@ class FakeNvml:
 
 
 def test_clocks_from_nvml_when_pynvml_loads(monkeypatch):
-    from gputopo import nvml
+    from coursetools import nvml
 
     monkeypatch.setattr(nvml, "load", lambda: (FakeNvml(), None))
     rows, source = doctor.clock_rows(pair())

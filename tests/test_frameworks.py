@@ -8,8 +8,9 @@ import textwrap
 import pytest
 
 import cnn_fmnist
-from gputopo import experiment, ncclpaths
-from gputopo.machine import Machine
+from coursetools import horovod_cnn
+from gputopo import ncclpaths
+from coursetools.machine import Machine
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +71,7 @@ def fake_site(root, frameworks):
 ])
 def test_probe_reads_horovods_compiled_extensions(tmp_path, built, expected):
     env = {"PYTHONPATH": fake_site(tmp_path, built), "PATH": "/usr/bin:/bin"}
-    found, why = experiment.horovod_frameworks(sys.executable, env)
+    found, why = horovod_cnn.horovod_frameworks(sys.executable, env)
     if "tensorflow" in built and not _has_tensorflow():
         expected = [f for f in expected if f != "tensorflow"]
     assert found == expected
@@ -88,15 +89,15 @@ def test_pick_prefers_tensorflow_and_honours_a_wish(tmp_path):
     if not _has_tensorflow():
         pytest.skip("needs TensorFlow importable to stand for a both-frameworks Horovod")
     env = {"PYTHONPATH": fake_site(tmp_path, ["tensorflow", "pytorch"])}
-    assert experiment.pick_framework(sys.executable, None, env) == ("tensorflow", None)
-    assert experiment.pick_framework(sys.executable, "pytorch", env) == ("pytorch", None)
-    name, why = experiment.pick_framework(sys.executable, "mxnet", env)
+    assert horovod_cnn.pick_framework(sys.executable, None, env) == ("tensorflow", None)
+    assert horovod_cnn.pick_framework(sys.executable, "pytorch", env) == ("pytorch", None)
+    name, why = horovod_cnn.pick_framework(sys.executable, "mxnet", env)
     assert name is None and "unknown framework 'mxnet'" in why
 
 
 def test_a_missing_framework_is_named(tmp_path):
     env = {"PYTHONPATH": fake_site(tmp_path, ["pytorch"])}
-    name, why = experiment.pick_framework(sys.executable, "tensorflow", env)
+    name, why = horovod_cnn.pick_framework(sys.executable, "tensorflow", env)
     assert name is None
     assert "not built for tensorflow" in why and "found: pytorch" in why
 
@@ -111,7 +112,7 @@ def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
         print("[0]<stdout>:SUMMARY images_per_sec_median=10.0 images_per_sec_min=10.0 images_per_sec_max=10.0 epochs_timed=1 test_accuracy=0.5000 workers=2 batch_per_worker=8")
         """))
     machine = Machine(mode="reference", reason="none", gpu_count=0)
-    result = experiment.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)],
+    result = horovod_cnn.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)],
                                    framework="pytorch", timeout=60)
     assert result.ok, result.reason
     argv = json.loads(seen.read_text())
@@ -138,7 +139,7 @@ def test_nvls_is_the_learners_choice_and_off_when_unset(tmp_path, monkeypatch, i
     launcher = tmp_path / "launch.py"
     launcher.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
     machine = Machine(mode="reference", reason="none", gpu_count=0)
-    experiment.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    horovod_cnn.run_experiment(gpus=None, machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
     assert json.loads(seen.read_text())["NCCL_NVLS_ENABLE"] == expected
 
 
@@ -148,24 +149,24 @@ def test_no_usable_gpu_means_a_cpu_run_never_a_wider_one(tmp_path):
     seen = tmp_path / "env.json"
     launcher = tmp_path / "launch.py"
     launcher.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
-    from gputopo import gpus as gpu_model
+    from coursetools import gpus as gpu_model
     listed = [gpu_model.Gpu(index=i, bus_id=f"00000000:0{i}:00.0", uuid=f"GPU-{i}", name="H200")
               for i in range(2)]
     hidden = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=0, gpus=listed)
-    result = experiment.run_experiment(gpus=(0, 1), machine=hidden, launcher=[sys.executable, str(launcher)],
+    result = horovod_cnn.run_experiment(gpus=(0, 1), machine=hidden, launcher=[sys.executable, str(launcher)],
                                    timeout=60)
-    assert result.mode == experiment.MODE_CPU and "CUDA_VISIBLE_DEVICES leaves none" in result.note
+    assert result.mode == horovod_cnn.MODE_CPU and "CUDA_VISIBLE_DEVICES leaves none" in result.note
     assert json.loads(seen.read_text())["CUDA_VISIBLE_DEVICES"] == ""
     no_driver = Machine(mode="multi-gpu", gpu_count=2, visible_gpu_count=2, gpus=listed, cuda_devices=0,
                         notes={"cuda": "the CUDA driver reports no device"})
-    result = experiment.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
+    result = horovod_cnn.run_experiment(gpus=(0, 1), machine=no_driver, launcher=[sys.executable, str(launcher)],
                                    timeout=60)
-    assert result.mode == experiment.MODE_CPU and "no device" in result.note
+    assert result.mode == horovod_cnn.MODE_CPU and "no device" in result.note
 
 
 def test_a_workers_own_error_line_is_the_reason():
     log = ("[1]<stdout>:WORKER rank=1 size=2\n"
            "[0]<stderr>:cnn_fmnist.py: error: Fashion-MNIST: not found (details: python -m gputopo.fmnist --check)\n"
            "Process 0 exit with status code 2.\nExit code: 2\n")
-    category, reason = experiment.classify_failure(log, 1)
-    assert category == experiment.OTHER and "Fashion-MNIST: not found" in reason
+    category, reason = horovod_cnn.classify_failure(log, 1)
+    assert category == horovod_cnn.OTHER and "Fashion-MNIST: not found" in reason

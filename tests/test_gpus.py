@@ -1,4 +1,4 @@
-"""One GPU numbering (gputopo.gpus): nvidia-smi index, UUID, CUDA ordinal, and the launchers.
+"""One GPU numbering (coursetools.gpus): nvidia-smi index, UUID, CUDA ordinal, and the launchers.
 
 The stand-in nvidia-smi replays recorded machines; CUDA_VISIBLE_DEVICES is what a scheduler
 or a user may have set before the course starts: unset, a subset, UUIDs, empty, a typo.
@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from gputopo import experiment, gpus, ncclbench, p2ptest
+from coursetools import horovod_cnn, gpus, ncclbench, p2ptest
 from coursetools import check
-from gputopo.detect import detect
-from gputopo.machine import Machine
+from coursetools.detect import detect
+from coursetools.machine import Machine
 
-detect_module = importlib.import_module("gputopo.detect")
+detect_module = importlib.import_module("coursetools.detect")
 
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"
@@ -140,10 +140,10 @@ def test_runner_refuses_a_gpu_outside_the_job_and_passes_the_inherited_names(eig
                         f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('CUDA_')}}, open({str(seen)!r}, 'w'))\n"
                         "sys.exit(1)\n")
     machine = detected(V100, "4,5,6,7")
-    bad = experiment.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
-    assert bad.category == experiment.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
+    bad = horovod_cnn.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    assert bad.category == horovod_cnn.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
     assert not seen.exists()
-    experiment.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
+    horovod_cnn.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
     env = json.loads(seen.read_text())
     assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("5,7", "PCI_BUS_ID")
 

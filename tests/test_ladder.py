@@ -4,7 +4,7 @@ faked from files recorded on h200-nvswitch-pair (its P2P test and nccl_bench all
 import pytest
 
 from coursetools import check, ladder
-from gputopo.machine import Machine
+from coursetools.machine import Machine
 from gputopo.parsers import nccl_tests, p2p
 from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE, detect_standin
 from test_machines import install_machine

@@ -64,7 +64,7 @@ def test_an_empty_output_without_a_recording_says_so(tmp_path, capsys):
 
 
 def test_run_dirs_are_new_per_name_and_kept_within_a_session(tmp_path, monkeypatch):
-    monkeypatch.setattr(live, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(live, "_RUN_DIRS", {})
     first = live.run_dir("2-topology")
     assert first.is_dir() and first.parent == tmp_path and first.name.startswith("2-topology-")
@@ -100,7 +100,7 @@ def test_head_prints_the_first_lines_and_says_where_the_rest_is(tmp_path, capsys
 
 
 def test_a_run_dir_another_kernel_made_in_the_same_second_is_not_reused(tmp_path, monkeypatch):
-    monkeypatch.setattr(live, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(live, "_RUN_DIRS", {})
     first = live.run_dir("2-topology")
     (first / "nvidia-smi-topo-m.txt").write_text("another kernel's output\n")
@@ -116,3 +116,33 @@ def test_a_run_dir_another_kernel_made_in_the_same_second_is_not_reused(tmp_path
     second = live.run_dir("2-topology")
     assert second != first and second.name == first.name + "-2"
     assert (first / "nvidia-smi-topo-m.txt").read_text() == "another kernel's output\n"
+
+
+def test_results_dir_follows_the_variable_else_results_in_the_repository(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "mine"))
+    assert live.results_dir() == tmp_path / "mine"
+    monkeypatch.delenv("GPUTOPO_RESULTS_DIR")
+    default = live.results_dir()
+    assert default.name == "results" and (default.parent / "CONTRIBUTING.md").exists()
+
+
+def test_new_run_dir_never_reuses_a_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
+    made = [live.new_run_dir("course") for _ in range(4)]  # within one second: -2, -3, -4
+    assert len(set(made)) == 4 and all(path.is_dir() and path.parent == tmp_path for path in made)
+    (made[0] / "keep.txt").write_text("earlier run")
+    assert live.new_run_dir("course") not in made
+    assert (made[0] / "keep.txt").read_text() == "earlier run"
+
+
+def test_new_run_dir_skips_names_that_exist(tmp_path, monkeypatch):
+    class Clock(live.datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2024, 6, 10, 14, 9, 28, tzinfo=tz)
+
+    monkeypatch.setattr(live.datetime, "datetime", Clock)
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
+    (tmp_path / "p2p-20240610T140928Z").mkdir()
+    (tmp_path / "p2p-20240610T140928Z-2").mkdir()
+    assert live.new_run_dir("p2p").name == "p2p-20240610T140928Z-3"

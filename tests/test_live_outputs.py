@@ -9,9 +9,9 @@ fake nvidia-smi of conftest.py, replaying recorded files, except where a field i
 import pytest
 
 from gputopo import reference
-from gputopo.detect import detect
-from gputopo.machine import Machine
-from gputopo.wording import affinity_lines, live_tool_output, pair_sentence, why_not_live
+from coursetools.detect import detect
+from coursetools.machine import Machine
+from coursetools.banner import affinity_lines, live_tool_output, pair_sentence, why_not_live
 
 ITEMS = ("topology", "nvlink", "p2p")
 

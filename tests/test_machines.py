@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import experiment, gpus, links, ncclbench, p2ptest
+from coursetools import horovod_cnn, gpus, ncclbench, p2ptest
+from gputopo import links
 from gputopo.lessons import p2p_test
 from coursetools import check
-from gputopo.detect import detect
-from gputopo.wording import summary_rows
+from coursetools.detect import detect
+from coursetools.banner import summary_rows
 
-detect_module = importlib.import_module("gputopo.detect")
+detect_module = importlib.import_module("coursetools.detect")
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 ANSWERS = {"topo -m": "nvidia-smi-topo-m.txt", "nvlink -s": "nvidia-smi-nvlink-s.txt",
            "topo -p2p r": "nvidia-smi-topo-p2p-r.txt", "topo -p2p w": "nvidia-smi-topo-p2p-w.txt",
@@ -181,7 +182,7 @@ def test_notebook_calls_run_and_fall_back(machine_of, case, cuda_programs_built,
         assert "1 GPU(s) visible here and this run needs 2" in nccl["reason"]
     # notebook 5: the runner accepts the pair it is offered and names it for the child
     if best:
-        assert experiment._check_gpus(best, 2, machine.gpu_count, machine) is None
+        assert horovod_cnn._check_gpus(best, 2, machine.gpu_count, machine) is None
         assert gpus.child_visible_devices(best, *gpus.from_machine(machine)) == ",".join(map(str, best))
     # notebook 2: the live topology drawing
     if machine.topology:

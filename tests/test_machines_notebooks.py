@@ -105,10 +105,10 @@ def _in_background(command, env, started, limit=900):
 def _build_programs(environ):
     """Both CUDA programs built where the notebooks build them, with the Makefile's default
     architectures: the same build nbval's notebooks and the other tests use (builds of one
-    folder take turns, gputopo.cudabuild), so the session compiles each program once."""
+    folder take turns, coursetools.cudabuild), so the session compiles each program once."""
     if not _nvcc():
         return None
-    code = "from gputopo import ncclbench, p2ptest; p2ptest.build(); ncclbench.build()"
+    code = "from coursetools import ncclbench, p2ptest; p2ptest.build(); ncclbench.build()"
     done = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(environ, PYTHONPATH=str(ROOT / "source_code")), timeout=1800)
     assert done.returncode == 0, "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import ncclbench
+from coursetools import ncclbench
 from gputopo.parsers import nccl_tests
 from gpus import visible_gpu_count
 
-detect_module = importlib.import_module("gputopo.detect")  # the module; gputopo.detect is the function
+detect_module = importlib.import_module("coursetools.detect")  # the module; coursetools.detect is the function
 
 BENCH_DIR = ncclbench.BENCH_DIR
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)

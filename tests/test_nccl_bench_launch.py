@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import ncclbench, reference
+from coursetools import ncclbench
+from gputopo import reference
 from gputopo.parsers import nccl_tests
 from gpus import visible_gpu_count
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gputopo import links, reference
-from gputopo.detect import detect
+from coursetools.detect import detect
 from gputopo.lessons import p2p_test
 from gputopo.parsers import p2p as p2p_parser
 from gputopo.parsers.nvidia_smi import nvlink_link_speeds

@@ -10,8 +10,9 @@ import types
 
 import pytest
 
-from gputopo import nvml, reference
-from gputopo.detect import detect
+from coursetools import nvml
+from gputopo import reference
+from coursetools.detect import detect
 from gputopo.parsers.nvidia_smi import nvlink_link_counts, parse_p2p_status
 from gputopo.parsers import parse_topo
 
@@ -25,7 +26,7 @@ class NVMLError(Exception):
 
 
 def fake_pynvml(names, bus_ids, nvlink_text=None, p2p=None, ancestors=None, init_error=None):
-    """A module with the pynvml calls gputopo.nvml makes, answering from recorded text."""
+    """A module with the pynvml calls coursetools.nvml makes, answering from recorded text."""
     module = types.ModuleType("pynvml")
     counts = nvlink_link_counts(nvlink_text or "")
 

@@ -5,7 +5,7 @@ GPU here also refuses its UUID and PCIe generation (NotSupported), which must be
 """
 from test_nvml import BUS_IDS, NAMES, NVMLError, fake_pynvml
 
-from gputopo import nvml
+from coursetools import nvml
 
 
 def _refusing(module):
@@ -35,7 +35,7 @@ def test_detect_takes_nvml_facts_without_asking_the_text_query(monkeypatch, tmp_
     smi.chmod(0o755)
     monkeypatch.setitem(__import__("sys").modules, "pynvml", fake_pynvml(NAMES[:2], BUS_IDS[:2]))
     monkeypatch.setenv("GPUTOPO_NVML", "1")
-    from gputopo.detect import detect
+    from coursetools.detect import detect
 
     found = detect(nvidia_smi=str(smi), check_horovod=False, environ={})
     assert [g.pcie_gen_max for g in found.gpus] == [5, 5]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import p2ptest
+from coursetools import p2ptest
 from gputopo.parsers import p2p as p2p_parser
 from gpus import visible_gpu_count
 

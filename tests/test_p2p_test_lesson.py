@@ -161,16 +161,16 @@ def test_the_notebook_types_the_real_commands():
     run = _cell_source("f426ec88").splitlines()[-1]
     assert run == "!{PROG} --numElems=40000000 2>&1 | tee {RUN}/p2pBandwidthLatencyTest.txt"
     source = NOTEBOOK.read_text(encoding="utf-8")
-    for forbidden in ("gputopo.course", "p2ptest", "gputopo.detect", "hostbench", "lesson4_p2p", "NCCL_NVLS_ENABLE=1"):
+    for forbidden in ("gputopo.course", "p2ptest", "coursetools.detect", "hostbench", "lesson4_p2p", "NCCL_NVLS_ENABLE=1"):
         assert forbidden not in source
 
 
 def test_the_notebooks_build_takes_turns_with_cudabuild(tmp_path):
-    """The notebook's `flock` and gputopo.cudabuild lock the same file the same way: while one
+    """The notebook's `flock` and coursetools.cudabuild lock the same file the same way: while one
     holds it, the other waits."""
     import subprocess
 
-    from gputopo import cudabuild
+    from coursetools import cudabuild
 
     if shutil.which("flock") is None:
         pytest.skip("needs flock (util-linux)")

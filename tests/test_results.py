@@ -8,27 +8,21 @@ import socket
 
 import pytest
 
-from gputopo import results
+from coursetools import results
+from gputopo import live
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     folder = tmp_path / "my-results"
-    monkeypatch.setenv(results.RESULTS_DIR_VARIABLE, str(folder))
+    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(folder))
     return folder
 
 
 def test_environment_variable_moves_the_store(store):
-    assert results.results_dir() == store
+    assert live.results_dir() == store
     path = results.append_record("p2p", {"gbs": 1.5})
     assert path == store / "p2p.jsonl"
-
-
-def test_default_store_is_results_in_the_repository(monkeypatch):
-    monkeypatch.delenv(results.RESULTS_DIR_VARIABLE, raising=False)
-    default = results.results_dir()
-    assert default.name == "results"
-    assert (default.parent / "CONTRIBUTING.md").exists()
 
 
 def test_two_appends_give_two_lines_and_keep_the_first(store):
@@ -108,33 +102,8 @@ def test_table_is_rebuilt_from_the_file(store):
     assert all(row[3] == platform.python_version() for row in rows)
 
 
-def test_new_run_dir_never_reuses_a_name(store):
-    made = [results.new_run_dir("nccl-sweep") for _ in range(4)]
-    assert len(set(made)) == 4
-    assert all(path.is_dir() and path.parent == store for path in made)
-    # Within one second the names share a stamp and get -2, -3 ...; across seconds they differ.
-    assert all(path.name.startswith("nccl-sweep-") for path in made)
-    (made[0] / "keep.txt").write_text("earlier run")
-    again = results.new_run_dir("nccl-sweep")
-    assert again not in made
-    assert (made[0] / "keep.txt").read_text() == "earlier run"
-
-
-def test_new_run_dir_skips_a_name_that_already_exists(store, monkeypatch):
-    class FrozenClock(results.datetime.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return cls(2024, 6, 10, 14, 9, 28, tzinfo=tz)
-
-    monkeypatch.setattr(results.datetime, "datetime", FrozenClock)
-    store.mkdir()
-    (store / "p2p-20240610-140928Z").mkdir()
-    (store / "p2p-20240610-140928Z-2").mkdir()
-    assert results.new_run_dir("p2p").name == "p2p-20240610-140928Z-3"
-
-
 def _append_many(folder, worker, count):
-    os.environ[results.RESULTS_DIR_VARIABLE] = str(folder)
+    os.environ["GPUTOPO_RESULTS_DIR"] = str(folder)
     for index in range(count):
         results.append_record("race", {"worker": worker, "index": index, "pad": "x" * 2000}, environment_info={})
 
@@ -161,7 +130,7 @@ def _gpu_facts_of(path):
 def test_record_metadata_does_not_depend_on_what_was_called_first(store, fake_nvidia_smi, monkeypatch):
     import importlib
 
-    detect_module = importlib.import_module("gputopo.detect")
+    detect_module = importlib.import_module("coursetools.detect")
     fake_nvidia_smi("h100-pcie-nvlink-pair")
     monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "0")
     orders = {}
@@ -179,9 +148,9 @@ def test_record_metadata_does_not_depend_on_what_was_called_first(store, fake_nv
 def test_a_given_machine_supplies_the_gpu_facts(store, monkeypatch):
     import importlib
 
-    from gputopo.machine import Machine
+    from coursetools.machine import Machine
 
-    detect_module = importlib.import_module("gputopo.detect")
+    detect_module = importlib.import_module("coursetools.detect")
     monkeypatch.setattr(detect_module, "_cached", Machine(mode="reference", reason="cached one"))
     given = Machine(mode="single-gpu", gpu_names=["Tesla V100-SXM2-16GB"], driver_version="535.1",
                     cuda_version="12.2", nccl_version="2.18.3")

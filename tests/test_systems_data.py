@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from gputopo import ncclbench, reference
+from coursetools import ncclbench
+from gputopo import reference
 from gputopo.lessons import collectives
 from gputopo.lessons import p2p_test
 

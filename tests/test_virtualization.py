@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-detect_module = importlib.import_module("gputopo.detect")
-from gputopo.machine import Machine  # noqa: E402
-from gputopo.wording import virtualization_sentence  # noqa: E402
+detect_module = importlib.import_module("coursetools.detect")
+from coursetools.machine import Machine  # noqa: E402
+from coursetools.banner import virtualization_sentence  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "virt"
 KVM_CPUINFO = (FIXTURES / "cpuinfo-kvm-guest.txt").read_text()

@@ -7,9 +7,9 @@ summary promised "single-GPU training" on a one-GPU machine whose CNN ran on the
 """
 import pytest
 
-from gputopo import experiment
-from gputopo.machine import Machine
-from gputopo.wording import banner_for, summary_rows
+from coursetools import horovod_cnn
+from coursetools.machine import Machine
+from coursetools.banner import banner_for, summary_rows
 
 HOROVOD = {"version": "0.28.1", "tensorflow": True, "pytorch": False, "nccl": True, "gloo": True, "mpi": False}
 PAIR_TOPOLOGY = {"best_pair": [0, 1], "worst_pair": [0, 1], "links": {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}}
@@ -39,7 +39,7 @@ def test_the_cnn_is_said_to_run_where_notebook_3_runs_it(name):
     live, shown = rows["Runs live here"], rows["Shown from reference systems"]
     everything = " ".join([live, shown, banner_for(machine)])
     assert "single-GPU" not in everything
-    on_pairs = experiment.usable_gpu_count(machine) >= 2 and bool(machine.best_pair)   # run_live's rule
+    on_pairs = horovod_cnn.usable_gpu_count(machine) >= 2 and bool(machine.best_pair)   # run_live's rule
     assert ("Horovod CNN on GPU pairs" in live) == on_pairs
     assert ("Horovod CNN on two CPU workers (Gloo)" in live) == (not on_pairs)
     assert "host-side (CPU) measurements" in live

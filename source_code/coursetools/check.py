@@ -34,9 +34,9 @@ from pathlib import Path
 
 from gputopo import linkcodes
 from coursetools import proctree
-from gputopo import gpus as gpu_model
+from coursetools import gpus as gpu_model
 from gputopo.parsers.nvidia_smi import nvlink_link_counts
-from gputopo.machine import Machine
+from coursetools.machine import Machine
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
@@ -426,7 +426,7 @@ def check_dataset(has=None, flavour=None):
 
 def check_disk(path=None, free_bytes=None):
     if path is None:
-        from gputopo.results import results_dir
+        from gputopo.live import results_dir
         path = results_dir()
     path = Path(path)
     probe = path
@@ -634,9 +634,9 @@ def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.r
 
 
 def _detect():
-    """gputopo.detect() as a Machine, or (None, reason) when discovery itself breaks."""
+    """coursetools.detect() as a Machine, or (None, reason) when discovery itself breaks."""
     try:
-        from gputopo.detect import detect
+        from coursetools.detect import detect
         return detect(), None
     except Exception as exc:  # discovery must never take the check down with it
         return None, f"{type(exc).__name__}: {exc}"

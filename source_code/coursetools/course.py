@@ -2,7 +2,7 @@
 
 Executes Start_Here.ipynb, then notebooks/*.ipynb in their numbered order, each in its own
 folder with a fresh kernel of this Python, and writes into a new dated folder
-`results/course-<UTC time>/` (never reused, see `gputopo.results.new_run_dir`):
+`results/course-<UTC time>/` (never reused, see `gputopo.live.new_run_dir`):
 
     index.html          the report: this machine, and per notebook the seconds, the status,
                         and which cells ran live and which showed recorded data
@@ -261,7 +261,7 @@ def write_index(run_dir, rows, machine_line, started):
 
 @contextlib.contextmanager
 def _results_base(out):
-    """Point gputopo.results at `out` for the duration (the run folder and its record)."""
+    """Point coursetools.results at `out` for the duration (the run folder and its record)."""
     if out is None:
         yield
         return
@@ -278,7 +278,7 @@ def _results_base(out):
 
 def _machine_line():
     try:
-        from gputopo.detect import detect_once  # cached: results records carry its facts
+        from coursetools.detect import detect_once  # cached: results records carry its facts
         return detect_once(check_horovod=False).banner()
     except Exception as exc:  # the report is still worth writing
         return f"machine discovery failed ({type(exc).__name__}: {exc})"
@@ -298,12 +298,13 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=T
     """
     import nbformat
 
-    from gputopo import results
+    from coursetools import results
+    from gputopo.live import new_run_dir
 
     kernel_env = kernel_environment()
 
     with _results_base(out):
-        run_dir = results.new_run_dir("course")
+        run_dir = new_run_dir("course")
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     log(f"course: writing to {run_dir}")
     machine_line = _machine_line()

@@ -406,7 +406,7 @@ def check_numbering(machine, environ: Dict[str, str]) -> List[Finding]:
     item = "GPU numbering"
     if machine.mode == "reference" or not machine.gpus:
         return [Finding(PASS, item, "not applicable without GPUs", NONE_NEEDED)]
-    from gputopo import gpus as gpu_model
+    from coursetools import gpus as gpu_model
 
     allowed = gpu_model.allowed(machine.gpus)
     mapping = ", ".join(f"cuda:{g.cuda_ordinal} = GPU{g.index}" for g in allowed[:8])
@@ -495,7 +495,7 @@ def clock_rows(machine, timeout: float = 20):
     """(rows, source): NVML through pynvml when it loads, else nvidia-smi's query."""
     if machine.mode == "reference":
         return [], "no GPU"
-    from gputopo import nvml
+    from coursetools import nvml
 
     lib, _ = nvml.load()
     if lib is not None:

@@ -38,7 +38,7 @@ def _item(n: int) -> str:
 
 
 def default_p2p_runner(pair):
-    from gputopo import p2ptest
+    from coursetools import p2ptest
 
     return p2ptest.run(devices=list(pair), extra=[f"--numElems={P2P_ELEMENTS}", "--iters=2", "--reps=3",
                                                   "--lat_iters=20"],
@@ -46,7 +46,7 @@ def default_p2p_runner(pair):
 
 
 def default_nccl_runner(pair):
-    from gputopo import ncclbench
+    from coursetools import ncclbench
 
     return ncclbench.run("all_reduce", gpus=list(pair), min_bytes=8, max_bytes=NCCL_MAX_BYTES, factor=4,
                          iters=5, warmup=2, timeout=180, reference=False, record=False)

@@ -1,4 +1,4 @@
-"""NCCL, nvcc and Horovod as found on this machine (gputopo.detect asks these).
+"""NCCL, nvcc and Horovod as found on this machine (coursetools.detect asks these).
 
 Each probe returns what it found and, instead of raising, one line saying why something is
 missing: `find_nccl()` asks the NCCL library itself (ncclGetVersion), `find_nvcc()` runs

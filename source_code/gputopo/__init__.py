@@ -12,7 +12,7 @@ Importing the package loads nothing else: each notebook imports the modules it u
 import importlib
 
 # `import gputopo` then `gputopo.reference.load(...)` keeps working: loaded on first use.
-_LAZY_SUBMODULES = {"reference", "results", "links", "plots", "parsers"}
+_LAZY_SUBMODULES = {"reference", "links", "plots", "parsers"}
 
 
 def __getattr__(name):

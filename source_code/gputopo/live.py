@@ -26,8 +26,6 @@ from typing import Any, Optional
 from gputopo.parsers import ANSI_ESCAPE, PARSERS, ParseError
 from gputopo.reference import REFERENCE_DIR, system_info
 
-RESULTS_DIR = Path(os.environ.get("GPUTOPO_RESULTS_DIR") or REFERENCE_DIR.parent.parent / "results")
-
 # What a shell or a driver prints when the command did not run: not an output to read.
 DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directory|No devices were found|"
                          r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
@@ -44,22 +42,32 @@ NOT_LIVE_MARK = "[not live]"
 _RUN_DIRS = {}
 
 
+def results_dir() -> Path:
+    """Where run folders go: $GPUTOPO_RESULTS_DIR (read at each call) if set, else <repo>/results."""
+    override = os.environ.get("GPUTOPO_RESULTS_DIR")
+    return Path(override).expanduser() if override else REFERENCE_DIR.parent.parent / "results"
+
+
+def new_run_dir(name: str) -> Path:
+    """A new folder results/<name>-<UTC time>; never one that exists: mkdir fails on an existing
+    name, so two made in the same second (two kernels, two course runs) get -2, -3, ..."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = results_dir() / f"{name}-{stamp}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    attempt = 1
+    while True:
+        path = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            attempt += 1
+
+
 def run_dir(name: str) -> Path:
-    """This session's folder for `name` (one per kernel, created on first use, never reused: two
-    kernels started in the same second get -2, -3, ..., as results.new_run_dir does)."""
+    """This session's folder for `name`: made by new_run_dir on first use, the same one after."""
     if name not in _RUN_DIRS:
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base = RESULTS_DIR / f"{name}-{stamp}"
-        base.parent.mkdir(parents=True, exist_ok=True)
-        attempt = 1
-        while True:
-            path = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
-            try:
-                path.mkdir()
-                break
-            except FileExistsError:
-                attempt += 1
-        _RUN_DIRS[name] = path
+        _RUN_DIRS[name] = new_run_dir(name)
     return _RUN_DIRS[name]
 
 

@@ -1,6 +1,6 @@
 """Build and run the course's P2P bandwidth and latency test (`source_code/p2pBandwidthLatencyTest/`).
 
-    from gputopo import p2ptest
+    from coursetools import p2ptest
     p2ptest.build()                                  # make, once (needs nvcc)
     result = p2ptest.run(devices=[0, 1])             # the copy engine, P2P writes
     result["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1]    # GB/s, GPU 0 -> 1
@@ -21,7 +21,7 @@ Pass reference=False to get P2PTestError instead.
 
 GPU numbers. `devices` are nvidia-smi's indices (what `topo -m` and `machine.best_pair`
 show). The program takes CUDA ordinals, so run() translates them under the job's own
-CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER=PCI_BUS_ID (gputopo.gpus), never widening it; a
+CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER=PCI_BUS_ID (coursetools.gpus), never widening it; a
 GPU the job may not use raises P2PTestError. The result's "gpu_indices" maps each ordinal in
 the output back to nvidia-smi's index.
 
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from coursetools import proctree
-from gputopo import gpus as gpu_model
-from gputopo.cudabuild import Architectures, make_program
+from coursetools import gpus as gpu_model
+from coursetools.cudabuild import Architectures, make_program
 from gputopo.parsers import p2p as p2p_parser
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "p2pBandwidthLatencyTest"
@@ -229,7 +229,7 @@ def _ordinals(devices: Optional[Sequence[int]]):
     Without a detected GPU there is nothing to translate: the indices go through unchanged
     and the program (or reference mode) answers.
     """
-    from gputopo.detect import cached_machine, detect_once
+    from coursetools.detect import cached_machine, detect_once
 
     try:
         machine = cached_machine() or detect_once(check_horovod=False)
@@ -247,7 +247,7 @@ def _ordinals(devices: Optional[Sequence[int]]):
 
 
 def _append(result: Dict[str, Any]) -> Path:
-    from gputopo import results
+    from coursetools import results
 
     data = result["json"] or {}
     record = {

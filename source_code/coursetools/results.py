@@ -2,46 +2,47 @@
 
 Every experiment appends one line per measurement to `results/<kind>.jsonl`, carrying the
 environment it ran in (host, time, git commit, GPUs, NCCL_* settings). Nothing here ever
-truncates or replaces a file; tables are rebuilt by reading the lines.
+truncates or replaces a file; tables are rebuilt by reading the lines. Where results/ is and
+the run folders beside the files: gputopo.live (`results_dir`, `new_run_dir`).
 
-Each append holds an exclusive lock on the file while it writes the line (O_APPEND) and
-fsyncs it, so concurrent writers, on one machine or on several machines sharing the folder,
-never interleave or overwrite each other, and a crash loses at most the line being written.
-O_APPEND alone is not enough where results/ lives on NFS (the Apptainer image keeps it in
-$HOME, often NFS): an NFS client computes the end of the file from its cached size, so two
-hosts appending at once can write at the same offset. The lock is
-- fcntl.lockf (POSIX record lock) on the results file itself: NFSv4 has it in the protocol
-  and NFSv3 through the lock manager; the Linux NFS client revalidates its cached size when it
-  takes the lock and flushes the write before it releases it, and the kernel (or the server's
-  lease) drops the lock of a process that dies, so a crash never leaves a stale lock;
-- where the filesystem refuses POSIX locks (ENOLCK: an NFS mount without a lock manager,
-  some FUSE filesystems), a lock directory `<kind>.jsonl.lock` made with os.mkdir, which is
-  atomic on every filesystem, NFS included. A directory left by a writer that died is taken
-  over after STALE_LOCK_S (an append takes milliseconds) by renaming it aside, atomically.
-
-Standard library only (runs on a bare node).
+An append takes the `filelock` library's lock on `<kind>.jsonl.lock` beside the file, then opens
+the file (O_APPEND), writes the line, fsyncs and closes it, then releases the lock. What that
+guarantees, from filelock's source (3.19.1 and 4.2.12, `filelock/_unix.py`: FileLock is
+UnixFileLock there, an exclusive `fcntl.flock` on the lock file, which stays in place):
+- writers on one machine never interleave or overwrite each other, and a crash loses at most
+  the line being written (tests/test_results_lock.py);
+- a writer that dies holding the lock leaves no stale lock: the kernel drops a flock when the
+  holder's descriptor closes (tested there with a killed holder);
+- hosts sharing the folder over NFS exclude each other where the mount has a lock manager
+  (NFSv4, or NFSv3 with lockd): Linux NFS clients emulate flock as a whole-file fcntl lock
+  since 2.6.12 (flock(2), NOTES). The file is opened after the lock is taken and closed before
+  it is released, so NFS's close-to-open consistency gives each writer the current end of file.
+Not guaranteed: on an NFS mount with `nolock` (nfs(5)) each host's locks are local, so two
+hosts appending at once may interleave (tox-dev/filelock issue #6); where a filesystem has no
+flock at all (ENOSYS), filelock 4.x warns and falls back to its SoftFileLock (a marker file
+whose dead holder on this host is detected; `filelock/_soft.py`) and 3.19.1 raises
+NotImplementedError. A lock held longer than LOCK_TIMEOUT_S raises filelock.Timeout (an OSError).
+Nothing more is built in: no failure of these cases was ever measured.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import errno
 import json
 import os
 import platform
 import re
 import socket
 import subprocess
-import time
-import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from coursetools import proctree
+from filelock import FileLock
 
-RESULTS_DIR_VARIABLE = "GPUTOPO_RESULTS_DIR"
+from coursetools import proctree
+from gputopo.live import results_dir
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Environment variables that change what a distributed run measures.
@@ -51,19 +52,11 @@ RECORDED_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 # Keys append_record() writes itself; a record may not bring its own.
 RESERVED_KEYS = ("kind", "recorded_at", "environment")
 
-# Locking of appends (see the module docstring).
-LOCK_TIMEOUT_S = 60.0   # give up (OSError) if another writer holds the lock this long
-STALE_LOCK_S = 30.0     # a lock directory older than this was left by a writer that died
-_LOCK_POLL_S = 0.01
+# Give up (filelock.Timeout, an OSError) if another writer holds the lock this long.
+LOCK_TIMEOUT_S = 60.0
 
-# A kind or prefix becomes a file or folder name: keep it to one plain path component.
+# A kind becomes a file name: keep it to one plain path component.
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-
-
-def results_dir() -> Path:
-    """Where results live: $GPUTOPO_RESULTS_DIR if set, else <repo>/results."""
-    override = os.environ.get(RESULTS_DIR_VARIABLE)
-    return Path(override).expanduser() if override else REPO_ROOT / "results"
 
 
 def _check_name(what: str, name: str) -> str:
@@ -97,14 +90,14 @@ def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
 
 
 def gpu_facts(machine: Optional[Any] = None) -> Dict[str, Any]:
-    """The GPU facts a record carries, from `machine` (a gputopo.detect Machine).
+    """The GPU facts a record carries, from `machine` (a coursetools.detect Machine).
 
     Without one, this process's detection (`detect_once(check_horovod=False)`: Horovod's slow
     check-build is not needed for these facts), so a record says the same whether or not
     something else detected first.
     """
     if machine is None:
-        from .detect import detect_once
+        from coursetools.detect import detect_once
 
         machine = detect_once(check_horovod=False)
     return {
@@ -174,79 +167,14 @@ def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[
 
 def append_locked(path: Path, encoded: bytes) -> Path:
     """Append `encoded` to `path` (created if absent, never truncated) in one write under the
-    store's lock, then fsync; returns path. Writers never interleave."""
+    store's lock, then fsync; returns path. Writers never interleave (module docstring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        with _locked(path, descriptor):
-            view = memoryview(encoded)
-            while view:  # the lock keeps the lines whole even if a write comes back short
-                written = os.write(descriptor, view)
-                if written <= 0:
-                    raise OSError(f"no progress writing {path}")
-                view = view[written:]
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    with FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_TIMEOUT_S):
+        with open(path, "ab") as out:  # O_APPEND; opened under the lock (NFS close-to-open)
+            out.write(encoded)  # a buffered write retries a short write until all is written
+            out.flush()
+            os.fsync(out.fileno())
     return path
-
-
-@contextlib.contextmanager
-def _locked(path: Path, descriptor: int):
-    """Hold an exclusive lock on the results file `path` (open for writing as `descriptor`)."""
-    deadline = time.monotonic() + LOCK_TIMEOUT_S
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        fcntl = None
-    while fcntl is not None:
-        try:
-            fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if error.errno not in (errno.EACCES, errno.EAGAIN):
-                break  # ENOLCK, EOPNOTSUPP, ...: no POSIX locks here; use the lock directory
-            if time.monotonic() > deadline:
-                raise OSError(f"{path} stayed locked by another writer for {LOCK_TIMEOUT_S:g} s") from None
-            time.sleep(_LOCK_POLL_S)
-            continue
-        try:
-            yield
-        finally:
-            fcntl.lockf(descriptor, fcntl.LOCK_UN)
-        return
-    with _lock_directory(path, deadline):
-        yield
-
-
-@contextlib.contextmanager
-def _lock_directory(path: Path, deadline: float):
-    lock = path.with_name(path.name + ".lock")
-    while True:
-        try:
-            os.mkdir(lock)
-            break
-        except FileExistsError:
-            pass
-        try:
-            age = time.time() - os.stat(lock).st_mtime
-        except FileNotFoundError:
-            continue  # released meanwhile
-        if age > STALE_LOCK_S:
-            aside = lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex}")
-            try:
-                os.rename(lock, aside)  # only one waiter wins this; the others retry
-                os.rmdir(aside)
-            except OSError:
-                pass
-            continue
-        if time.monotonic() > deadline:
-            raise OSError(f"{path} stayed locked ({lock} exists) for {LOCK_TIMEOUT_S:g} s; "
-                          f"remove {lock} if no run is writing")
-        time.sleep(_LOCK_POLL_S)
-    try:
-        yield
-    finally:
-        os.rmdir(lock)
 
 
 def load_records(kind: str) -> List[Dict[str, Any]]:
@@ -288,23 +216,3 @@ def _lookup(record: Dict[str, Any], column: str) -> Any:
 def table(kind: str, columns: Sequence[str]) -> List[List[Any]]:
     """One row per record of a kind, one cell per column (dotted names reach inside)."""
     return [[_lookup(record, column) for column in columns] for record in load_records(kind)]
-
-
-def new_run_dir(prefix: str) -> Path:
-    """A new folder results/<prefix>-<UTC date-time>[-N] that did not exist before.
-
-    os.mkdir fails if the name exists, so two runs started in the same second get -2, -3...
-    instead of sharing (and overwriting) a folder.
-    """
-    _check_name("run folder prefix", prefix)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%SZ")
-    base = results_dir() / f"{prefix}-{stamp}"
-    base.parent.mkdir(parents=True, exist_ok=True)
-    attempt = 1
-    while True:
-        candidate = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
-        try:
-            os.mkdir(candidate)
-            return candidate
-        except FileExistsError:
-            attempt += 1

@@ -7,10 +7,10 @@ normal outcome: a missing, failing, hanging or garbled `nvidia-smi` gives a Mach
 keep going and show recorded data instead. `detect_once()` detects once per
 process.
 
-Where the parts live: the Machine record in gputopo.machine, the parsers of nvidia-smi's
+Where the parts live: the Machine record in coursetools.machine, the parsers of nvidia-smi's
 text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in coursetools.probes,
 running a tool in coursetools.proctree (`run_tool`), the sentences for people in
-gputopo.wording (through Machine). Import each name from its own module.
+coursetools.banner (through Machine). Import each name from its own module.
 
 Standard library only: this runs on a bare node before anything is installed.
 """
@@ -21,9 +21,9 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from gputopo import gpus as gpu_model
-from gputopo import nvml
-from gputopo.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine, extreme_pairs
+from coursetools import gpus as gpu_model
+from coursetools import nvml
+from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine, extreme_pairs
 from gputopo.parsers.nvidia_smi import (
     LINK_QUERY_FIELDS,
     QUERY_FIELDS,
@@ -101,7 +101,7 @@ def _text_link_facts(nvidia_smi: str, timeout: float, by_index: Dict[int, nvml.G
 
 def gpu_models(facts: Sequence[nvml.GpuFacts], nvidia_smi: str, timeout: float,
                notes: Dict[str, str], *, from_nvml: bool = False) -> List[gpu_model.Gpu]:
-    """gputopo.gpus.Gpu objects from the inventory, with PCIe link facts and MIG UUIDs
+    """coursetools.gpus.Gpu objects from the inventory, with PCIe link facts and MIG UUIDs
     (NVML answered the link facts already; the text path asks nvidia-smi for them)."""
     if not from_nvml:
         _text_link_facts(nvidia_smi, timeout, {gpu.index: gpu for gpu in facts}, notes)

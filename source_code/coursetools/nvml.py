@@ -1,6 +1,6 @@
 """NVML (through pynvml, the pinned nvidia-ml-py) where it is exact; None where it is not there.
 
-gputopo.detect asks NVML first for the facts a driver knows exactly: the GPU inventory, the
+coursetools.detect asks NVML first for the facts a driver knows exactly: the GPU inventory, the
 PCIe link each GPU trained to, NVLink link state, peer-to-peer capability and the PCIe
 common ancestor of a GPU pair. It falls back to the text of `nvidia-smi` (which the course
 also reads for the lesson) when the library does not load. The inventory is typed (GpuFacts,

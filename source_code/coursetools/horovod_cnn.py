@@ -1,13 +1,13 @@
 """Run the Horovod CNN (source_code/cnn_fmnist.py) once, on chosen GPUs under chosen NCCL settings.
 
-    from gputopo import experiment
-    r = experiment.run_experiment(gpus=(0, 3), env={"NCCL_P2P_LEVEL": "LOC"})
+    from coursetools import horovod_cnn
+    r = horovod_cnn.run_experiment(gpus=(0, 3), env={"NCCL_P2P_LEVEL": "LOC"})
     r.ok, r.reason, r.framework, r.summary["images_per_sec_median"], r.transports  # ... ["SHM"]
 
 (No notebook, lab or course command calls it any more: learners type the `horovodrun` line.
 Kept while tests/test_machines.py uses `_check_gpus`; remove it with that use.)
 What run_experiment() does
-- Checks before launching: the GPU indices against `gputopo.detect.detect()` (bad index -> a failed
+- Checks before launching: the GPU indices against `coursetools.detect.detect()` (bad index -> a failed
   result, nothing launched) and which framework Horovod is built for (`horovod_frameworks`:
   TensorFlow first when both; `framework=` picks one), passed on as `--framework`.
 - Launches `<python> -m horovod.runner.launch -np 2 -H localhost:2 --gloo <python> cnn_fmnist.py
@@ -121,7 +121,7 @@ def _tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
 def _machine(machine):
     if machine is not None:
         return machine
-    from .detect import detect_once
+    from coursetools.detect import detect_once
     return detect_once(check_horovod=False)
 
 
@@ -138,12 +138,12 @@ def usable_gpu_count(machine) -> int:
 def _check_gpus(gpus, np_, gpu_count, machine=None) -> Optional[str]:
     """None if `gpus` names np_ distinct GPUs this job may use, else what is wrong (one line).
 
-    Indices are nvidia-smi's; an inherited CUDA_VISIBLE_DEVICES limits them (gputopo.gpus).
+    Indices are nvidia-smi's; an inherited CUDA_VISIBLE_DEVICES limits them (coursetools.gpus).
     """
-    from .gpus import GpuSelectionError, child_visible_devices, from_machine
+    from coursetools.gpus import GpuSelectionError, child_visible_devices, from_machine
     known, value = from_machine(machine) if machine is not None else ([], None)
     if machine is None or not known:
-        from .gpus import Gpu
+        from coursetools.gpus import Gpu
         known, value = [Gpu(index=i, cuda_ordinal=i) for i in range(gpu_count)], None
     try:
         child_visible_devices(gpus, known, value)
@@ -242,8 +242,8 @@ def classify_failure(log: str, exit_status: Optional[int]) -> Tuple[str, str]:
 
 
 def _run_dir():
-    from . import results
-    return results.new_run_dir("horovod-cnn")
+    from gputopo.live import new_run_dir
+    return new_run_dir("horovod-cnn")
 
 
 def _read_record(path: Path) -> Optional[Dict[str, Any]]:
@@ -256,8 +256,8 @@ def _read_record(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def _parse_nccl(log: str) -> Dict[str, Any]:
-    from .parsers import ParseError
-    from .parsers.nccl_log import parse
+    from gputopo.parsers import ParseError
+    from gputopo.parsers.nccl_log import parse
     try:
         return parse(log)
     except ParseError:
@@ -265,8 +265,8 @@ def _parse_nccl(log: str) -> Dict[str, Any]:
 
 
 def _parse_throughput(log: str) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, Any]]]:
-    from .parsers import ParseError
-    from .parsers.horovod_log import parse
+    from gputopo.parsers import ParseError
+    from gputopo.parsers.horovod_log import parse
     try:
         parsed = parse(log)
     except ParseError:
@@ -342,7 +342,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
     if mode == MODE_GPU:
         problem = _check_gpus(gpu_list, np, visible, machine)
         if problem is None:
-            from .gpus import child_visible_devices, from_machine
+            from coursetools.gpus import child_visible_devices, from_machine
             run_env["CUDA_VISIBLE_DEVICES"] = child_visible_devices(gpu_list, *from_machine(machine))
             if len(gpu_list) == 2 and hasattr(machine, "link_between"):
                 link = machine.link_between(*gpu_list)
@@ -378,7 +378,7 @@ def run_experiment(gpus: Optional[Sequence[int]] = (0, 1), env: Optional[Dict[st
             epochs_requested=epochs, steps_per_epoch=steps_per_epoch, note=note, record=rec,
             log_path=log_path, framework=chosen.get("framework"))
         if record:
-            from . import results
+            from coursetools import results
             stored = result.as_dict()
             stored.pop("record", None)  # its contents are already in epochs/summary
             results.append_record(RESULT_KIND, stored)

@@ -127,7 +127,7 @@ def allowed(gpus: Sequence[Gpu]) -> List[Gpu]:
 def from_machine(machine) -> Tuple[List[Gpu], Optional[str]]:
     """(GPUs, inherited CUDA_VISIBLE_DEVICES) of a detected Machine.
 
-    A Machine from gputopo.detect carries its Gpu list; a hand-made one (tests, notebooks)
+    A Machine from coursetools.detect carries its Gpu list; a hand-made one (tests, notebooks)
     with only gpu_count gets GPUs 0..count-1, with its cuda_visible_devices applied.
     """
     value = getattr(machine, "cuda_visible_devices", None)

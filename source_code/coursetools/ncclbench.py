@@ -1,6 +1,6 @@
 """Build and run the course's NCCL collective benchmark (`source_code/nccl_bench/`).
 
-    from gputopo import ncclbench
+    from coursetools import ncclbench
     ncclbench.build()                                   # make, once (needs nvcc and NCCL)
     result = ncclbench.run("all_reduce", max_bytes=1 << 30)
     result["parsed"]["rows"][-1]["out_of_place"]["busbw"]
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from coursetools import proctree
-from gputopo import gpus as gpu_model
-from gputopo.cudabuild import Architectures, make_program
+from coursetools import gpus as gpu_model
+from coursetools.cudabuild import Architectures, make_program
 from gputopo.parsers import nccl_tests
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "nccl_bench"
@@ -72,9 +72,9 @@ def build(sms: Architectures = None, timeout: float = 900) -> Path:
 
 
 def _visible_gpu_count() -> Optional[int]:
-    """GPUs this process may use, from gputopo.detect (None if detection fails)."""
+    """GPUs this process may use, from coursetools.detect (None if detection fails)."""
     try:
-        from gputopo.detect import cached_machine, detect_once
+        from coursetools.detect import cached_machine, detect_once
 
         machine = cached_machine() or detect_once(check_horovod=False)
     except Exception:  # detection must never break a notebook
@@ -105,9 +105,9 @@ def _run_env(env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequenc
 
 
 def _gpu_numbering():
-    """(GPUs, inherited CUDA_VISIBLE_DEVICES) from gputopo.detect; ([], None) if unknown."""
+    """(GPUs, inherited CUDA_VISIBLE_DEVICES) from coursetools.detect; ([], None) if unknown."""
     try:
-        from gputopo.detect import cached_machine, detect_once
+        from coursetools.detect import cached_machine, detect_once
 
         return gpu_model.from_machine(cached_machine() or detect_once(check_horovod=False))
     except Exception:  # detection must never break a notebook
@@ -229,7 +229,7 @@ def run(
     """Run nccl_bench once and return {text, parsed, env, json, command, returncode, mode, source}.
 
     gpus: None (every visible GPU), a count (the first N), or nvidia-smi indices such as
-    [0, 3] (set through CUDA_VISIBLE_DEVICES, inside the job's own: gputopo.gpus). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
+    [0, 3] (set through CUDA_VISIBLE_DEVICES, inside the job's own: coursetools.gpus). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
     cuda_graph=True times the iterations as one CUDA graph (`-G`: no host launch cost);
     a value of None removes the variable. Builds the program first if it is missing.
     With fewer than two GPUs see the module docstring (reference mode).
@@ -326,7 +326,7 @@ def run(
         "source": "this machine",
     }
     if record and parsed is not None:
-        from gputopo import results
+        from coursetools import results
 
         results.append_record(RESULTS_KIND, {
             "op": op,

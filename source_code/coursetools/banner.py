@@ -5,15 +5,15 @@ recorded systems; `summary_rows(machine)` gives the (item, value) rows of Start_
 `live_tool_output(machine, item)` gives notebook 2 this machine's nvidia-smi text, or one true
 sentence saying why there is none, on 0, 1 or many GPUs (also `affinity_lines`,
 `pair_sentence`, `virtualization_sentence`).
-Reads a gputopo.machine.Machine; runs nothing. Standard library only.
+Reads a coursetools.machine.Machine; runs nothing. Standard library only.
 """
 
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from gputopo import gpus as gpu_model
-from gputopo.machine import MODE_REFERENCE, MODE_SINGLE, Machine
+from coursetools import gpus as gpu_model
+from coursetools.machine import MODE_REFERENCE, MODE_SINGLE, Machine
 from gputopo.parsers.nvidia_smi import nvlink_link_counts
 
 
@@ -94,7 +94,7 @@ def _horovod_phrase(machine: Machine) -> str:
 
 def _usable_gpus(machine: Machine) -> int:
     """GPUs this job may use: the visible ones, no more than the CUDA driver gives it (the rule
-    of gputopo.experiment.usable_gpu_count, which decides where notebook 5's CNN runs)."""
+    of coursetools.horovod_cnn.usable_gpu_count, which decides where notebook 5's CNN runs)."""
     usable = machine.visible_gpu_count if machine.gpus else machine.gpu_count
     return usable if machine.cuda_devices is None else min(usable, machine.cuda_devices)
 
@@ -265,7 +265,7 @@ def pair_sentence(machine: Machine) -> str:
 
 
 def virtualization_sentence(machine: Machine) -> str:
-    """Whether this machine is a virtual machine, with the evidence (gputopo.detect)."""
+    """Whether this machine is a virtual machine, with the evidence (coursetools.detect)."""
     found = machine.virtualization
     if not found:
         return f"Not checked whether this machine is a virtual machine ({machine.notes.get('virtualization', 'not asked')})."

@@ -1,8 +1,8 @@
-"""The Machine record: what gputopo.detect() learned about this machine, and its GPU pairs.
+"""The Machine record: what coursetools.detect() learned about this machine, and its GPU pairs.
 
 Its fields are plain data (JSON-ready through `as_dict()`); `mode` is one of MODE_REFERENCE,
-MODE_SINGLE, MODE_MULTI. How the facts are found is gputopo.detect; the sentences that
-describe a Machine to people are gputopo.wording. Standard library only.
+MODE_SINGLE, MODE_MULTI. How the facts are found is coursetools.detect; the sentences that
+describe a Machine to people are coursetools.banner. Standard library only.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from gputopo import gpus as gpu_model
+from coursetools import gpus as gpu_model
 
 MODE_REFERENCE = "reference"
 MODE_SINGLE = "single-gpu"
@@ -25,7 +25,7 @@ class Machine:
     reason: Optional[str] = None  # why reference mode; None otherwise
     gpu_count: int = 0  # GPUs nvidia-smi lists
     visible_gpu_count: int = 0  # of those, the ones CUDA_VISIBLE_DEVICES leaves to CUDA
-    gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: gputopo.gpus
+    gpus: List[gpu_model.Gpu] = dataclasses.field(default_factory=list)  # one numbering: coursetools.gpus
     visibility_problem: Optional[str] = None  # an inherited CUDA_VISIBLE_DEVICES entry CUDA stops at
     facts_from: str = "nvidia-smi"  # "NVML" when inventory, NVLink and P2P came from pynvml
     cuda_devices: Optional[int] = None  # devices the CUDA driver gives this job; None: not known
@@ -46,7 +46,7 @@ class Machine:
     nvcc_path: Optional[str] = None
     nvcc_version: Optional[str] = None
     # Whether this is a virtual machine, and what says so: {"vm": True/False/None (unknown),
-    # "name": "kvm" or None, "evidence": ["..."]} (gputopo.detect.detect_virtualization).
+    # "name": "kvm" or None, "evidence": ["..."]} (coursetools.detect.detect_virtualization).
     # In a VM, topo -m's PCIe codes, the CPU and NUMA affinity come from the hypervisor.
     virtualization: Optional[dict] = None
     notes: Dict[str, str] = dataclasses.field(default_factory=dict)  # item -> why it is missing
@@ -79,7 +79,7 @@ class Machine:
         return (links.get(f"GPU{first}") or {}).get(f"GPU{second}")
 
     def banner(self) -> str:
-        from gputopo.wording import banner_for  # wording reads Machine: imported on use
+        from coursetools.banner import banner_for  # wording reads Machine: imported on use
 
         return banner_for(self)
 
