@@ -83,12 +83,12 @@ def draw(topo, smi=None, title="NCCL's topology dump"):
     """NCCL's tree: CPUs on top, PCI devices and NICs below, each edge labelled with the GB/s NCCL
     assigns it, under each GPU its NVLinks (count, NCCL's GB/s in total); beside it the same
     machine's `nvidia-smi topo -m` (`smi`, parsed) when given."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: shown once, where the notebook displays it
 
     from gputopo import plots
     with_smi = bool(smi and smi.get("gpus"))
-    fig, axes = plt.subplots(1, 2 if with_smi else 1, figsize=(15 if with_smi else 10, 5.5),
-                             squeeze=False, gridspec_kw={"width_ratios": [1.6, 1] if with_smi else [1]})
+    fig = Figure(figsize=(15 if with_smi else 10, 5.5))
+    axes = fig.subplots(1, 2 if with_smi else 1, squeeze=False, width_ratios=[1.6, 1] if with_smi else [1])
     ax, gpus = axes[0][0], {g["busid"]: g for g in topo["gpus"]}
     nics = {n["nic_busid"]: n["name"] for n in reversed(topo["nets"]) if n["nic_busid"]}
     # node -> (label, colour, parent node, GB/s NCCL assigns the link to its parent)
@@ -139,10 +139,11 @@ def draw(topo, smi=None, title="NCCL's topology dump"):
 
 def plot_choices(tuning, bench=None, func="AllReduce", title=""):
     """NCCL's (algorithm, protocol) per message size as bands, the benchmark's busbw on top."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     runs = tuning["switches"].get(func) or tuning["switches"].get("") or []
     rows = (bench or {}).get("rows") or []
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
     for run in runs:
         ax.axvspan(run["from_bytes"] / 1.41, run["to_bytes"] * 1.41, color=COLOURS.get(run["algo"], "grey"),
                    alpha=0.25, hatch=HATCH.get(run["proto"], "xx"), label=f"{run['algo']} / {run['proto']}")
