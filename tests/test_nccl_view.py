@@ -46,11 +46,22 @@ def h100():
             "log": (H100 / "nccl-bench-torchrun-1rank-debug.txt").read_text()}
 
 
-def test_one_gpu_vm_topology_lines_carry_nccls_bandwidths(h100):
-    lines = nccl_view.topology_lines(h100["topo"])
-    assert lines[0].startswith("CPU  numaid -1")
-    assert any("0000:00:06.0" in line and "48 GB/s" in line for line in lines)  # 16 x 240 / 80
-    assert any("eth0" in line and "no PCI path" in line and "1.25 GB/s" in line for line in lines)  # 10000/8000
+def _run_cell(cell_id, **names):
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    exec("".join(next(c for c in cells if c["id"] == cell_id)["source"]), names)
+
+
+def test_the_notebooks_link_cell_prints_nccls_bandwidths(h100, capsys):
+    """Cell 19036b0a prints each link of the dump with the GB/s NCCL assigns it."""
+    _run_cell("19036b0a", topo=types.SimpleNamespace(parsed=h100["topo"], live=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "PCI 0000:00:06.0 gpu      32.0 GT/s PCIe x0  -> NCCL: 48.0 GB/s"   # 16 x 240 / 80
+    assert lines[2] == "NIC eth0: 10000 Mb/s, no PCI path  -> NCCL: 1.25 GB/s"              # 10000 / 8000
+    _run_cell("19036b0a", topo=types.SimpleNamespace(parsed=parsed("nccl-topo", DUMPS / "nccl-topo-ibm-cloud-8xh100-vsi.xml"),
+                                                     live=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "PCI 0000:a1:00.0 bridge   2.5 GT/s PCIe x1  -> NCCL: 0.19 GB/s"     # 1 x 15 / 80, rounded
+    assert "GPU 0 (sm 90): NVLink x5 to nvswitch  -> NCCL: 103.0 GB/s" in lines            # 5 x 20.6
 
 
 def test_one_gpu_vm_differences_name_numa_width_and_virtio_nic(h100):
@@ -71,19 +82,11 @@ def test_published_8xh100_dump_synthetic_bridges_and_nvlinks():
     assert "holds 8" in text
 
 
-def test_topology_lines_indent_one_step_per_bridge():
-    lines = nccl_view.topology_lines(parsed("nccl-topo", DUMPS / "nccl-topo-ibm-cloud-8xh100-vsi.xml"))
-    assert lines[1] == "  PCI 0000:a1:00.0 bridge   2.5 GT/s PCIe x1  -> NCCL: 0.19 GB/s"
-    assert lines[3] == "    PCI 0000:a4:00.0 gpu      32.0 GT/s PCIe x0  -> NCCL: 48 GB/s"
-
-
 def test_the_notebooks_graph_cell_prints_the_one_gpu_and_the_published_ring(h100, capsys):
     """Cell 11f8a328 prints each <graph>'s attributes and its first channel's order itself."""
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    source = "".join(next(c for c in cells if c["id"] == "11f8a328")["source"])
     from gputopo.reference import REFERENCE_DIR
-    exec(source, {"PARSERS": PARSERS, "REFERENCE_DIR": REFERENCE_DIR,
-                  "graphs": types.SimpleNamespace(parsed=h100["graphs"], live=False)})
+    _run_cell("11f8a328", PARSERS=PARSERS, REFERENCE_DIR=REFERENCE_DIR,
+              graphs=types.SimpleNamespace(parsed=h100["graphs"], live=False))
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("graph 0 ring") and "32 channels" in lines[1]
     assert "type intra LOC / inter PIX" in lines[1] and lines[2].strip() == "channel 0: GPU 0"

@@ -1,6 +1,6 @@
 """Notebook 6 (Inside NCCL): what no tool prints about NCCL's own view of a machine: its topology
-dump as short lines and a tree beside `nvidia-smi topo -m`, where the two views differ, NCCL's
-choice per size, and a learner's predictions scored against the log without ever raising.
+dump as a tree beside `nvidia-smi topo -m`, where the two views differ, NCCL's choice per size,
+and a learner's predictions scored against the log without ever raising.
 """
 import re
 
@@ -15,30 +15,6 @@ HATCH = {"LL": "//", "LL128": "..", "Simple": ""}
 
 def _bw(value):
     return "-" if value is None else f"{value:g} GB/s"
-
-
-def topology_lines(topo):
-    """One line per CPU, PCI device, GPU, NVLink group and NIC port, with the GB/s NCCL assigns."""
-    lines = []
-    for cpu in topo["cpus"]:
-        lines.append(f"CPU  numaid {cpu['numaid']}  {cpu['vendor'] or ''} {cpu['arch'] or ''}")
-        for pci in (p for p in topo["pci"] if p["numaid"] == cpu["numaid"]):
-            depth, parent = "  ", pci["parent"]
-            while parent:  # one indent per bridge above it
-                depth, parent = depth + "  ", next((q["parent"] for q in topo["pci"] if q["busid"] == parent), None)
-            lines.append(f"{depth}PCI {pci['busid']} {pci['kind']:8} {pci['link_speed']} x{pci['link_width']}"
-                         f"  -> NCCL: {_bw(pci['nccl_bw_gbs'])}")
-    for gpu in topo["gpus"]:
-        lines.append(f"GPU dev {gpu['dev']} (rank {gpu['rank']}, sm {gpu['sm']}) at {gpu['busid']}, "
-                     f"NUMA {gpu['numaid']}, PCI {_bw(gpu['pci_bw_gbs'])}")
-        for link in gpu["nvlinks"]:
-            lines.append(f"    NVLink x{link['count']} to {link['target_kind']} {link['target']}"
-                         f"  -> NCCL: {_bw(link['nccl_bw_gbs'])}")
-    for net in topo["nets"]:
-        where = f"PCI {net['nic_busid']}" if net["nic_busid"] else "no PCI path (attached to the CPU)"
-        lines.append(f"NIC {net['name']} dev {net['dev']}: {net['speed_mbps']} Mb/s, gdr {net['gdr']}, {where}"
-                     f"  -> NCCL: {_bw(net['nccl_bw_gbs'])}")
-    return lines
 
 
 def differences(topo, smi):
