@@ -13,18 +13,16 @@ COLOURS = {"Ring": "tab:blue", "Tree": "tab:green", "NVLS": "tab:purple", "NVLST
 HATCH = {"LL": "//", "LL128": "..", "Simple": ""}
 
 
-def _bw(value):
-    return "-" if value is None else f"{value:g} GB/s"
-
-
 def differences(topo, smi):
     """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed; None: not available) differ."""
+    smi = smi or {}
+
     def tail(text):
         return f"; topo -m {text}." if smi else "."
     out = [f"GPUs: NCCL's dump holds {len(topo['gpus'])} (only those of the job's ranks on this host)"
-           + tail(f"lists {len(smi.get('gpus') or []) if smi else 0} (every GPU the driver sees)")]
+           + tail(f"lists {len(smi.get('gpus') or [])} (every GPU the driver sees)")]
     for cpu in (c for c in topo["cpus"] if c["numaid"] is not None and c["numaid"] < 0):
-        numa = ", ".join(sorted(set((smi or {}).get("numa_affinity", {}).values()) - {""})) or "nothing"
+        numa = ", ".join(sorted(set(smi.get("numa_affinity", {}).values()) - {""})) or "nothing"
         out.append(f"NUMA: NCCL wrote numaid {cpu['numaid']}: it copies the GPU's sysfs numa_node, which is -1 "
                    "when the kernel assigns the device no node, then finds no node-1/cpumap "
                    "(src/graph/xml.cc at v2.28.3-1)" + tail(f"says NUMA affinity {numa}"))
@@ -35,17 +33,17 @@ def differences(topo, smi):
     slow = [p for p in topo["pci"] if p["kind"] == "bridge" and p["nccl_bw_gbs"] is not None and p["nccl_bw_gbs"] < 1]
     if slow:
         out.append(f"Bridges: {len(slow)} bridge(s) report {slow[0]['link_speed']} x{slow[0]['link_width']} "
-                   f"({_bw(slow[0]['nccl_bw_gbs'])} to NCCL), likely a virtual machine's synthetic PCIe tree"
+                   f"({slow[0]['nccl_bw_gbs']:g} GB/s to NCCL), likely a virtual machine's synthetic PCIe tree"
                    + tail("shows only path codes (PIX, PXB...) through it"))
     groups = {}  # GPUs with the same NVLinks in NCCL's dump and the same topo -m codes
     for gpu in (g for g in topo["gpus"] if g["nvlink_count"]):
-        codes = ", ".join(sorted(set(((smi or {}).get("links") or {}).get(f"GPU{gpu['dev']}", {}).values())))
+        codes = ", ".join(sorted(set((smi.get("links") or {}).get(f"GPU{gpu['dev']}", {}).values())))
         total = sum(link["nccl_bw_gbs"] or 0 for link in gpu["nvlinks"])
         groups.setdefault((gpu["nvlink_count"], round(total, 1), codes), []).append(f"GPU{gpu['dev']}")
     for (count, total, codes), names in groups.items():
         out.append(f"NVLink: {', '.join(names)}: {count} NVLinks each in NCCL's dump ({total} GB/s to NCCL)"
                    + tail(f"codes to their peers: {codes or 'none'}"))
-    nics = len((smi or {}).get("nics") or {})
+    nics = len(smi.get("nics") or {})
     loose = [n["name"] for n in topo["nets"] if n["nic_busid"] is None]
     if loose:
         out.append(f"NICs: {', '.join(loose)} has no PCI path in NCCL's dump (a virtio NIC: 'Attaching to "
@@ -142,23 +140,20 @@ def plot_choices(tuning, bench=None, func="AllReduce", title=""):
 def facts(log_text, graphs=None):
     """What a run's log (and graph dump) say: NCCL version, ranks, transports, NCCL_P2P_LEVEL, the
     "N coll channels" line, the ring graph's channels, the init table, (algo, proto) per size."""
-    found = {"nccl_version": None, "nranks": None, "transports": [], "channels": None,
-             "graph_channels": None, "choices": {}, "p2p_level": None, "table": None}
     try:
         tuning = nccl_tuning.parse(log_text or "")
-    except ParseError:
-        return found
+    except ParseError:  # no NCCL line at all
+        tuning = {"choices": [], "table": None}
     try:
-        log = nccl_log.parse(log_text)
+        log = nccl_log.parse(log_text or "")
     except ParseError:  # a published excerpt of bare TUNING lines: no other NCCL line
         log = {}
-    counted = re.findall(r"NCCL INFO (\d+) coll channels", log_text)
+    counted = re.findall(r"NCCL INFO (\d+) coll channels", log_text or "")
     rings = [g["nchannels"] for g in (graphs or {}).get("graphs", []) if g["algorithm"] == "ring"]
-    found.update(nccl_version=log.get("nccl_version"), nranks=log.get("nranks"), p2p_level=log.get("p2p_level"),
-                 transports=sorted(log.get("transports") or []), channels=int(counted[0]) if counted else None,
-                 graph_channels=rings[0] if rings else None, table=tuning.get("table"),
-                 choices={c["bytes"]: (c["algo"], c["proto"]) for c in tuning["choices"] if c["algo"]})
-    return found
+    return {"nccl_version": log.get("nccl_version"), "nranks": log.get("nranks"), "p2p_level": log.get("p2p_level"),
+            "transports": sorted(log.get("transports") or []), "channels": int(counted[0]) if counted else None,
+            "graph_channels": rings[0] if rings else None, "table": tuning.get("table"),
+            "choices": {c["bytes"]: (c["algo"], c["proto"]) for c in tuning["choices"] if c["algo"]}}
 
 
 def _transport_rule(found, pair_code, cpu_vendor):
