@@ -18,6 +18,8 @@ NCCL's bandwidth rules are those of src/graph/topo.cc at v2.28.3-1 (lines 372, 4
 width 0 read as 16, 2.5 GT/s -> 15, 32 GT/s -> 240, GB/s = width x rate / 80; a port is
 Mb/s / 8000) and topo.h ncclTopoNVLinkBw (sm 90: 20.6 GB/s per NVLink).
 """
+import json
+import types
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "source_code" / "reference_systems" / "h100-single-gpu"
 DUMPS = ROOT / "source_code" / "reference_systems" / "_nccl-dumps"
 LOGS = ROOT / "tests" / "fixtures" / "parsers" / "nccl-logs"
+NOTEBOOK = ROOT / "notebooks" / "6.Inside-NCCL.ipynb"
 
 
 def parsed(kind, path):
@@ -43,11 +46,22 @@ def h100():
             "log": (H100 / "nccl-bench-torchrun-1rank-debug.txt").read_text()}
 
 
-def test_one_gpu_vm_topology_lines_carry_nccls_bandwidths(h100):
-    lines = nccl_view.topology_lines(h100["topo"])
-    assert lines[0].startswith("CPU  numaid -1")
-    assert any("0000:00:06.0" in line and "48 GB/s" in line for line in lines)  # 16 x 240 / 80
-    assert any("eth0" in line and "no PCI path" in line and "1.25 GB/s" in line for line in lines)  # 10000/8000
+def _run_cell(cell_id, **names):
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    exec("".join(next(c for c in cells if c["id"] == cell_id)["source"]), names)
+
+
+def test_the_notebooks_link_cell_prints_nccls_bandwidths(h100, capsys):
+    """Cell 19036b0a prints each link of the dump with the GB/s NCCL assigns it."""
+    _run_cell("19036b0a", topo=types.SimpleNamespace(parsed=h100["topo"], live=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "PCI 0000:00:06.0 gpu      32.0 GT/s PCIe x0  -> NCCL: 48.0 GB/s"   # 16 x 240 / 80
+    assert lines[2] == "NIC eth0: 10000 Mb/s, no PCI path  -> NCCL: 1.25 GB/s"              # 10000 / 8000
+    _run_cell("19036b0a", topo=types.SimpleNamespace(parsed=parsed("nccl-topo", DUMPS / "nccl-topo-ibm-cloud-8xh100-vsi.xml"),
+                                                     live=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "PCI 0000:a1:00.0 bridge   2.5 GT/s PCIe x1  -> NCCL: 0.19 GB/s"     # 1 x 15 / 80, rounded
+    assert "GPU 0 (sm 90): NVLink x5 to nvswitch  -> NCCL: 103.0 GB/s" in lines            # 5 x 20.6
 
 
 def test_one_gpu_vm_differences_name_numa_width_and_virtio_nic(h100):
@@ -68,17 +82,15 @@ def test_published_8xh100_dump_synthetic_bridges_and_nvlinks():
     assert "holds 8" in text
 
 
-def test_topology_lines_indent_one_step_per_bridge():
-    lines = nccl_view.topology_lines(parsed("nccl-topo", DUMPS / "nccl-topo-ibm-cloud-8xh100-vsi.xml"))
-    assert lines[1] == "  PCI 0000:a1:00.0 bridge   2.5 GT/s PCIe x1  -> NCCL: 0.19 GB/s"
-    assert lines[3] == "    PCI 0000:a4:00.0 gpu      32.0 GT/s PCIe x0  -> NCCL: 48 GB/s"
-
-
-def test_graph_lines_one_gpu_and_published_ring(h100):
-    lines = nccl_view.graph_lines(h100["graphs"])
-    assert lines[0].startswith("graph 0 ring") and "32 channels" in lines[0]
-    assert "type intra LOC / inter PIX" in lines[0]
-    published = nccl_view.graph_lines(parsed("nccl-graph", DUMPS / "nccl-graph-4gpu-2nic-524.xml"))
+def test_the_notebooks_graph_cell_prints_the_one_gpu_and_the_published_ring(h100, capsys):
+    """Cell 11f8a328 prints each <graph>'s attributes and its first channel's order itself."""
+    from gputopo.reference import REFERENCE_DIR
+    _run_cell("11f8a328", PARSERS=PARSERS, REFERENCE_DIR=REFERENCE_DIR,
+              graphs=types.SimpleNamespace(parsed=h100["graphs"], live=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("graph 0 ring") and "32 channels" in lines[1]
+    assert "type intra LOC / inter PIX" in lines[1] and lines[2].strip() == "channel 0: GPU 0"
+    published = lines[lines.index("") + 2:]
     assert "2 channels, speed intra 12.0" in published[0] and "type intra SYS" in published[0]
     assert published[1].strip() == "channel 0: NET 3 -> GPU 0 -> GPU 1 -> GPU 2 -> GPU 3 -> NET 0"
 
@@ -104,8 +116,8 @@ def test_score_one_rank_checks_only_the_channels(h100):
     assert right[-1] == "score: 1 of the 1 entries this log can check"
     assert "one rank connects to no peer" in right[0]
     assert "one rank: NCCL chooses no algorithm" in right[2]
-    wrong = nccl_view.score({"channels": 2}, found)
-    assert "the log says 64" in wrong[1] and "has 32" in wrong[1] and "connect.cc" in wrong[1]
+    wrong = nccl_view.score({"channels": 2}, found)   # only what is predicted is scored
+    assert len(wrong) == 2 and "the log says 64" in wrong[0] and "has 32" in wrong[0] and "connect.cc" in wrong[0]
     assert wrong[-1] == "score: 0 of the 1 entries this log can check"
 
 
@@ -122,8 +134,8 @@ def test_score_explains_an_algorithm_miss():
     found = nccl_view.facts((DUMPS / "nccl-tuning-24rank-h100-1453-excerpt.txt").read_text())
     lines = nccl_view.score({"transport": "NET", "sizes": {8: ["Ring", "Simple"], 4: ("tree", "ll")}}, found)
     assert lines[0].startswith("transport: NET: right")
-    assert "NCCL chose Tree/LL at 4 B" in lines[2] and "tuning.cc" in lines[2]
-    assert lines[3].startswith("4 B: Tree/LL: right")
+    assert "NCCL chose Tree/LL at 4 B" in lines[1] and "tuning.cc" in lines[1]
+    assert lines[2].startswith("4 B: Tree/LL: right")
     assert lines[-1] == "score: 2 of the 3 entries this log can check"  # 8 B: nearest line is 4 B, Tree/LL
 
 
@@ -146,7 +158,7 @@ def test_drawings_hold_what_the_dumps_hold(h100):
     fig = nccl_view.draw(parsed("nccl-topo", DUMPS / "nccl-topo-ibm-cloud-8xh100-vsi.xml"))
     labels = [t.get_text() for t in fig.axes[0].texts]
     assert sum(label.startswith("GPU ") for label in labels) == 8
-    assert labels.count("18 NVL\n371") == 8 and labels.count("0.19") == 8  # 1 x 15 / 80, rounded
+    assert labels.count("18 NVLinks\n371 GB/s") == 8 and labels.count("0.19") == 8  # 18 x 20.6; 1 x 15 / 80, rounded
     tuning = parsed("nccl-tuning", DUMPS / "nccl-tuning-24rank-h100-1453-excerpt.txt")
     fig = nccl_view.plot_choices(tuning, func="")
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["Tree / LL"]

@@ -1,4 +1,4 @@
-"""nccl_view.score_channels and the channel-count rule (notebook 6, review V1 major 1 and minor 7),
+"""nccl_view.score of a channel count and the channel-count rule (notebook 6, review V1 major 1 and minor 7),
 against the recorded one-rank log reference_systems/h100-single-gpu/nccl-bench-torchrun-1rank-debug.txt:
 its line 302 reads "NCCL INFO 64 coll channels, 64 collnet channels, 0 nvls channels, ..." (read by
 hand), from a ring graph of 32 channels (nccl-graph-dump.xml, nchannels="32")."""
@@ -16,23 +16,22 @@ def test_the_recorded_log_gives_64_coll_channels_from_a_32_channel_graph():
 
 
 def test_a_right_channel_prediction_is_scored_right():
-    lines = nccl_view.score_channels(64, LOG, "no setting")
+    lines = nccl_view.score({"channels": 64}, nccl_view.facts(LOG))
     assert lines[0].startswith("channels: 64: right") and lines[-1] == "score: 1 of the 1 entries this log can check"
 
 
 def test_a_wrong_prediction_names_the_doubling_and_the_bounds():
-    lines = nccl_view.score_channels(4, LOG, "no setting", GRAPH)
+    lines = nccl_view.score({"channels": 4}, nccl_view.facts(LOG, GRAPH))
     assert "the log says 64" in lines[0] and "32" in lines[0]
     assert "min(MAX, 2 x graph)" in lines[0] and "490-491" in lines[0]
     assert lines[-1] == "score: 0 of the 1 entries this log can check"
 
 
-def test_no_run_with_the_setting_is_not_scored_and_never_raises():
-    assert nccl_view.score_channels(4, None, "NCCL_MAX_NCHANNELS=4") == [
-        "channels under NCCL_MAX_NCHANNELS=4: not scored: no recorded run with this setting."]
-    assert nccl_view.score_channels(None, LOG, "x")[0].startswith("channels: no prediction")
-    assert nccl_view.score_channels("four", "bash: nccl_bench: command not found\n", "x")[0].startswith(
-        "channels: you said four; not scored")
+def test_a_log_without_the_line_is_not_scored_and_never_raises():
+    assert nccl_view.score({"channels": None}, nccl_view.facts(LOG))[0].startswith("channels: no prediction")
+    assert nccl_view.score({"channels": "four"}, nccl_view.facts("bash: nccl_bench: command not found\n")) == [
+        "channels: you said four; not scored: the log has no 'coll channels' line.",
+        "score: 0 of the 0 entries this log can check"]
 
 
 def test_the_numa_sentence_names_sysfs_numa_node_not_a_hidden_layout():

@@ -1,4 +1,4 @@
-"""nccl_view.score (notebook 6, predict then check; review R3 major 8 and the _nearest minor)
+"""nccl_view.score (notebook 6, predict then check; review R3 major 8 and the nearest-size minor)
 against the published 24-rank TUNING excerpt (NVIDIA/nccl issue 1453): its lines say
 "4 Bytes -> Algo 0 proto 0" (Tree/LL in the 2.20-2.22 numbering, enqueue.cc at v2.23.4-1)."""
 from gputopo.lessons import nccl_view

@@ -71,8 +71,10 @@ def test_h200_pair_peak_is_450_like_its_recorded_row(fake_nvidia_smi):
     first = next(r for r in rows if r["matrix"] == "unidirectional_write" and r["pair"] == "0->1")
     assert first["gbs"] == pytest.approx(396.45)
     assert first["peak"] == pytest.approx(450.0) and f"{first['share']:.0%}" == "88%"
-    recorded_row = next(row for row in p2p_test.summary(p2p_test.recorded()) if row[0] == H200)
-    assert recorded_row[-1] == "88%"
+    entry = p2p_test.recorded([H200])[H200]
+    recorded_row = next(r for r in p2p_test.efficiency_rows(entry["parsed"], p2p_test.link_lookup(H200), entry["gpu"], H200)
+                        if r["matrix"] == "unidirectional_write" and r["pair"] == "0->1")
+    assert f"{recorded_row['share']:.0%}" == "88%"
 
 
 def test_a_missing_link_lowers_the_peak_and_says_so(fake_nvidia_smi):

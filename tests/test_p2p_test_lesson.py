@@ -44,8 +44,8 @@ def test_recorded_finds_every_system_by_its_files_and_names_the_tool():
     assert found[H100]["gpu"] == "NVIDIA H100 PCIe"
     assert found[H200]["files"][0] == "p2pBandwidthLatencyTest.txt"   # the plain run first
     # the H200 pair's merged result takes reads from the --p2p_read file, writes from the plain run
-    assert p2p_test.cell(found[H200]["parsed"], "unidirectional_write", 0, 1) == 396.51
-    assert p2p_test.cell(found[H200]["parsed"], "unidirectional_read", 0, 1) == 390.22
+    assert found[H200]["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1] == 396.51
+    assert found[H200]["parsed"]["bandwidth_gbs"]["unidirectional_read"][0][1] == 390.22
     assert {s: e["tool"] for s, e in found.items() if s in ("dgx1-v100", H100, H200)} == {
         "dgx1-v100": "NVIDIA sample", H100: "NVIDIA sample", H200: "course"}
 
@@ -77,8 +77,7 @@ def test_efficiency_rows_of_the_h100_pair():
 
 def test_dgx1_pairs_without_peer_access_are_staged_never_p2p():
     entry = p2p_test.recorded(["dgx1-v100"])["dgx1-v100"]
-    rows = p2p_test.efficiency_rows(entry["parsed"], p2p_test.link_lookup("dgx1-v100"), entry["gpu"],
-                                    p2p_test.peer_access(entry["parsed"], "dgx1-v100"))
+    rows = p2p_test.efficiency_rows(entry["parsed"], p2p_test.link_lookup("dgx1-v100"), entry["gpu"], "dgx1-v100")
     both = {r["pair"]: r for r in rows if r["matrix"] == "bidirectional_enabled"}
     assert both["0<->3"]["peak"] == 100.0 and both["0<->3"]["share"] == pytest.approx(96.85 / 100)
     assert both["0<->5"]["what"] == "both ways, P2P: no peer access, staged" and both["0<->5"]["link"] == "via host"
@@ -101,11 +100,10 @@ def test_a_low_copy_is_low_and_a_kernel_copy_is_judged_as_one():
     assert p2p_test.report(parsed, p2p_test.link_lookup(H200), text, H200)[0][6].startswith("low (0.44")
     # --sm_copy's output (Method: SM copy kernel) is judged with the range for copy kernels
     parsed, text = _output(H200, "p2pBandwidthLatencyTest-sm_copy.txt")
-    row = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200))[0]
+    row = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200), text=text)[0]
     assert (row["matrix"], row["gbs"]) == ("unidirectional_write", 368.86)
-    sources = [str(f) for f in p2p_test.verdict_of(row, p2p_test.link_of("NV18", "NVIDIA H200"), text).figures]
-    assert any("nccl-tests issue #149" in s for s in sources)
-    ce = p2p_test.verdict_of(row, p2p_test.link_of("NV18", "NVIDIA H200"), "")
+    assert any("nccl-tests issue #149" in str(f) for f in row["verdict"].figures)
+    ce = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200))[0]["verdict"]   # no Method line: copy engine
     assert not any("nccl-tests issue #149" in str(f) for f in ce.figures)
 
 
@@ -119,12 +117,18 @@ def test_a_one_gpu_run_says_so_in_one_row_and_a_cut_off_run_is_incomplete():
     assert row[0] == "this output" and row[6].startswith("incomplete (")
 
 
-def test_summary_rows_read_by_hand():
-    rows = {r[0]: r for r in p2p_test.summary(p2p_test.recorded())}
-    assert rows["rtx2080-nvlink-pair"] == ("rtx2080-nvlink-pair", "NVIDIA sample", "GPU0-GPU1 NV1", "24.23", "48.37",
-                                           "5.82", "0.92", "20.55", "97%")
-    assert rows[H100][3:] == ("256.62", "509.35", "26.10", "2.56", "16.59", "86%")
-    assert rows["dgx1-v100"][3:6] == ("-", "48.49", "-")
+def test_the_notebooks_side_by_side_cell_prints_the_rows_read_by_hand(capsys):
+    """Cell 04d5e0dd picks GPU0 -> GPU1 (row 0, column 1) of each recorded system and divides the
+    one-way P2P figure by the link's peak: 24.23 / 25 (NV1 of NVLink 2) = 97 %."""
+    from gputopo import links
+    from gputopo.selfcheck import text_table
+
+    exec(_cell_source("04d5e0dd"), {"p2p_test": p2p_test, "links": links, "text_table": text_table})
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
+    assert rows["rtx2080-nvlink-pair"] == ["rtx2080-nvlink-pair", "NVIDIA", "sample", "GPU0-GPU1", "NV1", "24.23",
+                                           "48.37", "5.82", "0.92", "20.55", "97%"]
+    assert rows[H100][5:] == ["256.62", "509.35", "26.10", "2.56", "16.59", "86%"]
+    assert rows["dgx1-v100"][5:8] == ["-", "48.49", "-"] and rows["dgx1-v100"][-1] == "-"
 
 
 def test_ranges_separate_p2p_writes_from_staged_copies():

@@ -1,13 +1,12 @@
 """Notebook 3 (the P2P bandwidth and latency test): what the program does not print about its
 matrices: each cell against the peak of the link it crossed (`gputopo.links`) with a verdict
 (`gputopo.verdicts`), the recorded systems' outputs, heatmaps (`gputopo.plots`).
-
-    p2p_test.report(out.parsed, p2p_test.link_lookup("h200-nvswitch-pair"), out.text)  # table rows
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gputopo import links, reference, verdicts
@@ -23,12 +22,7 @@ P2P_MATRICES = {
 }
 LATENCY_LABELS = {"write_gpu": "latency, P2P writes", "read_gpu": "latency, P2P reads",
                   "disabled_gpu": "latency, P2P disabled"}
-COURSE_TOOL, NVIDIA_TOOL = "course", "NVIDIA sample"
-
-
-def tool_of(text: str) -> str:
-    """Which program printed an output: the course's names itself in its banner, NVIDIA's sample does not."""
-    return COURSE_TOOL if "(gputopo course)" in text.split("P2P Connectivity Matrix")[0] else NVIDIA_TOOL
+REPORT_HEADER = ("copy", "pair", "link", "GB/s", "peak GB/s", "share", "verdict")
 
 
 def gpu_of(parsed: Dict[str, Any], system: Optional[str] = None) -> Optional[str]:
@@ -40,7 +34,8 @@ def gpu_of(parsed: Dict[str, Any], system: Optional[str] = None) -> Optional[str
 def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
     """{system: {"parsed", "files", "gpu", "tool", "text"}} for every recorded system with a P2P
     test output, found by file name. Several files of one system are merged: each matrix comes
-    from the first file that has it, the plain run first (reads and kernel copies after it)."""
+    from the first file that has it, the plain run first (reads and kernel copies after it).
+    "tool": "course" when the banner names the course's program, else "NVIDIA sample"."""
     found = {}
     for system in systems or reference.list_systems():
         names = sorted(reference.find(system, "p2p"),
@@ -59,8 +54,9 @@ def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
             for key in ("devices", "connectivity"):
                 merged[key] = merged[key] or parsed[key]
         text = reference.read_text(system, names[0])
+        course = "(gputopo course)" in text.split("P2P Connectivity Matrix")[0]
         found[system] = {"parsed": merged, "files": names, "gpu": gpu_of(merged, system),
-                         "tool": tool_of(text), "text": text}
+                         "tool": "course" if course else "NVIDIA sample", "text": text}
     return found
 
 
@@ -96,37 +92,6 @@ def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]]
     return lambda i, j: table.get((i, j))
 
 
-def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] = None,
-                    peer: Optional[Callable] = None) -> List[Dict[str, Any]]:
-    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`, per direction).
-
-    P2P cells: the pair's link code; P2P-disabled cells, and "P2P=Enabled" cells of a pair
-    without peer access (a staged copy, labelled so, never "P2P"): one PCIe x16 link of the
-    GPU's generation. Both-ways cells against twice the peak. gpu: default the Device lines'.
-    Rows: {matrix, what, pair, link, gbs, peak, share, peer, why}."""
-    gpu, peer = gpu or gpu_of(parsed), peer or peer_access(parsed)
-    out = []
-    for key, (what, factor, p2p_path) in P2P_MATRICES.items():
-        matrix = parsed["bandwidth_gbs"].get(key)
-        if not matrix:
-            continue
-        rows, columns = matrix_labels(parsed, key)
-        for i, values in zip(rows, matrix):
-            for j, value in zip(columns, values):
-                if i == j or value is None:
-                    continue
-                code, access = link(i, j), peer(i, j)
-                direct = p2p_path and access is not False
-                found = (links.Peak(None, why=f"no link code known for GPU{i}-GPU{j}") if direct and not code
-                         else links.peak(code if direct else "PHB", gpu))
-                peak = found.gbs * factor if found.gbs else None
-                out.append({"matrix": key, "what": what if direct or not p2p_path else f"{what}: no peer access, staged",
-                            "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
-                            "link": (code or "?") if direct else "via host", "gbs": value, "peak": peak,
-                            "share": value / peak if peak else None, "peer": access, "why": found.why})
-    return out
-
-
 def link_of(code: Optional[str], gpu: Optional[str], system: Optional[str] = None):
     """verdicts.Link of a pair from its topo -m code and GPU name: "NV18" -> 18 NVLinks of that
     GPU's generation; another code -> the GPU's PCIe generation, x16; no code -> None."""
@@ -137,39 +102,61 @@ def link_of(code: Optional[str], gpu: Optional[str], system: Optional[str] = Non
                          gpu=gpu, recorded_on=system)
 
 
-def verdict_of(row: Dict[str, Any], link, text: str = ""):
-    """The verdict on one efficiency row: a staged cell is judged as "staged" (not comparable),
-    a P2P cell by its copy method (copy engine, or kernel under --sm_copy)."""
-    staged = not P2P_MATRICES[row["matrix"]][2] or row["peer"] is False
-    both = P2P_MATRICES[row["matrix"]][1] == 2
-    method = "staged" if staged else ("sm" if re.search(r"Method: .*copy kernel", text) else "ce")
-    return verdicts.judge("p2p_both_ways" if both else "p2p_one_way", row["gbs"], link, method=method,
-                          direction="both" if both else "one-way", against="both" if both else "one-way")
+def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] = None,
+                    system: Optional[str] = None, text: str = "") -> List[Dict[str, Any]]:
+    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`, per direction;
+    both ways: twice) and its verdict. P2P cells: the pair's link code, judged by copy method (a
+    kernel when `text` says "Method: ... copy kernel", --sm_copy). P2P-disabled cells and cells of
+    a pair without peer access are staged (labelled so, never "P2P"): one PCIe x16 link of the
+    GPU's generation, "not comparable". Rows: {matrix, what, pair, link, gbs, peak, share, peer,
+    why, verdict}."""
+    gpu, peer = gpu or gpu_of(parsed, system), peer_access(parsed, system)
+    method = "sm" if re.search(r"Method: .*copy kernel", text) else "ce"
+    out = []
+    for key, (what, factor, p2p_path) in P2P_MATRICES.items():
+        matrix = parsed["bandwidth_gbs"].get(key)
+        if not matrix:
+            continue
+        rows, columns = matrix_labels(parsed, key)
+        way = "both" if factor == 2 else "one-way"
+        for i, values in zip(rows, matrix):
+            for j, value in zip(columns, values):
+                if i == j or value is None:
+                    continue
+                code, access = link(i, j), peer(i, j)
+                direct = p2p_path and access is not False
+                found = (links.Peak(None, why=f"no link code known for GPU{i}-GPU{j}") if direct and not code
+                         else links.peak(code if direct else "PHB", gpu))
+                peak = found.gbs * factor if found.gbs else None
+                verdict = verdicts.judge("p2p_both_ways" if factor == 2 else "p2p_one_way", value,
+                                         link_of(code, gpu, system), method=method if direct else "staged",
+                                         direction=way, against=way)
+                out.append({"matrix": key, "what": what if direct or not p2p_path else f"{what}: no peer access, staged",
+                            "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
+                            "link": (code or "?") if direct else "via host", "gbs": value, "peak": peak,
+                            "share": value / peak if peak else None, "peer": access, "why": found.why,
+                            "verdict": verdict})
+    return out
 
 
 def report(parsed: Dict[str, Any], link: Callable, text: str = "", system: Optional[str] = None,
            gpu: Optional[str] = None) -> List[Tuple]:
-    """Rows (copy, pair, link, GB/s, peak GB/s, share, verdict) of one output, then each reason for
-    a "low" verdict (with the command that checks it) once; a one-GPU run, whose cells cross no
-    link, gives one row saying so; a cut-off output one "incomplete" row."""
+    """efficiency_rows() as rows of REPORT_HEADER, then each reason for a "low" verdict (with the
+    command that checks it) once; a one-GPU run, whose cells cross no link, gives one row saying
+    so; a cut-off output one "incomplete" row."""
     whole = verdicts.judge_p2p_output(text, verdicts.Link("unknown"), 0, 0) if text else []
     if len(whole) == 1 and whole[0].status == verdicts.INCOMPLETE:
         return [("this output", "", "", "", "", "", f"incomplete ({whole[0].why})")]
-    gpu = gpu or gpu_of(parsed, system)
-    rows = efficiency_rows(parsed, link, gpu, peer_access(parsed, system))
+    rows = efficiency_rows(parsed, link, gpu, system, text)
     if not rows:
         return [("one GPU only", "", "", "", "", "", "its cells cross no link between GPUs: no peak, no verdict")]
     out, reasons = [], {}
     for r in rows:
-        i, j = (int(n) for n in r["pair"].replace("<->", "->").split("->"))
-        verdict = verdict_of(r, link_of(link(i, j), gpu, system), text)
+        verdict = r["verdict"]
         reasons.update(dict.fromkeys(f"{why} -- check: {check}" for why, check in verdict.reasons))
         out.append((r["what"], r["pair"], r["link"], f"{r['gbs']:.2f}", "?" if r["peak"] is None else f"{r['peak']:.1f}",
                     "?" if r["share"] is None else f"{r['share']:.0%}", f"{verdict.status} ({verdict.why})"))
     return out + [("  low: reason", "", "", "", "", "", reason) for reason in reasons]
-
-
-REPORT_HEADER = ("copy", "pair", "link", "GB/s", "peak GB/s", "share", "verdict")
 
 
 def by_link(rows: List[Tuple]) -> List[Tuple]:
@@ -185,43 +172,10 @@ def by_link(rows: List[Tuple]) -> List[Tuple]:
     for (what, code, peak), members in groups.items():
         gbs = [float(r[3]) for r in members]
         shares = sorted((r[5] for r in members if r[5] != "?"), key=lambda x: float(x.rstrip("%")))
-        counts: Dict[str, int] = {}
-        for r in members:
-            status = r[6].split(" (")[0]
-            counts[status] = counts.get(status, 0) + 1
+        counts = Counter(r[6].split(" (")[0] for r in members)
         out.append((what, f"{len(members)} pairs", code, f"{min(gbs):.2f}-{max(gbs):.2f}", peak,
                     f"{shares[0]}-{shares[-1]}" if shares else "?", ", ".join(f"{n} {s}" for s, n in counts.items())))
     return out + [r for r in rows if "->" not in r[1]]
-
-
-def first_pair(parsed: Dict[str, Any]) -> Tuple[int, int]:
-    """The first pair of two different GPUs in the output (GPU0 -> GPU1 in practice)."""
-    rows, columns = matrix_labels(parsed, next(iter(parsed["row_indices"])))
-    return rows[0], next(c for c in columns if c != rows[0])
-
-
-def cell(parsed: Dict[str, Any], key: str, i: int, j: int) -> Optional[float]:
-    """One matrix cell by device numbers (None when the output has no such cell)."""
-    group = "latency_us" if key in LATENCY_LABELS else "bandwidth_gbs"
-    if not parsed[group].get(key):
-        return None
-    rows, columns = matrix_labels(parsed, key)
-    return parsed[group][key][rows.index(i)][columns.index(j)] if i in rows and j in columns else None
-
-
-def summary(found: Dict[str, Dict[str, Any]]) -> List[Tuple]:
-    """One row per recorded system, its first pair: tool, link, one-way and both-ways P2P,
-    one-way staged (GB/s), P2P and staged latency (us), one-way P2P share of the link's peak."""
-    out = []
-    keys = ("unidirectional_write", "bidirectional_enabled", "unidirectional_disabled", "write_gpu", "disabled_gpu")
-    for system, entry in found.items():
-        (i, j), parsed, link = first_pair(entry["parsed"]), entry["parsed"], link_lookup(system)
-        shown = [cell(parsed, k, i, j) for k in keys]
-        share = [r["share"] for r in efficiency_rows(parsed, link, entry["gpu"], peer_access(parsed, system))
-                 if r["matrix"] == "unidirectional_write" and r["pair"] == f"{i}->{j}" and r["share"]]
-        out.append((system, entry["tool"], f"GPU{i}-GPU{j} {link(i, j) or '?'}",
-                    *("-" if v is None else f"{v:.2f}" for v in shown), f"{share[0]:.0%}" if share else "-"))
-    return out
 
 
 def ranges(found: Dict[str, Dict[str, Any]]) -> Dict[str, Tuple[float, float, int]]:
@@ -232,17 +186,16 @@ def ranges(found: Dict[str, Dict[str, Any]]) -> Dict[str, Tuple[float, float, in
                                       "P2P write latency, us": [], "staged latency, us": []}
     for system, entry in found.items():
         parsed, peer = entry["parsed"], peer_access(entry["parsed"], system)
-        for r in efficiency_rows(parsed, link_lookup(system), entry["gpu"], peer):
-            if r["share"] is not None and P2P_MATRICES[r["matrix"]][2] and r["link"].startswith("NV"):
+        for r in efficiency_rows(parsed, link_lookup(system), entry["gpu"], system):
+            if r["share"] is not None and r["link"].startswith("NV"):
                 picked["NVLink P2P, share of peak"].append(r["share"])
             elif r["share"] is not None and r["matrix"] == "unidirectional_disabled":
                 picked["staged one way, share of PCIe x16"].append(r["share"])
         for key in ("write_gpu", "disabled_gpu"):
             if parsed["latency_us"].get(key):
                 rows, columns = matrix_labels(parsed, key)
-                for i in rows:
-                    for j in columns:
-                        value = cell(parsed, key, i, j)
+                for i, values in zip(rows, parsed["latency_us"][key]):
+                    for j, value in zip(columns, values):
                         if i != j and value is not None:
                             staged = key == "disabled_gpu" or peer(i, j) is False
                             picked["staged latency, us" if staged else "P2P write latency, us"].append(value)
