@@ -12,21 +12,18 @@ Pick the GPU pair with CUDA_VISIBLE_DEVICES and the NCCL settings on the same co
 (`CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO NCCL_P2P_LEVEL=LOC horovodrun -np 2 ...`);
 gputopo.parsers.horovod_log reads the lines this script prints.
 
-One network, two frameworks
-- `--framework tensorflow` (default) uses horovod.tensorflow.keras: train_keras() below;
-  `--framework pytorch` uses horovod.torch: train_torch(). Both train the network of
-  cnn_model.py (1,199,882 parameters), read the same shards, apply the same learning-rate rule
-  and print the same lines. Either way Horovod sends the gradients through NCCL on GPUs and
-  through Gloo on the CPU.
-
-What one run does (each step is a few lines of train_keras() and of train_torch())
+`--framework tensorflow` (default, horovod.tensorflow.keras) runs train_keras() below,
+`--framework pytorch` (horovod.torch) runs train_torch(): the same network (cnn_model.py,
+1,199,882 parameters), shards, learning-rate rule and printed lines. Either way Horovod sends the
+gradients through NCCL on GPUs and through Gloo on the CPU. What one run does:
 - hvd.init(); every process pins one GPU (its local rank) or, with no GPU, runs on the CPU.
 - Each worker reads its own shard of the Fashion-MNIST training set (`gputopo.fmnist`).
 - The learning rate is the base rate times the number of workers, reached after a short linear
   warm-up (cnn_model.warmup_lr(); the Keras path uses Horovod's LearningRateWarmupCallback, which
   applies the same rule), because the global batch grows with workers. Optimizer: Adam, wrapped
   in hvd.DistributedOptimizer, which averages the gradients over the workers every step.
-- Initial weights are broadcast from rank 0; the loss/accuracy printed are averaged over workers.
+- Rank 0's weights are broadcast to every worker as training starts (Keras: after the first
+  batch); the loss/accuracy printed are averaged over workers.
 - Each epoch is timed between two barriers that every worker passes, so the time covers the
   slowest worker. images/s = images processed by all workers in the epoch / that wall time.
   The first epoch (graph tracing, warm-up) is left out of the summary unless it is the only one.
@@ -44,9 +41,6 @@ shows which workers ran.
 --json-out FILE: rank 0 writes one JSON record of the run to FILE (with a `framework` field).
 The file must not exist yet: this script never overwrites or appends to an existing file (it
 refuses with exit status 2 before training starts). Use a new name per run.
-
-Importing this module starts neither TensorFlow, PyTorch nor Horovod: each train_*() function
-imports its framework when it runs.
 """
 
 import argparse
@@ -142,17 +136,13 @@ def parse_args(argv):
     return args
 
 
-# ---- What both frameworks share: the data, the number of steps, the epoch log, the record --
+# ---- What both frameworks share: the data, the number of steps, the records -------------------
 
 def load_data(rank, size, test_images):
     """This worker's shard of the training set and its contiguous part of the test set (the first
     `test_images` of it, default all): uint8 images (N, 28, 28, 1) and int64 labels."""
     import numpy as np
-    try:
-        from gputopo import fmnist
-    except ImportError as exc:
-        raise Stop(f"cannot import gputopo.fmnist: {exc} (run from source_code/ or put it on "
-                   f"PYTHONPATH)") from None
+    from gputopo import fmnist  # source_code/gputopo, beside this script
     try:  # gputopo.fmnist checks the files' content: (N, 28, 28) uint8 images, labels 0-9
         (x_train, y_train), (x_test, y_test) = fmnist.load(shard=rank, num_shards=size)
     except (fmnist.DatasetError, ValueError) as exc:
@@ -178,37 +168,23 @@ def no_gpu_for(local_rank, visible):
                 f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
 
 
-class EpochLog:
-    """The epochs' rows; begin()/end() run right after the barriers, report() once the loss and
-    accuracy are averaged over the workers (rank 0 prints the EPOCH line)."""
-
-    def __init__(self, args, rank, size, steps):
-        self.args, self.rank, self.size = args, rank, size
-        self.images = steps * args.batch_size * size  # by all workers in one epoch
-        self.rows = []
-
-    def begin(self):
-        self.started = time.perf_counter()
-
-    def end(self, epoch):
-        seconds = time.perf_counter() - self.started
-        self.rows.append({"epoch": epoch + 1, "seconds": seconds, "images": self.images,
-                          "images_per_sec": self.images / seconds})
-
-    def report(self, epoch, loss, accuracy, lr):
-        row = self.rows[-1]
-        row.update(loss=float(loss), accuracy=float(accuracy), lr=float(lr),
-                   timed=epoch > 0 or self.args.epochs == 1)
-        if self.rank == 0:
-            print(cnn.epoch_line(epoch + 1, self.args.epochs, row["images_per_sec"],
-                                 row["seconds"], row["loss"], row["accuracy"], self.size,
-                                 self.args.batch_size), flush=True)
+def epoch_row(args, rank, size, steps, epoch, seconds, loss, accuracy, lr):
+    """One epoch's record; rank 0 prints its EPOCH line. loss and accuracy are averages over the
+    workers; seconds run from the barrier before the epoch to the one after it."""
+    images = steps * args.batch_size * size  # by all workers
+    row = {"epoch": epoch + 1, "seconds": seconds, "images": images,
+           "images_per_sec": images / seconds, "loss": float(loss), "accuracy": float(accuracy),
+           "lr": float(lr), "timed": epoch > 0 or args.epochs == 1}
+    if rank == 0:
+        print(cnn.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds, row["loss"],
+                             row["accuracy"], size, args.batch_size), flush=True)
+    return row
 
 
-def finish(args, log, steps, device, counts, train_seconds, versions):
+def finish(args, size, steps, rows, device, counts, train_seconds, versions):
     """Rank 0: the SUMMARY line and the --json-out record. counts = [correct, test images]."""
-    summary = cnn.summarize(log.rows, float(counts[0] / counts[1]) if counts[1] else float("nan"))
-    print(cnn.summary_line(summary, log.size, args.batch_size), flush=True)
+    summary = cnn.summarize(rows, float(counts[0] / counts[1]) if counts[1] else float("nan"))
+    print(cnn.summary_line(summary, size, args.batch_size), flush=True)
     if args.json_out is None:
         return
     import horovod
@@ -216,17 +192,17 @@ def finish(args, log, steps, device, counts, train_seconds, versions):
         "script": PROG,
         "framework": args.framework,
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "workers": log.size,
+        "workers": size,
         "batch_per_worker": args.batch_size,
-        "global_batch": args.batch_size * log.size,
+        "global_batch": args.batch_size * size,
         "epochs": args.epochs,
         "steps_per_epoch": steps,
         "lr_base": args.lr,
-        "lr_scaled": args.lr * log.size,
+        "lr_scaled": args.lr * size,
         "warmup_epochs": args.warmup_epochs,
         "seed": args.seed,
         "device": "CPU" if device == "CPU" else "GPU",
-        "epochs_detail": log.rows,
+        "epochs_detail": rows,
         "summary": summary,
         "test_images": int(counts[1]),
         "train_seconds": train_seconds,
@@ -300,24 +276,27 @@ def train_keras(args):
     model.compile(optimizer=optimizer,
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
-    log = EpochLog(args, rank, size, steps)
+    rows, seconds = [], []
 
     class EpochTimer(tf.keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             allreduce_sum([1.0], f"barrier_begin_{epoch}")  # returns once every worker is here
-            log.begin()
+            self.started = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
             allreduce_sum([1.0], f"barrier_end_{epoch}")
-            log.end(epoch)
+            seconds.append(time.perf_counter() - self.started)
 
     class Reporter(tf.keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):  # after MetricAverageCallback
-            report_lr = tf.keras.backend.get_value(model.optimizer.lr)
-            log.report(epoch, logs["loss"], logs["accuracy"], report_lr)
+            lr = tf.keras.backend.get_value(model.optimizer.lr)
+            rows.append(epoch_row(args, rank, size, steps, epoch, seconds[-1], logs["loss"],
+                                  logs["accuracy"], lr))
 
     callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # rank 0's initial weights everywhere
+        # Rank 0's weights and optimizer state to every worker, at the end of the first batch
+        # (horovod/_keras/callbacks.py, Horovod 0.28.1); the same seed gave the same start.
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         EpochTimer(),
         hvd.callbacks.MetricAverageCallback(),  # loss and accuracy averaged over the workers
     ]
@@ -336,7 +315,8 @@ def train_keras(args):
         correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == y_test[i:i + 1000]))
     counts = allreduce_sum([float(correct), float(len(x_test))], "test_counts")
     if rank == 0:
-        finish(args, log, steps, device, counts, train_seconds, {"tensorflow": tf.__version__})
+        finish(args, size, steps, rows, device, counts, train_seconds,
+               {"tensorflow": tf.__version__})
 
 
 # ---- PyTorch (horovod.torch) ---------------------------------------------------------------
@@ -382,18 +362,18 @@ def train_torch(args):
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
-    log = EpochLog(args, rank, size, steps)
 
     # The whole shard lives on the device (a few tens of MB); batches are index gathers.
     images, labels = as_tensor(x_train), torch.from_numpy(y_train).to(where)
     shuffle = torch.Generator().manual_seed(args.seed + rank)
     order, position = torch.randperm(len(labels), generator=shuffle), 0
+    rows = []
     for epoch in range(args.epochs):
         model.train()
         loss_sum = torch.zeros((), device=where)
         hits = torch.zeros((), device=where, dtype=torch.int64)
         allreduce_sum([1.0], f"barrier_begin_{epoch}")  # returns once every worker is here
-        log.begin()
+        epoch_started = time.perf_counter()
         for step in range(steps):
             lr = cnn.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
             for group in optimizer.param_groups:
@@ -407,19 +387,23 @@ def train_torch(args):
             optimizer.zero_grad()
             logits = model(x)
             loss = F.cross_entropy(logits, y)
-            loss.backward()  # Horovod starts each gradient's allreduce as backward produces it
-            optimizer.step()  # waits for all of them, then Adam applies the averages
+            # With 2+ workers DistributedOptimizer's hooks start each gradient's allreduce as
+            # backward produces it; step() waits for all of them, then Adam applies the averages
+            # (horovod/torch/optimizer.py, Horovod 0.28.1; one worker registers no hooks).
+            loss.backward()
+            optimizer.step()
             loss_sum += loss.detach()
             hits += (logits.argmax(dim=1) == y).sum()
         if where.type == "cuda":
             torch.cuda.synchronize()  # the epoch ends when its last kernel has finished
         allreduce_sum([1.0], f"barrier_end_{epoch}")
-        log.end(epoch)
+        seconds = time.perf_counter() - epoch_started
         # Averaged over workers, as Keras' MetricAverageCallback does for the other path.
         loss_total, hits_total = allreduce_sum(
             [loss_sum.item() / steps, hits.item() / (steps * args.batch_size)], f"metrics_{epoch}")
-        log.report(epoch, loss_total / size, hits_total / size,
-                   cnn.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs))
+        rows.append(epoch_row(args, rank, size, steps, epoch, seconds, loss_total / size,
+                              hits_total / size,
+                              cnn.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs)))
     train_seconds = time.perf_counter() - started
 
     # Test accuracy over the whole test set: each worker scores its part, counts are summed.
@@ -432,7 +416,8 @@ def train_torch(args):
             correct += int((model(x).argmax(dim=1) == y).sum().item())
     counts = allreduce_sum([float(correct), float(len(x_test))], "test_counts")
     if rank == 0:
-        finish(args, log, steps, device, counts, train_seconds, {"pytorch": torch.__version__})
+        finish(args, size, steps, rows, device, counts, train_seconds,
+               {"pytorch": torch.__version__})
 
 
 def main(argv=None):
