@@ -1,4 +1,5 @@
-"""source_code/cnn_fmnist.py: model size, output format, bad input, and a real 2-worker run.
+"""source_code/cnn_fmnist.py: bad input, --json-out, and a real 2-worker run (the network and the
+printed lines: test_cnn_model.py).
 
 The end-to-end test (marked slow) launches `horovodrun -np 2` on the CPU with Gloo, the command
 a learner types on a machine without GPUs.
@@ -19,49 +20,11 @@ from gputopo.parsers.horovod_log import parse as parse_horovod
 SCRIPT = Path(cnn_fmnist.__file__)
 
 
-def test_parameter_count_and_gradient_bytes_by_hand():
-    # conv 3x3x1x32+32, conv 3x3x32x64+64, dense 12*12*64 -> 128, dense 128 -> 10
-    expected = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (12 * 12 * 64 * 128 + 128) + (128 * 10 + 10)
-    assert cnn_fmnist.parameter_count() == expected == 1199882
-    assert cnn_fmnist.gradient_bytes() == 4 * expected
-    shapes = [shape for _, shape, _ in cnn_fmnist.layer_shapes()]
-    assert shapes[:3] == [(26, 26, 32), (24, 24, 64), (12, 12, 64)]
-    assert shapes[-1] == (10,)
-
-
 def test_importing_starts_neither_tensorflow_nor_horovod():
-    code = ("import sys; sys.path.insert(0, %r); import cnn_fmnist; cnn_fmnist.gradient_bytes(); "
+    code = ("import sys; sys.path.insert(0, %r); import cnn_fmnist; cnn_fmnist.parse_args([]); "
             "print('tensorflow' in sys.modules, 'horovod' in sys.modules)" % str(SCRIPT.parent))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
-
-
-def test_keras_model_matches_the_layer_table():
-    pytest.importorskip("tensorflow")
-    model = cnn_fmnist.build_model(seed=1)
-    assert model.count_params() == cnn_fmnist.parameter_count()
-    assert model.output_shape == (None, 10)
-    assert model.layers[-1].get_config()["activation"] == "linear"  # logits, no softmax
-
-
-def test_output_lines_match_the_contract_and_the_parser():
-    line = cnn_fmnist.epoch_line(2, 5, 12345.64, 1.2344, 0.43214, 0.87654, 2, 64)
-    assert line == ("EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 "
-                    "accuracy=0.8765 workers=2 batch_per_worker=64")
-    rows = [{"images_per_sec": v, "timed": i > 0} for i, v in enumerate([10.0, 30.0, 20.0, 40.0])]
-    summary = cnn_fmnist.summarize(rows, 0.87654)
-    assert (summary["images_per_sec_median"], summary["images_per_sec_min"],
-            summary["images_per_sec_max"], summary["epochs_timed"]) == (30.0, 20.0, 40.0, 3)
-    text = line + "\n" + cnn_fmnist.summary_line(summary, 2, 64)
-    parsed = parse_horovod(text)
-    assert parsed["epochs"][0]["images_per_sec"] == 12345.6
-    assert parsed["summary"]["epochs_timed"] == 3
-    assert parsed["summary"]["test_accuracy"] == 0.8765
-
-
-def test_single_epoch_is_timed_when_it_is_the_only_one():
-    summary = cnn_fmnist.summarize([{"images_per_sec": 5.0, "timed": True}], 0.5)
-    assert summary["epochs_timed"] == 1 and summary["first_epoch_included"] is True
 
 
 @pytest.mark.parametrize("args, words", [
@@ -131,7 +94,8 @@ def test_two_workers_on_cpu_with_gloo(tmp_path, monkeypatch, record_property):
     assert record["steps_per_epoch"] == 20
     assert record["test_images"] == 10000
     assert record["epochs_detail"][1]["images"] == 20 * 64 * 2
-    assert record["gradient_bytes"] == cnn_fmnist.gradient_bytes()
+    assert record["parameters"] == 1199882  # Keras' model.summary(), see test_cnn_model.py
+    assert record["gradient_bytes"] == 4 * 1199882
     assert record["summary"]["images_per_sec_median"] == pytest.approx(
         parsed["summary"]["images_per_sec_median"], abs=0.05)
 

@@ -1,5 +1,6 @@
-"""The CNN's two frameworks: the shared learning-rate rule, the PyTorch network, which
-framework Horovod is built for, and what the runner passes on. No GPU, no real Horovod.
+"""The CNN's two frameworks: the --framework option, which framework Horovod is built for, and
+what the runner passes on (the shared learning-rate rule and the PyTorch network:
+test_cnn_model.py). No GPU, no real Horovod.
 """
 import json
 import sys
@@ -18,29 +19,10 @@ def results_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
 
 
-def test_warmup_goes_linearly_from_base_to_workers_times_base():
-    # Goyal et al. 2017: lr(e) = base * (1 + (n - 1) * e / warmup) during the warm-up, then n * base.
-    assert cnn_fmnist.warmup_lr(0.001, 2, 0.0, 1.0) == pytest.approx(0.001)
-    assert cnn_fmnist.warmup_lr(0.001, 2, 0.5, 1.0) == pytest.approx(0.0015)
-    assert cnn_fmnist.warmup_lr(0.001, 4, 1.0, 2.0) == pytest.approx(0.0025)
-    assert cnn_fmnist.warmup_lr(0.001, 4, 2.0, 2.0) == pytest.approx(0.004)
-    assert cnn_fmnist.warmup_lr(0.001, 4, 3.7, 2.0) == pytest.approx(0.004)
-    assert cnn_fmnist.warmup_lr(0.001, 4, 0.0, 0.0) == pytest.approx(0.004)  # no warm-up
-    assert cnn_fmnist.warmup_lr(0.001, 1, 0.3, 1.0) == pytest.approx(0.001)  # one worker
-
-
 def test_framework_option_and_its_error():
     assert cnn_fmnist.parse_args([]).framework == "tensorflow"
     assert cnn_fmnist.parse_args(["--framework", "pytorch"]).framework == "pytorch"
     assert cnn_fmnist.main(["--framework", "jax"]) == 2
-
-
-def test_torch_network_matches_the_layer_table():
-    torch = pytest.importorskip("torch")
-    model = cnn_fmnist.build_torch_model(seed=1)
-    by_hand = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (12 * 12 * 64 * 128 + 128) + (128 * 10 + 10)
-    assert sum(p.numel() for p in model.parameters()) == by_hand
-    assert model(torch.zeros(3, 1, 28, 28)).shape == (3, 10)
 
 
 def fake_site(root, frameworks):

@@ -28,10 +28,10 @@ NCCL_P2P_DISABLE=1 forbids P2P; NCCL_SHM_DISABLE=1 with it forbids shared memory
 NCCL's network transport (sockets, or InfiniBand where there is some).
 
 Same run as cnn_fmnist.py (the Horovod script), so the two compare: the same shards of the same
-data (gputopo.fmnist: the files are found and content-checked as for every lab), the network
-built from the same LAYERS table (cnn_fmnist.build_torch_model, 1,199,882 parameters, 4.80 MB of
-float32 gradients), Adam at --lr x workers after a linear warm-up (cnn_fmnist.warmup_lr, per step),
-the same shuffling, and the same WORKER/EPOCH/SUMMARY lines (cnn_fmnist.epoch_line/summary_line,
+data (gputopo.fmnist: the files are found and content-checked as for every lab), the same
+network (cnn_model.build_torch_model, 1,199,882 parameters, 4.80 MB of
+float32 gradients), Adam at --lr x workers after a linear warm-up (cnn_model.warmup_lr, per step),
+the same shuffling, and the same WORKER/EPOCH/SUMMARY lines (cnn_model.epoch_line/summary_line,
 format fixed by CONTRIBUTING.md) with framework=pytorch-ddp. Each epoch is timed between two
 barriers; the first epoch is left out of SUMMARY unless it is the only one.
 
@@ -80,8 +80,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # source_code/: cnn_fmnist, gputopo
-import cnn_fmnist as cnn  # noqa: E402  the network table, the lr rule and the printed lines
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # source_code/: cnn_model, gputopo
+import cnn_model as cnn  # noqa: E402  the network, the lr rule and the printed lines
 
 PROG = "ddp_fmnist.py"
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
