@@ -13,7 +13,7 @@ import pytest
 from gputopo import nvml, reference
 from gputopo.detect import detect
 from gputopo.parsers.nvidia_smi import nvlink_link_counts, parse_p2p_status
-from gputopo.parsers import parse_topo
+from gputopo.parsers.topo import parse as parse_topo
 
 H200 = "h200-nvswitch-8gpu"
 NAMES = ["NVIDIA H200"] * 8
