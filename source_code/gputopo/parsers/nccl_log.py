@@ -53,13 +53,14 @@ _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00 : 0[6000] -> 1[b000] via P2P/IPC" (2.7) up to
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
 # NCCL 2.4 printed ranks without device ids: "Ring 00 : 5 -> 2 [send] via NET/IB/0".
-_CONNECTION = re.compile(
-    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])? -> (\d+)(?:\[([^\]\s]{0,32})\])?"
-    r"(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
-)
-# The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
 # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA": one rank and the network.
-_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])?(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$")
+# The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
+_CONNECTION = re.compile(
+    r"(?:(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<src_device>[^\]\s]{0,32})\])?"
+    r" -> (?P<dst>\d+)(?:\[(?P<dst_device>[^\]\s]{0,32})\])?"
+    r"|CollNet (?P<collnet>\d+)(?:/\d+)? : (?P<rank>\d+)(?:\[(?P<rank_device>[^\]\s]{0,32})\])?)"
+    r"(?: \[(?P<direction>send|receive)\])? via (?P<via>\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
+)
 # What is left of a connection line cut early: "Channel 07/", "Channel 02/0 : 7[7]".
 _PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$")
 # NVLS in use (not merely supported): "Connected NVLS tree", "... via NVLS".
@@ -139,18 +140,11 @@ _KINDS = (
 
 def transport_named_by_via(via):
     """P2P, SHM, NET, COLLNET, NVLS or other, for the text after "via" in a connection line."""
-    if via.startswith("COLLNET"):
-        return "COLLNET"
-    if via.startswith("NVLS"):
-        return "NVLS"
-    if via.startswith("P2P"):
-        return "P2P"
     # "direct shared memory" is how NCCL up to 2.12 spells SHM (src/transport/shm.cc at
     # v2.12.12-1); from v2.13.4-1 it prints "SHM/direct/direct" (or CE for a memcpy side).
-    if via.startswith("SHM") or "shared memory" in via:
-        return "SHM"
-    if via.startswith("NET"):
-        return "NET"
+    for name in ("COLLNET", "NVLS", "P2P", "SHM", "NET"):
+        if via.startswith(name) or (name == "SHM" and "shared memory" in via):
+            return name
     return "other"
 
 
@@ -303,20 +297,12 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
     text (without an NCCL header) is not NCCL's."""
     connection = _CONNECTION.search(message)
-    collnet = _COLLNET.search(message) if not connection else None
     if connection and not _OLD_RING_OR_TREE.search(message):
         # Also without the "NCCL INFO" prefix, as in text trimmed for a slide or a post.
-        result["channels"].append(_channel(connection, lineno, launcher_rank))
-        via = connection.group(7)
-        _note_via(via, state)
-        _count(result, "connection")
-        return "connection"
-    if collnet:
-        channel, src, src_device, direction, via = collnet.groups()
-        result["channels"].append({"channel": int(channel), "src": int(src), "dst": None,
-                                   "src_device": src_device, "dst_device": None, "direction": direction,
-                                   "via": via, "transport": transport_named_by_via(via), "line": lineno,
-                                   "launcher_rank": launcher_rank})
+        result["channels"].append(_channel(connection.groupdict(), lineno, launcher_rank))
+        net = _NET_VIA.search(connection["via"])
+        if net:
+            state["networks"].add(net.group(1))
         _count(result, "connection")
         return "connection"
     if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
@@ -374,40 +360,30 @@ def _read_facts(message, lineno, result, state):
         state["networks"].add(network.group(1))
 
 
-def _note_via(via, state):
-    net = _NET_VIA.search(via)
-    if net:
-        state["networks"].add(net.group(1))
-    if via.startswith("NVLS"):
-        state["extra_transports"].add("NVLS")
-
-
 def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
-    last_header, last_message = records(line)[-1]
-    message = last_message.strip()
-    if last_header is None:
-        return False
-    if re.match(r"\w+: opCount ", message) and not _COLL.search(message):
-        return True
-    return bool(_PARTIAL_INIT.search(message))
+    header, message = records(line)[-1]
+    message = message.strip()
+    return header is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
+                                       or _PARTIAL_INIT.search(message))
 
 
 def _count(result, kind):
     result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
 
 
-def _channel(connection, lineno, launcher_rank=None):
-    channel, src, src_device, dst, dst_device, direction, via = connection.groups()
+def _channel(found, lineno, launcher_rank):
+    """A connection's entry; a CollNet connection names one rank (src) and no dst."""
+    collnet = found["collnet"] is not None
     return {
-        "channel": int(channel),
-        "src": int(src),
-        "dst": int(dst),
-        "src_device": src_device,
-        "dst_device": dst_device,
-        "direction": direction,
-        "via": via,
-        "transport": transport_named_by_via(via),
+        "channel": int(found["collnet"] if collnet else found["channel"]),
+        "src": int(found["rank"] if collnet else found["src"]),
+        "dst": None if collnet else int(found["dst"]),
+        "src_device": found["rank_device"] if collnet else found["src_device"],
+        "dst_device": found["dst_device"],
+        "direction": found["direction"],
+        "via": found["via"],
+        "transport": transport_named_by_via(found["via"]),
         "line": lineno,
         "launcher_rank": launcher_rank,
     }
