@@ -67,21 +67,24 @@ def check_driver_trouble(lines):
             raise ParseError(f"nvidia-smi printed an error instead of a matrix: {line.strip()!r}", index + 1)
 
 
-# CLI kind -> (module of this package, its function); the CLI, gputopo.reference and gputopo.live
-# dispatch through PARSERS.
-_KINDS = {
-    "topo": ("topo", "parse"),
-    "p2p": ("p2p", "parse"),
-    "nccl-log": ("nccl_log", "parse"),
-    "nccl-tests": ("nccl_tests", "parse"),
-    "horovod": ("horovod_log", "parse"),
-    "horovod-timeline": ("horovod_timeline", "parse"),
-    "p2p-status": ("p2p_status", "parse"),
-    "nvbandwidth": ("nvbandwidth", "parse"),
-    "nccl-topo": ("nccl_xml", "parse_topology"),
-    "nccl-graph": ("nccl_xml", "parse_graphs"),
-    "nccl-tuning": ("nccl_tuning", "parse"),
-    "host-device-copy": ("host_copy", "parse"),
+# CLI kind -> (module of this package, its function, what it reads: the CLI's help); the CLI,
+# gputopo.reference and gputopo.live dispatch through PARSERS.
+KINDS = {
+    "topo": ("topo", "parse", "nvidia-smi topo -m"),
+    "p2p": ("p2p", "parse", "p2pBandwidthLatencyTest output"),
+    "nccl-log": ("nccl_log", "parse", "NCCL_DEBUG=INFO output"),
+    "nccl-tests": ("nccl_tests", "parse", "nccl-tests / course NCCL benchmark table"),
+    "horovod": ("horovod_log", "parse", "throughput lines of a Horovod CNN run"),
+    "horovod-timeline": ("horovod_timeline", "parse", "Horovod's timeline (the Chrome-trace JSON file "
+                         "HOROVOD_TIMELINE names; a cut-off file reads as incomplete)"),
+    "p2p-status": ("p2p_status", "parse", "nvidia-smi topo -p2p r|w|rw|n|a|p"),
+    "nvbandwidth": ("nvbandwidth", "parse", "NVIDIA nvbandwidth's text output (every test and matrix in it)"),
+    "nccl-topo": ("nccl_xml", "parse_topology", "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)"),
+    "nccl-graph": ("nccl_xml", "parse_graphs", "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)"),
+    "nccl-tuning": ("nccl_tuning", "parse", "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO "
+                    "NCCL_DEBUG_SUBSYS=TUNING or COLL)"),
+    "host-device-copy": ("host_copy", "parse", "the host<->GPU copy lab's output "
+                         "(source_code/labs/host_device_copy.py)"),
 }
 
 
@@ -89,14 +92,14 @@ class _Parsers(Mapping):
     """kind -> parser function; the kind's module is imported when the kind is first looked up."""
 
     def __getitem__(self, kind):
-        module, function = _KINDS[kind]
+        module, function, _ = KINDS[kind]
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
     def __iter__(self):
-        return iter(_KINDS)
+        return iter(KINDS)
 
     def __len__(self):
-        return len(_KINDS)
+        return len(KINDS)
 
 
 PARSERS = _Parsers()
