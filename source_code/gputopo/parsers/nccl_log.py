@@ -99,10 +99,11 @@ _COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 _INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
     r".* - Init (START|COMPLETE)")
-_COMM_INFO = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)", re.IGNORECASE)
+# A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
+_NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
+                     re.IGNORECASE)
 # A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
 _PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
-_COLL_NRANKS = re.compile(r"\[nranks=(\d+)\]")
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _NET_VIA = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/|$)")
 
@@ -340,18 +341,12 @@ def _read_facts(message, lineno, result, state):
         result["comms"].append({"rank": int(rank), "nranks": int(nranks), "cuda_dev": int(cuda_dev),
                                 "nvml_dev": None if nvml_dev is None else int(nvml_dev),
                                 "bus_id": bus_id, "line": lineno})
-    comm = _COMM_INFO.search(message)
-    if comm:
-        state["ranks"].add(int(comm.group(1)))
-        state["nranks"].append(int(comm.group(2)))
-        return
-    old_nranks = re.match(r"nranks (\d+)$", message)
-    if old_nranks:
-        state["nranks"].append(int(old_nranks.group(1)))
-        return
-    coll = _COLL_NRANKS.search(message)
-    if coll and message.find(": opCount ") > 0:
-        state["nranks"].append(int(coll.group(1)))
+    nranks = _NRANKS.search(message)
+    if nranks:
+        rank, size, old_size, call_size = nranks.groups()
+        if rank is not None:
+            state["ranks"].add(int(rank))
+        state["nranks"].append(int(size or old_size or call_size))
         return
     network = _NETWORK.search(message)
     if network:
