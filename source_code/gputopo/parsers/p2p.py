@@ -9,11 +9,9 @@ import re
 
 from . import NUMBER, ParseError, nothing_found, only_blank_after
 
-_BANDWIDTH_TITLE = re.compile(
-    r"(Unidirectional|Bidirectional) P2P=(Disabled|Enabled) Bandwidth"
-    r"(?: \(P2P (Writes|Reads)\))? Matrix \(GB/s\)"
-)
-_LATENCY_TITLE = re.compile(r"P2P=(Disabled|Enabled) Latency(?: \(P2P (Writes|Reads)\))? Matrix \(us\)")
+# "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
+_TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
+                    r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)")
 _CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
 _DEVICE_LINE = re.compile(
     r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
@@ -29,23 +27,19 @@ def _section_of(title):
     """(group, key or key prefix) for a section title, or None if the line is not a title."""
     if title.startswith(_CONNECTIVITY_TITLE):
         return "connectivity", "connectivity"
-    bandwidth = _BANDWIDTH_TITLE.match(title)
-    if bandwidth:
-        direction, p2p, mode = bandwidth.groups()
-        if p2p == "Disabled":
-            suffix = "disabled"
-        elif direction == "Bidirectional":
-            suffix = "enabled"
-        else:
-            suffix = "read" if mode == "Reads" else "write"
-        return "bandwidth_gbs", f"{direction.lower()}_{suffix}"
-    latency = _LATENCY_TITLE.match(title)
-    if latency:
-        p2p, mode = latency.groups()
-        if p2p == "Disabled":
-            return "latency_us", "disabled"
-        return "latency_us", "read" if mode == "Reads" else "write"
-    return None
+    found = _TITLE.match(title)
+    if not found:
+        return None
+    direction, p2p, measure, mode, unit = found.groups()
+    if (measure, unit, direction is None) not in (("Bandwidth", "GB/s", False), ("Latency", "us", True)):
+        return None
+    if p2p == "Disabled":
+        suffix = "disabled"
+    elif direction == "Bidirectional":
+        suffix = "enabled"
+    else:
+        suffix = "read" if mode == "Reads" else "write"
+    return ("latency_us", suffix) if direction is None else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
 
 
 def parse(text):
