@@ -18,9 +18,8 @@ support.
 
 What a real log looks like, and what this parser does with it (each taught by a published log
 in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
-- every line may carry a launcher's prefix (mpirun --tag-output / --timestamp-output,
-  horovodrun, torchrun `[rank0]:` / `[default0]:`, srun `0: `, a `[0] ` before NCCL's own prefix): taken off by
-  `gputopo.parsers.launcher`, and `launcher_rank` keeps the rank it named; a Ray worker's
+- every line may carry a launcher's prefix (mpirun, horovodrun, torchrun, srun: the list is in
+  `gputopo.parsers.launcher`), taken off, and `launcher_rank` keeps the rank it named; a Ray worker's
   `(RayTrainWorker pid=615, ip=10.72.7.6) `, a CloudWatch export's `  | 2024-12-04T05:27:44Z | `
   and the `> ` of a quoted post are taken off too;
 - NCCL's own prefix `host:pid:tid [cudaDev]` is optional (logs trimmed for a post have none,
@@ -110,8 +109,7 @@ _NET_VIA = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/|$)")
 # Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
 _KINDS = (
     ("version", re.compile(r"^NCCL version \d")),
-    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$")),
-    ("ring", re.compile(r"^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
+    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
     ("tree", re.compile(r"^Trees? ")),
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
     ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4

@@ -11,9 +11,9 @@ max_bytes, warmup_iters, iters, validation, collective ("# Collective test start
 all_reduce_perf" or "# Collective: all_reduce" give "all_reduce"), nccl_version,
 out_of_bounds, out_of_bounds_ok, avg_busbw_gbs.
 
-Every line may carry a launcher's prefix (`[1,0]<stdout>:`, horovodrun's `[0]<stdout>:`,
-torchrun's `[rank0]:`, a timestamp): it is taken off first. NCCL INFO lines inside the table
-are skipped; tables of old versions (an `error` column, no `root`) read the same.
+A launcher's prefix on a line (gputopo.parsers.launcher lists them) is taken off first. NCCL
+INFO lines inside the table are skipped; tables of old versions (an `error` column, no `root`)
+read the same.
 
 A data row with fewer cells than the header means a run cut short. By default that raises
 ParseError naming the line. With strict=False a cut-off *last* row is left out and the
@@ -132,21 +132,17 @@ def _read_header(words, lineno):
     leading = list(_LEADING_COLUMNS)
     if words[: len(leading)] != leading:
         raise ParseError(f"unrecognised table header: expected {' '.join(leading)} first", lineno)
-    if words[len(leading): len(leading) + 1] == ["root"]:
-        leading.append("root")
+    leading += ["root"] if words[len(leading): len(leading) + 1] == ["root"] else []
     rest = words[len(leading):]
-    groups = len(rest) // 4
-    valid = groups in (1, 2) and len(rest) == 4 * groups
-    for group in range(groups if valid else 0):
-        names = rest[4 * group: 4 * group + 4]
-        valid = valid and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS
-    if not valid:
+    groups = [rest[start: start + 4] for start in range(0, len(rest), 4)]
+    timed = [len(names) == 4 and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS for names in groups]
+    if len(groups) not in (1, 2) or not all(timed):
         raise ParseError(
             "unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
             f"after {' '.join(leading)}",
             lineno,
         )
-    return leading, groups
+    return leading, len(groups)
 
 
 def _read_row(leading, groups, cells, lineno):

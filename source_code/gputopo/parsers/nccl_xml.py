@@ -243,17 +243,14 @@ def _graph_section(element, stack):
     return None
 
 
-def _int(value):
-    if value is None:
-        return None
+def _int(value, convert=int):
+    """An attribute as a number (an int may be written 0x...); None when absent or not a number."""
     try:
-        return int(value, 0) if re.match(r"^-?0[xX]", value) else int(value)
+        hexadecimal = convert is int and re.match(r"^-?0[xX]", value or "")
+        return None if value is None else int(value, 16) if hexadecimal else convert(value)
     except ValueError:
         return None
 
 
 def _float(value):
-    try:
-        return None if value is None else float(value)
-    except ValueError:
-        return None
+    return _int(value, float)

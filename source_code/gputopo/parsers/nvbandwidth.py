@@ -43,7 +43,8 @@ import re
 from . import ParseError, clean_lines, only_blank_after
 
 # The header lines: "nvbandwidth Version: v0.8", "CUDA Runtime Version: 13000", ...
-_HEADER = re.compile(r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)|^(CUDA Runtime |CUDA Driver )Version:\s*(\d+)")
+_HEADER = re.compile(r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)"
+                     r"|^(CUDA Runtime |CUDA Driver )Version:\s*(\d+)")
 _HEADER_KEYS = {"nvbandwidth ": "version", "Built from Git ": "git_version", "CUDA Runtime ": "cuda_runtime_version",
                 "CUDA Driver ": "cuda_driver_version", "Driver ": "driver_version"}
 _DEVICE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+)\))?$")

@@ -7,7 +7,7 @@
 - `-L`: `parse_mig_list` (MIG instance UUIDs per GPU).
 
 nvidia-smi fills a field it cannot answer with a placeholder such as [N/A]: `known` turns
-those into None. Standard library only, like every parser.
+those into None.
 """
 import csv
 import re
