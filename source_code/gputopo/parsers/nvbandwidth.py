@@ -164,13 +164,12 @@ def parse(text):
             continue
         waived = _WAIVED.match(line)
         if waived:
-            name = test["name"] if test is not None and not test["matrices"] else None
-            if test is not None and not test["matrices"]:
+            if test is not None and not test["matrices"]:  # "Running x." then "Waived: ...": x was waived
                 test["status"], test["message"] = "waived", waived.group(1) or None
                 finish_test(lineno)
             else:
                 finish_test(lineno)
-                result["tests"].append({"name": name, "status": "waived", "message": waived.group(1) or None,
+                result["tests"].append({"name": None, "status": "waived", "message": waived.group(1) or None,
                                         "matrices": []})
             continue
         error = _ERROR.match(line)
