@@ -16,7 +16,7 @@ from gputopo.parsers.versions import parse_horovod_check_build  # noqa: E402
 from coursetools.probes import decode_nccl_version  # noqa: E402
 from coursetools.banner import summary_rows  # noqa: E402
 from gputopo import reference  # noqa: E402
-from gputopo.parsers import parse_topo  # noqa: E402
+from gputopo.parsers.topo import parse as parse_topo  # noqa: E402
 
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"

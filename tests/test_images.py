@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from gputopo.parsers import parse_topo
+from gputopo.parsers.topo import parse as parse_topo
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

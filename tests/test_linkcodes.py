@@ -2,7 +2,7 @@
 import pytest
 
 from gputopo import linkcodes, ncclpaths, plots
-from gputopo.parsers import rank_link
+from gputopo.parsers.topo import rank_link
 
 
 def test_nccl_path_types_in_nccl_order():

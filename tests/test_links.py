@@ -3,7 +3,7 @@
 import pytest
 
 from gputopo import links
-from gputopo.parsers import parse_topo
+from gputopo.parsers.topo import parse as parse_topo
 from gputopo import reference
 
 

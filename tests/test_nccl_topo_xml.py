@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import PARSERS, ParseError, parse_nccl_graph, parse_nccl_topo
+from gputopo.parsers import PARSERS, ParseError
+from gputopo.parsers.nccl_xml import parse_graphs as parse_nccl_graph, parse_topology as parse_nccl_topo
 
 XML = Path(__file__).parent / "fixtures" / "parsers" / "nccl-xml"
 SOURCE = Path(__file__).resolve().parents[1] / "source_code"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.parsers import ParseError, parse_nccl_tuning
+from gputopo.parsers import ParseError
+from gputopo.parsers.nccl_tuning import parse as parse_nccl_tuning
 
 LOGS = Path(__file__).parent / "fixtures" / "parsers" / "nccl-logs"
 SOURCE = Path(__file__).resolve().parents[1] / "source_code"

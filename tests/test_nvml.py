@@ -14,7 +14,7 @@ from coursetools import nvml
 from gputopo import reference
 from coursetools.detect import detect
 from gputopo.parsers.nvidia_smi import nvlink_link_counts, parse_p2p_status
-from gputopo.parsers import parse_topo
+from gputopo.parsers.topo import parse as parse_topo
 
 H200 = "h200-nvswitch-8gpu"
 NAMES = ["NVIDIA H200"] * 8

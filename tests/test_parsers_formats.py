@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import ParseError, launcher, parse_nccl_log, parse_nccl_tests, parse_p2p, parse_p2p_status, parse_topo
+from gputopo.parsers import ParseError, launcher
+from gputopo.parsers.nccl_log import parse as parse_nccl_log
+from gputopo.parsers.nccl_tests import parse as parse_nccl_tests
+from gputopo.parsers.p2p import parse as parse_p2p
+from gputopo.parsers.p2p_status import parse as parse_p2p_status
+from gputopo.parsers.topo import parse as parse_topo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
 SOURCE = Path(__file__).resolve().parents[1] / "source_code"

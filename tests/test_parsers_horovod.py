@@ -2,7 +2,8 @@
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import ParseError, parse_horovod_log
+from gputopo.parsers import ParseError
+from gputopo.parsers.horovod_log import parse as parse_horovod_log
 
 # The old lab's published Horovod logs (the DDP lab's recorded outputs are of kind horovod too,
 # in the CNN script's format: test_reference_golden.py holds their facts).

@@ -2,7 +2,9 @@
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import ParseError, parse_nccl_log, parse_nccl_tests
+from gputopo.parsers import ParseError
+from gputopo.parsers.nccl_log import parse as parse_nccl_log
+from gputopo.parsers.nccl_tests import parse as parse_nccl_tests
 
 NCCL_LOGS = [(system, name) for system in reference.list_systems() for name in reference.find(system, "nccl-log")]
 NCCL_TABLES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "nccl-tests")]

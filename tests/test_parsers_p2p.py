@@ -2,7 +2,8 @@
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import ParseError, parse_p2p
+from gputopo.parsers import ParseError
+from gputopo.parsers.p2p import parse as parse_p2p
 
 P2P_FILES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "p2p")]
 BANDWIDTH_KEYS = {"unidirectional_disabled", "unidirectional_write", "unidirectional_read",

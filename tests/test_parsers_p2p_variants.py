@@ -2,7 +2,7 @@
 tests/fixtures/parsers/README.md; values read by hand from the files)."""
 from pathlib import Path
 
-from gputopo.parsers import parse_p2p
+from gputopo.parsers.p2p import parse as parse_p2p
 from gputopo.parsers.p2p import matrix_labels
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"

@@ -2,7 +2,8 @@
 import pytest
 
 from gputopo import reference
-from gputopo.parsers import ParseError, parse_topo, rank_link
+from gputopo.parsers import ParseError
+from gputopo.parsers.topo import parse as parse_topo, rank_link
 
 TOPO_FILES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "topo")]
 

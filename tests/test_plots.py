@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 from gputopo import plots, reference  # noqa: E402
-from gputopo.parsers import parse_topo  # noqa: E402
+from gputopo.parsers.topo import parse as parse_topo  # noqa: E402
 
 
 def artists_with_gid(figure, prefix):

@@ -13,31 +13,15 @@ Output that stops inside a matrix or table (a run cut short, a paste cut off) is
 truncated: `gputopo <kind>: error: truncated input: <what>; last complete section: <name>
 (<file>:<line>)`, exit 2, and with --json stdout also holds {"truncated": true,
 "last_complete_section": ..., "error": ...} so that no partial result passes as whole.
-Standard library only (imports gputopo.parsers and nothing heavier), so it runs on a bare
-cluster node before anything is installed.
+Standard library only (imports gputopo.parsers and the one parser it runs), so it runs on a
+bare cluster node before anything is installed.
 """
 import json
 import os
 import sys
 
 from gputopo.cliutil import USAGE_EXIT_STATUS, OneLineParser, parse_args_or_exit
-from gputopo.parsers import PARSERS, ParseError
-
-_DESCRIPTIONS = {
-    "topo": "nvidia-smi topo -m",
-    "p2p": "p2pBandwidthLatencyTest output",
-    "nccl-log": "NCCL_DEBUG=INFO output",
-    "nccl-tests": "nccl-tests / course NCCL benchmark table",
-    "horovod": "throughput lines of a Horovod CNN run",
-    "horovod-timeline": "Horovod's timeline (the Chrome-trace JSON file HOROVOD_TIMELINE names; a cut-off file reads as incomplete)",
-    "p2p-status": "nvidia-smi topo -p2p r|w|rw|n|a|p",
-    "nvbandwidth": "NVIDIA nvbandwidth's text output (every test and matrix in it)",
-    "nccl-topo": "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)",
-    "nccl-graph": "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)",
-    "nccl-tuning": "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING or COLL)",
-    "host-device-copy": "the host<->GPU copy lab's output (source_code/labs/host_device_copy.py)",
-}
-USAGE_ERROR = USAGE_EXIT_STATUS
+from gputopo.parsers import KINDS, PARSERS, ParseError
 
 
 def _build_parser():
@@ -47,12 +31,9 @@ def _build_parser():
     )
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=OneLineParser)
     kinds.required = True
-    for kind in PARSERS:
-        sub = kinds.add_parser(
-            kind,
-            help=f"parse {_DESCRIPTIONS[kind]}",
-            description=f"Parse {_DESCRIPTIONS[kind]} and print it as one JSON object.",
-        )
+    for kind, (_, _, reads) in KINDS.items():
+        sub = kinds.add_parser(kind, help=f"parse {reads}",
+                               description=f"Parse {reads} and print it as one JSON object.")
         sub.add_argument("file", metavar="FILE", help="file to read, or - for standard input")
         sub.add_argument(
             "--json", action="store_true", help="print exactly one compact JSON object on one line"
@@ -78,7 +59,7 @@ def main(argv=None):
         text = _read(args.file)
     except OSError as error:
         print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})", file=sys.stderr)
-        return USAGE_ERROR
+        return USAGE_EXIT_STATUS
     try:
         result = PARSERS[args.kind](text)
     except ParseError as error:
@@ -90,9 +71,9 @@ def main(argv=None):
             if args.json:
                 print(json.dumps({"truncated": True, "last_complete_section": error.last_complete,
                                   "error": error.what, "line": error.lineno}))
-            return USAGE_ERROR
+            return USAGE_EXIT_STATUS
         print(f"{prog}: error: {error.what} ({location})", file=sys.stderr)
-        return USAGE_ERROR
+        return USAGE_EXIT_STATUS
     except Exception as error:  # a parser bug: still one line, but not blamed on the input
         print(f"{prog}: internal error: {type(error).__name__}: {error} ({where}); please report it",
               file=sys.stderr)

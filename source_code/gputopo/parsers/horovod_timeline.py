@@ -97,7 +97,7 @@ def _records(text):
 
 def _union(intervals):
     merged = []
-    for a, b in sorted(intervals):
+    for a, b in sorted(map(tuple, intervals)):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
@@ -105,17 +105,8 @@ def _union(intervals):
     return merged
 
 
-def _minus(intervals, covered):
-    """Length of the merged `intervals` not inside the merged `covered`."""
-    total = 0
-    for a, b in intervals:
-        length = b - a
-        for c, d in covered:
-            if d <= a or c >= b:
-                continue
-            length -= min(b, d) - max(a, c)
-        total += length
-    return total
+def _length(merged):
+    return sum(b - a for a, b in merged)
 
 
 def _step_split(intervals):
@@ -128,11 +119,11 @@ def _step_split(intervals):
         "other_us": [(a, b) for n, a, b in intervals if n == "ALLREDUCE"],
     }
     split, covered = {}, []
-    for key in CATEGORIES:
-        mine = _union(groups[key])
-        split[key] = _minus(mine, covered)
-        covered = _union(covered + mine)
-    split["busy_us"] = sum(b - a for a, b in covered)
+    for key in CATEGORIES:  # what each category adds to the time the ones before it cover
+        before = _length(covered)
+        covered = _union(covered + groups[key])
+        split[key] = _length(covered) - before
+    split["busy_us"] = _length(covered)
     # Fused tensors share one collective (their activities overlap); separate operations run one
     # after another on the background thread: the merged collective intervals count operations.
     split["operations"] = len(_union(groups["collective_us"]))

@@ -10,7 +10,7 @@
                                  only before NCCL's own prefix: a bare "[0] NCCL INFO" is
                                  NCCL's device number)
 
-`split(line)` returns (rank or None, the line without its prefix). Standard library only.
+`split(line)` returns (rank or None, the line without its prefix).
 """
 import re
 
@@ -40,8 +40,3 @@ def split(line):
             rank = found.group(1)
             return (int(rank) if rank else None), rest[found.end():]
     return None, rest
-
-
-def strip(line):
-    """The line without its launcher prefix."""
-    return split(line)[1]

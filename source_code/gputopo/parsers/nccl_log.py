@@ -18,9 +18,8 @@ support.
 
 What a real log looks like, and what this parser does with it (each taught by a published log
 in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
-- every line may carry a launcher's prefix (mpirun --tag-output / --timestamp-output,
-  horovodrun, torchrun `[rank0]:` / `[default0]:`, srun `0: `, a `[0] ` before NCCL's own prefix): taken off by
-  `gputopo.parsers.launcher`, and `launcher_rank` keeps the rank it named; a Ray worker's
+- every line may carry a launcher's prefix (mpirun, horovodrun, torchrun, srun: the list is in
+  `gputopo.parsers.launcher`), taken off, and `launcher_rank` keeps the rank it named; a Ray worker's
   `(RayTrainWorker pid=615, ip=10.72.7.6) `, a CloudWatch export's `  | 2024-12-04T05:27:44Z | `
   and the `> ` of a quoted post are taken off too;
 - NCCL's own prefix `host:pid:tid [cudaDev]` is optional (logs trimmed for a post have none,
@@ -53,13 +52,14 @@ _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00 : 0[6000] -> 1[b000] via P2P/IPC" (2.7) up to
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
 # NCCL 2.4 printed ranks without device ids: "Ring 00 : 5 -> 2 [send] via NET/IB/0".
-_CONNECTION = re.compile(
-    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])? -> (\d+)(?:\[([^\]\s]{0,32})\])?"
-    r"(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
-)
-# The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
 # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA": one rank and the network.
-_COLLNET = re.compile(r"CollNet (\d+)(?:/\d+)? : (\d+)(?:\[([^\]\s]{0,32})\])?(?: \[(send|receive)\])? via (\S+(?: \S+)*)(?:\s{2,}.*)?\s*$")
+# The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
+_CONNECTION = re.compile(
+    r"(?:(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<src_device>[^\]\s]{0,32})\])?"
+    r" -> (?P<dst>\d+)(?:\[(?P<dst_device>[^\]\s]{0,32})\])?"
+    r"|CollNet (?P<collnet>\d+)(?:/\d+)? : (?P<rank>\d+)(?:\[(?P<rank_device>[^\]\s]{0,32})\])?)"
+    r"(?: \[(?P<direction>send|receive)\])? via (?P<via>\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
+)
 # What is left of a connection line cut early: "Channel 07/", "Channel 02/0 : 7[7]".
 _PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$")
 # NVLS in use (not merely supported): "Connected NVLS tree", "... via NVLS".
@@ -98,18 +98,18 @@ _COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 _INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
     r".* - Init (START|COMPLETE)")
-_COMM_INFO = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)", re.IGNORECASE)
+# A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
+_NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
+                     re.IGNORECASE)
 # A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
 _PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
-_COLL_NRANKS = re.compile(r"\[nranks=(\d+)\]")
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _NET_VIA = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/|$)")
 
 # Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
 _KINDS = (
     ("version", re.compile(r"^NCCL version \d")),
-    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$")),
-    ("ring", re.compile(r"^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
+    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
     ("tree", re.compile(r"^Trees? ")),
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
     ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
@@ -139,18 +139,11 @@ _KINDS = (
 
 def transport_named_by_via(via):
     """P2P, SHM, NET, COLLNET, NVLS or other, for the text after "via" in a connection line."""
-    if via.startswith("COLLNET"):
-        return "COLLNET"
-    if via.startswith("NVLS"):
-        return "NVLS"
-    if via.startswith("P2P"):
-        return "P2P"
     # "direct shared memory" is how NCCL up to 2.12 spells SHM (src/transport/shm.cc at
     # v2.12.12-1); from v2.13.4-1 it prints "SHM/direct/direct" (or CE for a memcpy side).
-    if via.startswith("SHM") or "shared memory" in via:
-        return "SHM"
-    if via.startswith("NET"):
-        return "NET"
+    for name in ("COLLNET", "NVLS", "P2P", "SHM", "NET"):
+        if via.startswith(name) or (name == "SHM" and "shared memory" in via):
+            return name
     return "other"
 
 
@@ -303,20 +296,12 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
     text (without an NCCL header) is not NCCL's."""
     connection = _CONNECTION.search(message)
-    collnet = _COLLNET.search(message) if not connection else None
     if connection and not _OLD_RING_OR_TREE.search(message):
         # Also without the "NCCL INFO" prefix, as in text trimmed for a slide or a post.
-        result["channels"].append(_channel(connection, lineno, launcher_rank))
-        via = connection.group(7)
-        _note_via(via, state)
-        _count(result, "connection")
-        return "connection"
-    if collnet:
-        channel, src, src_device, direction, via = collnet.groups()
-        result["channels"].append({"channel": int(channel), "src": int(src), "dst": None,
-                                   "src_device": src_device, "dst_device": None, "direction": direction,
-                                   "via": via, "transport": transport_named_by_via(via), "line": lineno,
-                                   "launcher_rank": launcher_rank})
+        result["channels"].append(_channel(connection.groupdict(), lineno, launcher_rank))
+        net = _NET_VIA.search(connection["via"])
+        if net:
+            state["networks"].add(net.group(1))
         _count(result, "connection")
         return "connection"
     if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
@@ -354,18 +339,12 @@ def _read_facts(message, lineno, result, state):
         result["comms"].append({"rank": int(rank), "nranks": int(nranks), "cuda_dev": int(cuda_dev),
                                 "nvml_dev": None if nvml_dev is None else int(nvml_dev),
                                 "bus_id": bus_id, "line": lineno})
-    comm = _COMM_INFO.search(message)
-    if comm:
-        state["ranks"].add(int(comm.group(1)))
-        state["nranks"].append(int(comm.group(2)))
-        return
-    old_nranks = re.match(r"nranks (\d+)$", message)
-    if old_nranks:
-        state["nranks"].append(int(old_nranks.group(1)))
-        return
-    coll = _COLL_NRANKS.search(message)
-    if coll and message.find(": opCount ") > 0:
-        state["nranks"].append(int(coll.group(1)))
+    nranks = _NRANKS.search(message)
+    if nranks:
+        rank, size, old_size, call_size = nranks.groups()
+        if rank is not None:
+            state["ranks"].add(int(rank))
+        state["nranks"].append(int(size or old_size or call_size))
         return
     network = _NETWORK.search(message)
     if network:
@@ -374,40 +353,30 @@ def _read_facts(message, lineno, result, state):
         state["networks"].add(network.group(1))
 
 
-def _note_via(via, state):
-    net = _NET_VIA.search(via)
-    if net:
-        state["networks"].add(net.group(1))
-    if via.startswith("NVLS"):
-        state["extra_transports"].add("NVLS")
-
-
 def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
-    last_header, last_message = records(line)[-1]
-    message = last_message.strip()
-    if last_header is None:
-        return False
-    if re.match(r"\w+: opCount ", message) and not _COLL.search(message):
-        return True
-    return bool(_PARTIAL_INIT.search(message))
+    header, message = records(line)[-1]
+    message = message.strip()
+    return header is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
+                                       or _PARTIAL_INIT.search(message))
 
 
 def _count(result, kind):
     result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
 
 
-def _channel(connection, lineno, launcher_rank=None):
-    channel, src, src_device, dst, dst_device, direction, via = connection.groups()
+def _channel(found, lineno, launcher_rank):
+    """A connection's entry; a CollNet connection names one rank (src) and no dst."""
+    collnet = found["collnet"] is not None
     return {
-        "channel": int(channel),
-        "src": int(src),
-        "dst": int(dst),
-        "src_device": src_device,
-        "dst_device": dst_device,
-        "direction": direction,
-        "via": via,
-        "transport": transport_named_by_via(via),
+        "channel": int(found["collnet"] if collnet else found["channel"]),
+        "src": int(found["rank"] if collnet else found["src"]),
+        "dst": None if collnet else int(found["dst"]),
+        "src_device": found["rank_device"] if collnet else found["src_device"],
+        "dst_device": found["dst_device"],
+        "direction": found["direction"],
+        "via": found["via"],
+        "transport": transport_named_by_via(found["via"]),
         "line": lineno,
         "launcher_rank": launcher_rank,
     }

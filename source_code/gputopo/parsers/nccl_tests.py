@@ -11,9 +11,9 @@ max_bytes, warmup_iters, iters, validation, collective ("# Collective test start
 all_reduce_perf" or "# Collective: all_reduce" give "all_reduce"), nccl_version,
 out_of_bounds, out_of_bounds_ok, avg_busbw_gbs.
 
-Every line may carry a launcher's prefix (`[1,0]<stdout>:`, horovodrun's `[0]<stdout>:`,
-torchrun's `[rank0]:`, a timestamp): it is taken off first. NCCL INFO lines inside the table
-are skipped; tables of old versions (an `error` column, no `root`) read the same.
+A launcher's prefix on a line (gputopo.parsers.launcher lists them) is taken off first. NCCL
+INFO lines inside the table are skipped; tables of old versions (an `error` column, no `root`)
+read the same.
 
 A data row with fewer cells than the header means a run cut short. By default that raises
 ParseError naming the line. With strict=False a cut-off *last* row is left out and the
@@ -21,14 +21,13 @@ result says so (truncated=True, truncated_line=N), so the whole rows can still b
 """
 import re
 
-from . import ParseError, only_blank_after
-from .launcher import strip as strip_prefix
+from . import NUMBER, ParseError, nothing_found, only_blank_after
+from .launcher import split as split_prefix
 
 _LEADING_COLUMNS = ("size", "count", "type", "redop")
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
 _WRONG_COLUMNS = ("#wrong", "wrong", "error", "#error", "errors")
 _INT = re.compile(r"-?\d+")
-_FLOAT = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _RANK_LINE = re.compile(
     r"#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
     r"\s+\[([^\]]*)\]\s*(.*?)\s*$"
@@ -47,7 +46,7 @@ _COMMENT_FIELDS = {
         lambda name: name[: -len("_perf")] if name.endswith("_perf") else name,
     ),
     "nccl_version": (re.compile(r"NCCL version (\S+)"), str),
-    "avg_busbw_gbs": (re.compile(r"#\s*Avg bus bandwidth\s*:\s*(" + _FLOAT.pattern + r")\s*$"), float),
+    "avg_busbw_gbs": (re.compile(r"#\s*Avg bus bandwidth\s*:\s*(" + NUMBER.pattern + r")\s*$"), float),
     "out_of_bounds": (re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)"), int),
     "out_of_bounds_ok": (
         re.compile(r"#\s*Out of bounds values\s*:\s*\d+\s+(\S+)"),
@@ -61,7 +60,7 @@ def parse(text, strict=True):
     metadata, devices, rows = {}, [], []
     table = None  # [column layout, header line number, rows read under this header]
     truncated_line = None
-    lines = [strip_prefix(line) for line in text.splitlines()]
+    lines = [split_prefix(line)[1] for line in text.splitlines()]
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -99,9 +98,7 @@ def parse(text, strict=True):
         table[2] += 1
 
     if table is None:
-        if not text.strip():
-            raise ParseError("empty input")
-        raise ParseError("no nccl-tests table header found (a '# size count type ...' line)")
+        raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' line)")
     _check_has_rows(table, at_end=True)
     return {
         "rows": rows,
@@ -135,21 +132,17 @@ def _read_header(words, lineno):
     leading = list(_LEADING_COLUMNS)
     if words[: len(leading)] != leading:
         raise ParseError(f"unrecognised table header: expected {' '.join(leading)} first", lineno)
-    if words[len(leading): len(leading) + 1] == ["root"]:
-        leading.append("root")
+    leading += ["root"] if words[len(leading): len(leading) + 1] == ["root"] else []
     rest = words[len(leading):]
-    groups = len(rest) // 4
-    valid = groups in (1, 2) and len(rest) == 4 * groups
-    for group in range(groups if valid else 0):
-        names = rest[4 * group: 4 * group + 4]
-        valid = valid and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS
-    if not valid:
+    groups = [rest[start: start + 4] for start in range(0, len(rest), 4)]
+    timed = [len(names) == 4 and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS for names in groups]
+    if len(groups) not in (1, 2) or not all(timed):
         raise ParseError(
             "unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
             f"after {' '.join(leading)}",
             lineno,
         )
-    return leading, groups
+    return leading, len(groups)
 
 
 def _read_row(leading, groups, cells, lineno):
@@ -168,23 +161,13 @@ def _read_row(leading, groups, cells, lineno):
 
 
 def _read_group(cells, lineno):
-    time_us, algbw, busbw, wrong = cells
     numbers = {}
-    for name, cell in (("time_us", time_us), ("algbw", algbw), ("busbw", busbw)):
-        if cell == "N/A":  # no number (nccl_bench prints N/A for NaN or infinity): missing
-            numbers[name] = None
-            continue
-        if not _FLOAT.fullmatch(cell):
-            raise ParseError(f"{name} should be a number, not {cell!r}", lineno)
-        numbers[name] = float(cell)
-    if wrong == "N/A":
-        numbers["wrong"] = None
-    elif _INT.fullmatch(wrong):
-        numbers["wrong"] = int(wrong)
-    elif _FLOAT.fullmatch(wrong):
-        numbers["wrong"] = float(wrong)
-    else:
-        raise ParseError(f"the #wrong column should be a number or N/A, not {wrong!r}", lineno)
+    for name, cell in zip(("time_us", "algbw", "busbw", "wrong"), cells):
+        if cell != "N/A" and not NUMBER.fullmatch(cell):
+            what = "the #wrong column should be a number or N/A" if name == "wrong" else f"{name} should be a number"
+            raise ParseError(f"{what}, not {cell!r}", lineno)
+        # N/A: no number (nccl_bench prints N/A for NaN or infinity): missing. #wrong may be an int.
+        numbers[name] = None if cell == "N/A" else int(cell) if _INT.fullmatch(cell) and name == "wrong" else float(cell)
     return numbers
 
 

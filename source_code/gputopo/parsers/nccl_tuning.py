@@ -36,7 +36,7 @@ raises ParseError, as the log parser does.
 """
 import re
 
-from . import ParseError
+from . import ParseError, last_nonblank
 from .nccl_log import parse as parse_log, records, unwrap
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -97,7 +97,7 @@ def parse(text):
                 pass
             elif re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
-    last = max((i for i, line in enumerate(text.splitlines(), 1) if line.strip()), default=0)
+    last = last_nonblank(text.splitlines())
     if result["cut_lines"] and result["cut_lines"][-1] == last:  # the log stops inside such a line
         result["truncated"], result["truncated_line"] = True, last
     result["table"] = table.result()
@@ -115,27 +115,22 @@ def _name(value, names):
 
 
 def _read_choice(message, lineno):
-    found = _NEW.match(message)
-    if found:
-        func, size, algo, proto, low, high = found.groups()
-        return {"func": func, "bytes": int(size.replace(",", "")), "algo": _name(algo, ALGORITHMS),
-                "proto": _name(proto, PROTOCOLS), "channel_lo": int(low), "channel_hi": int(high), "time_us": None, "kernel": None,
-                "nchannels": int(high) - int(low) + 1, "nthreads": None, "symmetric": False,
-                "format": "2.24", "line": lineno}
-    found = _OLD.match(message)
-    if found:
-        func, size, algo, proto, time = found.groups()
-        return {"func": func, "bytes": int(size), "algo": _name(algo, ALGORITHMS), "proto": _name(proto, PROTOCOLS),
-                "channel_lo": None, "channel_hi": None, "time_us": float(time), "kernel": None,
-                "nchannels": None, "nthreads": None, "symmetric": False,
-                "format": "2.23" if func else "2.20", "line": lineno}
-    found = _SYMMETRIC.match(message)
-    if found:
-        func, size, kernel, nchannels, nthreads, _works = found.groups()
-        return {"func": func, "bytes": int(size), "algo": None, "proto": None, "channel_lo": None,
-                "channel_hi": None, "time_us": None, "kernel": kernel, "nchannels": int(nchannels),
-                "nthreads": int(nthreads), "symmetric": True, "format": "symmetric", "line": lineno}
-    return None
+    found = _NEW.match(message) or _OLD.match(message) or _SYMMETRIC.match(message)
+    if not found:
+        return None
+    choice = {"func": found[1], "bytes": int(found[2].replace(",", "")), "algo": None, "proto": None,
+              "channel_lo": None, "channel_hi": None, "time_us": None, "kernel": None, "nchannels": None,
+              "nthreads": None, "symmetric": found.re is _SYMMETRIC, "format": "symmetric", "line": lineno}
+    if found.re is _SYMMETRIC:
+        choice.update(kernel=found[3], nchannels=int(found[4]), nthreads=int(found[5]))
+        return choice
+    choice.update(algo=_name(found[3], ALGORITHMS), proto=_name(found[4], PROTOCOLS))
+    if found.re is _NEW:
+        low, high = int(found[5]), int(found[6])
+        choice.update(channel_lo=low, channel_hi=high, nchannels=high - low + 1, format="2.24")
+    else:
+        choice.update(time_us=float(found[5]), format="2.23" if found[1] else "2.20")
+    return choice
 
 
 def _read_call(message, header, lineno):
@@ -170,6 +165,11 @@ def switches(choices):
     return runs
 
 
+def _cells(text):
+    """The non-empty cells after the first "|" of a table line, stripped."""
+    return [cell.strip() for cell in text.split("|")[1:] if cell.strip()]
+
+
 class _Table:
     """NCCL's init-time latency/bandwidth table, in either layout."""
 
@@ -180,18 +180,17 @@ class _Table:
     def read(self, message, lineno):
         text = message.strip()
         if _OLD_HEADER.match(text):
-            labels = [cell.strip() for cell in text.split("|")[1:] if cell.strip()]
             self.block = [[_name(part.strip(), ALGORITHMS + PROTOCOLS) for part in label.split("/", 1)]
-                          for label in labels]
+                          for label in _cells(text)]
             self.columns.extend(self.block)
             self.seen = True
             return True
         if _ALGO_HEADER.match(text):
-            self.pending_algos = [_name(cell.strip(), ALGORITHMS) for cell in text.split("|")[1:] if cell.strip()]
+            self.pending_algos = [_name(cell, ALGORITHMS) for cell in _cells(text)]
             self.seen = True
             return True
         if _PROTO_HEADER.match(text) and self.pending_algos is not None:
-            protos = [_name(cell.strip(), PROTOCOLS) for cell in text.split("|")[1:] if cell.strip()]
+            protos = [_name(cell, PROTOCOLS) for cell in _cells(text)]
             per_algo = max(1, len(protos) // max(1, len(self.pending_algos)))
             self.block = [[self.pending_algos[i // per_algo], proto] for i, proto in enumerate(protos)
                           if i // per_algo < len(self.pending_algos)]

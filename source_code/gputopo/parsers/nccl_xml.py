@@ -39,7 +39,7 @@ kind, raises ParseError in one line.
 import re
 import xml.etree.ElementTree as ElementTree
 
-from . import ParseError
+from . import ParseError, last_nonblank
 
 # topo.cc kvDictPciGen (v2.28.3-1): link_speed -> 100 Mb/s per lane; anything else counts as 60.
 PCI_GEN_RATE = {"2.5 GT/s": 15, "5 GT/s": 30, "8 GT/s": 60, "16 GT/s": 120, "32 GT/s": 240,
@@ -53,38 +53,16 @@ _TOPOLOGY_ELEMENTS = {"system", "cpu", "pci", "gpu", "nvlink", "c2c", "nic", "ne
 
 def nvlink_bw_per_link(sm):
     """GB/s NCCL assigns one NVLink of a GPU with this SM (topo.h ncclTopoNVLinkBw, v2.28.3-1)."""
-    if sm is None:
-        return None
-    if sm >= 100:
-        return 40.1
-    if sm >= 90:
-        return 20.6
     if sm == 86:
         return 12.0
-    if sm >= 80:
-        return 20.0
-    if sm >= 70:
-        return 20.0
-    if sm >= 60:
-        return 18.0
-    return 20.0
+    floors = ((100, 40.1), (90, 20.6), (80, 20.0), (70, 20.0), (60, 18.0))
+    return None if sm is None else next((bw for floor, bw in floors if sm >= floor), 20.0)
 
 
 def pci_kind(pci_class):
     """bridge, nvswitch, cpu, gpu, nic or other, as topo.cc's kvDictPciClass reads a class."""
-    if not pci_class:
-        return "other"
-    if pci_class.startswith("0x0604"):
-        return "bridge"
-    if pci_class == "0x068000":
-        return "nvswitch"
-    if pci_class == "0x068001":
-        return "cpu"
-    if pci_class.startswith("0x03"):
-        return "gpu"
-    if pci_class.startswith("0x02"):
-        return "nic"
-    return "other"
+    classes = (("0x0604", "bridge"), ("0x068000", "nvswitch"), ("0x068001", "cpu"), ("0x03", "gpu"), ("0x02", "nic"))
+    return next((kind for prefix, kind in classes if (pci_class or "").startswith(prefix)), "other")
 
 
 def parse_topology(text):
@@ -212,7 +190,7 @@ def _read_xml(text, root_tag, what, section_name):
         line, _column = error.position
         # expat's "no element found" (3), "unclosed token" (5), "partial character" (6) at the
         # end of the text: it was cut; any other error (a mismatched tag...) is garbled XML.
-        if getattr(error, "code", None) in (3, 5, 6) and _stops_early(body, line):
+        if getattr(error, "code", None) in (3, 5, 6) and line >= last_nonblank(body.splitlines()):
             reason = re.sub(r": line \d+, column \d+$", "", str(getattr(error, "msg", error)))
             raise ParseError(f"the XML stops before its closing tags ({reason})",
                              line, truncated=True, last_complete=_last_complete(body, section_name)) from None
@@ -226,13 +204,6 @@ def _wrong_root(tag, what):
     other = {"system": "a topology dump: use kind nccl-topo",
              "graphs": "a graph dump: use kind nccl-graph"}.get(tag, "not NCCL's")
     raise ParseError(f"not an {what}: the root element is <{tag}> ({other})")
-
-
-def _stops_early(body, error_line):
-    """Whether the XML error lies on the last non-blank line: the text was cut, not garbled."""
-    lines = body.splitlines()
-    last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
-    return error_line >= last
 
 
 def _last_complete(body, section_name):
@@ -272,17 +243,14 @@ def _graph_section(element, stack):
     return None
 
 
-def _int(value):
-    if value is None:
-        return None
+def _int(value, convert=int):
+    """An attribute as a number (an int may be written 0x...); None when absent or not a number."""
     try:
-        return int(value, 0) if re.match(r"^-?0[xX]", value) else int(value)
+        hexadecimal = convert is int and re.match(r"^-?0[xX]", value or "")
+        return None if value is None else int(value, 16) if hexadecimal else convert(value)
     except ValueError:
         return None
 
 
 def _float(value):
-    try:
-        return None if value is None else float(value)
-    except ValueError:
-        return None
+    return _int(value, float)

@@ -40,12 +40,13 @@ context. `pair_gbs()` applies this.
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError
+from . import ParseError, clean_lines, only_blank_after
 
-_VERSION = re.compile(r"^nvbandwidth Version:\s*(\S+)")
-_GIT = re.compile(r"^Built from Git version:\s*(\S+)")
-_CUDA = re.compile(r"^CUDA (Runtime|Driver) Version:\s*(\d+)")
-_DRIVER = re.compile(r"^Driver Version:\s*(\S+)")
+# The header lines: "nvbandwidth Version: v0.8", "CUDA Runtime Version: 13000", ...
+_HEADER = re.compile(r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)"
+                     r"|^(CUDA Runtime |CUDA Driver )Version:\s*(\d+)")
+_HEADER_KEYS = {"nvbandwidth ": "version", "Built from Git ": "git_version", "CUDA Runtime ": "cuda_runtime_version",
+                "CUDA Driver ": "cuda_driver_version", "Driver ": "driver_version"}
 _DEVICE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+)\))?$")
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 _WAIVING = re.compile(r"^Waiving (\S+?)\.?$")
@@ -68,7 +69,7 @@ def parse(text):
     """Parse nvbandwidth's text output; ParseError on empty, matrix-less or cut-off input."""
     result = {"version": None, "git_version": None, "cuda_runtime_version": None,
               "cuda_driver_version": None, "driver_version": None, "devices": [], "tests": []}
-    lines = [ANSI_ESCAPE.sub("", line).rstrip() for line in text.splitlines()]
+    lines = [line.rstrip() for line in clean_lines(text)]
     if not any(line.strip() for line in lines):
         raise ParseError("empty input")
     test = None  # the test being read
@@ -120,7 +121,7 @@ def parse(text):
                 continue
             if len(tokens) >= 2 and all(_CELL.match(t) for t in tokens[1:]) and not _SUM.match(line):
                 if len(tokens) - 1 != len(found["column_labels"]):
-                    at_end = not any(x.strip() for x in lines[lineno:])
+                    at_end = only_blank_after(lines, lineno - 1)
                     raise ParseError(f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells but "
                                      f"its header has {len(found['column_labels'])}"
                                      + (": the text stops there" if at_end else ""), lineno,
@@ -163,13 +164,12 @@ def parse(text):
             continue
         waived = _WAIVED.match(line)
         if waived:
-            name = test["name"] if test is not None and not test["matrices"] else None
-            if test is not None and not test["matrices"]:
+            if test is not None and not test["matrices"]:  # "Running x." then "Waived: ...": x was waived
                 test["status"], test["message"] = "waived", waived.group(1) or None
                 finish_test(lineno)
             else:
                 finish_test(lineno)
-                result["tests"].append({"name": name, "status": "waived", "message": waived.group(1) or None,
+                result["tests"].append({"name": None, "status": "waived", "message": waived.group(1) or None,
                                         "matrices": []})
             continue
         error = _ERROR.match(line)
@@ -204,17 +204,10 @@ def _settle(found):
 
 
 def _read_header_line(result, line):
-    for pattern, key in ((_VERSION, "version"), (_GIT, "git_version"), (_DRIVER, "driver_version")):
-        match = pattern.match(line)
-        if match:
-            result[key] = match.group(1)
-            return
-    cuda = _CUDA.match(line)
-    if cuda:
-        result[f"cuda_{cuda.group(1).lower()}_version"] = int(cuda.group(2))
-        return
-    device = _DEVICE.match(line)
-    if device:
+    header, device = _HEADER.match(line), _DEVICE.match(line)
+    if header:
+        result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
+    elif device:
         result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
                                   "pci_bus_id": device.group(3)})
 

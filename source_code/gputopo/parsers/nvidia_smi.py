@@ -7,7 +7,7 @@
 - `-L`: `parse_mig_list` (MIG instance UUIDs per GPU).
 
 nvidia-smi fills a field it cannot answer with a placeholder such as [N/A]: `known` turns
-those into None. Standard library only, like every parser.
+those into None.
 """
 import csv
 import re
@@ -76,23 +76,26 @@ def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
     return p2p_status.parse(text)["status"]
 
 
-def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
-    """Links per GPU in `nvidia-smi nvlink -s`: {"GPU0": {"active": 12, "inactive": 6}}.
-
-    A link with a speed ("Link 0: 26.562 GB/s") is active; "Link 4: <inactive>" is a slot
-    the board or bridge does not wire (or a link that is down).
-    """
-    counts: Dict[str, Dict[str, int]] = {}
-    current: Optional[Dict[str, int]] = None
+def _nvlinks(text: str) -> Dict[str, List[Optional[float]]]:
+    """Each link of `nvidia-smi nvlink -s` per GPU, in the order printed: its speed in GB/s
+    ("Link 0: 26.562 GB/s", active), or None ("Link 4: <inactive>": a slot the board or bridge
+    does not wire, or a link that is down)."""
+    links: Dict[str, List[Optional[float]]] = {}
+    current: Optional[List[Optional[float]]] = None
     for line in text.splitlines():
         gpu = _GPU_LINE.match(line)
+        active = _ACTIVE_LINK.match(line)
         if gpu:
-            current = counts[f"GPU{gpu.group(1)}"] = {"active": 0, "inactive": 0}
-        elif current is not None and _ACTIVE_LINK.match(line):
-            current["active"] += 1
-        elif current is not None and _INACTIVE_LINK.match(line):
-            current["inactive"] += 1
-    return counts
+            current = links[f"GPU{gpu.group(1)}"] = []
+        elif current is not None and (active or _INACTIVE_LINK.match(line)):
+            current.append(float(active.group(1)) if active else None)
+    return links
+
+
+def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
+    """Links per GPU in `nvidia-smi nvlink -s`: {"GPU0": {"active": 12, "inactive": 6}}."""
+    return {gpu: {"active": len(links) - links.count(None), "inactive": links.count(None)}
+            for gpu, links in _nvlinks(text).items()}
 
 
 def count_active_nvlinks(text: str) -> Dict[str, int]:
@@ -102,35 +105,13 @@ def count_active_nvlinks(text: str) -> Dict[str, int]:
 
 def nvlink_speeds(text: str) -> Dict[str, float]:
     """The slowest active link's speed per GPU in `nvidia-smi nvlink -s`: {"GPU0": 26.562}."""
-    speeds: Dict[str, float] = {}
-    current: Optional[str] = None
-    for line in text.splitlines():
-        gpu = _GPU_LINE.match(line)
-        if gpu:
-            current = f"GPU{gpu.group(1)}"
-            continue
-        link = _ACTIVE_LINK.match(line)
-        if current is not None and link:
-            value = float(link.group(1))
-            speeds[current] = min(value, speeds.get(current, value))
-    return speeds
+    return {gpu: min(speeds) for gpu, speeds in nvlink_link_speeds(text).items() if speeds}
 
 
 def nvlink_link_speeds(text: str) -> Dict[str, List[float]]:
     """Every active link's speed per GPU in `nvidia-smi nvlink -s`, in the order printed:
     {"GPU0": [26.562, 26.562, ...]}. These are signalling rates, not data rates (gputopo.links)."""
-    speeds: Dict[str, List[float]] = {}
-    current: Optional[str] = None
-    for line in text.splitlines():
-        gpu = _GPU_LINE.match(line)
-        if gpu:
-            current = f"GPU{gpu.group(1)}"
-            speeds[current] = []
-            continue
-        link = _ACTIVE_LINK.match(line)
-        if current is not None and link:
-            speeds[current].append(float(link.group(1)))
-    return speeds
+    return {gpu: [speed for speed in links if speed is not None] for gpu, links in _nvlinks(text).items()}
 
 
 def parse_mig_list(text: str) -> Dict[int, List[str]]:

@@ -7,20 +7,17 @@ each row belongs to (same keys as the matrices, plus "connectivity").
 """
 import re
 
-from . import ParseError, only_blank_after
+from . import NUMBER, ParseError, nothing_found, only_blank_after
 
-_BANDWIDTH_TITLE = re.compile(
-    r"(Unidirectional|Bidirectional) P2P=(Disabled|Enabled) Bandwidth"
-    r"(?: \(P2P (Writes|Reads)\))? Matrix \(GB/s\)"
-)
-_LATENCY_TITLE = re.compile(r"P2P=(Disabled|Enabled) Latency(?: \(P2P (Writes|Reads)\))? Matrix \(us\)")
+# "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
+_TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
+                    r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)")
 _CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
 _DEVICE_LINE = re.compile(
     r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
     r"pciDomainID:\s*([0-9a-fA-F]+)"
 )
 _PEER_LINE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # First token of a table's header line: bandwidth and connectivity tables say D\D, the
 # latency sections hold one GPU table and one CPU table.
 _TABLE_CORNERS = ("D\\D", "GPU", "CPU")
@@ -30,35 +27,25 @@ def _section_of(title):
     """(group, key or key prefix) for a section title, or None if the line is not a title."""
     if title.startswith(_CONNECTIVITY_TITLE):
         return "connectivity", "connectivity"
-    bandwidth = _BANDWIDTH_TITLE.match(title)
-    if bandwidth:
-        direction, p2p, mode = bandwidth.groups()
-        if p2p == "Disabled":
-            suffix = "disabled"
-        elif direction == "Bidirectional":
-            suffix = "enabled"
-        else:
-            suffix = "read" if mode == "Reads" else "write"
-        return "bandwidth_gbs", f"{direction.lower()}_{suffix}"
-    latency = _LATENCY_TITLE.match(title)
-    if latency:
-        p2p, mode = latency.groups()
-        if p2p == "Disabled":
-            return "latency_us", "disabled"
-        return "latency_us", "read" if mode == "Reads" else "write"
-    return None
+    found = _TITLE.match(title)
+    if not found:
+        return None
+    direction, p2p, measure, mode, unit = found.groups()
+    if (measure, unit, direction is None) not in (("Bandwidth", "GB/s", False), ("Latency", "us", True)):
+        return None
+    if p2p == "Disabled":
+        suffix = "disabled"
+    elif direction == "Bidirectional":
+        suffix = "enabled"
+    else:
+        suffix = "read" if mode == "Reads" else "write"
+    return ("latency_us", suffix) if direction is None else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
 
 
 def parse(text):
     """Parse p2pBandwidthLatencyTest output; raise ParseError on a title or header without rows."""
-    result = {
-        "devices": [],
-        "peer_access": [],
-        "connectivity": None,
-        "bandwidth_gbs": {},
-        "latency_us": {},
-        "row_indices": {},
-    }
+    result = {"devices": [], "peer_access": [], "connectivity": None, "bandwidth_gbs": {}, "latency_us": {},
+              "row_indices": {}}
     section = None  # (group, key prefix, title, line number) of the section being read
     table = None  # (key, column labels, header line number, rows read) of the table being read
     lines = text.splitlines()
@@ -105,9 +92,7 @@ def parse(text):
     close(section, table, at_end=True)
 
     if not result["row_indices"]:
-        if not any(line.strip() for line in lines):
-            raise ParseError("empty input")
-        raise ParseError("no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
+        raise nothing_found(text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
     return result
 
 
@@ -147,13 +132,10 @@ def _add_row(result, section, table, tokens, lineno):
     key, labels, header_lineno, rows_read = table
     row_index, cells = int(tokens[0]), tokens[1:]
     if len(cells) != len(labels):
-        raise ParseError(
-            f"row {row_index} of {key} has {len(cells)} cells but its header has {len(labels)}",
-            lineno,
-        )
+        raise ParseError(f"row {row_index} of {key} has {len(cells)} cells but its header has {len(labels)}", lineno)
     if row_index not in labels:
         raise ParseError(f"row {row_index} of {key} names no device of its header", lineno)
-    bad = [cell for cell in cells if not _NUMBER.fullmatch(cell) and cell != "N/A"]
+    bad = [cell for cell in cells if not NUMBER.fullmatch(cell) and cell != "N/A"]
     if bad:
         raise ParseError(f"row {row_index} of {key} has a cell that is not a number: {bad[0]!r}", lineno)
     if section[0] == "connectivity":
@@ -166,24 +148,13 @@ def _add_row(result, section, table, tokens, lineno):
 
 
 def _read_device_line(result, stripped):
-    device = _DEVICE_LINE.match(stripped)
+    device, peer = _DEVICE_LINE.match(stripped), _PEER_LINE.match(stripped)
     if device:
         index, name, bus, device_id, domain = device.groups()
-        result["devices"].append(
-            {
-                "index": int(index),
-                "name": name,
-                "pci_bus_id": bus,
-                "pci_device_id": device_id,
-                "pci_domain_id": domain,
-            }
-        )
-        return
-    peer = _PEER_LINE.match(stripped)
-    if peer:
-        result["peer_access"].append(
-            {"from": int(peer.group(1)), "to": int(peer.group(3)), "can_access": peer.group(2) == "CAN"}
-        )
+        result["devices"].append({"index": int(index), "name": name, "pci_bus_id": bus,
+                                  "pci_device_id": device_id, "pci_domain_id": domain})
+    elif peer:
+        result["peer_access"].append({"from": int(peer[1]), "to": int(peer[3]), "can_access": peer[2] == "CAN"})
 
 
 def matrix_labels(parsed, key):

@@ -10,25 +10,22 @@ output: ParseError with truncated=True, never a partial matrix returned as if wh
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError, only_blank_after
+from . import ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after
 
 _GPU = re.compile(r"GPU\d+")
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+?)\s*$")
-_DRIVER_TROUBLE = ("has failed", "couldn't communicate", "no devices were found", "failed to initialize nvml")
 
 
 def parse(text):
     """Parse the text of `nvidia-smi topo -p2p <capability>`; ParseError if it is not a whole matrix."""
     lines = [ANSI_ESCAPE.sub(" ", line) for line in text.splitlines()]
+    check_driver_trouble(lines)
     header, header_index = None, None
     status, legend = {}, {}
     in_legend = False
     for index, line in enumerate(lines):
         tokens = line.split()
-        lowered = line.lower()
-        if any(phrase in lowered for phrase in _DRIVER_TROUBLE):
-            raise ParseError(f"nvidia-smi printed an error instead of a matrix: {line.strip()!r}", index + 1)
         if not tokens:
             continue
         if tokens[0].rstrip(":") == "Legend":
@@ -58,9 +55,7 @@ def parse(text):
             raise ParseError(f"second row for {tokens[0]}", index + 1)
         status[tokens[0]] = {column: cell for column, cell in zip(header, cells) if column != tokens[0]}
     if header is None:
-        if not any(line.strip() for line in lines):
-            raise ParseError("empty input")
-        raise ParseError("no GPU header line found (a line of GPU0 GPU1 ...)")
+        raise nothing_found(text, "no GPU header line found (a line of GPU0 GPU1 ...)")
     missing = [gpu for gpu in header if gpu not in status]
     if missing:
         if in_legend:

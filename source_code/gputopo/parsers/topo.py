@@ -12,7 +12,7 @@ them are empty; link cells are never empty, so they are read in order.
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError, only_blank_after
+from . import ParseError, check_driver_trouble, clean_lines, nothing_found, only_blank_after
 from .. import linkcodes
 
 _KNOWN_TRAILING = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID")
@@ -23,24 +23,11 @@ _GPU_NAME = re.compile(r"GPU(\d+)")
 _NIC_NAME = re.compile(r"NIC\d+")
 _NIC_LEGEND_ENTRY = re.compile(r"(NIC\d+)\s*:\s*(\S+)")
 _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+)")
-# What nvidia-smi prints instead of a matrix when it cannot reach the GPUs.
-_DRIVER_TROUBLE = (
-    "nvidia-smi has failed",
-    "couldn't communicate with the nvidia driver",
-    "no devices were found",
-    "failed to initialize nvml",
-    "driver/library version mismatch",
-    "nvidia-smi: command not found",
-)
 
-
-def rank_link(code):
-    """How good a link is for GPU-to-GPU traffic; higher is better.
-
-    NV<n> beats every PCIe path and more bonded links beat fewer; then
-    PIX > PXB > PHB > NODE > SYS (legacy SOC = SYS). Unknown codes raise ValueError.
-    """
-    return linkcodes.rank(code)
+# How good a link is for GPU-to-GPU traffic, higher is better: NV<n> beats every PCIe path and
+# more bonded links beat fewer; then PIX > PXB > PHB > NODE > SYS (legacy SOC = SYS). ValueError
+# for X or an unknown code.
+rank_link = linkcodes.rank
 
 
 def _is_link_code(token):
@@ -53,7 +40,8 @@ def _is_link_code(token):
 
 def parse(text):
     """Parse the text of `nvidia-smi topo -m`; raise ParseError if it is not a whole matrix."""
-    lines = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
+    lines = clean_lines(text)
+    check_driver_trouble(lines)
     header_index = _find_header(lines)
     columns, trailing = _read_header(lines[header_index], header_index + 1)
     rows, after_matrix = _read_rows(lines, header_index, columns, trailing)
@@ -87,20 +75,11 @@ def parse(text):
 
 def _find_header(lines):
     for index, line in enumerate(lines):
-        lowered = line.lower()
-        for phrase in _DRIVER_TROUBLE:
-            if phrase in lowered:
-                raise ParseError(
-                    f"nvidia-smi printed an error instead of a matrix: {line.strip()!r}",
-                    index + 1,
-                )
         tokens = line.split()
         # A row also starts with GPU0, but its next token is a link cell (X).
         if tokens and tokens[0] == "GPU0" and (len(tokens) == 1 or tokens[1] != "X"):
             return index
-    if not any(line.strip() for line in lines):
-        raise ParseError("empty input")
-    raise ParseError("no topology header found (a line of column names starting with GPU0)")
+    raise nothing_found("".join(lines), "no topology header found (a line of column names starting with GPU0)")
 
 
 def _read_header(line, lineno):
@@ -210,46 +189,28 @@ def _columns_for(runs, trailing):
 
 def _read_legends(lines):
     """The NIC legend (NIC0 -> mlx5_0) and the code legend (SYS -> meaning); other text is ignored."""
-    nic_legend, legend = {}, {}
+    found = {"NIC Legend:": ({}, _NIC_LEGEND_ENTRY), "Legend:": ({}, _LEGEND_ENTRY)}
     section = None
     for line in lines:
-        stripped = line.strip()
-        if stripped in ("Legend:", "NIC Legend:"):
-            section = stripped
-            continue
-        if section == "NIC Legend:":
-            entry = _NIC_LEGEND_ENTRY.fullmatch(stripped)
-            if entry:
-                nic_legend[entry.group(1)] = entry.group(2)
-        elif section == "Legend:":
-            entry = _LEGEND_ENTRY.fullmatch(stripped)
-            if entry:
-                legend[entry.group(1)] = entry.group(2)
-    return nic_legend, legend
+        section = found.get(line.strip(), section)
+        entry = section and section[1].fullmatch(line.strip())
+        if entry:
+            section[0][entry.group(1)] = entry.group(2)
+    return found["NIC Legend:"][0], found["Legend:"][0]
 
 
 def _trailing_column(rows, title):
     """{device: value} for one trailing column; GPUs always, NICs only where a value is printed."""
-    values = {}
-    for device, (_, trailing) in rows.items():
-        if title not in trailing:
-            continue
-        if _GPU_NAME.fullmatch(device) or trailing[title]:
-            values[device] = trailing[title]
-    return values
+    return {device: trailing[title] for device, (_, trailing) in rows.items()
+            if title in trailing and (_GPU_NAME.fullmatch(device) or trailing[title])}
 
 
 def _extreme_pairs(gpus, links):
     """Best and worst GPU pair [i, j] (i < j) by rank_link; ties go to the lowest (i, j)."""
     numbered = sorted((int(_GPU_NAME.fullmatch(name).group(1)), name) for name in gpus)
-    best = worst = None
-    for a, (i, name_i) in enumerate(numbered):
-        for j, name_j in numbered[a + 1:]:
-            rank = rank_link(links[name_i][name_j])
-            if best is None or rank > best[0]:
-                best = (rank, [i, j])
-            if worst is None or rank < worst[0]:
-                worst = (rank, [i, j])
-    if best is None:
+    pairs = [(rank_link(links[name_i][name_j]), [i, j])
+             for a, (i, name_i) in enumerate(numbered) for j, name_j in numbered[a + 1:]]
+    if not pairs:
         return None, None
-    return best[1], worst[1]
+    # max and min keep the first of equal ranks: the lowest (i, j).
+    return max(pairs, key=lambda pair: pair[0])[1], min(pairs, key=lambda pair: pair[0])[1]
