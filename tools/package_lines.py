@@ -1,12 +1,16 @@
 """Lines of source_code/ that the notebooks import: per notebook, and the union of all of them.
 
-    python tools/package_lines.py [--list] [NOTEBOOK ...]   (default: Start_Here and notebooks/*.ipynb)
+    python tools/package_lines.py [--list] [--executed] [NOTEBOOK ...]   (default: Start_Here and notebooks/*.ipynb)
 
 For each notebook, every import statement in its code cells (found with ast, at any depth) runs
 in a fresh `python -c` with PYTHONPATH=source_code; every module then in sys.modules whose file
 lies under source_code/ counts with all its lines (`wc -l`). What a function imports only when it
 is called is not counted: this is what loading the notebook's imports costs, the "package that
 notebooks import" of the course's budget (about 4,000 lines). --list also names each file.
+--executed runs each notebook instead (nbclient, a copy, in notebooks/ or the root as Jupyter
+would) and counts what its kernel has loaded by the end, including what functions import when
+they are called (the parser of each kind live.read meets, plots drawn on demand): what a learner's
+run of the notebook actually executes from source_code/.
 An import that fails in the child is reported on stderr and makes the exit status 1.
 """
 import ast
@@ -82,6 +86,27 @@ def loaded_files(statements):
     return files, answer["failed"]
 
 
+# Appended to a copy of the notebook by --executed: the kernel's modules after every cell ran.
+_LAST_CELL = ("import json as _j, sys as _s\n"
+              "print('LOADED=' + _j.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(_s.modules.values())} - {''})))")
+
+
+def executed_files(path):
+    """(files under source_code/ that running the whole notebook loaded, [])."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(_LAST_CELL))
+    client = NotebookClient(notebook, timeout=1200, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(path).resolve().parent)}})
+    client.execute(env=dict(os.environ, PYTHONPATH=str(SOURCE)))
+    text = "".join(out.get("text", "") for out in notebook.cells[-1].outputs)
+    names = json.loads(text.split("LOADED=", 1)[1].strip().splitlines()[0])
+    source = SOURCE.resolve()
+    return {Path(n).resolve() for n in names if n.endswith(".py") and source in Path(n).resolve().parents}, []
+
+
 def count_lines(path):
     with open(path, "rb") as handle:
         return handle.read().count(b"\n")
@@ -92,6 +117,8 @@ def main(argv=None):
     parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
                         help="notebooks to read (default: Start_Here.ipynb and notebooks/*.ipynb)")
     parser.add_argument("--list", action="store_true", help="also list every file counted, with its lines")
+    parser.add_argument("--executed", action="store_true",
+                        help="run each notebook and count what its kernel loaded by the end (minutes)")
     args = parse_args_or_exit(parser, argv)
     paths = args.notebooks or [str(ROOT / "Start_Here.ipynb")] + sorted(
         str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -100,8 +127,8 @@ def main(argv=None):
     print(f"{'notebook':45} {'modules':>7} {'lines':>6}")
     for path in paths:
         try:
-            files, failed = loaded_files(import_statements(path))
-        except (OSError, ValueError, KeyError, RuntimeError, subprocess.SubprocessError) as exc:
+            files, failed = executed_files(path) if args.executed else loaded_files(import_statements(path))
+        except (OSError, ValueError, KeyError, IndexError, RuntimeError, subprocess.SubprocessError) as exc:
             print(f"package_lines.py: error: {path}: {exc}", file=sys.stderr)
             return 1
         for line in failed:
@@ -109,7 +136,7 @@ def main(argv=None):
             status = 1
         union |= files
         print(f"{Path(path).name:45} {len(files):7d} {sum(map(count_lines, files)):6d}")
-    print(f"{'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}")
+    print(f"{'union (what the notebooks ran)' if args.executed else 'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}")
     if args.list:
         for path in sorted(union):
             print(f"  {count_lines(path):6d}  {path.relative_to(SOURCE.resolve())}")
