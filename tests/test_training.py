@@ -122,6 +122,11 @@ def test_step_rows_from_runs_saved_like_the_learners(tmp_path):
         ("0,1", "NCCL_P2P_LEVEL=LOC", 1)]
     rows = {row["setting"]: row for row in training.step_rows(runs, 4_799_528, 64, fits)}
     assert set(rows) == {"default", "NCCL_P2P_LEVEL=LOC"}   # the cut-off run is left out
+    # a second pair (the learner's worst) is a row of its own, named by its GPUs
+    (tmp_path / "horovod-pair-0-3.txt").write_text((folder / "horovod-cnn-pytorch-b64-gpus-0-1-default-r2.txt").read_text())
+    pairs = [(r["pair"], r["setting"]) for r in training.step_rows(training.read_runs(tmp_path, "horovod-*.txt"), 1, 64, fits)]
+    assert pairs == [("0,1", "default"), ("0,1", "NCCL_P2P_LEVEL=LOC"), ("0,3", "default")]
+    (tmp_path / "horovod-pair-0-3.txt").unlink()
     # SUMMARY medians read by hand: one GPU 27404.6, the default pair's r1 29971.4 images/s
     p2p = rows["default"]
     assert p2p["transport"] == "P2P" and p2p["one"][1] == pytest.approx(64 / 27404.6 * 1e3)

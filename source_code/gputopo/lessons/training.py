@@ -150,7 +150,7 @@ def step_rows(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_wor
                  for bw in (high_bw, fit["busbw_gbps"], low_bw)]
         added = [two[0] - one[2], two[1] - one[1], two[2] - one[0]]
         out.append({"setting": row["setting"], "transport": row["transport"], "runs": row["runs"], "one": one,
-                    "two": two, "added": added, "model": model,
+                    "pair": row["pair"], "two": two, "added": added, "model": model,
                     "unexplained": [added[0] - model[2], added[1] - model[1], added[2] - model[0]]})
     return out
 
