@@ -66,7 +66,7 @@ def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
     assert E({}, "PHB", "GenuineIntel", nccl_version="2.7.8", local_gpus=2) is None
 
 
-def test_the_level_table_follows_the_release():
+def test_the_level_rows_follow_the_release():
     rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.28.3", 8)}
     assert rows["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
     rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.22.3", 8)}

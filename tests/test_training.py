@@ -4,7 +4,7 @@ benchmark tables beside them, the STEPTIME lines of reference_systems/h100-singl
 documented P2P rule (NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL)."""
 import pytest
 
-from gputopo import reference
+from gputopo import alphabeta, reference
 from gputopo.lessons import training
 
 
@@ -38,13 +38,13 @@ def test_setting_from_a_recorded_file_name(part, setting):
     assert training.setting_of(part) == setting
 
 
-def test_recorded_runs_median_and_range_of_the_three_runs():
-    rows = {(r["batch_per_worker"], r["pair"], r["setting"]): r for r in training.recorded_runs()}
+def test_read_runs_median_and_range_of_the_three_runs():
+    rows = {(r["batch_per_worker"], r["pair"], r["setting"]): r for r in training.read_runs()}
     default = rows[(64, "0,1", "default")]
     assert default["runs"] == 3
     assert default["images_per_sec_median"] == pytest.approx(33452.9)
     assert (default["images_per_sec_min"], default["images_per_sec_max"]) == pytest.approx((29971.4, 33612.9))
-    assert default["transport"] == "P2P" and default["system"] == "2x H200 NVSwitch"
+    assert default["transport"] == "P2P" and default["workers"] == 2
     # the transports the logs name (Channel ... via P2P/CUMEM, SHM/direct/direct, NET/Socket)
     assert rows[(64, "0,1", "NCCL_P2P_LEVEL=LOC")]["transport"] == "SHM"
     assert rows[(512, "0,1", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1")]["transport"] == "NET"
@@ -62,27 +62,32 @@ def test_noise_figure_from_the_recorded_repeats():
     assert noise["figure_pct"] == pytest.approx(16.472, abs=0.001)
 
 
-def test_cnn_steps_of_one_and_two_gpus():
-    steps = training.cnn_steps(training.recorded_runs(), 64)
-    assert steps["one_gpu_ms"] == pytest.approx(64 / 27404.6 * 1e3)          # 2.335 ms
-    assert steps["two_gpu_ms"] == pytest.approx(2 * 64 / 33452.9 * 1e3)      # 3.826 ms
-    assert steps["added_ms"] == pytest.approx(3.826 - 2.335, abs=2e-3)
-    assert steps["efficiency"] == pytest.approx(33452.9 / (2 * 27404.6))
-    assert steps["two_gpu_ms_range"] == pytest.approx((128 / 33612.9 * 1e3, 128 / 29971.4 * 1e3))
-    with pytest.raises(ValueError, match="batch 128"):
-        training.cnn_steps(training.recorded_runs(), 128)
+def test_step_rows_of_one_and_two_gpus():
+    steps = {r["setting"]: r for r in training.step_rows(training.read_runs(), 4_799_528, 64, training.transport_fits())}
+    default = steps["default"]
+    assert default["one"][1] == pytest.approx(64 / 27404.6 * 1e3)          # 2.335 ms
+    assert default["two"][1] == pytest.approx(2 * 64 / 33452.9 * 1e3)      # 3.826 ms
+    assert default["added"][1] == pytest.approx(3.826 - 2.335, abs=2e-3)
+    assert (default["two"][0], default["two"][2]) == pytest.approx((128 / 33612.9 * 1e3, 128 / 29971.4 * 1e3))
+    # every two-GPU setting whose log names a fitted transport: NVL and PIX are P2P too
+    assert [(s, r["transport"]) for s, r in steps.items()] == [
+        ("default", "P2P"), ("NCCL_P2P_LEVEL=LOC", "SHM"), ("NCCL_P2P_LEVEL=NVL", "P2P"), ("NCCL_P2P_LEVEL=PIX", "P2P"),
+        ("NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1", "NET")]
+    assert training.step_rows(training.read_runs(), 4_799_528, 128, training.transport_fits()) == []
 
 
 def test_the_fitted_model_meets_the_recorded_benchmark():
     # out-of-place time read by hand from nccl-bench-all_reduce*.txt at 4 MiB and 8 MiB (us)
     recorded = {"P2P": {4194304: 33.31, 8388608: 47.39}, "SHM": {4194304: 175.12, 8388608: 326.21}}
     fits = {f["transport"]: f for f in training.transport_fits()}
+    def model_us(size, fit):
+        return alphabeta.ring_allreduce_time_us(size, 2, fit["alpha_us"], fit["busbw_gbps"])
     for transport, points in recorded.items():
         for size, us in points.items():
-            assert training.allreduce_ms(size, fits[transport]) * 1e3 == pytest.approx(us, rel=0.15), (transport, size)
-    assert fits["NET (sockets)"]["runs"] == 5
+            assert model_us(size, fits[transport]) == pytest.approx(us, rel=0.15), (transport, size)
+    assert fits["NET (sockets)"]["runs"] == 5   # nccl-bench-all_reduce-sockets*.txt: 5 recorded tables
     # more bytes, more time; and the sockets are the slowest path by far
-    assert training.allreduce_ms(107_199_528, fits["NET (sockets)"]) > 5 * training.allreduce_ms(107_199_528, fits["SHM"])
+    assert model_us(107_199_528, fits["NET (sockets)"]) > 5 * model_us(107_199_528, fits["SHM"])
 
 
 def test_steptime_line_of_the_ddp_script():
@@ -92,16 +97,16 @@ def test_steptime_line_of_the_ddp_script():
     assert training.steptime("EPOCH 1/2 images_per_sec=1.0\n") is None
 
 
-def test_read_runs_says_when_a_run_is_incomplete(tmp_path):
+def test_read_runs_keeps_an_incomplete_run_as_its_own_row(tmp_path):
     (tmp_path / "horovod-pair-0-1.txt").write_text(
         "[0]<stdout>:EPOCH 1/2 images_per_sec=789.7 seconds=8.104 loss=0.9944 accuracy=0.6509 workers=2 batch_per_worker=64\n")
     (tmp_path / "horovod-pair-0-1-x.txt").write_text("/bin/bash: line 1: horovodrun: command not found\n")
-    rows = dict((name, rate) for name, _, rate in training.read_runs(tmp_path, "horovod-pair-*.txt"))
-    assert rows == {"horovod-pair-0-1.txt": "no SUMMARY line (incomplete)",
-                    "horovod-pair-0-1-x.txt": "no SUMMARY line (incomplete)"}
+    rows = training.read_runs(tmp_path, "horovod-pair-*.txt")
+    assert [(r["setting"], r["runs"], r["images_per_sec_median"]) for r in rows] == [
+        ("horovod-pair-0-1.txt", 0, None), ("horovod-pair-0-1-x.txt", 0, None)]
 
 
-def test_live_step_rows_from_runs_saved_like_the_learners(tmp_path):
+def test_step_rows_from_runs_saved_like_the_learners(tmp_path):
     # the recorded H200 runs, saved under the names the notebook's commands write
     folder = reference.REFERENCE_DIR / "h200-nvswitch-pair" / "horovod-cnn"
     (tmp_path / "horovod-one-gpu-0.txt").write_text((folder / "horovod-cnn-pytorch-b64-gpus-0-default-r1.txt").read_text())
@@ -111,11 +116,23 @@ def test_live_step_rows_from_runs_saved_like_the_learners(tmp_path):
     (tmp_path / "horovod-pair-0-1-cut.txt").write_text("[0]<stdout>:EPOCH 1/2 images_per_sec=10.0 seconds=1.0 "
                                                        "loss=1.0 accuracy=0.1 workers=2 batch_per_worker=64\n")
     fits = training.transport_fits()
-    rows = {row[0]: row for row in training.live_step_rows(tmp_path, 4_799_528, fits)}
-    assert set(rows) == {"horovod-pair-0-1.txt", "horovod-pair-0-1-NCCL_P2P_LEVEL-LOC.txt"}   # the cut-off run is left out
+    runs = training.read_runs(tmp_path, "horovod-*.txt")
+    assert [(r["pair"], r["setting"], r["runs"]) for r in runs] == [
+        ("horovod-pair-0-1-cut", "horovod-pair-0-1-cut.txt", 0), ("0", "default", 1), ("0,1", "default", 1),
+        ("0,1", "NCCL_P2P_LEVEL=LOC", 1)]
+    rows = {row["setting"]: row for row in training.step_rows(runs, 4_799_528, 64, fits)}
+    assert set(rows) == {"default", "NCCL_P2P_LEVEL=LOC"}   # the cut-off run is left out
+    # a second pair (the learner's worst) is a row of its own, named by its GPUs
+    (tmp_path / "horovod-pair-0-3.txt").write_text((folder / "horovod-cnn-pytorch-b64-gpus-0-1-default-r2.txt").read_text())
+    pairs = [(r["pair"], r["setting"]) for r in training.step_rows(training.read_runs(tmp_path, "horovod-*.txt"), 1, 64, fits)]
+    assert pairs == [("0,1", "default"), ("0,1", "NCCL_P2P_LEVEL=LOC"), ("0,3", "default")]
+    (tmp_path / "horovod-pair-0-3.txt").unlink()
     # SUMMARY medians read by hand: one GPU 27404.6, the default pair's r1 29971.4 images/s
-    p2p = rows["horovod-pair-0-1.txt"]
-    assert p2p[1] == "P2P" and p2p[2] == f"{64 / 27404.6 * 1e3:.2f}" and p2p[3] == f"{128 / 29971.4 * 1e3:.2f}"
-    assert rows["horovod-pair-0-1-NCCL_P2P_LEVEL-LOC.txt"][1] == "SHM"
+    p2p = rows["default"]
+    assert p2p["transport"] == "P2P" and p2p["one"][1] == pytest.approx(64 / 27404.6 * 1e3)
+    assert p2p["two"][1] == pytest.approx(128 / 29971.4 * 1e3)
+    # one run: its range is its timed epochs 2-5 (28,368.3 to 31,495.0 images/s, read by hand)
+    assert (p2p["two"][0], p2p["two"][2]) == pytest.approx((128 / 31495.0 * 1e3, 128 / 28368.3 * 1e3))
+    assert rows["NCCL_P2P_LEVEL=LOC"]["transport"] == "SHM"
     (tmp_path / "horovod-one-gpu-0.txt").unlink()
-    assert training.live_step_rows(tmp_path, 4_799_528, fits) == []
+    assert training.step_rows(training.read_runs(tmp_path, "horovod-*.txt"), 4_799_528, 64, fits) == []

@@ -38,17 +38,17 @@ def test_operations_per_step_read_from_the_saved_timeline():
 def test_one_gpu_step_range_is_its_epochs():
     # h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-default-r1.txt: timed epochs
     # 2-5 at 26,540 to 29,302 images/s -> 64 / rate = 2.41 to 2.18 ms
-    steps = training.cnn_steps(training.recorded_runs(), 64)
-    lo, hi = steps["one_gpu_ms_range"]
+    steps = training.step_rows(training.read_runs(), 4_799_528, 64, training.transport_fits())
+    lo, _, hi = steps[0]["one"]
     assert lo == pytest.approx(2.18, abs=0.005) and hi == pytest.approx(2.41, abs=0.005)
 
 
-def test_where_the_step_goes_gives_ranges():
+def test_step_rows_give_ranges():
     fits = training.transport_fits()
-    rows = training.where_the_step_goes(training.recorded_runs(), 4_799_528, 64, fits)
-    net = rows[2]
+    net = next(r for r in training.step_rows(training.read_runs(), 4_799_528, 64, fits) if r["transport"] == "NET")
     # sockets busbw 2.5-3.7 GB/s (R3 review, recomputed from the five recorded tables):
     # model 1.30-1.92 ms within rounding of the fit's alpha
-    lo, hi = (float(x) for x in net[4].split("[")[1].rstrip("]").split("-"))
+    lo, _, hi = net["model"]
     assert 1.2 < lo < 1.45 and 1.8 < hi < 2.1
-    assert "[" in net[3] and "[" in net[5]
+    assert net["added"][0] < net["added"][2] and net["unexplained"][0] < net["unexplained"][2]
+    assert training.spread(net["model"]) == f"{net['model'][1]:.2f} [{lo:.2f} to {hi:.2f}]"

@@ -138,9 +138,9 @@ def test_latency_and_cnn_and_host_copy():
     assert V.judge("host_copy", 10.0).status == "not comparable"
     assert V.judge("cnn_images_per_sec", 30000.0).status == "not comparable"  # nothing recorded to compare
     # the recorded default-setting H200 pair runs at batch 64; their own median is as expected
-    from gputopo.lessons.training import recorded_runs
+    from gputopo.lessons.training import read_runs
 
-    row = next(r for r in recorded_runs() if r["setting"] == "default" and r["batch_per_worker"] == 64
+    row = next(r for r in read_runs() if r["setting"] == "default" and r["batch_per_worker"] == 64
                and r.get("workers") == 2)
     ref = [row["images_per_sec_min"], row["images_per_sec_max"]]
     assert V.judge("cnn_images_per_sec", row["images_per_sec_median"], reference=ref).status == "as expected"
