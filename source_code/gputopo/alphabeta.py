@@ -18,30 +18,10 @@ This is why nccl-tests reports a "bus bandwidth": busbw = algbw x 2(n-1)/n, wher
 algbw = S / T. busbw is the rate at which each GPU moves data through its bottleneck
 (its NVLink ports, its PCIe link, or across nodes the node's NICs together), so it is comparable
 across GPU counts and with the GPU's *total* NVLink bandwidth per direction (or a node's total
-NIC bandwidth), not with one link's
-(nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
+NIC bandwidth), not with one link's (nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
 NVLinks of 25 GB/s each because every GPU drives several links at once. The same reasoning
 gives the other factors (`busbw_factor`). In the model below, alpha is the cost of one ring
 step and beta is that per-GPU bus bandwidth, not the rate of a single link.
-
-Functions:
-- `busbw_factor(op, n)`: 2(n-1)/n, (n-1)/n or 1.
-- `ring_steps(op, n)`: how many alpha a ring operation pays one after the other.
-- `fit(sizes_bytes, times_us)`: (alpha_us, beta_gbps) by least squares on T = alpha + n/beta.
-- `ring_allreduce_time_us(size, n, alpha_us, beta_gbps)` and, for any operation,
-  `ring_time_us(op, size, n, alpha_us, beta_gbps)`.
-- `fit_from_table(parsed, op, n)`: per-step alpha and bus bandwidth beta from an nccl-tests
-  table (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
-- `total_nic_gbps(nics_per_node, gbit_per_nic)`: a node's total NIC bandwidth per direction, GB/s.
-- `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
-  spans several nodes, where the node's total NIC bandwidth bounds the bus bandwidth.
-- `ring_allreduce_latency_us(n, nodes, alpha_in_node_us, alpha_net_us)`: a ring all-reduce's
-  alpha term as NCCL's tuner counts it (2(nodes-1) network steps, the rest in-node).
-- `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
-- `whatif(...)`: notebook 4's what-if panel: busbw, its bound and what sets it, and the
-  all-reduce time for a cluster of `nodes` nodes (ring, tree, NVLS), every factor sourced below.
-- `cluster_busbw(cluster)`: the bound and the estimate for a recorded cluster's `cluster` entry
-  (its system.json), which the tests hold against what the cluster recorded.
 
 numpy is imported inside the functions that need it (CONTRIBUTING.md).
 """
@@ -55,14 +35,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 # bytes / (GB/s) -> microseconds: n / (beta * 1e9) seconds = n / (beta * 1e3) us.
 _BYTES_PER_US_PER_GBPS = 1e3
 
-_ALIASES = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "bcast": "broadcast",
-    "send_recv": "sendrecv",
-    "alltoall": "alltoall",
-}
+_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+            "bcast": "broadcast", "alltoall": "alltoall"}
 
 
 def _op_name(op: str) -> str:
@@ -119,14 +93,13 @@ def ring_steps(op: str, n: int) -> int:
     return n - 1
 
 
-def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str = "relative") -> Tuple[float, float]:
+def fit(sizes_bytes: Iterable[float], times_us: Iterable[float]) -> Tuple[float, float]:
     """(alpha_us, beta_gbps) of T = alpha + n / beta fitted to measured (size, time) pairs.
 
-    Weighting: "relative" (default) minimises the sum of squared *relative* errors
-    ((model - T) / T)^2. Over sizes from 8 B to 1 GiB the times span five orders of
-    magnitude; plain ("absolute") least squares would let the few largest sizes decide
-    everything and leave alpha as noise, while relative errors give every size the same
-    say, so alpha comes from the small sizes and beta from the large ones.
+    Least squares on *relative* errors ((model - T) / T)^2: over sizes from 8 B to 1 GiB the
+    times span five orders of magnitude, and plain least squares would let the few largest
+    sizes decide everything and leave alpha as noise; relative errors give every size the
+    same say, so alpha comes from the small sizes and beta from the large ones.
 
     Both parameters are kept physical: if the unconstrained fit gives alpha < 0, alpha is
     set to 0 and beta refitted; if it gives no positive bandwidth term (times do not grow
@@ -135,8 +108,6 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str 
     """
     import numpy as np
 
-    if weighting not in ("relative", "absolute"):
-        raise ValueError(f"weighting must be 'relative' or 'absolute', not {weighting!r}")
     n = np.asarray(list(sizes_bytes), dtype=float)
     t = np.asarray(list(times_us), dtype=float)
     if n.shape != t.shape or n.ndim != 1:
@@ -148,7 +119,7 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str 
     if np.any(t <= 0) or np.any(n < 0):
         raise ValueError("times must be positive and sizes non-negative")
 
-    w = 1.0 / t if weighting == "relative" else np.ones_like(t)
+    w = 1.0 / t
     # Weighted least squares for T = a + b * n, with b = 1 / (beta in bytes per us).
     design = np.column_stack([np.ones_like(n), n]) * w[:, None]
     (a, b), *_ = np.linalg.lstsq(design, t * w, rcond=None)
@@ -187,84 +158,40 @@ def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: 
     return ring_time_us("all_reduce", size_bytes, n, alpha_us, beta_gbps)
 
 
-def _measured(parsed: Dict[str, Any], place: str) -> List[Tuple[int, float]]:
-    if place not in ("out_of_place", "in_place"):
-        raise ValueError(f"place must be 'out_of_place' or 'in_place', not {place!r}")
+def _measured(parsed: Dict[str, Any]) -> List[Tuple[int, float]]:
+    """(size, out-of-place time in us) of every row of an nccl-tests table."""
     rows = parsed.get("rows") if isinstance(parsed, dict) else None
     if not rows:
         raise ValueError("the table has no rows (pass what gputopo.parsers.nccl_tests.parse returns)")
-    pairs = []
-    for row in rows:
-        group = row.get(place)
-        if group is None or row.get("size", 0) <= 0:
-            continue
-        time_us = group.get("time_us")
-        if time_us is not None and time_us > 0:
-            pairs.append((int(row["size"]), float(time_us)))
+    pairs = [(int(row["size"]), float(row["out_of_place"]["time_us"])) for row in rows
+             if row.get("size", 0) > 0 and ((row.get("out_of_place") or {}).get("time_us") or 0) > 0]
     if not pairs:
-        raise ValueError(f"no {place.replace('_', '-')} times in the table")
+        raise ValueError("no out-of-place times in the table")
     return pairs
 
 
-def fit_from_table(
-    parsed: Dict[str, Any],
-    op: str,
-    n: int,
-    place: str = "out_of_place",
-    min_bytes: Optional[int] = None,
-    max_bytes: Optional[int] = None,
-    weighting: str = "relative",
-) -> Tuple[float, float]:
+def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, float]:
     """(alpha_step_us, busbw_gbps) from an nccl-tests table, consistent with the ring model.
 
-    The table's times are fitted as T(S) = A + S / B (see `fit`), then turned into the
-    parameters of the ring:
+    The table's out-of-place times are fitted as T(S) = A + S / B (see `fit`), then turned
+    into the parameters of the ring, so that ring_time_us(op, S, n, alpha, beta) reproduces
+    the fitted line:
         alpha = A / ring_steps(op, n)          (all_reduce: A / 2(n-1)): the cost of one step
         beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n): the bus bandwidth
-    so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line. beta is the
-    bus bandwidth the largest sizes approach: what each GPU moves through its bottleneck
-    (all its NVLinks together, its PCIe link, or across nodes the node's NICs together),
-    not the rate of one link. alpha also holds whatever the measured time includes besides the wire
-    (kernel launch from the host, synchronisation, the protocol), so it is an effective cost
-    per step, not a link latency. When one process launches the kernels of all n GPUs one
-    after the other (the course's nccl_bench, nccl-tests with -g n), a small message's time is
-    mostly that host launch cost, and A / 2(n-1) then falls as n grows; fit a run with CUDA
-    graphs (-G) or one process per GPU for a per-step cost. Restrict the sizes used with
-    min_bytes / max_bytes; `place` picks the out-of-place or in-place columns.
+    beta is what each GPU moves through its bottleneck (all its NVLinks together, its PCIe
+    link, or across nodes the node's NICs together), not the rate of one link. alpha also
+    holds whatever the time includes besides the wire (kernel launch, synchronisation, the
+    protocol): an effective cost per step, not a link latency. When one process launches the
+    kernels of all n GPUs one after the other (nccl-tests with -g n), a small message's time
+    is mostly that host launch cost, and A / 2(n-1) then falls as n grows; fit a run with CUDA
+    graphs (-G) or one process per GPU for a per-step cost.
     """
     steps = ring_steps(op, n)
     if steps == 0:
         raise ValueError("one rank sends nothing: the ring model needs n >= 2")
-    pairs = [
-        (size, t)
-        for size, t in _measured(parsed, place)
-        if (min_bytes is None or size >= min_bytes) and (max_bytes is None or size <= max_bytes)
-    ]
-    if len(pairs) < 2:
-        raise ValueError("fewer than two sizes left to fit")
-    a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs], weighting=weighting)
+    pairs = _measured(parsed)
+    a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs])
     return a_us / steps, b_gbps * busbw_factor(op, n)
-
-
-def predict_table(
-    parsed: Dict[str, Any],
-    op: str,
-    n: int,
-    alpha_us: Optional[float] = None,
-    beta_gbps: Optional[float] = None,
-    place: str = "out_of_place",
-) -> List[Tuple[int, float, float]]:
-    """Rows of (size_bytes, measured_us, predicted_us) for every size of the table.
-
-    alpha_us / beta_gbps are the per-step alpha and bus bandwidth (as `fit_from_table` returns); when either is
-    left out, both come from `fit_from_table(parsed, op, n, place=place)`.
-    """
-    if alpha_us is None or beta_gbps is None:
-        alpha_us, beta_gbps = fit_from_table(parsed, op, n, place=place)
-    return [
-        (size, measured, float(ring_time_us(op, size, n, alpha_us, beta_gbps)))
-        for size, measured in _measured(parsed, place)
-    ]
 
 
 def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
@@ -505,24 +432,6 @@ def half_bandwidth_size(alpha_us: float, beta_gbps: float) -> float:
     if math.isinf(beta_gbps):
         return math.inf
     return alpha_us * beta_gbps * _BYTES_PER_US_PER_GBPS
-
-
-__all__: Sequence[str] = (
-    "busbw_factor",
-    "ring_steps",
-    "fit",
-    "ring_time_us",
-    "ring_allreduce_time_us",
-    "fit_from_table",
-    "predict_table",
-    "half_bandwidth_size",
-    "total_nic_gbps",
-    "multinode_busbw_gbps",
-    "multinode_allreduce_time_us",
-    "ring_allreduce_latency_us",
-    "whatif",
-    "cluster_busbw",
-)
 
 
 # ---------------------------------------------------------------------------------------

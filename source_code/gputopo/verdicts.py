@@ -9,37 +9,24 @@
     v.reasons       # for "low": the likely reasons in order, each with the check that tests it
     print(v.text())
 
-What is judged (`KINDS`): a host copy, host-to-device and device-to-host copies (pinned or
-pageable), a P2P copy one way and both ways, P2P latency, an all-reduce's busbw at a message
-size, a CNN's images/s and its scaling efficiency. Bandwidths are GB/s (10^9 bytes/s), latency
-microseconds.
+What is judged: `KINDS`. Bandwidths are GB/s (10^9 bytes/s), latency microseconds.
 
 The expected range is the link's peak (gputopo.links: NVLink data rate x active links; PCIe
 from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) times an
-efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
-pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
-runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
-so a number held down by a link that stays trained down under load is "low"; an idle GPU
-drops its link, so the link is a reason to check during a copy, not a fact. The
-efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
-it comes from. The verdict is "not comparable" where the number and
-the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
-or busbw against a both-directions peak, a message below the size where bandwidth levels off,
-a number above the peak (the data did not cross that link), or a kind with no figure for this
-machine. A measurement cut off before its end is "incomplete" and never judged (the
-`judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
-the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
-(pageable memory, a transport other than P2P) first, then the usual suspects (among them a
-PCIe link trained below its maximum, to read under load), each with a command that tests it;
-run-to-run noise only when the gap is within the spread of the recorded P2P repeats
-(`repeat_spread`). A range that rests only on recordings, judged on one of those recordings
-(`Link.recorded_on`), says "range set from this recording". A run whose settings forced NCCL
-off P2P (NCCL_P2P_LEVEL=LOC, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1) is "not comparable".
+efficiency range (`EFFICIENCY`, each named with the recorded runs or published outputs it
+comes from). A PCIe link trained below its maximum (NVML, or `nvidia-smi --query-gpu=
+pcie.link.gen.current,...`) is judged against its maximum, with the ceiling it has now shown
+beside it: an idle GPU drops its link, so the link is a reason to check during a copy.
+"not comparable": the number and the peak do not measure the same thing (a bidirectional
+figure against a one-way peak, algbw, a message below the plateau, a number above the peak,
+a run whose settings forced NCCL off P2P, no figure for this machine). "incomplete": an output
+cut off before its end, never judged. "low": a bandwidth below the range or a latency above
+it; its reasons come facts first, then the usual suspects, each with a command that tests it,
+and run-to-run noise only within the spread of recorded repeats (`repeat_spread`). A range
+that rests only on recordings, judged on one of them (`Link.recorded_on`), says so.
 
-"low" means worse than expected: a bandwidth below the range, or a latency above it.
-
-Standard library only; the course's CNN noise figure (gputopo.lessons.training) is imported
-only when a CNN figure is judged, the recorded P2P repeats only when a reason needs them.
+Standard library only; the CNN noise figure (gputopo.lessons.training) and the recorded P2P
+repeats are imported only when needed.
 """
 
 from __future__ import annotations
@@ -369,102 +356,90 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     only on recordings that include that system, the why ends ", range set from this recording".
     """
     unit = UNITS.get(kind, "GB/s")
+    figures: List[Figure] = []
+
+    def verdict(status, why, expected=None, reasons=()):
+        return Verdict(kind, value, status, why, expected, unit, figures, list(reasons))
+
     if kind not in KINDS:
-        return Verdict(kind, value, NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}", unit=unit)
+        return verdict(NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}")
     if not complete:
-        return Verdict(kind, value, INCOMPLETE, "the output stops before its end: not judged", unit=unit)
+        return verdict(INCOMPLETE, "the output stops before its end: not judged")
     if value is None:
-        return Verdict(kind, value, INCOMPLETE, "no number was measured", unit=unit)
+        return verdict(INCOMPLETE, "no number was measured")
     if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
         return _judge_cnn(kind, value, reference, unit, transport, forced)
     if kind == "host_copy":
-        return Verdict(kind, value, NOT_COMPARABLE,
-                       "no published peak for this host's memory in the course; compare runs of this machine "
-                       "with each other (notebook 1's regimes)", unit=unit)
+        return verdict(NOT_COMPARABLE, "no published peak for this host's memory in the course; compare runs of "
+                       "this machine with each other (notebook 1's regimes)")
     link = link or Link("unknown")
-    figures: List[Figure] = []
     if kind == "p2p_latency":
         figures.append(LATENCY_US)
         if method == "staged":
-            return Verdict(kind, value, NOT_COMPARABLE, "peer access off: a staged copy's latency includes "
-                           "the host, the P2P bound does not apply", unit=unit, figures=figures)
+            return verdict(NOT_COMPARABLE, "peer access off: a staged copy's latency includes the host, the P2P "
+                           "bound does not apply")
         own = SELF_SET if link.recorded_on and link.recorded_on in LATENCY_US.source else ""
-        if value <= LATENCY_US.value:
-            return Verdict(kind, value, AS_EXPECTED, f"at or below {LATENCY_US.value:g} us{own}",
-                           (0.0, LATENCY_US.value), unit, figures)
-        return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us{own}", (0.0, LATENCY_US.value), unit,
-                       figures, _reasons(kind, link, memory, transport, numa_ok,
-                                         (value - LATENCY_US.value) / LATENCY_US.value, forced))
-    # The range is what the hardware can do: a PCIe link trained below its maximum generation or
-    # width is judged against its maximum, and the ceiling it has now is shown beside it (a
-    # number that matches that lower ceiling is low for this machine, and says why first).
+        bound = LATENCY_US.value
+        if value <= bound:
+            return verdict(AS_EXPECTED, f"at or below {bound:g} us{own}", (0.0, bound))
+        return verdict(LOW, f"latency above {bound:g} us{own}", (0.0, bound),
+                       _reasons(kind, link, memory, transport, numa_ok, (value - bound) / bound, forced))
+    # A PCIe link trained below its maximum is judged against its maximum; the ceiling it has
+    # now is shown beside it (a number that matches that lower ceiling is low for this machine).
     down = link.trained_down()
+    peak = link_peak(dataclasses.replace(link, generation=link.gen_max or link.generation,
+                                         width=link.width_max or link.width) if down else link)
+    figures.append(peak)
     if down:
-        capable = dataclasses.replace(link, generation=link.gen_max or link.generation,
-                                      width=link.width_max or link.width)
-        peak = link_peak(capable)
-        figures.append(peak)
         now = link_peak(link)
         figures.append(Figure(f"idle now ({down}): {now.what}", now.value,
                               "this machine: the link's current generation and width (NVML / nvidia-smi); an "
                               "idle GPU drops its link, so read it again during a copy"))
-    else:
-        peak = link_peak(link)
-        figures.append(peak)
     if kind == "allreduce_busbw":
         figures.append(Figure(f"method: {processes}, CUDA graph {'on' if cuda_graph else 'off'}", None,
                               "the run's own header"))
-    if method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"):
-        return Verdict(kind, value, NOT_COMPARABLE, "peer access off: the copy is staged through host memory and "
-                       "never crosses the GPU-GPU link alone", unit=unit, figures=figures)
     both = kind == "p2p_both_ways" or direction == "both"
-    if kind == "allreduce_busbw" and metric == "algbw":
-        return Verdict(kind, value, NOT_COMPARABLE, "algbw is not comparable with a link's peak: use busbw "
-                       "(nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
-    if kind == "allreduce_busbw" and against == "both":
-        return Verdict(kind, value, NOT_COMPARABLE, "busbw compares with a link's one-way peak, not the sum of "
-                       "both directions (nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
-    if both and against == "one-way" and kind == "p2p_one_way":
-        return Verdict(kind, value, NOT_COMPARABLE, "a both-directions figure against a one-way peak",
-                       unit=unit, figures=figures)
-    if kind == "p2p_one_way" and against == "both":
-        return Verdict(kind, value, NOT_COMPARABLE, "a one-way figure against a both-directions peak",
-                       unit=unit, figures=figures)
     plateau = PLATEAU_BYTES.get(kind)
-    if size is not None and plateau and size < plateau:
-        return Verdict(kind, value, NOT_COMPARABLE, f"message of {size} B is below the plateau ({plateau >> 20} "
-                       "MiB): fixed costs dominate, not the link", unit=unit, figures=figures)
-    if peak.value is None:
-        return Verdict(kind, value, NOT_COMPARABLE, f"no peak for this link ({peak.source})", unit=unit,
-                       figures=figures)
-    if kind in ("h2d", "d2h") and link.type != "pcie":
-        return Verdict(kind, value, NOT_COMPARABLE, "host copies cross the GPU's PCIe link; no PCIe facts given",
-                       unit=unit, figures=figures)
+    unlike = [
+        (method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"), "peer access off: the copy is staged "
+         "through host memory and never crosses the GPU-GPU link alone"),
+        (kind == "allreduce_busbw" and metric == "algbw", "algbw is not comparable with a link's peak: use busbw "
+         "(nccl-tests doc/PERFORMANCE.md)"),
+        (kind == "allreduce_busbw" and against == "both", "busbw compares with a link's one-way peak, not the sum "
+         "of both directions (nccl-tests doc/PERFORMANCE.md)"),
+        (both and against == "one-way" and kind == "p2p_one_way", "a both-directions figure against a one-way peak"),
+        (kind == "p2p_one_way" and against == "both", "a one-way figure against a both-directions peak"),
+        (size is not None and plateau and size < plateau, f"message of {size} B is below the plateau "
+         f"({(plateau or 0) >> 20} MiB): fixed costs dominate, not the link"),
+        (peak.value is None, f"no peak for this link ({peak.source})"),
+        (kind in ("h2d", "d2h") and link.type != "pcie", "host copies cross the GPU's PCIe link; no PCIe facts "
+         "given"),
+    ]
+    for applies, why in unlike:
+        if applies:
+            return verdict(NOT_COMPARABLE, why)
     key_method = (memory or "pinned") if kind in ("h2d", "d2h") else (None if kind == "allreduce_busbw" else method)
-    eff = EFFICIENCY.get((kind if kind != "p2p_one_way" or not both else "p2p_both_ways", link.type, key_method))
+    eff = EFFICIENCY.get(("p2p_both_ways" if both and kind == "p2p_one_way" else kind, link.type, key_method))
     if eff is None and kind == "allreduce_busbw":
-        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded or published all-reduce figure over "
-                       f"{link.type} to set a range", unit=unit, figures=figures)
+        return verdict(NOT_COMPARABLE, f"no recorded or published all-reduce figure over {link.type} to set a range")
     if eff is None:
-        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with "
-                       f"{key_method}", unit=unit, figures=figures)
+        return verdict(NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with {key_method}")
     top = peak.value * (2 if both else 1)
     if both:
         figures.append(Figure("both directions: twice the one-way peak", top, "a link is full duplex"))
     figures.append(Figure(f"efficiency {eff.low:g}-{eff.high:g} of the peak", None, eff.source))
     expected = (eff.low * top, eff.high * top)
     if value > top * 1.02 and kind == "allreduce_busbw" and "NVLS off" not in processes:
-        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP "
-                       "(NVLS) NCCL reduces in the switch and busbw can exceed the wire peak (nccl-tests issue "
-                       "#212: about 480 GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected, unit,
-                       figures)
+        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP (NVLS) NCCL "
+                       "reduces in the switch and busbw can exceed the wire peak (nccl-tests issue #212: about 480 "
+                       "GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected)
     if value > top * 1.02:
-        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not "
-                       "cross this link alone, or the link facts are wrong", expected, unit, figures)
+        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not cross this link "
+                       "alone, or the link facts are wrong", expected)
     own = SELF_SET if (not eff.published and link.recorded_on and link.recorded_on in eff.source) else ""
     if value >= expected[0]:
-        return Verdict(kind, value, AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected, unit, figures)
-    return Verdict(kind, value, LOW, f"{value / top:.2f} of the peak{own}", expected, unit, figures,
+        return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected)
+    return verdict(LOW, f"{value / top:.2f} of the peak{own}", expected,
                    _reasons(kind, link, memory, transport, numa_ok, (expected[0] - value) / expected[0], forced))
 
 
