@@ -18,30 +18,28 @@ comes from). A PCIe link trained below its maximum (NVML, or `nvidia-smi --query
 pcie.link.gen.current,...`) is judged against its maximum, with the ceiling it has now shown
 beside it: an idle GPU drops its link, so the link is a reason to check during a copy.
 "not comparable": the number and the peak do not measure the same thing (a bidirectional
-figure against a one-way peak, algbw, a message below the plateau, a number above the peak,
+figure against a one-way peak, a message below the plateau, a number above the peak,
 a run whose settings forced NCCL off P2P, no figure for this machine). "incomplete": an output
 cut off before its end, never judged. "low": a bandwidth below the range or a latency above
 it; its reasons come facts first, then the usual suspects, each with a command that tests it,
 and run-to-run noise only within the spread of recorded repeats (`repeat_spread`). A range
 that rests only on recordings, judged on one of them (`Link.recorded_on`), says so.
 
-Standard library only; the CNN noise figure (gputopo.lessons.training) and the recorded P2P
-repeats are imported only when needed.
+Standard library only; the recorded P2P repeats are read only when a reason needs them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 from gputopo import links
 
 AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not comparable", "incomplete"
 
-KINDS = ("host_copy", "h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency",
-         "allreduce_busbw", "cnn_images_per_sec", "cnn_scaling_efficiency")
-UNITS = {"p2p_latency": "us", "cnn_images_per_sec": "images/s", "cnn_scaling_efficiency": ""}
+KINDS = ("h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw")
+UNITS = {"p2p_latency": "us"}
 
 # Message size from which bandwidth counts as levelled off. P2P copies: the P2P test's
 # bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
@@ -240,15 +238,6 @@ def link_peak(link: Link) -> Figure:
 # Reasons, each with the command that tests it
 
 
-def _noise_pct() -> Optional[float]:
-    """The CNN's run-to-run noise (images/s of repeated training runs), for the CNN kinds only."""
-    try:
-        from gputopo.lessons.training import run_to_run_noise  # heavy: imported on use
-        return run_to_run_noise()["figure_pct"]
-    except Exception:
-        return None
-
-
 _SPREAD: dict = {}
 
 
@@ -276,11 +265,9 @@ def repeat_spread(kind: str) -> Optional[Tuple[float, str]]:
 
 
 def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
-             numa_ok: Optional[bool], shortfall: Optional[float] = None,
-             forced: Optional[str] = None) -> List[Tuple[str, str]]:
+             shortfall: Optional[float] = None) -> List[Tuple[str, str]]:
     """The likely reasons for a "low", facts first. shortfall: the gap as a fraction of the
-    expected bound (the noise reason is offered only when the gap is within the repeats' spread);
-    forced: the setting that forced a transport other than P2P, when one did."""
+    expected bound (the noise reason is offered only when the gap is within the repeats' spread)."""
     seen, usual = [], []
     down = link.trained_down()
     query = ("nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
@@ -298,10 +285,7 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
     elif link.type == "pcie":
         usual.append(("the PCIe link is trained below its maximum generation or width", query))
     if transport and transport.upper() not in ("P2P", "NVLS"):
-        if forced:
-            seen.append((f"NCCL used {transport}, forced by its setting ({forced}): the data went through "
-                         "host memory or the network", "compare with the run without that setting"))
-        elif link.type == "pcie" and transport.upper().startswith("SHM"):
+        if link.type == "pcie" and transport.upper().startswith("SHM"):
             seen.append(("NCCL used SHM: with no NCCL_* variable forcing it, SHM is NCCL's default for a PCIe "
                          "path through the CPU (topo -m PHB, NODE or SYS)",
                          "nvidia-smi topo -m for the pair; NCCL_DEBUG=INFO: the 'via' lines"))
@@ -310,10 +294,9 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
                          "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
                          "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
     if kind in ("h2d", "d2h"):
-        reason = ("the process runs on the wrong NUMA node for this GPU",
-                  "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
-                  "--membind=N <command>")
-        (seen if numa_ok is False else usual).append(reason)
+        usual.append(("the process runs on the wrong NUMA node for this GPU",
+                      "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
+                      "--membind=N <command>"))
     if kind in ("p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw"):
         usual.append(("peer access is off between the pair (P2P copies are staged through the host)",
                       "nvidia-smi topo -p2p r and nvidia-smi topo -p2p w (OK expected); make check, peer "
@@ -337,21 +320,17 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
 
 def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, method: Optional[str] = "ce",
           memory: Optional[str] = None, direction: str = "one-way", size: Optional[int] = None,
-          against: str = "one-way", metric: str = "busbw", transport: Optional[str] = None,
-          processes: str = "one per GPU", cuda_graph: bool = False, numa_ok: Optional[bool] = None,
-          reference: Optional[Sequence[float]] = None, complete: bool = True,
-          forced: Optional[str] = None) -> Verdict:
+          against: str = "one-way", transport: Optional[str] = None, processes: str = "one per GPU",
+          cuda_graph: bool = False, complete: bool = True) -> Verdict:
     """The verdict on one measured number (see the module docstring).
 
     kind: one of KINDS; link: the link it crossed; method: "ce" (copy engine), "sm" (copy
     kernel) or "staged" (peer access off); memory: "pinned" or "pageable" (h2d, d2h);
     direction: "one-way" or "both"; size: the message size in bytes; against: the peak the
-    reader compares with ("one-way" or "both"); metric: "busbw" or "algbw" (all-reduce);
+    reader compares with ("one-way" or "both"; all-reduce busbw: one-way);
     transport: NCCL's transport ("P2P", "SHM", "NET") when known; processes and cuda_graph:
-    how nccl_bench ran (recorded in the figures); numa_ok: False when the process is known to
-    run on another NUMA node than the GPU; reference: recorded values of the same setting on
-    the same GPU model (CNN kinds); complete: False for an output cut off before its end;
-    forced: the setting that forced NCCL's transport (e.g. "NCCL_P2P_LEVEL=LOC"), when one did.
+    how the benchmark ran (recorded in the figures); complete: False for an output cut off
+    before its end.
     A link with `recorded_on` set judges that recorded system's figures: when the range rests
     only on recordings that include that system, the why ends ", range set from this recording".
     """
@@ -367,11 +346,6 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         return verdict(INCOMPLETE, "the output stops before its end: not judged")
     if value is None:
         return verdict(INCOMPLETE, "no number was measured")
-    if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
-        return _judge_cnn(kind, value, reference, unit, transport, forced)
-    if kind == "host_copy":
-        return verdict(NOT_COMPARABLE, "no published peak for this host's memory in the course; compare runs of "
-                       "this machine with each other (notebook 1's regimes)")
     link = link or Link("unknown")
     if kind == "p2p_latency":
         figures.append(LATENCY_US)
@@ -383,7 +357,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         if value <= bound:
             return verdict(AS_EXPECTED, f"at or below {bound:g} us{own}", (0.0, bound))
         return verdict(LOW, f"latency above {bound:g} us{own}", (0.0, bound),
-                       _reasons(kind, link, memory, transport, numa_ok, (value - bound) / bound, forced))
+                       _reasons(kind, link, memory, transport, (value - bound) / bound))
     # A PCIe link trained below its maximum is judged against its maximum; the ceiling it has
     # now is shown beside it (a number that matches that lower ceiling is low for this machine).
     down = link.trained_down()
@@ -403,8 +377,6 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     unlike = [
         (method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"), "peer access off: the copy is staged "
          "through host memory and never crosses the GPU-GPU link alone"),
-        (kind == "allreduce_busbw" and metric == "algbw", "algbw is not comparable with a link's peak: use busbw "
-         "(nccl-tests doc/PERFORMANCE.md)"),
         (kind == "allreduce_busbw" and against == "both", "busbw compares with a link's one-way peak, not the sum "
          "of both directions (nccl-tests doc/PERFORMANCE.md)"),
         (both and against == "one-way" and kind == "p2p_one_way", "a both-directions figure against a one-way peak"),
@@ -440,39 +412,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     if value >= expected[0]:
         return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected)
     return verdict(LOW, f"{value / top:.2f} of the peak{own}", expected,
-                   _reasons(kind, link, memory, transport, numa_ok, (expected[0] - value) / expected[0], forced))
-
-
-def _judge_cnn(kind, value, reference, unit, transport=None, forced=None):
-    if not reference:
-        return Verdict(kind, value, NOT_COMPARABLE, "no recorded run of this GPU model, batch and setting to "
-                       "compare with", unit=unit)
-    noise = _noise_pct()
-    if noise is None:
-        return Verdict(kind, value, NOT_COMPARABLE, "the course's noise figure is unavailable", unit=unit)
-    low = min(reference) * (1 - noise / 100)
-    high = max(reference) * (1 + noise / 100)
-    figures = [Figure("recorded runs of the same setting, min-max", min(reference), f"{len(reference)} runs"),
-               Figure("the course's run-to-run noise figure (%)", noise,
-                      "gputopo.lessons.training.run_to_run_noise()")]
-    if value < low:
-        reasons = [("another job shares the GPUs", "nvidia-smi (processes)"),
-                   ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
-                    "training: GPU utilisation well below 100 %"),
-                   ("NCCL used another transport", "NCCL_DEBUG=INFO 'via' lines")]
-        if transport and str(transport).upper() not in ("P2P", "NONE", "") and forced:
-            # the row's own setting forced the transport: that is the cost the comparison shows,
-            # and the other reasons do not apply to it
-            reasons = [(f"NCCL used {transport}, forced by its setting ({forced})",
-                        "compare with the default row: the gap is what the setting costs")]
-        elif transport and str(transport).upper() not in ("P2P", "NONE", ""):
-            # a fact already known goes first: the run's own log named a transport other than P2P
-            reasons = [(f"NCCL used {transport}, not P2P (the run's NCCL log says so)",
-                        "NCCL_DEBUG=INFO 'via' lines")] + reasons[:2]
-        return Verdict(kind, value, LOW, "below the recorded range widened by the noise", (low, high), unit,
-                       figures, reasons)
-    return Verdict(kind, value, AS_EXPECTED, "inside the recorded range widened by the noise", (low, high), unit,
-                   figures)
+                   _reasons(kind, link, memory, transport, (expected[0] - value) / expected[0]))
 
 
 # ---------------------------------------------------------------------------------------
