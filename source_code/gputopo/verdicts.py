@@ -152,19 +152,6 @@ class Link:
     gpu: Optional[str] = None
     recorded_on: Optional[str] = None  # the recorded system whose figures are judged, if any
 
-    def describe(self) -> str:
-        if self.type == "nvlink":
-            return f"{self.count or '?'} x {self.generation or 'NVLink'}"
-        if self.type == "pcie":
-            gen, width = self.generation, self.width
-            if self.trained_down():
-                # idle GPUs drop their link to a lower generation: name the link by what it can
-                # train to, and what it shows now in brackets
-                return (f"PCIe {self.gen_max or gen or '?'} x{self.width_max or width or '?'} "
-                        f"(idle now: {gen or '?'} x{width or '?'})")
-            return f"PCIe {gen or '?'} x{width or '?'}"
-        return self.type
-
     def trained_down(self) -> Optional[str]:
         """A sentence when the PCIe link runs below its maximum generation or width, else None."""
         if self.type != "pcie":
@@ -200,11 +187,6 @@ class Verdict:
         out += [f"  reason {n}: {reason} -- check: {check}" for n, (reason, check) in
                 enumerate(self.reasons, 1)]
         return "\n".join(out)
-
-    def as_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["reasons"] = [{"reason": r, "check": c} for r, c in self.reasons]
-        return data
 
 
 # ---------------------------------------------------------------------------------------
