@@ -31,6 +31,7 @@ Standard library only; the recorded P2P repeats are read only when a reason need
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import List, Optional, Tuple
 
@@ -220,30 +221,25 @@ def link_peak(link: Link) -> Figure:
 # Reasons, each with the command that tests it
 
 
-_SPREAD: dict = {}
-
-
 def repeat_spread(kind: str) -> Optional[Tuple[float, str]]:
     """(spread in %, where it comes from) of a copy's bandwidth or latency over identical runs:
     (max - min) / min of GPU0 -> GPU1 in the three 256 MiB P2P test repeats of NOISE_SYSTEM
     (P2P writes; the latency from the same runs' GPU-side write latency). None when unreadable."""
-    key = "latency" if kind == "p2p_latency" else "bandwidth"
-    if key not in _SPREAD:
-        try:
-            from gputopo import reference
-            from gputopo.parsers import p2p as p2p_parser
-            values = []
-            for name in NOISE_FILES:
-                parsed = p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))
-                matrix = (parsed["latency_us"]["write_gpu"] if key == "latency"
-                          else parsed["bandwidth_gbs"]["unidirectional_write"])
-                values.append(matrix[0][1])
-            _SPREAD[key] = ((max(values) - min(values)) / min(values) * 100,
-                            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 "
-                            f"{' / '.join(f'{v:g}' for v in values)}")
-        except Exception:
-            _SPREAD[key] = None
-    return _SPREAD[key]
+    return _spread("latency" if kind == "p2p_latency" else "bandwidth")
+
+
+@functools.lru_cache(maxsize=None)
+def _spread(key: str) -> Optional[Tuple[float, str]]:
+    from gputopo import reference
+    from gputopo.parsers import p2p as p2p_parser
+
+    group, matrix = ("latency_us", "write_gpu") if key == "latency" else ("bandwidth_gbs", "unidirectional_write")
+    try:  # GPU0 -> GPU1 of each repeat
+        values = [p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))[group][matrix][0][1] for name in NOISE_FILES]
+    except Exception:
+        return None
+    return ((max(values) - min(values)) / min(values) * 100,
+            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 {' / '.join(f'{v:g}' for v in values)}")
 
 
 def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
