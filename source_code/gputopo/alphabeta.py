@@ -49,10 +49,16 @@ def _op_name(op: str) -> str:
     return _ALIASES.get(name.replace("_", ""), name)
 
 
-def _check_ranks(n: Any) -> int:
+def _check_ranks(n: Any, what: str = "number of GPUs") -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"number of GPUs must be a whole number >= 1, not {n!r}")
+        raise ValueError(f"{what} must be a whole number >= 1, not {n!r}")
     return n
+
+
+def _positive(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{what} must be a positive number, not {value!r}")
+    return float(value)
 
 
 def busbw_factor(op: str, n: int) -> float:
@@ -133,22 +139,16 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float]) -> Tuple[float,
     return float(a), float(beta_gbps)
 
 
-def _scalar_or_array(value: Any):
-    if isinstance(value, (int, float)):
-        return float(value)
-    import numpy as np
-
-    return np.asarray(value, dtype=float)
-
-
 def ring_time_us(op: str, size_bytes: Any, n: int, alpha_us: float, beta_gbps: float):
     """Model time of a ring operation: ring_steps(op, n) * alpha + busbw_factor(op, n) * S / beta.
 
     size_bytes may be a number or an array (then an array comes back).
     """
+    import numpy as np
+
     steps = ring_steps(op, n)
     factor = busbw_factor(op, n) if steps else 0.0
-    size = _scalar_or_array(size_bytes)
+    size = np.asarray(size_bytes, dtype=float)
     per_byte = 0.0 if math.isinf(beta_gbps) else 1.0 / (beta_gbps * _BYTES_PER_US_PER_GBPS)
     return steps * alpha_us + factor * size * per_byte
 
@@ -201,11 +201,7 @@ def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
     HGX H100/H200 with eight 400 Gb/s NICs: 400 GB/s. This is the line rate; what NCCL reaches
     per NIC is somewhat lower (`multinode_busbw_gbps`).
     """
-    if isinstance(nics_per_node, bool) or not isinstance(nics_per_node, int) or nics_per_node < 1:
-        raise ValueError(f"NICs per node must be a whole number >= 1, not {nics_per_node!r}")
-    if not gbit_per_nic > 0:
-        raise ValueError(f"a NIC's rate must be positive (Gb/s), not {gbit_per_nic!r}")
-    return nics_per_node * gbit_per_nic / 8
+    return _check_ranks(nics_per_node, "NICs per node") * _positive(gbit_per_nic, "a NIC's rate (Gb/s)") / 8
 
 
 def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes: int) -> float:
@@ -224,10 +220,9 @@ def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes:
     an estimate. The ring's bus bandwidth is that of its slowest hop. This ignores tree,
     NVLS/NVLSTree and CollNet algorithms, which can exceed this bound on few nodes.
     """
-    if nodes < 1 or isinstance(nodes, bool) or not isinstance(nodes, int):
-        raise ValueError(f"number of nodes must be a whole number >= 1, not {nodes!r}")
-    if busbw_in_node_gbps <= 0 or node_nic_gbps <= 0:
-        raise ValueError("bandwidths must be positive")
+    _check_ranks(nodes, "number of nodes")
+    _positive(busbw_in_node_gbps, "in-node busbw (GB/s)")
+    _positive(node_nic_gbps, "the node's NIC bandwidth (GB/s)")
     return busbw_in_node_gbps if nodes == 1 else min(busbw_in_node_gbps, node_nic_gbps)
 
 
@@ -310,12 +305,6 @@ def tolerance_text() -> str:
     """The band, as notebook 4 prints it."""
     return (f"{1 - TOLERANCE_BELOW:.2f} x estimate <= busbw of a tuned run <= line-rate bound "
             "(NVLS runs: no line-rate bound)")
-
-
-def _positive(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{what} must be a positive number, not {value!r}")
-    return float(value)
 
 
 def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
