@@ -328,15 +328,15 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
                  off: a ring hop from NIC i of one node to a NIC of another rail crosses the
                  spine (with PXN, on by default, NCCL moves the data over NVLink to the GPU beside
                  the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
-    Ring: busbw = the smallest term; T = 2(N-1) alphas + 2(N-1)/N S / busbw, where the
-    2(nodes-1) steps that cross the network cost alpha_net_us and the other 2(N-1) - 2(nodes-1)
-    alpha_in_node_us (NCCL's ring latency: nInterSteps = 2*(nNodes-1) for all-reduce,
-    (nsteps-nInterSteps)*intraLat + nInterSteps*interLat, src/graph/tuning.cc at v2.28.3-1). Tree on two nodes: each node's data crosses the network once per
-    direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (nccl-tests
-    #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck, provided the
-    intra-node bandwidth sustains it); on more nodes it is the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
-    (tuning.cc's tree latency: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
-    NIC is used. Returns {busbw_gbps, bound_gbps, estimate terms, bound_by, time_us, algbw_gbps, notes}.
+    Ring: busbw = the smallest term; T = the alphas of `ring_allreduce_latency_us` (NCCL's ring
+    latency) + 2(N-1)/N S / busbw. Tree on two nodes: each node's data crosses the network once
+    per direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N
+    (nccl-tests #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck,
+    provided the intra-node bandwidth sustains it); on more nodes it is the ring's term. Either
+    way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas (tuning.cc's
+    tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)).
+    Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used.
+    Returns {busbw_gbps, bound_gbps, terms, bound_by, time_us, algbw_gbps, gpus, notes}.
     """
     g, k, nodes = _check_ranks(gpus_per_node), _check_ranks(nics_per_node), _check_ranks(nodes)
     nic_gbit = _positive(nic_gbit, "a NIC's rate (Gb/s)")

@@ -153,6 +153,19 @@ class Link:
     gpu: Optional[str] = None
     recorded_on: Optional[str] = None  # the recorded system whose figures are judged, if any
 
+    def describe(self) -> str:
+        if self.type == "nvlink":
+            return f"{self.count or '?'} x {self.generation or 'NVLink'}"
+        if self.type == "pcie":
+            gen, width = self.generation, self.width
+            if self.trained_down():
+                # idle GPUs drop their link to a lower generation: name the link by what it can
+                # train to, and what it shows now in brackets
+                return (f"PCIe {self.gen_max or gen or '?'} x{self.width_max or width or '?'} "
+                        f"(idle now: {gen or '?'} x{width or '?'})")
+            return f"PCIe {gen or '?'} x{width or '?'}"
+        return self.type
+
     def trained_down(self) -> Optional[str]:
         """A sentence when the PCIe link runs below its maximum generation or width, else None."""
         if self.type != "pcie":
