@@ -42,10 +42,6 @@ def _new_axes(ax, figsize):
 # Topology graph
 
 
-def _gpu_index(name: str) -> int:
-    return int(name[3:])
-
-
 def _cpu_groups(topo: Mapping, gpus: Sequence[str]) -> Dict[str, List[str]]:
     """CPU/NUMA node label -> GPUs attached to it, from the affinity columns."""
     groups: Dict[str, List[str]] = {}
@@ -90,7 +86,7 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    gpus = sorted(topo.get("gpus") or [], key=_gpu_index)
+    gpus = sorted(topo.get("gpus") or [], key=lambda name: int(name[3:]))  # GPU2 before GPU10
     if not gpus:
         raise ValueError("the topology has no GPUs to draw")
     links = topo.get("links") or {}

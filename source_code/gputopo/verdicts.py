@@ -210,11 +210,10 @@ class Verdict:
 def link_peak(link: Link) -> Figure:
     """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
     if link.type == "nvlink":
-        if not link.count:
-            return Figure("NVLink peak per direction", None, "unknown: no count of active NVLinks")
-        found = links.peak(f"NV{link.count}", link.generation)
-        if found.gbs is None:
-            return Figure("NVLink peak per direction", None, f"unknown: {found.why}")
+        found = links.peak(f"NV{link.count}", link.generation) if link.count else None
+        if found is None or found.gbs is None:
+            why = found.why if found else "no count of active NVLinks"
+            return Figure("NVLink peak per direction", None, f"unknown: {why}")
         return Figure(f"NVLink peak per direction ({found.how})", found.gbs, f"gputopo/links.py: {found.source}")
     if link.type == "pcie":
         gen = links._pcie_name(link.generation)
@@ -433,19 +432,12 @@ def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> List[
                         "one GPU crosses no link between GPUs)")]
     method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
-    out = []
     enabled = bool((parsed.get("connectivity") or [[1, 1], [1, 1]])[src][dst])
     how = method if enabled else "staged"
-    one = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
-    if one:
-        out.append(judge("p2p_one_way", one[src][dst], link, method=how))
-    if bandwidth.get("bidirectional_enabled"):
-        out.append(judge("p2p_both_ways", bandwidth["bidirectional_enabled"][src][dst], link, method=how,
-                         direction="both", against="both"))
-    lat = latency.get("write_gpu") or latency.get("read_gpu")
-    if lat:
-        out.append(judge("p2p_latency", lat[src][dst], link, method=how))
-    return out
+    found = [("p2p_one_way", bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read"), {}),
+             ("p2p_both_ways", bandwidth.get("bidirectional_enabled"), {"direction": "both", "against": "both"}),
+             ("p2p_latency", latency.get("write_gpu") or latency.get("read_gpu"), {})]
+    return [judge(kind, matrix[src][dst], link, method=how, **extra) for kind, matrix, extra in found if matrix]
 
 
 def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verdict:
