@@ -54,7 +54,6 @@ def test_families_and_meanings():
 def test_every_module_reads_the_same_table():
     for code in ("NV4", "PIX", "NODE", "SYS", "SOC"):
         assert rank_link(code) == linkcodes.rank(code)
-        assert plots.link_family(code) == linkcodes.family(code)
         assert ncclpaths.path_type_of_link(code) == linkcodes.path_type(code)
     assert set(plots.LINK_COLOURS) == set(linkcodes.FAMILIES)
     assert ncclpaths.PATH_ORDER is linkcodes.PATH_ORDER

@@ -10,12 +10,12 @@ from gputopo import reference
 @pytest.mark.parametrize("generation, expected", [("gen3", 15.75), ("gen4", 31.51), ("gen5", 63.02)])
 def test_pcie_x16_per_direction(generation, expected):
     # GT/s x 16 lanes x 128/130 / 8 bits per byte
-    assert links.pcie_x16_gbs(generation) == pytest.approx(expected, abs=0.01)
+    assert links.pcie_gbs(generation) == pytest.approx(expected, abs=0.01)
 
 
 def test_each_pcie_generation_doubles_the_last():
-    assert links.pcie_x16_gbs("gen4") == pytest.approx(2 * links.pcie_x16_gbs("gen3"))
-    assert links.pcie_x16_gbs("gen5") == pytest.approx(2 * links.pcie_x16_gbs("gen4"))
+    assert links.pcie_gbs("gen4") == pytest.approx(2 * links.pcie_gbs("gen3"))
+    assert links.pcie_gbs("gen5") == pytest.approx(2 * links.pcie_gbs("gen4"))
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,9 @@ def test_whole_gpu_nvlink_figures_match_the_published_totals():
 
 
 def test_pcie_codes_use_the_pcie_generation_of_the_gpu():
-    assert links.peak_gbs("SYS", "Tesla V100-SXM2-16GB") == pytest.approx(links.pcie_x16_gbs("gen3"))
-    assert links.peak_gbs("PIX", "pcie gen4") == pytest.approx(links.pcie_x16_gbs("gen4"))
-    assert links.peak_gbs("SOC", "gen5") == pytest.approx(links.pcie_x16_gbs("gen5"))
+    assert links.peak_gbs("SYS", "Tesla V100-SXM2-16GB") == pytest.approx(links.pcie_gbs("gen3"))
+    assert links.peak_gbs("PIX", "pcie gen4") == pytest.approx(links.pcie_gbs("gen4"))
+    assert links.peak_gbs("SOC", "gen5") == pytest.approx(links.pcie_gbs("gen5"))
 
 
 def test_unknown_generation_gives_none_not_a_guess():

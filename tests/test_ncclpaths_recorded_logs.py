@@ -86,15 +86,12 @@ def test_the_rules_agree_with_the_h200_cnn_runs():
     assert checked == 30  # five settings x three runs, at batch 64 and at batch 512
 
 
-def test_p2p_level_facts_table():
-    by_level = {f["level"]: f for f in ncclpaths.P2P_LEVEL_FACTS}
-    assert {name: f["legacy_integer"] for name, f in by_level.items()} == {
-        "LOC": 0, "NVL": None, "PIX": 1, "PXB": 2, "PHB": 3, "SYS": 4}
+def test_p2p_level_facts():
+    # NCCL User Guide, "Integer Values (Legacy)": 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 SYS (above 4: SYS)
     assert [ncclpaths.legacy_level_name(str(i)) for i in range(7)] == [
         "LOC", "PIX", "PXB", "PHB", "SYS", "SYS", "SYS"]
-    # NVLink pairs keep P2P at every level but LOC.
-    assert [f["level"] for f in ncclpaths.P2P_LEVEL_FACTS if not f["nvlink_pair_uses_p2p"]] == ["LOC"]
-    for level in by_level:
+    # NVLink pairs keep P2P at every level but LOC (User Guide: LOC "never use P2P").
+    for level in ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS"):
         expected = "SHM" if level == "LOC" else "P2P"
         assert ncclpaths.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL", nics=()) == expected
     # Defaults by release: tests/test_ncclpaths_versions.py has the whole table.

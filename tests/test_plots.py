@@ -6,7 +6,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
-from gputopo import plots, reference  # noqa: E402
+from gputopo import linkcodes, plots, reference  # noqa: E402
 from gputopo.parsers.topo import parse as parse_topo  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def test_v100_server_graph_has_every_gpu_pair_coloured_by_link():
     for pair, line in edges.items():
         first, second = pair.split("-")
         code = topo["links"][first][second]
-        assert line.get_color() == plots.LINK_COLOURS[plots.link_family(code)]
+        assert line.get_color() == plots.LINK_COLOURS[linkcodes.family(code)]
     # NV2 is drawn wider than NV1, and any NVLink wider than the PCIe path (SYS).
     assert edges["GPU0-GPU3"].get_linewidth() > edges["GPU0-GPU1"].get_linewidth() > edges["GPU0-GPU4"].get_linewidth()
     # One CPU group (every GPU has affinity 0-95), joined to all eight GPUs.

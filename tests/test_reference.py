@@ -70,11 +70,11 @@ def test_load_with_several_files_asks_for_a_name():
     assert one["epochs"][0]["images_per_sec"] == 98996.51
 
 
-def test_load_all_keys_by_file():
-    logs = reference.load_all("dgx1-v100", "nccl-log")
-    assert len(logs) == 4
-    assert logs["horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"]["transports"] == ["SHM"]
-    assert logs["horovod-cnn-gpus-0-3-default.txt"]["transports"] == ["P2P"]
+def test_load_picks_each_log_by_name():
+    assert len(reference.find("dgx1-v100", "nccl-log")) == 4
+    load = reference.load
+    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt")["transports"] == ["SHM"]
+    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-default.txt")["transports"] == ["P2P"]
 
 
 def test_load_errors():

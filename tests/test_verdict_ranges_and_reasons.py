@@ -89,6 +89,7 @@ def test_an_idle_pcie_link_is_described_by_its_maximum():
     link = V.Link("pcie", "gen1", width=16, gen_max="gen4", width_max=16)
     assert link.describe() == "PCIe gen4 x16 (idle now: gen1 x16)"
     got = V.judge("h2d", 10.0, link, memory="pinned", size=1 << 30)
+    assert got.figures[0].what.startswith("PCIe gen4 x16") and got.figures[1].what.startswith("idle now")
     assert got.status == "low" and not got.reasons[0][0].startswith("the PCIe link is trained down")
 
 

@@ -77,9 +77,8 @@ def test_sockets_and_loc_runs_are_not_comparable_their_transport_was_forced():
     assert not loc.reasons
 
 
-def test_busbw_against_a_both_ways_peak_or_algbw_is_not_comparable():
+def test_busbw_against_a_both_ways_peak_is_not_comparable():
     assert V.judge("allreduce_busbw", 332.29, NV18, size=2 << 30, against="both").status == "not comparable"
-    assert V.judge("allreduce_busbw", 332.29, NV18, size=2 << 30, metric="algbw").status == "not comparable"
 
 
 def test_h200_8gpu_and_v100_all_reduce():
@@ -132,19 +131,10 @@ def test_nvbandwidth_rtx4090_host_copies_are_as_expected():
     assert all(V.judge("h2d", gbs, link, memory="pinned", size=512 << 20).status == "as expected" for gbs in row)
 
 
-def test_latency_and_cnn_and_host_copy():
+def test_latency_and_unknown_kinds():
     assert V.judge("p2p_latency", 14.76, NV18, method="staged").status == "not comparable"
     assert V.judge("p2p_latency", 20.0, NV18).status == "low"
-    assert V.judge("host_copy", 10.0).status == "not comparable"
-    assert V.judge("cnn_images_per_sec", 30000.0).status == "not comparable"  # nothing recorded to compare
-    # the recorded default-setting H200 pair runs at batch 64; their own median is as expected
-    from gputopo.lessons.training import read_runs
-
-    row = next(r for r in read_runs() if r["setting"] == "default" and r["batch_per_worker"] == 64
-               and r.get("workers") == 2)
-    ref = [row["images_per_sec_min"], row["images_per_sec_max"]]
-    assert V.judge("cnn_images_per_sec", row["images_per_sec_median"], reference=ref).status == "as expected"
-    assert V.judge("cnn_images_per_sec", row["images_per_sec_min"] / 3, reference=ref).status == "low"
+    assert V.judge("host_copy", 10.0).status == "not comparable"   # no kind of the course's
 
 
 

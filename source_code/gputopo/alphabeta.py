@@ -18,30 +18,10 @@ This is why nccl-tests reports a "bus bandwidth": busbw = algbw x 2(n-1)/n, wher
 algbw = S / T. busbw is the rate at which each GPU moves data through its bottleneck
 (its NVLink ports, its PCIe link, or across nodes the node's NICs together), so it is comparable
 across GPU counts and with the GPU's *total* NVLink bandwidth per direction (or a node's total
-NIC bandwidth), not with one link's
-(nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
+NIC bandwidth), not with one link's (nccl-tests, doc/PERFORMANCE.md). An 8x V100 server reaches about 129 GB/s of busbw over
 NVLinks of 25 GB/s each because every GPU drives several links at once. The same reasoning
 gives the other factors (`busbw_factor`). In the model below, alpha is the cost of one ring
 step and beta is that per-GPU bus bandwidth, not the rate of a single link.
-
-Functions:
-- `busbw_factor(op, n)`: 2(n-1)/n, (n-1)/n or 1.
-- `ring_steps(op, n)`: how many alpha a ring operation pays one after the other.
-- `fit(sizes_bytes, times_us)`: (alpha_us, beta_gbps) by least squares on T = alpha + n/beta.
-- `ring_allreduce_time_us(size, n, alpha_us, beta_gbps)` and, for any operation,
-  `ring_time_us(op, size, n, alpha_us, beta_gbps)`.
-- `fit_from_table(parsed, op, n)`: per-step alpha and bus bandwidth beta from an nccl-tests
-  table (as `gputopo.parsers.nccl_tests.parse` returns it), consistent with the ring model.
-- `total_nic_gbps(nics_per_node, gbit_per_nic)`: a node's total NIC bandwidth per direction, GB/s.
-- `multinode_busbw_gbps(...)`, `multinode_allreduce_time_us(...)`: the same ring once it
-  spans several nodes, where the node's total NIC bandwidth bounds the bus bandwidth.
-- `ring_allreduce_latency_us(n, nodes, alpha_in_node_us, alpha_net_us)`: a ring all-reduce's
-  alpha term as NCCL's tuner counts it (2(nodes-1) network steps, the rest in-node).
-- `predict_table(parsed, op, n)`: rows of (size, measured_us, predicted_us).
-- `whatif(...)`: notebook 4's what-if panel: busbw, its bound and what sets it, and the
-  all-reduce time for a cluster of `nodes` nodes (ring, tree, NVLS), every factor sourced below.
-- `cluster_busbw(cluster)`: the bound and the estimate for a recorded cluster's `cluster` entry
-  (its system.json), which the tests hold against what the cluster recorded.
 
 numpy is imported inside the functions that need it (CONTRIBUTING.md).
 """
@@ -55,14 +35,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 # bytes / (GB/s) -> microseconds: n / (beta * 1e9) seconds = n / (beta * 1e3) us.
 _BYTES_PER_US_PER_GBPS = 1e3
 
-_ALIASES = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "bcast": "broadcast",
-    "send_recv": "sendrecv",
-    "alltoall": "alltoall",
-}
+_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+            "bcast": "broadcast", "alltoall": "alltoall"}
 
 
 def _op_name(op: str) -> str:
@@ -75,10 +49,16 @@ def _op_name(op: str) -> str:
     return _ALIASES.get(name.replace("_", ""), name)
 
 
-def _check_ranks(n: Any) -> int:
+def _check_ranks(n: Any, what: str = "number of GPUs") -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"number of GPUs must be a whole number >= 1, not {n!r}")
+        raise ValueError(f"{what} must be a whole number >= 1, not {n!r}")
     return n
+
+
+def _positive(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{what} must be a positive number, not {value!r}")
+    return float(value)
 
 
 def busbw_factor(op: str, n: int) -> float:
@@ -119,14 +99,13 @@ def ring_steps(op: str, n: int) -> int:
     return n - 1
 
 
-def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str = "relative") -> Tuple[float, float]:
+def fit(sizes_bytes: Iterable[float], times_us: Iterable[float]) -> Tuple[float, float]:
     """(alpha_us, beta_gbps) of T = alpha + n / beta fitted to measured (size, time) pairs.
 
-    Weighting: "relative" (default) minimises the sum of squared *relative* errors
-    ((model - T) / T)^2. Over sizes from 8 B to 1 GiB the times span five orders of
-    magnitude; plain ("absolute") least squares would let the few largest sizes decide
-    everything and leave alpha as noise, while relative errors give every size the same
-    say, so alpha comes from the small sizes and beta from the large ones.
+    Least squares on *relative* errors ((model - T) / T)^2: over sizes from 8 B to 1 GiB the
+    times span five orders of magnitude, and plain least squares would let the few largest
+    sizes decide everything and leave alpha as noise; relative errors give every size the
+    same say, so alpha comes from the small sizes and beta from the large ones.
 
     Both parameters are kept physical: if the unconstrained fit gives alpha < 0, alpha is
     set to 0 and beta refitted; if it gives no positive bandwidth term (times do not grow
@@ -135,8 +114,6 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str 
     """
     import numpy as np
 
-    if weighting not in ("relative", "absolute"):
-        raise ValueError(f"weighting must be 'relative' or 'absolute', not {weighting!r}")
     n = np.asarray(list(sizes_bytes), dtype=float)
     t = np.asarray(list(times_us), dtype=float)
     if n.shape != t.shape or n.ndim != 1:
@@ -148,7 +125,7 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str 
     if np.any(t <= 0) or np.any(n < 0):
         raise ValueError("times must be positive and sizes non-negative")
 
-    w = 1.0 / t if weighting == "relative" else np.ones_like(t)
+    w = 1.0 / t
     # Weighted least squares for T = a + b * n, with b = 1 / (beta in bytes per us).
     design = np.column_stack([np.ones_like(n), n]) * w[:, None]
     (a, b), *_ = np.linalg.lstsq(design, t * w, rcond=None)
@@ -162,22 +139,16 @@ def fit(sizes_bytes: Iterable[float], times_us: Iterable[float], weighting: str 
     return float(a), float(beta_gbps)
 
 
-def _scalar_or_array(value: Any):
-    if isinstance(value, (int, float)):
-        return float(value)
-    import numpy as np
-
-    return np.asarray(value, dtype=float)
-
-
 def ring_time_us(op: str, size_bytes: Any, n: int, alpha_us: float, beta_gbps: float):
     """Model time of a ring operation: ring_steps(op, n) * alpha + busbw_factor(op, n) * S / beta.
 
     size_bytes may be a number or an array (then an array comes back).
     """
+    import numpy as np
+
     steps = ring_steps(op, n)
     factor = busbw_factor(op, n) if steps else 0.0
-    size = _scalar_or_array(size_bytes)
+    size = np.asarray(size_bytes, dtype=float)
     per_byte = 0.0 if math.isinf(beta_gbps) else 1.0 / (beta_gbps * _BYTES_PER_US_PER_GBPS)
     return steps * alpha_us + factor * size * per_byte
 
@@ -187,84 +158,40 @@ def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: 
     return ring_time_us("all_reduce", size_bytes, n, alpha_us, beta_gbps)
 
 
-def _measured(parsed: Dict[str, Any], place: str) -> List[Tuple[int, float]]:
-    if place not in ("out_of_place", "in_place"):
-        raise ValueError(f"place must be 'out_of_place' or 'in_place', not {place!r}")
+def _measured(parsed: Dict[str, Any]) -> List[Tuple[int, float]]:
+    """(size, out-of-place time in us) of every row of an nccl-tests table."""
     rows = parsed.get("rows") if isinstance(parsed, dict) else None
     if not rows:
         raise ValueError("the table has no rows (pass what gputopo.parsers.nccl_tests.parse returns)")
-    pairs = []
-    for row in rows:
-        group = row.get(place)
-        if group is None or row.get("size", 0) <= 0:
-            continue
-        time_us = group.get("time_us")
-        if time_us is not None and time_us > 0:
-            pairs.append((int(row["size"]), float(time_us)))
+    pairs = [(int(row["size"]), float(row["out_of_place"]["time_us"])) for row in rows
+             if row.get("size", 0) > 0 and ((row.get("out_of_place") or {}).get("time_us") or 0) > 0]
     if not pairs:
-        raise ValueError(f"no {place.replace('_', '-')} times in the table")
+        raise ValueError("no out-of-place times in the table")
     return pairs
 
 
-def fit_from_table(
-    parsed: Dict[str, Any],
-    op: str,
-    n: int,
-    place: str = "out_of_place",
-    min_bytes: Optional[int] = None,
-    max_bytes: Optional[int] = None,
-    weighting: str = "relative",
-) -> Tuple[float, float]:
+def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, float]:
     """(alpha_step_us, busbw_gbps) from an nccl-tests table, consistent with the ring model.
 
-    The table's times are fitted as T(S) = A + S / B (see `fit`), then turned into the
-    parameters of the ring:
+    The table's out-of-place times are fitted as T(S) = A + S / B (see `fit`), then turned
+    into the parameters of the ring, so that ring_time_us(op, S, n, alpha, beta) reproduces
+    the fitted line:
         alpha = A / ring_steps(op, n)          (all_reduce: A / 2(n-1)): the cost of one step
         beta  = B * busbw_factor(op, n)        (all_reduce: B * 2(n-1)/n): the bus bandwidth
-    so that ring_time_us(op, S, n, alpha, beta) reproduces the fitted line. beta is the
-    bus bandwidth the largest sizes approach: what each GPU moves through its bottleneck
-    (all its NVLinks together, its PCIe link, or across nodes the node's NICs together),
-    not the rate of one link. alpha also holds whatever the measured time includes besides the wire
-    (kernel launch from the host, synchronisation, the protocol), so it is an effective cost
-    per step, not a link latency. When one process launches the kernels of all n GPUs one
-    after the other (the course's nccl_bench, nccl-tests with -g n), a small message's time is
-    mostly that host launch cost, and A / 2(n-1) then falls as n grows; fit a run with CUDA
-    graphs (-G) or one process per GPU for a per-step cost. Restrict the sizes used with
-    min_bytes / max_bytes; `place` picks the out-of-place or in-place columns.
+    beta is what each GPU moves through its bottleneck (all its NVLinks together, its PCIe
+    link, or across nodes the node's NICs together), not the rate of one link. alpha also
+    holds whatever the time includes besides the wire (kernel launch, synchronisation, the
+    protocol): an effective cost per step, not a link latency. When one process launches the
+    kernels of all n GPUs one after the other (nccl-tests with -g n), a small message's time
+    is mostly that host launch cost, and A / 2(n-1) then falls as n grows; fit a run with CUDA
+    graphs (-G) or one process per GPU for a per-step cost.
     """
     steps = ring_steps(op, n)
     if steps == 0:
         raise ValueError("one rank sends nothing: the ring model needs n >= 2")
-    pairs = [
-        (size, t)
-        for size, t in _measured(parsed, place)
-        if (min_bytes is None or size >= min_bytes) and (max_bytes is None or size <= max_bytes)
-    ]
-    if len(pairs) < 2:
-        raise ValueError("fewer than two sizes left to fit")
-    a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs], weighting=weighting)
+    pairs = _measured(parsed)
+    a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs])
     return a_us / steps, b_gbps * busbw_factor(op, n)
-
-
-def predict_table(
-    parsed: Dict[str, Any],
-    op: str,
-    n: int,
-    alpha_us: Optional[float] = None,
-    beta_gbps: Optional[float] = None,
-    place: str = "out_of_place",
-) -> List[Tuple[int, float, float]]:
-    """Rows of (size_bytes, measured_us, predicted_us) for every size of the table.
-
-    alpha_us / beta_gbps are the per-step alpha and bus bandwidth (as `fit_from_table` returns); when either is
-    left out, both come from `fit_from_table(parsed, op, n, place=place)`.
-    """
-    if alpha_us is None or beta_gbps is None:
-        alpha_us, beta_gbps = fit_from_table(parsed, op, n, place=place)
-    return [
-        (size, measured, float(ring_time_us(op, size, n, alpha_us, beta_gbps)))
-        for size, measured in _measured(parsed, place)
-    ]
 
 
 def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
@@ -274,11 +201,7 @@ def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
     HGX H100/H200 with eight 400 Gb/s NICs: 400 GB/s. This is the line rate; what NCCL reaches
     per NIC is somewhat lower (`multinode_busbw_gbps`).
     """
-    if isinstance(nics_per_node, bool) or not isinstance(nics_per_node, int) or nics_per_node < 1:
-        raise ValueError(f"NICs per node must be a whole number >= 1, not {nics_per_node!r}")
-    if not gbit_per_nic > 0:
-        raise ValueError(f"a NIC's rate must be positive (Gb/s), not {gbit_per_nic!r}")
-    return nics_per_node * gbit_per_nic / 8
+    return _check_ranks(nics_per_node, "NICs per node") * _positive(gbit_per_nic, "a NIC's rate (Gb/s)") / 8
 
 
 def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes: int) -> float:
@@ -297,10 +220,9 @@ def multinode_busbw_gbps(busbw_in_node_gbps: float, node_nic_gbps: float, nodes:
     an estimate. The ring's bus bandwidth is that of its slowest hop. This ignores tree,
     NVLS/NVLSTree and CollNet algorithms, which can exceed this bound on few nodes.
     """
-    if nodes < 1 or isinstance(nodes, bool) or not isinstance(nodes, int):
-        raise ValueError(f"number of nodes must be a whole number >= 1, not {nodes!r}")
-    if busbw_in_node_gbps <= 0 or node_nic_gbps <= 0:
-        raise ValueError("bandwidths must be positive")
+    _check_ranks(nodes, "number of nodes")
+    _positive(busbw_in_node_gbps, "in-node busbw (GB/s)")
+    _positive(node_nic_gbps, "the node's NIC bandwidth (GB/s)")
     return busbw_in_node_gbps if nodes == 1 else min(busbw_in_node_gbps, node_nic_gbps)
 
 
@@ -385,12 +307,6 @@ def tolerance_text() -> str:
             "(NVLS runs: no line-rate bound)")
 
 
-def _positive(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{what} must be a positive number, not {value!r}")
-    return float(value)
-
-
 def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
            nodes: int, size_bytes: float, algorithm: str = "ring", gdr: bool = True, pxn: bool = True,
            rails_aligned: bool = True, spine_oversubscription: float = 1.0, nvls: bool = False,
@@ -412,15 +328,15 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
                  off: a ring hop from NIC i of one node to a NIC of another rail crosses the
                  spine (with PXN, on by default, NCCL moves the data over NVLink to the GPU beside
                  the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
-    Ring: busbw = the smallest term; T = 2(N-1) alphas + 2(N-1)/N S / busbw, where the
-    2(nodes-1) steps that cross the network cost alpha_net_us and the other 2(N-1) - 2(nodes-1)
-    alpha_in_node_us (NCCL's ring latency: nInterSteps = 2*(nNodes-1) for all-reduce,
-    (nsteps-nInterSteps)*intraLat + nInterSteps*interLat, src/graph/tuning.cc at v2.28.3-1). Tree on two nodes: each node's data crosses the network once per
-    direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N (nccl-tests
-    #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck, provided the
-    intra-node bandwidth sustains it); on more nodes it is the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas
-    (tuning.cc's tree latency: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no
-    NIC is used. Returns {busbw_gbps, bound_gbps, estimate terms, bound_by, time_us, algbw_gbps, notes}.
+    Ring: busbw = the smallest term; T = the alphas of `ring_allreduce_latency_us` (NCCL's ring
+    latency) + 2(N-1)/N S / busbw. Tree on two nodes: each node's data crosses the network once
+    per direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N
+    (nccl-tests #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck,
+    provided the intra-node bandwidth sustains it); on more nodes it is the ring's term. Either
+    way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas (tuning.cc's
+    tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)).
+    Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used.
+    Returns {busbw_gbps, bound_gbps, terms, bound_by, time_us, algbw_gbps, gpus, notes}.
     """
     g, k, nodes = _check_ranks(gpus_per_node), _check_ranks(nics_per_node), _check_ranks(nodes)
     nic_gbit = _positive(nic_gbit, "a NIC's rate (Gb/s)")
@@ -505,24 +421,6 @@ def half_bandwidth_size(alpha_us: float, beta_gbps: float) -> float:
     if math.isinf(beta_gbps):
         return math.inf
     return alpha_us * beta_gbps * _BYTES_PER_US_PER_GBPS
-
-
-__all__: Sequence[str] = (
-    "busbw_factor",
-    "ring_steps",
-    "fit",
-    "ring_time_us",
-    "ring_allreduce_time_us",
-    "fit_from_table",
-    "predict_table",
-    "half_bandwidth_size",
-    "total_nic_gbps",
-    "multinode_busbw_gbps",
-    "multinode_allreduce_time_us",
-    "ring_allreduce_latency_us",
-    "whatif",
-    "cluster_busbw",
-)
 
 
 # ---------------------------------------------------------------------------------------

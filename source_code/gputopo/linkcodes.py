@@ -70,22 +70,22 @@ def lookup(code) -> Optional[LinkCode]:
     return _BY_CODE.get(text)
 
 
-def family(code: str) -> str:
-    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS); ValueError for X or unknown."""
+def _link(code) -> LinkCode:
     row = lookup(code)
     if row is None or row.peak is None:
         raise ValueError(f"unknown topo link code {code!r}")
-    return row.family
+    return row
+
+
+def family(code: str) -> str:
+    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS); ValueError for X or unknown."""
+    return _link(code).family
 
 
 def rank(code: str) -> int:
     """How good a link is for GPU-to-GPU traffic; higher is better. ValueError for X or unknown."""
-    row = lookup(code)
-    if row is None or row.peak is None:
-        raise ValueError(f"unknown link code {code!r}")
-    if row.family == "NV":
-        return _NVLINK_BASE_RANK + nvlink_count(code)
-    return row.rank
+    row = _link(code)
+    return _NVLINK_BASE_RANK + nvlink_count(code) if row.family == "NV" else row.rank
 
 
 def path_type(code) -> Optional[str]:

@@ -1,39 +1,21 @@
 """Peak bandwidth of the links `nvidia-smi topo -m` names, each figure with its source.
 
-All figures are per direction, in GB (10^9 bytes) per second. They are ceilings that
-measurements are compared against, not predictions: PCIe loses a further ~10-20 % to
-packet headers and flow control (`pcie_tlp_gbs`), and NVLink figures are the data rates
-NVIDIA quotes.
-
-Where the figure comes from, in order:
-1. the machine: the PCIe generation and width each GPU's link trained to (NVML, or
-   `nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max`), and how many NVLinks
-   `nvidia-smi nvlink -s` shows active (`machine_peak`);
-2. this module's table of GPUs and link generations, each entry naming its public source
-   (`peak_gbs`, `peak`). The NVLink data rate per link always comes from here.
-An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
+All figures are per direction, in GB (10^9 bytes) per second: ceilings that measurements are
+compared against, not predictions. A PCIe figure comes from the generation and width the
+GPU's link trained to when the machine reports it (NVML, or `nvidia-smi --query-gpu=
+pcie.link.gen.max,pcie.link.width.max`: `peak`'s keywords), else from this module's table of
+GPUs, each entry naming its public source; the NVLink data rate per link always comes from
+the tables. An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
 table) and `peak(...).why` says in one sentence what is missing.
 
-PCIe peak per direction = transfer rate (GT/s) x lanes x coding efficiency / 8 bits.
-Gen1 and gen2 use 8b/10b, gen3 to gen5 128b/130b: what is left after the line code carries
-the packets (TLP framing, headers and LCRC, and DLLPs), whose cost depends on the payload
-size and is not deducted here (`pcie_tlp_gbs` deducts it for one payload size).
-Gen6 signals 64 GT/s with PAM4 in Flit Mode, with no line code (1b/1b): every 256-byte flit
-carries 236 bytes of TLPs, 6 of DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base
-Specification 6.0, Flit Mode). The table deducts the 20 bytes that are not TLP bytes, so an
-x16 link gives 64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s PCI-SIG quotes (the
-raw figure is also what Linux reports: `PCIE_SPEED2MBS_ENC` in drivers/pci/pci.h counts
-64 GT/s as 1/1). Gen6's figure therefore has its link-level overhead deducted as well,
-gen3-5's only their line code; the TLP headers still come on top of every row.
+PCIe peak per direction = transfer rate (GT/s) x lanes x coding efficiency / 8 bits: 8b/10b
+for gen1-2, 128b/130b for gen3-5, gen6's Flit Mode below. The TLP framing, headers and LCRC
+come on top and depend on the payload size (`pcie_tlp_gbs` deducts them for one size).
 
-NVLink peak per direction = links x per-link data rate: 20 GB/s for NVLink 1 (P100), 25 for
-NVLink 2 to NVLink 4 on data-centre GPUs (V100, A100, H100/H200 SXM, the H100 PCIe bridge),
-50 for NVLink 5 (B200/GB200). The GeForce RTX 3090 bridge uses four narrower NVLink 3 links
-of 14.0625 GB/s each. `nvidia-smi nvlink -s` prints 26.562 GB/s per link on H100 and H200:
-that is the signalling rate (2 lanes x 106.25 Gb/s), not the 25 GB/s data rate the H100
-whitepaper quotes, so it is never used as a peak. The machine's `nvlink -s` only counts the
-active links (a pair's peak counts no more links than either GPU has active) and flags links
-running slower than the GPU's others (`Peak.note`): one peak per link, live or recorded.
+NVLink peak per direction = links x per-link data rate (`NVLINK_GENERATIONS`). `nvidia-smi
+nvlink -s` prints 26.562 GB/s per link on H100 and H200: the signalling rate (2 lanes x
+106.25 Gb/s), not the 25 GB/s data rate the H100 whitepaper quotes, so it is never used as a
+peak; `nvlink -s` serves to count a GPU's active links and spot slower ones.
 
 Standard library only.
 """
@@ -42,15 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import linkcodes
 
 PCIE_X16_LANES = 16
 PCIE_8B10B = 8 / 10
 PCIE_128B130B = 128 / 130
-# Flit Mode (gen6): 236 of a 256-byte flit's bytes carry TLPs; the other 20 are 6 bytes of
-# DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base Specification 6.0, Flit Mode).
+# Flit Mode (gen6, 64 GT/s PAM4, no line code): 236 of a 256-byte flit's bytes carry TLPs; the
+# other 20 are 6 bytes of DLLP payload, 8 of CRC and 6 of FEC (PCI Express Base Specification
+# 6.0, Flit Mode). So an x16 link gives 64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s
+# PCI-SIG quotes (also what Linux reports: PCIE_SPEED2MBS_ENC in drivers/pci/pci.h counts 64 GT/s
+# as 1/1): gen6's figure has its link-level overhead deducted, gen3-5's only their line code.
 PCIE_FLIT_BYTES = 256
 PCIE_FLIT_TLP_BYTES = 236
 PCIE_FLIT = PCIE_FLIT_TLP_BYTES / PCIE_FLIT_BYTES
@@ -71,13 +56,13 @@ PCIE_GENERATIONS: Dict[str, tuple] = {
 # The generations link_table() lists (gen1/gen2 only serve machines that report them).
 TABLE_PCIE_GENERATIONS = ("gen3", "gen4", "gen5", "gen6")
 
-# NVLink generation -> (GB/s per direction per link, GPU it came with, links on that GPU, source)
+# NVLink generation -> (GB/s per direction per link, source); its GPUs: NVLINK_CONFIGURATIONS
 NVLINK_GENERATIONS: Dict[str, tuple] = {
-    "nvlink1": (20.0, "P100", 4, "NVIDIA Tesla P100 whitepaper (2016)"),
-    "nvlink2": (25.0, "V100", 6, "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"),
-    "nvlink3": (25.0, "A100", 12, "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)"),
-    "nvlink4": (25.0, "H100 SXM5", 18, "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"),
-    "nvlink5": (50.0, "B200", 18, "NVIDIA Blackwell Architecture Technical Brief (2024): 18 links, 1.8 TB/s"),
+    "nvlink1": (20.0, "NVIDIA Tesla P100 whitepaper (2016)"),
+    "nvlink2": (25.0, "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"),
+    "nvlink3": (25.0, "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)"),
+    "nvlink4": (25.0, "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"),
+    "nvlink5": (50.0, "NVIDIA Blackwell Architecture Technical Brief (2024): 18 links, 1.8 TB/s"),
 }
 
 # Whole-GPU NVLink configurations for the table: (GPU, generation, links, per-link GB/s or
@@ -157,7 +142,6 @@ class Peak:
     how: str = ""  # "12 links x 25 GB/s" or "gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8)"
     source: str = ""  # where the figure comes from (a document, or "this machine: ...")
     why: Optional[str] = None  # one sentence when gbs is None
-    note: Optional[str] = None  # one sentence about the machine's links (fewer active, slower ones)
 
     def text(self, digits: int = 2) -> str:
         return UNKNOWN if self.gbs is None else f"{self.gbs:.{digits}f}"
@@ -167,11 +151,6 @@ def pcie_gbs(generation: str, lanes: int = PCIE_X16_LANES) -> float:
     """Raw per-direction bandwidth of a PCIe link of a generation and width, in GB/s."""
     transfer_rate, efficiency, _ = PCIE_GENERATIONS[generation]
     return transfer_rate * lanes * efficiency / 8
-
-
-def pcie_x16_gbs(generation: str) -> float:
-    """Raw per-direction bandwidth of an x16 link of a PCIe generation, in GB/s."""
-    return pcie_gbs(generation, PCIE_X16_LANES)
 
 
 # Bytes a gen3-5 link sends with every memory-write TLP besides its payload: the 4-byte STP
@@ -213,30 +192,23 @@ def _pcie_name(value) -> Optional[str]:
     return text if text in PCIE_GENERATIONS else None
 
 
-def _what(generation) -> Dict[str, object]:
-    """{"nvlink", "nvlink_rate", "pcie", "spec_source", "label"} from a generation or a GPU name."""
-    found: Dict[str, object] = {"nvlink": None, "nvlink_rate": None, "pcie": None, "spec_source": None,
-                                "label": None, "known": False}
-    if generation is None or str(generation).strip() == "":
-        return found
-    text = str(generation).strip()
-    found["label"] = text
+def _what(generation):
+    """(label, NVLink GB/s per link, PCIe generation, source, GPU spec) of a generation or a GPU
+    name; label None when nothing was given, source None when the tables do not know it."""
+    text = "" if generation is None else str(generation).strip()
+    if not text:
+        return None, None, None, None, None
     compact = text.lower().replace(" ", "")
     if compact in NVLINK_GENERATIONS:
-        found.update(nvlink=compact, nvlink_rate=NVLINK_GENERATIONS[compact][0],
-                     spec_source=NVLINK_GENERATIONS[compact][3], known=True)
-    elif _pcie_name(text):
-        pcie = _pcie_name(text)
-        found.update(pcie=pcie, spec_source=PCIE_GENERATIONS[pcie][2], known=True)
-    else:
-        spec = spec_for(text)
-        if spec is not None:
-            rate = spec.nvlink_gbs_per_link
-            if rate is None and spec.nvlink:
-                rate = NVLINK_GENERATIONS[spec.nvlink][0]
-            found.update(nvlink=spec.nvlink, nvlink_rate=rate, pcie=spec.pcie, spec_source=spec.source,
-                         known=True, spec=spec)
-    return found
+        return text, NVLINK_GENERATIONS[compact][0], None, NVLINK_GENERATIONS[compact][1], None
+    pcie = _pcie_name(text)
+    if pcie:
+        return text, None, pcie, PCIE_GENERATIONS[pcie][2], None
+    spec = spec_for(text)
+    if spec is None:
+        return text, None, None, None, None
+    rate = spec.nvlink_gbs_per_link or (NVLINK_GENERATIONS[spec.nvlink][0] if spec.nvlink else None)
+    return text, rate, spec.pcie, spec.source, spec
 
 
 def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -> Peak:
@@ -245,171 +217,54 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -
     generation: "nvlink3", "gen4", "pcie gen5" or a GPU name ("NVIDIA L40S"). The keyword
     arguments are what the machine itself reported and win over the table: the PCIe
     generation and width a GPU's link trained to. "NV12" with "nvlink4" gives 12 x 25 = 300
-    GB/s (the data rate; there is no keyword for the speed `nvidia-smi nvlink -s` prints, a
-    signalling rate); a PCIe code (PIX ... SYS) gives the figure of one link of the GPU's
+    GB/s (the data rate); a PCIe code (PIX ... SYS) gives the figure of one link of the GPU's
     PCIe generation and width (x16 unless the machine says otherwise): the best any PCIe path
     can do. Never raises: what is unknown gives Peak(None, why=...).
     """
     code = str(link_code).strip().upper() if link_code is not None else ""
-    what = _what(generation)
-    label = what["label"]
+    label, rate, pcie, source, spec = _what(generation)
     row = linkcodes.lookup(code)
-    kind = row.peak if row is not None else None
-    if kind == "nvlink":
-        count = linkcodes.nvlink_count(code)
-        if what["nvlink_rate"]:
-            rate = float(what["nvlink_rate"])
-            return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", what["spec_source"])
-        if label is None:
-            return Peak(None, why=f"no GPU or NVLink generation was given, so the peak of {code} is unknown")
-        if what["known"] and what.get("spec") is not None:
-            return Peak(None, why=f"{label} has no NVLink in the course's table ({what['spec_source']}), "
-                                  f"so the peak of {code} is unknown")
-        if what["known"]:
-            return Peak(None, why=f"{label} is a PCIe generation and says nothing about NVLink, "
-                                  f"so the peak of {code} is unknown")
-        return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py), which "
-                              f"holds the NVLink data rates, so the peak of {code} is unknown")
-    if kind == "pcie":
-        machine_gen = _pcie_name(pcie_generation)
-        lanes = int(pcie_width) if str(pcie_width or "").isdigit() and int(pcie_width) > 0 else None
-        if machine_gen:
-            width = lanes or PCIE_X16_LANES
-            return Peak(pcie_gbs(machine_gen, width), f"PCIe {machine_gen} x{width}",
-                        "this machine: PCIe link generation and width reported by the driver")
-        if what["pcie"]:
-            width = lanes or PCIE_X16_LANES
-            pcie = str(what["pcie"])
-            rate, efficiency, pcie_source = PCIE_GENERATIONS[pcie]
-            source = what["spec_source"] if what.get("spec") is not None else pcie_source
-            return Peak(pcie_gbs(pcie, width), f"PCIe {pcie} x{width} ({rate:g} GT/s x {width} lanes x "
-                        f"{_EFFICIENCY_TEXT[efficiency]} / 8)", source)
-        if label is None:
-            return Peak(None, why=f"no GPU or PCIe generation was given, so the peak of {code} is unknown")
-        if what["known"]:
-            return Peak(None, why=f"the course's table has no PCIe generation for {label} and the machine "
-                                  f"reported none, so the peak of {code} is unknown")
-        return Peak(None, why=f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the "
-                              f"machine reported no PCIe link, so the peak of {code} is unknown")
-    if row is not None:  # X
+    unknown = f"so the peak of {code} is unknown"
+    if row is None:
+        codes = [row.code for row in linkcodes.CODES]
+        return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
+                              f"({', '.join(codes[:-1])} or {codes[-1]})")
+    if row.peak is None:
         return Peak(None, why="X is the GPU itself: there is no link to measure")
-    codes = [row.code for row in linkcodes.CODES]
-    return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
-                          f"({', '.join(codes[:-1])} or {codes[-1]})")
+    if row.peak == "nvlink":
+        count = linkcodes.nvlink_count(code)
+        if rate:
+            return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", source)
+        if label is None:
+            why = "no GPU or NVLink generation was given"
+        elif spec is not None:
+            why = f"{label} has no NVLink in the course's table ({source})"
+        elif source:
+            why = f"{label} is a PCIe generation and says nothing about NVLink"
+        else:
+            why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py), which holds the NVLink data rates"
+        return Peak(None, why=f"{why}, {unknown}")
+    width = int(pcie_width) if str(pcie_width or "").isdigit() and int(pcie_width) > 0 else PCIE_X16_LANES
+    machine_gen = _pcie_name(pcie_generation)
+    if machine_gen:
+        return Peak(pcie_gbs(machine_gen, width), f"PCIe {machine_gen} x{width}",
+                    "this machine: PCIe link generation and width reported by the driver")
+    if pcie:
+        transfer_rate, efficiency, _ = PCIE_GENERATIONS[pcie]
+        return Peak(pcie_gbs(pcie, width), f"PCIe {pcie} x{width} ({transfer_rate:g} GT/s x {width} lanes x "
+                    f"{_EFFICIENCY_TEXT[efficiency]} / 8)", source)
+    if label is None:
+        why = "no GPU or PCIe generation was given"
+    elif source:
+        why = f"the course's table has no PCIe generation for {label} and the machine reported none"
+    else:
+        why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the machine reported no PCIe link"
+    return Peak(None, why=f"{why}, {unknown}")
 
 
 def peak_gbs(link_code, generation=None) -> Optional[float]:
-    """Per-direction peak of a `topo -m` link code in GB/s, or None when unknown (never raises).
-
-    "NV12" with "nvlink4" (or "NVIDIA H100 PCIe") gives 12 x 25 = 300 GB/s. A PCIe code
-    (PIX ... SYS) with "gen4" (or an A100's name) gives the x16 figure. `peak()` says why
-    a figure is missing; `machine_peak()` prefers the PCIe link the machine reports and
-    counts its active NVLinks.
-    """
+    """`peak(link_code, generation).gbs`: GB/s, or None when unknown (`peak` says why)."""
     return peak(link_code, generation).gbs
-
-
-# ---------------------------------------------------------------------------------------
-# Machine first
-
-
-def _gpu_facts(machine, index: int):
-    """The gputopo.gpus.Gpu of nvidia-smi index `index` on a detected Machine, or None."""
-    for gpu in getattr(machine, "gpus", None) or []:
-        if getattr(gpu, "index", None) == index:
-            return gpu
-    return None
-
-
-def machine_peak(machine, first: int, second: int, link_code: Optional[str] = None) -> Peak:
-    """Peak of the link between two GPUs (nvidia-smi indices) of a detected Machine.
-
-    The link code comes from the machine's `topo -m` unless given; the PCIe generation and
-    width from what the driver reported for both GPUs (the slower end counts). An NVLink
-    peak is the table's data rate per link (never the signalling rate `nvidia-smi nvlink -s`
-    prints) times the links: those the code names, or fewer when a GPU of the pair shows
-    fewer active in `nvlink -s`; links slower than the GPU's others are flagged in
-    `Peak.note` (`_nvlink_state`). Never raises.
-    """
-    try:
-        if link_code is None and hasattr(machine, "link_between"):
-            link_code = machine.link_between(first, second)
-        if link_code is None:
-            return Peak(None, why=f"the machine's topology names no link between GPU{first} and GPU{second}")
-        ends = [_gpu_facts(machine, first), _gpu_facts(machine, second)]
-        names = [getattr(g, "name", None) for g in ends if g is not None]
-        if not names:
-            gpu_names = list(getattr(machine, "gpu_names", None) or [])
-            names = [gpu_names[i] for i in (first, second) if 0 <= i < len(gpu_names)]
-        name = names[0] if names else None
-        row = linkcodes.lookup(str(link_code).strip().upper())
-        if row is not None and row.peak == "nvlink":
-            return _machine_nvlink_peak(machine, first, second, str(link_code).strip().upper(), name)
-        generations = [_pcie_name(getattr(g, "pcie_gen_max", None)) for g in ends if g is not None]
-        widths = [getattr(g, "pcie_width_max", None) for g in ends if g is not None]
-        pcie_gen = pcie_width = None
-        if generations and all(generations):
-            pcie_gen = min(generations, key=lambda g: PCIE_GENERATIONS[g][0])
-        if widths and all(isinstance(w, int) and w > 0 for w in widths):
-            pcie_width = min(widths)
-        return peak(link_code, name, pcie_generation=pcie_gen, pcie_width=pcie_width)
-    except Exception as error:  # a notebook table must never stop here
-        return Peak(None, why=f"the machine's facts could not be read ({type(error).__name__}: {error})")
-
-
-def _nvlink_state(machine, labels: Sequence[str]) -> Tuple[Dict[str, int], Dict[str, List[float]]]:
-    """({"GPU0": active links}, {"GPU0": [speed of each active link]}) of the GPUs `labels`, from
-    the machine's `nvidia-smi nvlink -s` text (NVML's counts when the text gave none); a GPU
-    the machine said nothing about is left out."""
-    from .parsers.nvidia_smi import nvlink_link_counts, nvlink_link_speeds
-
-    text = getattr(machine, "nvlink_status_text", None) or ""
-    counted = {gpu: links["active"] for gpu, links in nvlink_link_counts(text).items()}
-    counted = counted or dict(getattr(machine, "nvlink_active_links", None) or {})
-    speeds = nvlink_link_speeds(text)
-    return ({label: counted[label] for label in labels if isinstance(counted.get(label), int)},
-            {label: speeds[label] for label in labels if speeds.get(label)})
-
-
-def _machine_nvlink_peak(machine, first: int, second: int, code: str, name: Optional[str]) -> Peak:
-    """The NVLink peak of one pair: the table's data rate x the links both GPUs have active."""
-    table = peak(code, name)
-    labels = [f"GPU{first}", f"GPU{second}"]
-    active, speeds = _nvlink_state(machine, labels)
-    printed = sorted({v for values in speeds.values() for v in values})
-    printed_text = "/".join(f"{v:g}" for v in printed)
-    if table.gbs is None:
-        extra = (f"; nvidia-smi nvlink -s prints {printed_text} GB/s per link, which can be a signalling "
-                 "rate (26.562 on H100 against a data rate of 25), so it is not taken as a peak") if printed else ""
-        return Peak(None, why=table.why + extra)
-    named = linkcodes.nvlink_count(code)
-    rate = table.gbs / named
-    down = [label for label in labels if active.get(label) == 0]
-    if down:
-        return Peak(None, why=f"topo -m names {code} between GPU{first} and GPU{second}, but nvidia-smi "
-                              f"nvlink -s shows no active NVLink on {' and '.join(down)}: the link is down")
-    notes = []
-    count = named
-    fewest = min(active.values()) if len(active) == len(labels) else None
-    if fewest is not None and fewest < named:
-        short = [label for label in labels if active[label] == fewest]
-        notes.append(f"{' and '.join(short)} {'has' if len(short) == 1 else 'have'} only {fewest} active NVLinks "
-                     f"(nvidia-smi nvlink -s) where topo -m names {code}: the peak counts {fewest}")
-        count = fewest
-    for label in labels:
-        values = speeds.get(label) or []
-        slower = [v for v in values if v < max(values)]
-        if slower:
-            notes.append(f"{len(slower)} of {label}'s {len(values)} active NVLinks run slower than its others "
-                         f"({min(values):g} against {max(values):g} GB/s in nvidia-smi nvlink -s): they may "
-                         "have trained down")
-    how = f"{count} link{'s' if count != 1 else ''} x {rate:g} GB/s per direction (data rate)"
-    if printed and all(abs(v - rate) < 0.01 for v in printed):
-        how += "; nvidia-smi nvlink -s prints the same per link"
-    elif printed:
-        how += f"; nvidia-smi nvlink -s prints {printed_text} GB/s per link, the signalling rate"
-    source = table.source + ("; active links: this machine (nvidia-smi nvlink -s)" if active else "")
-    return Peak(count * rate, how, source, note="; ".join(notes) or None)
 
 
 def link_table() -> List[Dict[str, object]]:
@@ -417,28 +272,15 @@ def link_table() -> List[Dict[str, object]]:
     rows: List[Dict[str, object]] = []
     for name in TABLE_PCIE_GENERATIONS:
         transfer_rate, efficiency, source = PCIE_GENERATIONS[name]
-        per_direction = pcie_x16_gbs(name)
-        code = _EFFICIENCY_TEXT[efficiency]
-        rows.append(
-            {
-                "link": f"PCIe {name} x16",
-                "per_direction_gbs": round(per_direction, 2),
-                "both_directions_gbs": round(2 * per_direction, 2),
-                "how_computed": f"{transfer_rate:g} GT/s x {PCIE_X16_LANES} lanes x {code} / 8",
-                "source": source,
-            }
-        )
+        per_direction = pcie_gbs(name)
+        rows.append({"link": f"PCIe {name} x16", "per_direction_gbs": round(per_direction, 2),
+                     "both_directions_gbs": round(2 * per_direction, 2),
+                     "how_computed": f"{transfer_rate:g} GT/s x {PCIE_X16_LANES} lanes x "
+                                     f"{_EFFICIENCY_TEXT[efficiency]} / 8", "source": source})
     for gpu, generation, count, rate, source in NVLINK_CONFIGURATIONS:
         per_link = rate if rate is not None else NVLINK_GENERATIONS[generation][0]
-        per_direction = per_link * count
-        rows.append(
-            {
-                "link": f"NVLink {generation[-1]}: {gpu}",
-                "per_direction_gbs": per_direction,
-                "both_directions_gbs": 2 * per_direction,
-                "how_computed": f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction",
-                "source": source,
-            }
-        )
+        rows.append({"link": f"NVLink {generation[-1]}: {gpu}", "per_direction_gbs": per_link * count,
+                     "both_directions_gbs": 2 * per_link * count,
+                     "how_computed": f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction",
+                     "source": source})
     return rows
-

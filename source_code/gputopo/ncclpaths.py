@@ -1,13 +1,8 @@
 """NCCL's P2P levels and transports: which transport NCCL should pick for a GPU pair.
 
-    from gputopo import ncclpaths
     ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL", nics=())  # "SHM" (no NIC)
     ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
-                                 local_gpus=4, nics=())                       # "SHM"
-    ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
                                  local_gpus=4)                                # None: NICs unknown
-    ncclpaths.default_p2p_level("AuthenticAMD", "2.19.3")                     # "SYS"
-    ncclpaths.path_type_of_link("NODE")                                       # "PHB"
 
 The rules depend on the NCCL version: each is checked against NCCL's source at the release
 tags named beside it (github.com/NVIDIA/nccl, `git show TAG:path`). The test suite checks them
@@ -19,7 +14,7 @@ Standard library only.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 from gputopo import linkcodes
 
@@ -43,33 +38,16 @@ P2P_LEVEL_SOURCES = {
            "different /dev/shm refuses SHM (since 2.5.6) and P2P (src/transport/p2p.cc, since 2.10.3)",
 }
 
-# Each row's "source" names keys of P2P_LEVEL_SOURCES: the level names, meanings and integers
-# are in the docs; the integer mapping and the NVL-before-PIX order are also in the source.
-
 # NCCL's path types, closest first, and the path type of each topo -m code: gputopo/linkcodes.py.
+# NCCL_P2P_LEVEL=<type>: P2P between two GPUs whose path type is at or before it in PATH_ORDER;
+# LOC never (P2P off), NVL through NVLink, PIX through one PCI switch, PXB through several,
+# PHB through the CPU within one NUMA node, SYS even across NUMA nodes (P2P_LEVEL_SOURCES:
+# "docs" for the names and meanings, "source" for the order and the integers).
 PATH_ORDER = linkcodes.PATH_ORDER
-
-P2P_LEVEL_FACTS: Tuple[Dict[str, Any], ...] = (
-    {"level": "LOC", "legacy_integer": 0, "p2p_used_when": "never (P2P off)",
-     "nvlink_pair_uses_p2p": False, "source": "docs, source"},
-    {"level": "NVL", "legacy_integer": None, "p2p_used_when": "GPUs connected through NVLink",
-     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
-    {"level": "PIX", "legacy_integer": 1, "p2p_used_when": "NVLink, or the same PCI switch",
-     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
-    {"level": "PXB", "legacy_integer": 2,
-     "p2p_used_when": "NVLink, or through PCI switches (possibly several hops)",
-     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
-    {"level": "PHB", "legacy_integer": 3,
-     "p2p_used_when": "NVLink, or PCI within one NUMA node, through the CPU",
-     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
-    {"level": "SYS", "legacy_integer": 4, "p2p_used_when": "NVLink, or PCI even across NUMA "
-     "nodes (SMP interconnect such as QPI/UPI); integers above 4 also mean SYS",
-     "nvlink_pair_uses_p2p": True, "source": "docs, source"},
-)
 
 # The integers accepted for backward compatibility since NCCL 2.6 (docs: "Integer Values
 # (Legacy)"; source: levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS} in src/graph/paths.cc from
-# v2.6.4-1 to v2.28.3-1). NVL has no integer.
+# v2.6.4-1 to v2.28.3-1): integers above 4 also mean SYS; NVL has no integer.
 LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
 
 # NCCL_P2P_LEVEL names that came after 2.6's LOC NVL PIX PXB PHB SYS, with the first release
@@ -78,19 +56,6 @@ LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
 # pair has either, they are GPU-to-NIC paths). ncclGetLevel ignores a name it does not know,
 # so such a level means "no level set" on an older NCCL.
 LEVEL_NAMES_SINCE = {"NVB": (2, 8), "PXN": (2, 12), "C2C": (2, 26), "P2C": (2, 27)}
-
-# The default P2P level by NCCL release, from ncclTopoCheckP2p() (src/graph/paths.cc):
-# (first release, last release, rule, tag where it was read).
-DEFAULT_LEVEL_BY_VERSION = (
-    ("2.4", "2.5", "integer scheme, P2P when the PCI distance is below 3 (same root complex); "
-                   "2.5: below 2 on a single-socket host", "v2.4.8-1, v2.5.6-1 src/transport/p2p.cc"),
-    ("2.6", "2.6", "SYS; PXB on ARM and on Intel Broadwell", "v2.6.4-1 lines 255-263"),
-    ("2.7", "2.8", "SYS; PXB on ARM and Intel Broadwell, PHB on other Intel; 2.8 also PXB on Zhaoxin",
-     "v2.7.8-1 lines 257-274, v2.8.4-1 lines 278-288"),
-    ("2.9", "2.22", "SYS; PXB on Intel, ARM and Zhaoxin", "v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300"),
-    ("2.23", "-", "PXB; SYS only on x86 AMD when the job has at most 2 GPUs in the node",
-     "v2.23.4-1 lines 276-282, v2.28.3-1 lines 314-320"),
-)
 
 # What NCCL says and does when NVML reports P2P disabled for an NVLink pair (since 2.12.7,
 # src/graph/paths.cc ncclTopoCheckP2p at v2.12.7-1 and v2.28.3-1): a WARN and an init error.
@@ -144,7 +109,17 @@ def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
 
 def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int]],
                     local_gpus: Optional[int]) -> FrozenSet[str]:
-    """Every default level NCCL (2.6 or later) may take for what is known; one when known."""
+    """Every default level NCCL (2.6 or later) may take for what is known; one when known.
+
+    ncclTopoCheckP2p() in src/graph/paths.cc, by release (tag and lines where it was read):
+    2.6  SYS; PXB on ARM and on Intel Broadwell                     v2.6.4-1 lines 255-263
+    2.7  SYS; PXB on ARM and Intel Broadwell, PHB on other Intel;   v2.7.8-1 lines 257-274,
+         2.8 also PXB on Zhaoxin                                    v2.8.4-1 lines 278-288
+    2.9  SYS; PXB on Intel, ARM and Zhaoxin (to 2.22)               v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300
+    2.23 PXB; SYS only on x86 AMD when the job has at most 2        v2.23.4-1 lines 276-282,
+         GPUs in the node                                           v2.28.3-1 lines 314-320
+    2.4-2.5 used integers (`_old_scheme_transport`).
+    """
     families = (family,) if family else ("intel", "amd", "arm", "zhaoxin", "other")
     levels = set()
     for fam in families:
@@ -168,7 +143,7 @@ def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int
 
 def default_p2p_level(cpu_vendor: Optional[str], nccl_version: Optional[str] = None,
                       local_gpus: Optional[int] = None) -> Optional[str]:
-    """NCCL's own P2P level when none is set, by release (DEFAULT_LEVEL_BY_VERSION).
+    """NCCL's own P2P level when none is set, by release (`_default_levels`).
 
     nccl_version None means the newest rule (2.23 and later, read at v2.28.3-1); local_gpus is
     the number of GPUs the job uses in this node (NCCL's topology holds only the communicator's
@@ -183,10 +158,6 @@ def default_p2p_level(cpu_vendor: Optional[str], nccl_version: Optional[str] = N
         return None
     levels = _default_levels(cpu_family(cpu_vendor), version, local_gpus)
     return next(iter(levels)) if len(levels) == 1 else None
-
-
-def _level_index(level: str) -> int:
-    return PATH_ORDER.index(level)
 
 
 def _old_scheme_transport(level: Optional[str], path_type: str, fallback: str) -> Optional[str]:
@@ -287,7 +258,7 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
 
     outcomes = set()
     for lvl in levels:
-        p2p = _level_index(path_type) <= _level_index(lvl)
+        p2p = PATH_ORDER.index(path_type) <= PATH_ORDER.index(lvl)
         if p2p and not nvml_p2p_ok:
             if _at_least(version, 2, 12, 7) and path_type in ("NVL", "NVB") and \
                     str(env.get("NCCL_IGNORE_DISABLED_P2P", "0")).strip() in ("0", ""):
@@ -316,12 +287,10 @@ NVLS_TOO_OLD = "did not exist (NCCL < 2.17)"
 
 
 def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
-    """How a run had NVLink SHARP: NVLS_OFF ("NVLS off (course default)": the course sets
-    NCCL_NVLS_ENABLE=0 when it is unset), NVLS_ON (an instructor exported NCCL_NVLS_ENABLE=1
-    before starting; the course passes an inherited value through and never sets 1 itself),
-    NVLS_UNSET (a run the course did not launch), or NVLS_TOO_OLD for NCCL before 2.17 (NVLS came
-    with 2.17 and Hopper NVSwitch systems). lessons.nvls_state reads the same from a recorded
-    file's text."""
+    """How a run had NVLink SHARP, from its NCCL_NVLS_ENABLE: NVLS_OFF (0, which the course sets
+    when it is unset), NVLS_ON (1, exported by an instructor; the course never sets 1 itself),
+    NVLS_UNSET (a run the course did not launch), or NVLS_TOO_OLD before NCCL 2.17 (NVLS came
+    with 2.17 and Hopper NVSwitch systems)."""
     value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
     if value is not None:
         value = value.strip()

@@ -21,14 +21,8 @@ from gputopo.units import format_bytes  # noqa: F401  (notebook 4 calls plots.fo
 from . import linkcodes
 
 # Link family -> colour (matplotlib's tab10); the families and their meanings are linkcodes'.
-LINK_COLOURS = {
-    "NV": "#2ca02c",
-    "PIX": "#1f77b4",
-    "PXB": "#17becf",
-    "PHB": "#ff7f0e",
-    "NODE": "#9467bd",
-    "SYS": "#d62728",
-}
+LINK_COLOURS = {"NV": "#2ca02c", "PIX": "#1f77b4", "PXB": "#17becf", "PHB": "#ff7f0e", "NODE": "#9467bd",
+                "SYS": "#d62728"}
 LINK_MEANINGS = {family: linkcodes.meaning(family) for family in linkcodes.FAMILIES}
 NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
 
@@ -44,16 +38,8 @@ def _new_axes(ax, figsize):
     return figure, figure.add_subplot()
 
 
-link_family = linkcodes.family
-nvlink_count = linkcodes.nvlink_count
-
-
 # ---------------------------------------------------------------------------------------
 # Topology graph
-
-
-def _gpu_index(name: str) -> int:
-    return int(name[3:])
 
 
 def _cpu_groups(topo: Mapping, gpus: Sequence[str]) -> Dict[str, List[str]]:
@@ -80,17 +66,14 @@ def _mean_direction(angles: Sequence[float]) -> Optional[float]:
 
 
 def _node(ax, position, text, kind, gid, fontsize):
-    ax.text(
-        position[0],
-        position[1],
-        text,
-        ha="center",
-        va="center",
-        fontsize=fontsize,
-        zorder=5,
-        gid=gid,
-        bbox={"boxstyle": "round,pad=0.35", "facecolor": NODE_COLOURS[kind], "edgecolor": "#555555"},
-    )
+    ax.text(position[0], position[1], text, ha="center", va="center", fontsize=fontsize, zorder=5, gid=gid,
+            bbox={"boxstyle": "round,pad=0.35", "facecolor": NODE_COLOURS[kind], "edgecolor": "#555555"})
+
+
+def _edge(ax, start, end, gid, **style):
+    from matplotlib.lines import Line2D
+
+    ax.add_line(Line2D([start[0], end[0]], [start[1], end[1]], gid=gid, **style))
 
 
 def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
@@ -103,7 +86,7 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    gpus = sorted(topo.get("gpus") or [], key=_gpu_index)
+    gpus = sorted(topo.get("gpus") or [], key=lambda name: int(name[3:]))  # GPU2 before GPU10
     if not gpus:
         raise ValueError("the topology has no GPUs to draw")
     links = topo.get("links") or {}
@@ -123,36 +106,19 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
             code = (links.get(first) or {}).get(second) or (links.get(second) or {}).get(first)
             if code is None:
                 continue
-            family = link_family(code)
+            family = linkcodes.family(code)
             if family not in families_seen:
                 families_seen.append(family)
-            nv = nvlink_count(code)
-            (x1, y1), (x2, y2) = position[first], position[second]
-            ax.add_line(
-                Line2D(
-                    [x1, x2],
-                    [y1, y2],
-                    color=LINK_COLOURS[family],
-                    linewidth=(1.2 + 1.2 * math.sqrt(nv)) * thinning if nv else 1.0,
-                    linestyle="-" if nv else "--",
-                    alpha=(0.9 if count <= 8 else 0.6) if nv else 0.55,
-                    zorder=2 if nv else 1,
-                    gid=f"edge:{first}-{second}",
-                )
-            )
+            nv = linkcodes.nvlink_count(code)
+            _edge(ax, position[first], position[second], f"edge:{first}-{second}", color=LINK_COLOURS[family],
+                  linewidth=(1.2 + 1.2 * math.sqrt(nv)) * thinning if nv else 1.0, linestyle="-" if nv else "--",
+                  alpha=(0.9 if count <= 8 else 0.6) if nv else 0.55, zorder=2 if nv else 1)
             # Labels stay readable up to 4 GPUs for all links and 8 for NVLink only.
             if count <= 4 or (nv and count <= 8):
-                ax.text(
-                    (x1 + x2) / 2,
-                    (y1 + y2) / 2,
-                    code,
-                    fontsize=fontsize - 2,
-                    ha="center",
-                    va="center",
-                    zorder=3,
-                    gid=f"edge-label:{first}-{second}",
-                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
-                )
+                (x1, y1), (x2, y2) = position[first], position[second]
+                ax.text((x1 + x2) / 2, (y1 + y2) / 2, code, fontsize=fontsize - 2, ha="center", va="center",
+                        zorder=3, gid=f"edge-label:{first}-{second}",
+                        bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
 
     outer_spots: Dict[int, int] = {}  # rounded angle -> nodes already placed there
 
@@ -173,20 +139,11 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
         direction = _mean_direction([angles[gpu] for gpu in nearest])
         spot = outer_position(direction if direction is not None else -math.pi / 2, 1.55)
         for gpu in nearest:
-            family = link_family(gpu_codes[gpu])
+            family = linkcodes.family(gpu_codes[gpu])
             if family not in families_seen:
                 families_seen.append(family)
-            ax.add_line(
-                Line2D(
-                    [spot[0], position[gpu][0]],
-                    [spot[1], position[gpu][1]],
-                    color=LINK_COLOURS[family],
-                    linewidth=1.5,
-                    linestyle="-.",
-                    zorder=1,
-                    gid=f"edge:{nic}-{gpu}",
-                )
-            )
+            _edge(ax, spot, position[gpu], f"edge:{nic}-{gpu}", color=LINK_COLOURS[family], linewidth=1.5,
+                  linestyle="-.", zorder=1)
         label = nic if not device or device == nic else f"{nic}\n{device}"
         _node(ax, spot, label, "nic", f"node:{nic}", fontsize - 1)
 
@@ -195,17 +152,8 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
         direction = _mean_direction([angles[gpu] for gpu in members])
         spot = outer_position(direction, 1.8) if direction is not None else outer_position(math.pi / 2, 1.6)
         for gpu in members:
-            ax.add_line(
-                Line2D(
-                    [spot[0], position[gpu][0]],
-                    [spot[1], position[gpu][1]],
-                    color="#888888",
-                    linewidth=0.8,
-                    linestyle=":",
-                    zorder=0,
-                    gid=f"cpu-edge:{label.splitlines()[0]}-{gpu}",
-                )
-            )
+            _edge(ax, spot, position[gpu], f"cpu-edge:{label.splitlines()[0]}-{gpu}", color="#888888",
+                  linewidth=0.8, linestyle=":", zorder=0)
         _node(ax, spot, label, "cpu", f"node:{label.splitlines()[0]}", fontsize - 1)
 
     for gpu in gpus:
@@ -247,14 +195,8 @@ def format_cell(value: float) -> str:
     return f"{value:.2f}"
 
 
-def p2p_heatmap(
-    matrix: Sequence[Sequence[Optional[float]]],
-    title: str,
-    unit: str = "GB/s",
-    ax=None,
-    row_labels: Optional[Sequence[str]] = None,
-    column_labels: Optional[Sequence[str]] = None,
-):
+def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: str = "GB/s", ax=None,
+                row_labels: Optional[Sequence[str]] = None, column_labels: Optional[Sequence[str]] = None):
     """An annotated heatmap of a P2P matrix (rows = source, columns = destination).
 
     The colour scale runs from zero to the largest GPU-to-GPU cell; cells where the row and
@@ -306,16 +248,8 @@ def p2p_heatmap(
             shade = (min(max(float(value), low), high) - low) / (high - low)
             if self_cells[i, j]:
                 shade = 1.0   # grey background: dark text
-            ax.text(
-                j,
-                i,
-                format_cell(float(value)),
-                ha="center",
-                va="center",
-                fontsize=fontsize,
-                color="white" if shade < 0.5 else "black",
-                gid=f"cell:{i},{j}",
-            )
+            ax.text(j, i, format_cell(float(value)), ha="center", va="center", fontsize=fontsize,
+                    color="white" if shade < 0.5 else "black", gid=f"cell:{i},{j}")
     ax.set_xticks(range(width))
     ax.set_xticklabels(column_labels, rotation=90 if width > 8 else 0)
     ax.set_yticks(range(len(rows)))
@@ -342,16 +276,9 @@ def alpha_beta_bandwidth(sizes_bytes, alpha_us: float, bandwidth_gbs: float):
     return sizes / seconds / 1e9
 
 
-def bandwidth_curve(
-    sizes_bytes: Sequence[float],
-    values: Sequence[float],
-    fit: Optional[AlphaBetaFit] = None,
-    label: str = "measured",
-    unit: str = "GB/s",
-    ax=None,
-    title: Optional[str] = None,
-    fit_label: Optional[str] = None,
-):
+def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit: Optional[AlphaBetaFit] = None,
+                    label: str = "measured", unit: str = "GB/s", ax=None, title: Optional[str] = None,
+                    fit_label: Optional[str] = None):
     """Measured bandwidth against message size (log x) and, optionally, a fitted model.
 
     fit is either a function of the sizes returning bandwidths in `unit`, or a mapping
@@ -394,12 +321,7 @@ def bandwidth_curve(
 
 
 # ---------------------------------------------------------------------------------------
-# Bars: this machine against reference systems and the spec
-
-
-# ---------------------------------------------------------------------------------------
-# CNN sweep (notebook 5): images/s per NCCL setting
-
+# Notebook 4's what-if view
 
 
 def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = (),

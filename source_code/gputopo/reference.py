@@ -4,7 +4,6 @@
     reference.list_systems()                       # ['dgx-a100', 'dgx1-v100', ...]
     reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from system.json)
     reference.load("v100-sxm2-8gpu-server", "topo")          # parsed, as the CLI prints it
-    reference.load_all("dgx1-v100", "horovod")               # {file name: parsed}
 
 Each system is a folder of `source_code/reference_systems/`; the kind of a file follows
 from its name (KIND_PATTERNS), so a new file is found as soon as it is named that way.
@@ -123,7 +122,7 @@ def find(system, kind):
 def load(system, kind, filename=None, **options):
     """The parsed contents of the system's file of this kind.
 
-    With several files of the kind, `filename` picks one (or use load_all). `options` go to
+    With several files of the kind, `filename` picks one. `options` go to
     the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}.
     """
     names = find(system, kind)
@@ -137,11 +136,6 @@ def load(system, kind, filename=None, **options):
         those = ", ".join(names) or "none"
         raise ValueError(f"{filename!r} is not a {kind} file of {system}; those are: {those}")
     return _parse(kind, read_text(system, filename), options)
-
-
-def load_all(system, kind, **options):
-    """{file name: parsed contents} for every file of this kind the system has."""
-    return {name: _parse(kind, read_text(system, name), options) for name in find(system, kind)}
 
 
 def _parse(kind, text, options):

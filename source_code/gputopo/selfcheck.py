@@ -91,14 +91,11 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
             how: str = "measured", source: Optional[str] = None) -> Optional[float]:
     """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
 
-    source: the same as `how` (either name works), e.g. "recorded" for a figure read from a
-    recorded file (never called measured).
-
-    Within `close` (25 % by default) counts as a good prediction; otherwise it prints how
-    far off, and that the gap is the interesting part: which term of the model was missing?
-    Strings (a transport name) are compared ignoring case. `how` says where the value comes
-    from, as the printed line calls it: "measured" (default), "measured here", or for a value
-    looked up in a recording "recorded on <system>". Never raises.
+    Within `close` (25 % by default) counts as a good prediction; otherwise it prints how far
+    off, and that the gap is the interesting part: which term of the model was missing?
+    Strings (a transport name) are compared ignoring case. `how` (or its other name `source`)
+    says where the value comes from, as the printed line calls it: "measured" (default), or
+    "recorded on <system>" for a value read from a recording (never called measured). Never raises.
     """
     store = _PREDICTIONS if store is None else store
     how = (source or how).strip() or "measured"

@@ -9,52 +9,38 @@
     v.reasons       # for "low": the likely reasons in order, each with the check that tests it
     print(v.text())
 
-What is judged (`KINDS`): a host copy, host-to-device and device-to-host copies (pinned or
-pageable), a P2P copy one way and both ways, P2P latency, an all-reduce's busbw at a message
-size, a CNN's images/s and its scaling efficiency. Bandwidths are GB/s (10^9 bytes/s), latency
-microseconds.
+What is judged: `KINDS`. Bandwidths are GB/s (10^9 bytes/s), latency microseconds.
 
 The expected range is the link's peak (gputopo.links: NVLink data rate x active links; PCIe
 from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) times an
-efficiency range. The PCIe link is given as trained now (NVML, or `nvidia-smi --query-gpu=
-pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max`); when it
-runs below its maximum the range is the maximum's and the ceiling it has now is shown beside it,
-so a number held down by a link that stays trained down under load is "low"; an idle GPU
-drops its link, so the link is a reason to check during a copy, not a fact. The
-efficiency ranges are `EFFICIENCY`, each named with the recorded runs or published outputs
-it comes from. The verdict is "not comparable" where the number and
-the peak do not measure the same thing: a bidirectional figure against a one-way peak, algbw
-or busbw against a both-directions peak, a message below the size where bandwidth levels off,
-a number above the peak (the data did not cross that link), or a kind with no figure for this
-machine. A measurement cut off before its end is "incomplete" and never judged (the
-`judge_*_output` functions read whole outputs: the P2P test, nccl-tests / nccl_bench tables,
-the host<->GPU copy lab, nvbandwidth). For "low" the reasons come in order: those the given facts already show
-(pageable memory, a transport other than P2P) first, then the usual suspects (among them a
-PCIe link trained below its maximum, to read under load), each with a command that tests it;
-run-to-run noise only when the gap is within the spread of the recorded P2P repeats
-(`repeat_spread`). A range that rests only on recordings, judged on one of those recordings
-(`Link.recorded_on`), says "range set from this recording". A run whose settings forced NCCL
-off P2P (NCCL_P2P_LEVEL=LOC, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1) is "not comparable".
+efficiency range (`EFFICIENCY`, each named with the recorded runs or published outputs it
+comes from). A PCIe link trained below its maximum (NVML, or `nvidia-smi --query-gpu=
+pcie.link.gen.current,...`) is judged against its maximum, with the ceiling it has now shown
+beside it: an idle GPU drops its link, so the link is a reason to check during a copy.
+"not comparable": the number and the peak do not measure the same thing (a bidirectional
+figure against a one-way peak, a message below the plateau, a number above the peak,
+a run whose settings forced NCCL off P2P, no figure for this machine). "incomplete": an output
+cut off before its end, never judged. "low": a bandwidth below the range or a latency above
+it; its reasons come facts first, then the usual suspects, each with a command that tests it,
+and run-to-run noise only within the spread of recorded repeats (`repeat_spread`). A range
+that rests only on recordings, judged on one of them (`Link.recorded_on`), says so.
 
-"low" means worse than expected: a bandwidth below the range, or a latency above it.
-
-Standard library only; the course's CNN noise figure (gputopo.lessons.training) is imported
-only when a CNN figure is judged, the recorded P2P repeats only when a reason needs them.
+Standard library only; the recorded P2P repeats are read only when a reason needs them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 from gputopo import links
 
 AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not comparable", "incomplete"
 
-KINDS = ("host_copy", "h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency",
-         "allreduce_busbw", "cnn_images_per_sec", "cnn_scaling_efficiency")
-UNITS = {"p2p_latency": "us", "cnn_images_per_sec": "images/s", "cnn_scaling_efficiency": ""}
+KINDS = ("h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw")
+UNITS = {"p2p_latency": "us"}
 
 # Message size from which bandwidth counts as levelled off. P2P copies: the P2P test's
 # bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
@@ -216,11 +202,6 @@ class Verdict:
                 enumerate(self.reasons, 1)]
         return "\n".join(out)
 
-    def as_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["reasons"] = [{"reason": r, "check": c} for r, c in self.reasons]
-        return data
-
 
 # ---------------------------------------------------------------------------------------
 # Peaks
@@ -229,11 +210,10 @@ class Verdict:
 def link_peak(link: Link) -> Figure:
     """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
     if link.type == "nvlink":
-        if not link.count:
-            return Figure("NVLink peak per direction", None, "unknown: no count of active NVLinks")
-        found = links.peak(f"NV{link.count}", link.generation)
-        if found.gbs is None:
-            return Figure("NVLink peak per direction", None, f"unknown: {found.why}")
+        found = links.peak(f"NV{link.count}", link.generation) if link.count else None
+        if found is None or found.gbs is None:
+            why = found.why if found else "no count of active NVLinks"
+            return Figure("NVLink peak per direction", None, f"unknown: {why}")
         return Figure(f"NVLink peak per direction ({found.how})", found.gbs, f"gputopo/links.py: {found.source}")
     if link.type == "pcie":
         gen = links._pcie_name(link.generation)
@@ -253,47 +233,31 @@ def link_peak(link: Link) -> Figure:
 # Reasons, each with the command that tests it
 
 
-def _noise_pct() -> Optional[float]:
-    """The CNN's run-to-run noise (images/s of repeated training runs), for the CNN kinds only."""
-    try:
-        from gputopo.lessons.training import run_to_run_noise  # heavy: imported on use
-        return run_to_run_noise()["figure_pct"]
-    except Exception:
-        return None
-
-
-_SPREAD: dict = {}
-
-
 def repeat_spread(kind: str) -> Optional[Tuple[float, str]]:
     """(spread in %, where it comes from) of a copy's bandwidth or latency over identical runs:
     (max - min) / min of GPU0 -> GPU1 in the three 256 MiB P2P test repeats of NOISE_SYSTEM
     (P2P writes; the latency from the same runs' GPU-side write latency). None when unreadable."""
-    key = "latency" if kind == "p2p_latency" else "bandwidth"
-    if key not in _SPREAD:
-        try:
-            from gputopo import reference
-            from gputopo.parsers import p2p as p2p_parser
-            values = []
-            for name in NOISE_FILES:
-                parsed = p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))
-                matrix = (parsed["latency_us"]["write_gpu"] if key == "latency"
-                          else parsed["bandwidth_gbs"]["unidirectional_write"])
-                values.append(matrix[0][1])
-            _SPREAD[key] = ((max(values) - min(values)) / min(values) * 100,
-                            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 "
-                            f"{' / '.join(f'{v:g}' for v in values)}")
-        except Exception:
-            _SPREAD[key] = None
-    return _SPREAD[key]
+    return _spread("latency" if kind == "p2p_latency" else "bandwidth")
+
+
+@functools.lru_cache(maxsize=None)
+def _spread(key: str) -> Optional[Tuple[float, str]]:
+    from gputopo import reference
+    from gputopo.parsers import p2p as p2p_parser
+
+    group, matrix = ("latency_us", "write_gpu") if key == "latency" else ("bandwidth_gbs", "unidirectional_write")
+    try:  # GPU0 -> GPU1 of each repeat
+        values = [p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))[group][matrix][0][1] for name in NOISE_FILES]
+    except Exception:
+        return None
+    return ((max(values) - min(values)) / min(values) * 100,
+            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 {' / '.join(f'{v:g}' for v in values)}")
 
 
 def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
-             numa_ok: Optional[bool], shortfall: Optional[float] = None,
-             forced: Optional[str] = None) -> List[Tuple[str, str]]:
+             shortfall: Optional[float] = None) -> List[Tuple[str, str]]:
     """The likely reasons for a "low", facts first. shortfall: the gap as a fraction of the
-    expected bound (the noise reason is offered only when the gap is within the repeats' spread);
-    forced: the setting that forced a transport other than P2P, when one did."""
+    expected bound (the noise reason is offered only when the gap is within the repeats' spread)."""
     seen, usual = [], []
     down = link.trained_down()
     query = ("nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
@@ -311,10 +275,7 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
     elif link.type == "pcie":
         usual.append(("the PCIe link is trained below its maximum generation or width", query))
     if transport and transport.upper() not in ("P2P", "NVLS"):
-        if forced:
-            seen.append((f"NCCL used {transport}, forced by its setting ({forced}): the data went through "
-                         "host memory or the network", "compare with the run without that setting"))
-        elif link.type == "pcie" and transport.upper().startswith("SHM"):
+        if link.type == "pcie" and transport.upper().startswith("SHM"):
             seen.append(("NCCL used SHM: with no NCCL_* variable forcing it, SHM is NCCL's default for a PCIe "
                          "path through the CPU (topo -m PHB, NODE or SYS)",
                          "nvidia-smi topo -m for the pair; NCCL_DEBUG=INFO: the 'via' lines"))
@@ -323,10 +284,9 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
                          "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
                          "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
     if kind in ("h2d", "d2h"):
-        reason = ("the process runs on the wrong NUMA node for this GPU",
-                  "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
-                  "--membind=N <command>")
-        (seen if numa_ok is False else usual).append(reason)
+        usual.append(("the process runs on the wrong NUMA node for this GPU",
+                      "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
+                      "--membind=N <command>"))
     if kind in ("p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw"):
         usual.append(("peer access is off between the pair (P2P copies are staged through the host)",
                       "nvidia-smi topo -p2p r and nvidia-smi topo -p2p w (OK expected); make check, peer "
@@ -350,154 +310,99 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
 
 def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, method: Optional[str] = "ce",
           memory: Optional[str] = None, direction: str = "one-way", size: Optional[int] = None,
-          against: str = "one-way", metric: str = "busbw", transport: Optional[str] = None,
-          processes: str = "one per GPU", cuda_graph: bool = False, numa_ok: Optional[bool] = None,
-          reference: Optional[Sequence[float]] = None, complete: bool = True,
-          forced: Optional[str] = None) -> Verdict:
+          against: str = "one-way", transport: Optional[str] = None, processes: str = "one per GPU",
+          cuda_graph: bool = False, complete: bool = True) -> Verdict:
     """The verdict on one measured number (see the module docstring).
 
     kind: one of KINDS; link: the link it crossed; method: "ce" (copy engine), "sm" (copy
     kernel) or "staged" (peer access off); memory: "pinned" or "pageable" (h2d, d2h);
     direction: "one-way" or "both"; size: the message size in bytes; against: the peak the
-    reader compares with ("one-way" or "both"); metric: "busbw" or "algbw" (all-reduce);
+    reader compares with ("one-way" or "both"; all-reduce busbw: one-way);
     transport: NCCL's transport ("P2P", "SHM", "NET") when known; processes and cuda_graph:
-    how nccl_bench ran (recorded in the figures); numa_ok: False when the process is known to
-    run on another NUMA node than the GPU; reference: recorded values of the same setting on
-    the same GPU model (CNN kinds); complete: False for an output cut off before its end;
-    forced: the setting that forced NCCL's transport (e.g. "NCCL_P2P_LEVEL=LOC"), when one did.
+    how the benchmark ran (recorded in the figures); complete: False for an output cut off
+    before its end.
     A link with `recorded_on` set judges that recorded system's figures: when the range rests
     only on recordings that include that system, the why ends ", range set from this recording".
     """
     unit = UNITS.get(kind, "GB/s")
-    if kind not in KINDS:
-        return Verdict(kind, value, NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}", unit=unit)
-    if not complete:
-        return Verdict(kind, value, INCOMPLETE, "the output stops before its end: not judged", unit=unit)
-    if value is None:
-        return Verdict(kind, value, INCOMPLETE, "no number was measured", unit=unit)
-    if kind in ("cnn_images_per_sec", "cnn_scaling_efficiency"):
-        return _judge_cnn(kind, value, reference, unit, transport, forced)
-    if kind == "host_copy":
-        return Verdict(kind, value, NOT_COMPARABLE,
-                       "no published peak for this host's memory in the course; compare runs of this machine "
-                       "with each other (notebook 1's regimes)", unit=unit)
-    link = link or Link("unknown")
     figures: List[Figure] = []
+
+    def verdict(status, why, expected=None, reasons=()):
+        return Verdict(kind, value, status, why, expected, unit, figures, list(reasons))
+
+    if kind not in KINDS:
+        return verdict(NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}")
+    if not complete:
+        return verdict(INCOMPLETE, "the output stops before its end: not judged")
+    if value is None:
+        return verdict(INCOMPLETE, "no number was measured")
+    link = link or Link("unknown")
     if kind == "p2p_latency":
         figures.append(LATENCY_US)
         if method == "staged":
-            return Verdict(kind, value, NOT_COMPARABLE, "peer access off: a staged copy's latency includes "
-                           "the host, the P2P bound does not apply", unit=unit, figures=figures)
+            return verdict(NOT_COMPARABLE, "peer access off: a staged copy's latency includes the host, the P2P "
+                           "bound does not apply")
         own = SELF_SET if link.recorded_on and link.recorded_on in LATENCY_US.source else ""
-        if value <= LATENCY_US.value:
-            return Verdict(kind, value, AS_EXPECTED, f"at or below {LATENCY_US.value:g} us{own}",
-                           (0.0, LATENCY_US.value), unit, figures)
-        return Verdict(kind, value, LOW, f"latency above {LATENCY_US.value:g} us{own}", (0.0, LATENCY_US.value), unit,
-                       figures, _reasons(kind, link, memory, transport, numa_ok,
-                                         (value - LATENCY_US.value) / LATENCY_US.value, forced))
-    # The range is what the hardware can do: a PCIe link trained below its maximum generation or
-    # width is judged against its maximum, and the ceiling it has now is shown beside it (a
-    # number that matches that lower ceiling is low for this machine, and says why first).
+        bound = LATENCY_US.value
+        if value <= bound:
+            return verdict(AS_EXPECTED, f"at or below {bound:g} us{own}", (0.0, bound))
+        return verdict(LOW, f"latency above {bound:g} us{own}", (0.0, bound),
+                       _reasons(kind, link, memory, transport, (value - bound) / bound))
+    # A PCIe link trained below its maximum is judged against its maximum; the ceiling it has
+    # now is shown beside it (a number that matches that lower ceiling is low for this machine).
     down = link.trained_down()
+    peak = link_peak(dataclasses.replace(link, generation=link.gen_max or link.generation,
+                                         width=link.width_max or link.width) if down else link)
+    figures.append(peak)
     if down:
-        capable = dataclasses.replace(link, generation=link.gen_max or link.generation,
-                                      width=link.width_max or link.width)
-        peak = link_peak(capable)
-        figures.append(peak)
         now = link_peak(link)
         figures.append(Figure(f"idle now ({down}): {now.what}", now.value,
                               "this machine: the link's current generation and width (NVML / nvidia-smi); an "
                               "idle GPU drops its link, so read it again during a copy"))
-    else:
-        peak = link_peak(link)
-        figures.append(peak)
     if kind == "allreduce_busbw":
         figures.append(Figure(f"method: {processes}, CUDA graph {'on' if cuda_graph else 'off'}", None,
                               "the run's own header"))
-    if method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"):
-        return Verdict(kind, value, NOT_COMPARABLE, "peer access off: the copy is staged through host memory and "
-                       "never crosses the GPU-GPU link alone", unit=unit, figures=figures)
     both = kind == "p2p_both_ways" or direction == "both"
-    if kind == "allreduce_busbw" and metric == "algbw":
-        return Verdict(kind, value, NOT_COMPARABLE, "algbw is not comparable with a link's peak: use busbw "
-                       "(nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
-    if kind == "allreduce_busbw" and against == "both":
-        return Verdict(kind, value, NOT_COMPARABLE, "busbw compares with a link's one-way peak, not the sum of "
-                       "both directions (nccl-tests doc/PERFORMANCE.md)", unit=unit, figures=figures)
-    if both and against == "one-way" and kind == "p2p_one_way":
-        return Verdict(kind, value, NOT_COMPARABLE, "a both-directions figure against a one-way peak",
-                       unit=unit, figures=figures)
-    if kind == "p2p_one_way" and against == "both":
-        return Verdict(kind, value, NOT_COMPARABLE, "a one-way figure against a both-directions peak",
-                       unit=unit, figures=figures)
     plateau = PLATEAU_BYTES.get(kind)
-    if size is not None and plateau and size < plateau:
-        return Verdict(kind, value, NOT_COMPARABLE, f"message of {size} B is below the plateau ({plateau >> 20} "
-                       "MiB): fixed costs dominate, not the link", unit=unit, figures=figures)
-    if peak.value is None:
-        return Verdict(kind, value, NOT_COMPARABLE, f"no peak for this link ({peak.source})", unit=unit,
-                       figures=figures)
-    if kind in ("h2d", "d2h") and link.type != "pcie":
-        return Verdict(kind, value, NOT_COMPARABLE, "host copies cross the GPU's PCIe link; no PCIe facts given",
-                       unit=unit, figures=figures)
+    unlike = [
+        (method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"), "peer access off: the copy is staged "
+         "through host memory and never crosses the GPU-GPU link alone"),
+        (kind == "allreduce_busbw" and against == "both", "busbw compares with a link's one-way peak, not the sum "
+         "of both directions (nccl-tests doc/PERFORMANCE.md)"),
+        (both and against == "one-way" and kind == "p2p_one_way", "a both-directions figure against a one-way peak"),
+        (kind == "p2p_one_way" and against == "both", "a one-way figure against a both-directions peak"),
+        (size is not None and plateau and size < plateau, f"message of {size} B is below the plateau "
+         f"({(plateau or 0) >> 20} MiB): fixed costs dominate, not the link"),
+        (peak.value is None, f"no peak for this link ({peak.source})"),
+        (kind in ("h2d", "d2h") and link.type != "pcie", "host copies cross the GPU's PCIe link; no PCIe facts "
+         "given"),
+    ]
+    for applies, why in unlike:
+        if applies:
+            return verdict(NOT_COMPARABLE, why)
     key_method = (memory or "pinned") if kind in ("h2d", "d2h") else (None if kind == "allreduce_busbw" else method)
-    eff = EFFICIENCY.get((kind if kind != "p2p_one_way" or not both else "p2p_both_ways", link.type, key_method))
+    eff = EFFICIENCY.get(("p2p_both_ways" if both and kind == "p2p_one_way" else kind, link.type, key_method))
     if eff is None and kind == "allreduce_busbw":
-        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded or published all-reduce figure over "
-                       f"{link.type} to set a range", unit=unit, figures=figures)
+        return verdict(NOT_COMPARABLE, f"no recorded or published all-reduce figure over {link.type} to set a range")
     if eff is None:
-        return Verdict(kind, value, NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with "
-                       f"{key_method}", unit=unit, figures=figures)
+        return verdict(NOT_COMPARABLE, f"no recorded efficiency for {kind} over {link.type} with {key_method}")
     top = peak.value * (2 if both else 1)
     if both:
         figures.append(Figure("both directions: twice the one-way peak", top, "a link is full duplex"))
     figures.append(Figure(f"efficiency {eff.low:g}-{eff.high:g} of the peak", None, eff.source))
     expected = (eff.low * top, eff.high * top)
     if value > top * 1.02 and kind == "allreduce_busbw" and "NVLS off" not in processes:
-        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP "
-                       "(NVLS) NCCL reduces in the switch and busbw can exceed the wire peak (nccl-tests issue "
-                       "#212: about 480 GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected, unit,
-                       figures)
+        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP (NVLS) NCCL "
+                       "reduces in the switch and busbw can exceed the wire peak (nccl-tests issue #212: about 480 "
+                       "GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected)
     if value > top * 1.02:
-        return Verdict(kind, value, NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not "
-                       "cross this link alone, or the link facts are wrong", expected, unit, figures)
+        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not cross this link "
+                       "alone, or the link facts are wrong", expected)
     own = SELF_SET if (not eff.published and link.recorded_on and link.recorded_on in eff.source) else ""
     if value >= expected[0]:
-        return Verdict(kind, value, AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected, unit, figures)
-    return Verdict(kind, value, LOW, f"{value / top:.2f} of the peak{own}", expected, unit, figures,
-                   _reasons(kind, link, memory, transport, numa_ok, (expected[0] - value) / expected[0], forced))
-
-
-def _judge_cnn(kind, value, reference, unit, transport=None, forced=None):
-    if not reference:
-        return Verdict(kind, value, NOT_COMPARABLE, "no recorded run of this GPU model, batch and setting to "
-                       "compare with", unit=unit)
-    noise = _noise_pct()
-    if noise is None:
-        return Verdict(kind, value, NOT_COMPARABLE, "the course's noise figure is unavailable", unit=unit)
-    low = min(reference) * (1 - noise / 100)
-    high = max(reference) * (1 + noise / 100)
-    figures = [Figure("recorded runs of the same setting, min-max", min(reference), f"{len(reference)} runs"),
-               Figure("the course's run-to-run noise figure (%)", noise,
-                      "gputopo.lessons.training.run_to_run_noise()")]
-    if value < low:
-        reasons = [("another job shares the GPUs", "nvidia-smi (processes)"),
-                   ("the input pipeline or the host is the bottleneck", "watch nvidia-smi dmon -s u during "
-                    "training: GPU utilisation well below 100 %"),
-                   ("NCCL used another transport", "NCCL_DEBUG=INFO 'via' lines")]
-        if transport and str(transport).upper() not in ("P2P", "NONE", "") and forced:
-            # the row's own setting forced the transport: that is the cost the comparison shows,
-            # and the other reasons do not apply to it
-            reasons = [(f"NCCL used {transport}, forced by its setting ({forced})",
-                        "compare with the default row: the gap is what the setting costs")]
-        elif transport and str(transport).upper() not in ("P2P", "NONE", ""):
-            # a fact already known goes first: the run's own log named a transport other than P2P
-            reasons = [(f"NCCL used {transport}, not P2P (the run's NCCL log says so)",
-                        "NCCL_DEBUG=INFO 'via' lines")] + reasons[:2]
-        return Verdict(kind, value, LOW, "below the recorded range widened by the noise", (low, high), unit,
-                       figures, reasons)
-    return Verdict(kind, value, AS_EXPECTED, "inside the recorded range widened by the noise", (low, high), unit,
-                   figures)
+        return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected)
+    return verdict(LOW, f"{value / top:.2f} of the peak{own}", expected,
+                   _reasons(kind, link, memory, transport, (expected[0] - value) / expected[0]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -527,19 +432,12 @@ def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> List[
                         "one GPU crosses no link between GPUs)")]
     method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
-    out = []
     enabled = bool((parsed.get("connectivity") or [[1, 1], [1, 1]])[src][dst])
     how = method if enabled else "staged"
-    one = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
-    if one:
-        out.append(judge("p2p_one_way", one[src][dst], link, method=how))
-    if bandwidth.get("bidirectional_enabled"):
-        out.append(judge("p2p_both_ways", bandwidth["bidirectional_enabled"][src][dst], link, method=how,
-                         direction="both", against="both"))
-    lat = latency.get("write_gpu") or latency.get("read_gpu")
-    if lat:
-        out.append(judge("p2p_latency", lat[src][dst], link, method=how))
-    return out
+    found = [("p2p_one_way", bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read"), {}),
+             ("p2p_both_ways", bandwidth.get("bidirectional_enabled"), {"direction": "both", "against": "both"}),
+             ("p2p_latency", latency.get("write_gpu") or latency.get("read_gpu"), {})]
+    return [judge(kind, matrix[src][dst], link, method=how, **extra) for kind, matrix, extra in found if matrix]
 
 
 def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verdict:
