@@ -290,8 +290,10 @@ def test_two_gloo_workers_print_the_cnn_scripts_lines(two_runs):
     assert parsed["format"] == "cnn-script"
     (epoch,) = parsed["epochs"]
     assert (epoch["epoch"], epoch["epochs_total"], epoch["workers"], epoch["batch_per_worker"]) == (1, 1, 2, 64)
-    # 5 steps x 64 images x 2 workers in the epoch's seconds (printed to the millisecond)
-    assert 5 * 64 * 2 / epoch["images_per_sec"] == pytest.approx(epoch["seconds"], abs=1e-3)
+    # 5 steps x 64 images x 2 workers in the epoch's seconds; images/s is printed to 0.1 and the
+    # seconds to 0.001, so the two agree within those roundings (a slow run widens the first)
+    ips, seconds = epoch["images_per_sec"], epoch["seconds"]
+    assert 640 / (ips + 0.05) - 5e-4 <= seconds <= 640 / (ips - 0.05) + 5e-4
     summary = parsed["summary"]
     assert summary["epochs_timed"] == 1 and summary["workers"] == 2
     assert summary["images_per_sec_median"] == epoch["images_per_sec"]
