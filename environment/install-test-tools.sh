@@ -2,6 +2,10 @@
 # Tools that only the tests need, installed by `make test` after environment/install.sh:
 #   - chromium (Debian package) for tests/test_lab_browser.py, where root and apt exist;
 #     elsewhere that test skips and says why
+#   - python3-torch (Debian's PyTorch 1.13 with Gloo, for /usr/bin/python3) for the DDP lab's
+#     two-worker CPU tests (tests/test_lab_ddp_fmnist.py, tests/test_step_breakdown_ddp.py), where
+#     root and apt exist; PyPI's torch wheel brings the CUDA libraries (gigabytes), so the course's
+#     test venv has none
 #   - hadolint (pinned in requirements-test.txt) for tests/test_container_files.py
 #   - ruff and shellcheck (pinned in requirements-test.txt) for tests/test_lint.py
 # Usage: environment/install-test-tools.sh [--venv DIR]   (idempotent; says what it skips)
@@ -12,7 +16,7 @@ while (($#)); do
   case "$1" in
     --venv) [[ -n ${2-} ]] || { echo "install-test-tools.sh: error: --venv needs a directory" >&2; exit 2; }
             venv=$2; shift ;;
-    -h|--help) sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-test-tools.sh: error: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -34,6 +38,19 @@ elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   fi
 else
   say "chromium: not found, and not root with apt; the browser test will skip (install chromium to run it)"
+fi
+
+if [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1; then
+  say "python3-torch: /usr/bin/python3 has PyTorch with Gloo; skipped"
+elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1 \
+     && { apt-cache show python3-torch >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-cache show python3-torch >/dev/null 2>&1; }; }; then
+  say "python3-torch: installing Debian's PyTorch for the DDP lab's CPU tests (about 170 MB, a minute or two)"
+  log=$(mktemp /tmp/install-python3-torch.XXXXXX.log)
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch >"$log" 2>&1; then
+    echo "[test-tools] FAILED: apt-get install python3-torch; log: $log" >&2; tail -n 15 "$log" >&2; exit 1
+  fi
+else
+  say "python3-torch: not installed (needs root and a Debian apt with python3-torch); the DDP lab's training tests will skip"
 fi
 
 # The pinned versions, as the tools print them; any missing or different: install the set.

@@ -72,6 +72,7 @@ these times belong to their part; that costs the CPU its run-ahead into the next
 import argparse
 import contextlib
 import datetime
+import gc
 import json
 import os
 import platform
@@ -273,6 +274,11 @@ def main(argv=None):
         counts = torch.tensor([sum(int((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum())
                                    for i in range(0, len(y), 1000)), len(y)], device=device)
     dist.all_reduce(counts)
+    # Free DDP before the process group, while `counts` is still held here: dropped last by DDP at
+    # exit, Gloo's group joins its threads with Python's lock held while one may need that lock to
+    # free a tensor, and the worker hangs at exit (pytorch/pytorch#56297; seen with PyTorch 1.13).
+    ddp = loss_of = None
+    gc.collect()
     dist.destroy_process_group()
     if rank != 0:
         return 0
