@@ -36,7 +36,8 @@ format fixed by CONTRIBUTING.md) with framework=pytorch-ddp. Each epoch is timed
 barriers; the first epoch is left out of SUMMARY unless it is the only one.
 
 The data-parallel step, in plain sight: every worker runs forward and backward on its own batch;
-as backward produces gradients, DDP packs them into buckets of --bucket-cap-mb and calls
+as backward produces gradients, DDP packs them into buckets (25 MiB by default, the first one
+1 MiB; --bucket-cap-mb sets both) and calls
 average_hook() below for each full bucket, which starts one all_reduce (sum over workers, then
 /workers) while backward goes on; backward() returns once every bucket is averaged, and each
 worker's optimizer.step() then applies the same mean gradient, so the weights stay identical.
@@ -116,8 +117,9 @@ def parse_args(argv):
     p.add_argument("--batch-size", type=number(int, 1), default=64, help="images per worker per step")
     p.add_argument("--steps-per-epoch", type=number(int, 1), default=None,
                    help="default: one pass over the smallest shard")
-    p.add_argument("--bucket-cap-mb", type=number(float, 0.001), default=25.0,
-                   help="DDP's gradient bucket size in MiB (DDP's default: 25)")
+    p.add_argument("--bucket-cap-mb", type=number(float, 0.001), default=None,
+                   help="DDP's gradient bucket size in MiB (default: DDP's own, 25 MiB with a 1 MiB "
+                        "first bucket; a value given here also caps the first bucket)")
     p.add_argument("--extra-params", type=number(int, 0), default=0, metavar="N",
                    help="N more parameters whose (zero) gradients are all-reduced every step")
     p.add_argument("--lr", type=number(float, 1e-12), default=0.001, help="base rate of one worker")
@@ -187,7 +189,10 @@ def main(argv=None):
         extra = torch.nn.Parameter(torch.zeros(args.extra_params, device=device))
         model.register_parameter("extra", extra)  # used only by the loss, with weight 0
     # DDP copies rank 0's weights to every worker, then hooks itself into backward.
-    ddp = DDP(model, device_ids=[local_rank] if on_gpu else None, bucket_cap_mb=args.bucket_cap_mb)
+    # bucket_cap_mb only when given: PyTorch 2.x caps DDP's first bucket at 1 MiB
+    # (dist._DEFAULT_FIRST_BUCKET_BYTES) only when bucket_cap_mb is None (torch/nn/parallel/distributed.py)
+    caps = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
+    ddp = DDP(model, device_ids=[local_rank] if on_gpu else None, **caps)
     sent = {"bytes": 0, "buckets": 0}
 
     def average_hook(state, bucket):  # DDP calls it for each bucket whose gradients are ready
@@ -292,7 +297,8 @@ def main(argv=None):
           f"allreduce_wait_ms={ms['allreduce_wait_ms']:.3f} optimizer_ms={ms['optimizer_ms']:.3f} "
           f"step_ms={ms['step_ms']:.3f} n_steps={len(split)} n_compute_steps={len(pairs)} "
           f"allreduce_bytes={per_step['bytes']} buckets={per_step['buckets']} "
-          f"bucket_cap_mb={args.bucket_cap_mb:g} workers={size} batch_per_worker={B}", flush=True)
+          f"bucket_cap_mb={'default' if args.bucket_cap_mb is None else f'{args.bucket_cap_mb:g}'} "
+          f"workers={size} batch_per_worker={B}", flush=True)
     if args.json_out:
         record = {"script": PROG, "framework": "pytorch-ddp", "argv": sys.argv[1:],
                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
