@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 from gputopo import alphabeta, links, plots, reference, verdicts
 from gputopo.ncclpaths import nvls_state
@@ -50,18 +50,6 @@ def nccl_tables() -> List[Dict[str, Any]]:
                 parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
                 out.append(table(system, name, reference.read_text(system, name), parsed, settings))
     return out
-
-
-FIT_HEADER = ("file", "transport", "launch", "NVLS", "GPUs", "alpha/step us", "busbw GB/s", "smallest msg us",
-              "largest busbw GB/s")
-
-
-def fit_table(fits: Sequence[Dict[str, Any]], system: str) -> List[Tuple]:
-    """One system's tables, fitted (alpha_step_us and busbw_gbps set), as rows under FIT_HEADER."""
-    return [(f["file"], f["transport"], f["launch"], f["nvls"], f["n"], f"{f['alpha_step_us']:.2f}",
-             f"{f['busbw_gbps']:.1f}", f"{f['parsed']['rows'][0]['out_of_place']['time_us']:.1f}",
-             f"{f['parsed']['rows'][-1]['out_of_place']['busbw']:.1f} at {format_bytes(f['parsed']['rows'][-1]['size'])}")
-            for f in fits if f["system"] == system]
 
 
 def recorded_busbw_link(system: str):
@@ -134,7 +122,8 @@ def link_options(your_fit: Optional[Dict[str, Any]] = None) -> List[Dict[str, An
 
 def recorded_clusters() -> List[Dict[str, Any]]:
     """Each system.json "cluster" entry plus recorded_gbps (its table's last busbw or the published
-    figure), an untuned run's tuned_gbps (from its source), alphabeta.cluster_busbw's bound and estimate,
+    figure), an untuned run's tuned_gbps (from its source), alphabeta.whatif's line-rate bound and
+    estimate (with NVLS where the entry says "nvls": "likely": then no line-rate bound, nccl-tests #212),
     within (the tuned figure in alphabeta.tolerance_text's band) and the notebook's table row."""
     rates = {r["link"]: float(r["per_direction_gbs"]) for r in links.link_table()}
     out = []
@@ -148,7 +137,12 @@ def recorded_clusters() -> List[Dict[str, Any]]:
             what = f"{c.get('op', 'all_reduce')} table, {size / 2**20:.0f} MiB"
         else:
             size, recorded, what = None, float(c["recorded_busbw_gbps"]), "published figure"
-        bound, estimate = alphabeta.cluster_busbw(c, rates.get(c.get("in_node_link") or ""))
+        # nodes null (not stated): two nodes, from which a ring's bandwidth terms no longer depend on the count
+        result = alphabeta.whatif(c["gpus_per_node"], rates.get(c.get("in_node_link") or ""), c["nics_per_node"],
+                                  c["nic_gbit"], c.get("nodes") or 2, 2**30, nvls=c.get("nvls") == "likely",
+                                  nvlink_domain_gpus=c.get("nvlink_domain_gpus"),
+                                  nvls_generation="blackwell" if re.search(r"\bG?B\d{3}\b", c.get("gpu", "")) else "hopper")
+        bound, estimate = result["bound_gbps"], result["busbw_gbps"]
         low, high = (1 - alphabeta.TOLERANCE_BELOW) * estimate, bound * (1 + 1e-9)
         tuned = c.get("tuned_busbw_gbps")
         tested = recorded if tuned is None else float(tuned)
