@@ -9,7 +9,7 @@ the Figure; matplotlib and numpy are imported inside. Drawn artists carry a gid 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from gputopo.units import format_bytes  # noqa: F401  (notebook 4 calls plots.format_bytes)
 
@@ -178,14 +178,11 @@ def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: s
 
     self_cells = np.array([[r == c for c in column_labels] for r in row_labels])
     on_scale = values[~self_cells & ~np.isnan(values)]
-    if on_scale.size == 0:
-        on_scale = values[~np.isnan(values)]
-    low, high = (float(on_scale.min()), float(on_scale.max())) if on_scale.size else (0.0, 1.0)
+    on_scale = on_scale if on_scale.size else values[~np.isnan(values)]
     # Anchored at zero: starting the scale at the smallest cell would paint 509.1 and
     # 509.4 GB/s as opposite colours.
-    low = min(low, 0.0)
-    if high == low:
-        high = low + 1.0
+    low = min(float(on_scale.min()), 0.0) if on_scale.size else 0.0
+    high = float(on_scale.max()) if on_scale.size and on_scale.max() > low else low + 1.0
 
     size = max(4.0, 0.55 * max(len(rows), width) + 2.0)
     figure, ax = _new_axes(ax, (size + 1.2, max(2.5, 0.55 * len(rows) + 2.0)))
@@ -248,22 +245,3 @@ def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit=N
         ax.set_title(title)
     return figure
 
-
-def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = ()):
-    """Notebook 4's static what-if view: predicted busbw against node count (log scale), one line per
-    setting, and the recorded clusters as labelled points (a cluster whose node count is not stated
-    at two nodes, "(nodes ?)"; a run that was likely NVLS labelled so: it is not a ring figure)."""
-    figure, ax = _new_axes(None, (8, 4.5))
-    for label, points in curves.items():
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=f"model: {label}")
-    for cluster in clusters:
-        nodes = cluster["nodes"] or 2
-        label = cluster["system"] + ("" if cluster["nodes"] else " (nodes ?)") + (" (NVLS likely)" if cluster.get("nvls") else "")
-        ax.scatter([nodes], [cluster["recorded_gbps"]], marker="x", color="black", zorder=3)
-        ax.annotate(label, (nodes, cluster["recorded_gbps"]), fontsize=7, xytext=(4, 2), textcoords="offset points")
-    ax.set_xscale("log", base=2)
-    ax.set(yscale="log", xlabel="nodes", ylabel="all-reduce busbw (GB/s)",
-           title="What-if: ring all-reduce busbw, model and recorded clusters (x)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return figure

@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from gputopo import alphabeta, links, plots, reference, verdicts
+from gputopo import alphabeta, links, reference, verdicts
 from gputopo.ncclpaths import nvls_state
 from gputopo.selfcheck import text_table
 from gputopo.units import format_bytes
@@ -207,8 +207,23 @@ def whatif_panel(your_fit: Optional[Dict[str, Any]] = None):
     rows = [(", ".join(f"{key}={value}" for key, value in changes.items()), f"{r['busbw_gbps']:.1f}", r["bound_by"],
              f"{r['time_us'] / 1e3:.2f}") for changes, r in ((c, whatif(options, clusters, **c)) for c in _STATIC)]
     print(text_table(rows, header=("changed from the defaults", "busbw GB/s", "bounded by", "1 GiB ms")))
-    figure = plots.whatif_figure({label: [(n, whatif(options, clusters, **dict(changes, nodes=n))["busbw_gbps"])
-                                          for n in WHATIF_NODES] for label, changes in _CURVES.items()}, clusters)
+    from matplotlib.figure import Figure   # the static plot: predicted busbw against node count, recorded clusters
+
+    figure = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = figure.add_subplot()
+    for label, changes in _CURVES.items():
+        busbw = [whatif(options, clusters, **dict(changes, nodes=n))["busbw_gbps"] for n in WHATIF_NODES]
+        ax.plot(WHATIF_NODES, busbw, marker=".", label=f"model: {label}")
+    for c in clusters:   # a node count not stated: at two nodes; a likely NVLS run is labelled so (no ring figure)
+        at = (c["nodes"] or 2, c["recorded_gbps"])
+        ax.scatter(*at, marker="x", color="black", zorder=3)
+        ax.annotate(c["system"] + ("" if c["nodes"] else " (nodes ?)") + (" (NVLS likely)" if c["nvls"] else ""), at,
+                    fontsize=7, xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set(yscale="log", xlabel="nodes", ylabel="all-reduce busbw (GB/s)",
+           title="What-if: ring all-reduce busbw, model and recorded clusters (x)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     try:
         import ipywidgets as w
     except ImportError:
