@@ -188,20 +188,19 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
     per node or a PCIe-only node (no in-node limit); in_node_busbw_gbps: a recorded in-node busbw used
     as the in-node estimate instead. The alphas (5 and 10 us) are placeholders. The terms (GB/s):
       in-node    in_node_link_gbps x NVLINK_RING_EFFICIENCY (x NVLS_GAIN with NVLS on)
-      NICs       `total_nic_gbps` x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR for a NIC behind the CPU)
-      spine      the NIC term / spine_oversubscription, when rails are not aligned and PXN is
-                 off: a ring hop from NIC i of one node to a NIC of another rail crosses the
-                 spine (with PXN, on by default, NCCL moves the data over NVLink to the GPU beside
-                 the NIC of the right rail first; NCCL_PXN_DISABLE in src/graph/paths.cc at v2.28.3-1)
+      NICs       `total_nic_gbps` x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR for a NIC behind the CPU),
+                 / spine_oversubscription when rails are not aligned and PXN is off: a hop from NIC i
+                 to another rail's NIC crosses the spine (PXN, on by default, first moves the data over
+                 NVLink to the GPU beside the right rail's NIC; NCCL_PXN_DISABLE, src/graph/paths.cc at v2.28.3-1)
     Ring: busbw = the smallest term; T = NCCL's ring latency (src/graph/tuning.cc at v2.28.3-1:
     nInterSteps = 2*(nNodes-1) steps at the network's alpha, the other 2(n-1) - nInterSteps at the
     in-node one) + 2(N-1)/N S / busbw. Tree on two nodes: each node's data crosses the network once
-    per direction instead of 2(N-1)/N times, so the NIC term is multiplied by 2(N-1)/N
-    (nccl-tests #196, NCCL's lead: on two nodes a tree can go beyond the network bottleneck,
-    provided the intra-node bandwidth sustains it); on more nodes it is the ring's term. Either
-    way x TREE_EFFICIENCY, and 2(g-1) in-node plus 2 floor(log2 nodes) network alphas (tuning.cc's
-    tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes) * interLat)).
-    Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used.
+    per direction instead of 2(N-1)/N times, so the NIC term is x 2(N-1)/N (nccl-tests #196, NCCL's
+    lead: on two nodes a tree can go beyond the network bottleneck if the intra-node bandwidth
+    sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus
+    2 floor(log2 nodes) network alphas (tuning.cc's tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) *
+    intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72)
+    no NIC is used.
     Returns {busbw_gbps, bound_gbps, terms, bound_by, time_us, algbw_gbps, gpus, notes}.
     """
     g, nodes = _check_ranks(gpus_per_node), _check_ranks(nodes)
