@@ -206,8 +206,8 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
     g, nodes = _check_ranks(gpus_per_node), _check_ranks(nodes)
     line = total_nic_gbps(nics_per_node, nic_gbit)
     if algorithm not in ("ring", "tree") or nvls_generation not in NVLS_EFFICIENCY or not size_bytes > 0:
-        raise ValueError(f"algorithm 'ring' or 'tree', nvls_generation one of {', '.join(NVLS_EFFICIENCY)} "
-                         f"and a positive size, not {algorithm!r}, {nvls_generation!r}, {size_bytes!r}")
+        raise ValueError(f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
+                         f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}")
     n, notes, bounds, terms = g * nodes, [], {}, {}
     one_domain = nodes == 1 or (nvlink_domain_gpus is not None and n <= nvlink_domain_gpus)
     if (in_node_link_gbps or in_node_busbw_gbps) and (g > 1 or (one_domain and n > 1)):
