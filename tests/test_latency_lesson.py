@@ -61,8 +61,3 @@ def test_verdicts_on_the_largest_copies_and_a_cut_off_run():
     cut = PARSERS["host-device-copy"]("\n".join((H100 / "host-device-copy-run1.txt").read_text().splitlines()[:30]))
     assert {v.status for _, v in latency.largest_verdicts(cut, link)} == {"incomplete"}
 
-
-def test_table_has_one_row_per_size_and_a_dash_for_a_missing_kind():
-    rows = latency.table({"rows": [{"bytes": 8, "direction": "h2d", "memory": "pinned", "time_us": 7.2,
-                                    "gbs": 0.0, "check": "ok"}]})
-    assert rows == [["8 B", "7.20 us   0.00 GB/s", "-", "-", "-"]]

@@ -185,13 +185,9 @@ def test_sixteen_by_sixteen_with_a_missing_cell():
     assert len(annotations(figure)) == 16 * 16 - 1
 
 
-@pytest.mark.parametrize(
-    "matrix, complaint",
-    [([], "empty"), ([[1.0, 2.0], [3.0]], "different lengths"), ([[1.0, "OK"]], "not a number")],
-)
-def test_heatmap_rejects_bad_matrices(matrix, complaint):
-    with pytest.raises(ValueError, match=complaint):
-        plots.p2p_heatmap(matrix, "bad")
+def test_heatmap_rejects_an_empty_matrix():
+    with pytest.raises(ValueError, match="empty"):
+        plots.p2p_heatmap([], "bad")
 
 
 # ---------------------------------------------------------------- bandwidth curve
@@ -208,7 +204,7 @@ def test_nccl_tests_busbw_curve_with_an_alpha_beta_fit():
     (measured,) = artists_with_gid(figure, "measured:")
     assert list(measured.get_xdata()) == sizes and list(measured.get_ydata()) == busbw
     (fitted,) = artists_with_gid(figure, "fit:")
-    expected = plots.alpha_beta_bandwidth(fitted.get_xdata(), 48.0, 130.0)
+    expected = fitted.get_xdata() / (48e-6 + fitted.get_xdata() / 130e9) / 1e9   # n / T(n), in GB/s
     assert fitted.get_ydata() == pytest.approx(expected)
     # The model's bandwidth approaches B for large messages and falls like n / alpha for small.
     assert fitted.get_ydata()[-1] < 130.0
@@ -229,13 +225,6 @@ def test_bytes_are_labelled_with_binary_prefixes():
 
     assert plots.format_bytes is units.format_bytes  # its cases: tests/test_units.py
     assert [plots.format_bytes(n) for n in (8, 1024, 3 * 2**20, 2**30)] == ["8 B", "1 KiB", "3 MiB", "1 GiB"]
-
-
-def test_curve_rejects_mismatched_or_zero_sizes():
-    with pytest.raises(ValueError, match="as many sizes as values"):
-        plots.bandwidth_curve([1, 2], [1.0])
-    with pytest.raises(ValueError, match="positive"):
-        plots.bandwidth_curve([0, 2], [1.0, 2.0])
 
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gputopo.units import GiB, KiB, MiB, format_bytes
+from gputopo.units import format_bytes
 
 
 @pytest.mark.parametrize("size, text", [
@@ -15,6 +15,3 @@ from gputopo.units import GiB, KiB, MiB, format_bytes
 def test_format_bytes(size, text):
     assert format_bytes(size) == text
 
-
-def test_binary_units():
-    assert (KiB, MiB, GiB) == (1024, 1024 * 1024, 1024 * 1024 * 1024)

@@ -1,20 +1,15 @@
 """The course's figures, the same for live measurements and recorded reference data.
 
-Every function takes plain data (what the parsers and experiments return), draws on the
-given matplotlib Axes or on a new figure, and returns the Figure. matplotlib and numpy are
-imported inside the functions so that `import gputopo` stays standard-library only.
-Figures are built as bare `matplotlib.figure.Figure` objects, never through pyplot, so no
-backend or display is needed (headless runs save them with `figure.savefig`), and a
-notebook shows the returned Figure exactly once.
-
-Drawn artists carry a gid ("node:GPU0", "edge:GPU0-GPU1", "cell:0,1", "bar:<label>") so
-tests and readers can find what was drawn.
+Each function takes what the parsers return, draws on the given Axes or a new bare
+`matplotlib.figure.Figure` (no pyplot: no backend needed, a notebook shows it once) and returns
+the Figure; matplotlib and numpy are imported inside. Drawn artists carry a gid ("node:GPU0",
+"edge:GPU0-GPU1", "cell:0,1") so tests and readers can find what was drawn.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from gputopo.units import format_bytes  # noqa: F401  (notebook 4 calls plots.format_bytes)
 
@@ -28,8 +23,6 @@ NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
 
 
 def _new_axes(ax, figsize):
-    # A bare Figure, not pyplot: no global figure list to leak in loops, no second copy
-    # shown by the notebook's inline backend when the returned Figure is displayed.
     from matplotlib.figure import Figure
 
     if ax is not None:
@@ -38,21 +31,12 @@ def _new_axes(ax, figsize):
     return figure, figure.add_subplot()
 
 
-# ---------------------------------------------------------------------------------------
-# Topology graph
-
-
 def _cpu_groups(topo: Mapping, gpus: Sequence[str]) -> Dict[str, List[str]]:
     """CPU/NUMA node label -> GPUs attached to it, from the affinity columns."""
     groups: Dict[str, List[str]] = {}
-    numa = topo.get("numa_affinity") or {}
-    cpus = topo.get("cpu_affinity") or {}
+    columns = (("NUMA", topo.get("numa_affinity") or {}), ("CPUs", topo.get("cpu_affinity") or {}))
     for gpu in gpus:
-        parts = []
-        if numa.get(gpu) and numa[gpu] != "N/A":
-            parts.append(f"NUMA {numa[gpu]}")
-        if cpus.get(gpu) and cpus[gpu] != "N/A":
-            parts.append(f"CPUs {cpus[gpu]}")
+        parts = [f"{what} {column[gpu]}" for what, column in columns if column.get(gpu) and column[gpu] != "N/A"]
         if parts:
             groups.setdefault("\n".join(parts), []).append(gpu)
     return groups
@@ -97,7 +81,7 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
     # Rotated by half a step so no GPU sits at the top, where a shared CPU node goes.
     angles = {gpu: math.pi / 2 + math.pi / count - 2 * math.pi * k / count for k, gpu in enumerate(gpus)}
     position = {gpu: (math.cos(a), math.sin(a)) for gpu, a in angles.items()}
-    families_seen = []
+    families_seen: Dict[str, None] = {}   # in the order first drawn, for the legend
     # A full NVSwitch mesh of 16 GPUs is 120 edges: thinner lines keep it from merging.
     thinning = min(1.0, 8 / count)
 
@@ -107,8 +91,7 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
             if code is None:
                 continue
             family = linkcodes.family(code)
-            if family not in families_seen:
-                families_seen.append(family)
+            families_seen[family] = None
             nv = linkcodes.nvlink_count(code)
             _edge(ax, position[first], position[second], f"edge:{first}-{second}", color=LINK_COLOURS[family],
                   linewidth=(1.2 + 1.2 * math.sqrt(nv)) * thinning if nv else 1.0, linestyle="-" if nv else "--",
@@ -137,11 +120,10 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
         closest = max(linkcodes.rank(code) for code in gpu_codes.values())
         nearest = [gpu for gpu, code in gpu_codes.items() if linkcodes.rank(code) == closest]
         direction = _mean_direction([angles[gpu] for gpu in nearest])
-        spot = outer_position(direction if direction is not None else -math.pi / 2, 1.55)
+        spot = outer_position(-math.pi / 2 if direction is None else direction, 1.55)
         for gpu in nearest:
             family = linkcodes.family(gpu_codes[gpu])
-            if family not in families_seen:
-                families_seen.append(family)
+            families_seen[family] = None
             _edge(ax, spot, position[gpu], f"edge:{nic}-{gpu}", color=LINK_COLOURS[family], linewidth=1.5,
                   linestyle="-.", zorder=1)
         label = nic if not device or device == nic else f"{nic}\n{device}"
@@ -159,51 +141,30 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
     for gpu in gpus:
         _node(ax, position[gpu], gpu, "gpu", f"node:{gpu}", fontsize)
 
-    handles = [
-        Line2D([], [], color=LINK_COLOURS[f], linewidth=3 if f == "NV" else 1.5, linestyle="-" if f == "NV" else "--")
-        for f in families_seen
-    ]
+    handles = [Line2D([], [], color=LINK_COLOURS[f], linewidth=3 if f == "NV" else 1.5, linestyle="-" if f == "NV" else "--")
+               for f in families_seen]
     labels = [LINK_MEANINGS[f] for f in families_seen]
     if cpu_groups:
         handles.append(Line2D([], [], color="#888888", linestyle=":"))
         labels.append("GPU to its CPU / NUMA node")
     if handles:
         ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=8, frameon=False)
-    placed = list(position.values()) + [
-        (text.get_position()[0], text.get_position()[1]) for text in ax.texts if (text.get_gid() or "").startswith("node:")
-    ]
-    margin = 0.55
-    ax.set_xlim(min(x for x, _ in placed) - margin, max(x for x, _ in placed) + margin)
-    ax.set_ylim(min(y for _, y in placed) - margin, max(y for _, y in placed) + margin)
+    placed = list(position.values()) + [text.get_position() for text in ax.texts if (text.get_gid() or "").startswith("node:")]
+    ax.set_xlim(min(x for x, _ in placed) - 0.55, max(x for x, _ in placed) + 0.55)
+    ax.set_ylim(min(y for _, y in placed) - 0.55, max(y for _, y in placed) + 0.55)
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(title or f"GPU topology ({count} GPU{'s' if count != 1 else ''})")
     return figure
 
 
-# ---------------------------------------------------------------------------------------
-# Annotated matrix
-
-
-def format_cell(value: float) -> str:
-    """About four significant digits, so 16 x 16 annotations still fit their cells."""
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:.0f}"
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
 def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: str = "GB/s", ax=None,
                 row_labels: Optional[Sequence[str]] = None, column_labels: Optional[Sequence[str]] = None):
-    """An annotated heatmap of a P2P matrix (rows = source, columns = destination).
+    """An annotated heatmap of a P2P matrix (rows = source, columns = destination; labels GPU0, ...).
 
     The colour scale runs from zero to the largest GPU-to-GPU cell; cells where the row and
     column name the same GPU (copies within one GPU) are annotated but kept off the scale,
-    which they would otherwise flatten, and painted light grey rather than in the scale's top
-    colour. None is drawn blank.
-    Row and column labels default to GPU0, GPU1, ...
+    which they would otherwise flatten, and painted light grey. None is drawn blank.
     """
     import numpy as np
 
@@ -211,26 +172,17 @@ def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: s
     if not rows or not rows[0]:
         raise ValueError("the matrix is empty")
     width = len(rows[0])
-    if any(len(row) != width for row in rows):
-        raise ValueError("the matrix rows have different lengths")
-    for row in rows:
-        for value in row:
-            if value is not None and not isinstance(value, (int, float)):
-                raise ValueError(f"matrix cell {value!r} is not a number")
     values = np.array([[np.nan if v is None else float(v) for v in row] for row in rows])
     row_labels = list(row_labels) if row_labels is not None else [f"GPU{i}" for i in range(len(rows))]
     column_labels = list(column_labels) if column_labels is not None else [f"GPU{j}" for j in range(width)]
 
     self_cells = np.array([[r == c for c in column_labels] for r in row_labels])
     on_scale = values[~self_cells & ~np.isnan(values)]
-    if on_scale.size == 0:
-        on_scale = values[~np.isnan(values)]
-    low, high = (float(on_scale.min()), float(on_scale.max())) if on_scale.size else (0.0, 1.0)
+    on_scale = on_scale if on_scale.size else values[~np.isnan(values)]
     # Anchored at zero: starting the scale at the smallest cell would paint 509.1 and
     # 509.4 GB/s as opposite colours.
-    low = min(low, 0.0)
-    if high == low:
-        high = low + 1.0
+    low = min(float(on_scale.min()), 0.0) if on_scale.size else 0.0
+    high = float(on_scale.max()) if on_scale.size and on_scale.max() > low else low + 1.0
 
     size = max(4.0, 0.55 * max(len(rows), width) + 2.0)
     figure, ax = _new_axes(ax, (size + 1.2, max(2.5, 0.55 * len(rows) + 2.0)))
@@ -245,40 +197,21 @@ def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: s
         for j, value in enumerate(row):
             if value is None:
                 continue
-            shade = (min(max(float(value), low), high) - low) / (high - low)
-            if self_cells[i, j]:
-                shade = 1.0   # grey background: dark text
-            ax.text(j, i, format_cell(float(value)), ha="center", va="center", fontsize=fontsize,
+            # the grey background of a cell off the scale takes dark text
+            shade = 1.0 if self_cells[i, j] else (min(max(float(value), low), high) - low) / (high - low)
+            # about four significant digits, so 16 x 16 annotations still fit their cells
+            digits = 0 if abs(value) >= 1000 else 1 if abs(value) >= 100 else 2
+            ax.text(j, i, f"{value:.{digits}f}", ha="center", va="center", fontsize=fontsize,
                     color="white" if shade < 0.5 else "black", gid=f"cell:{i},{j}")
-    ax.set_xticks(range(width))
+    ax.set(xticks=range(width), yticks=range(len(rows)), yticklabels=row_labels, xlabel="destination", ylabel="source",
+           title=title)
     ax.set_xticklabels(column_labels, rotation=90 if width > 8 else 0)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(row_labels)
-    ax.set_xlabel("destination")
-    ax.set_ylabel("source")
-    ax.set_title(title)
     figure.colorbar(image, ax=ax, label=unit)
     return figure
 
 
-# ---------------------------------------------------------------------------------------
-# Bandwidth against message size
-
-AlphaBetaFit = Union[Callable, Mapping[str, float]]
-
-
-def alpha_beta_bandwidth(sizes_bytes, alpha_us: float, bandwidth_gbs: float):
-    """Bandwidth the alpha-beta model predicts: size / (alpha + size / B), in GB/s."""
-    import numpy as np
-
-    sizes = np.asarray(sizes_bytes, dtype=float)
-    seconds = alpha_us * 1e-6 + sizes / (bandwidth_gbs * 1e9)
-    return sizes / seconds / 1e9
-
-
-def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit: Optional[AlphaBetaFit] = None,
-                    label: str = "measured", unit: str = "GB/s", ax=None, title: Optional[str] = None,
-                    fit_label: Optional[str] = None):
+def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit=None, label: str = "measured",
+                    unit: str = "GB/s", ax=None, title: Optional[str] = None):
     """Measured bandwidth against message size (log x) and, optionally, a fitted model.
 
     fit is either a function of the sizes returning bandwidths in `unit`, or a mapping
@@ -289,29 +222,22 @@ def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit: 
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     sizes = np.asarray(sizes_bytes, dtype=float)
-    measured = np.asarray(values, dtype=float)
-    if sizes.shape != measured.shape or sizes.ndim != 1 or sizes.size == 0:
-        raise ValueError(f"need as many sizes as values ({sizes.size} sizes, {measured.size} values)")
-    if np.any(sizes <= 0):
-        raise ValueError("message sizes must be positive to draw them on a log axis")
-
     figure, ax = _new_axes(ax, (7, 4.2))
-    (line,) = ax.plot(sizes, measured, marker="o", markersize=4, label=label, gid=f"measured:{label}")
+    (line,) = ax.plot(sizes, np.asarray(values, dtype=float), marker="o", markersize=4, label=label, gid=f"measured:{label}")
     if fit is not None:
         dense = np.logspace(np.log2(sizes.min()), np.log2(sizes.max()), 200, base=2)
         if callable(fit):
             predicted = np.asarray(fit(dense), dtype=float)
-            default_label = f"{label}: fit"
+            fit_label = f"{label}: fit"
         else:
-            predicted = alpha_beta_bandwidth(dense, fit["alpha_us"], fit["bandwidth_gbs"])
-            default_label = f"{label}: alpha = {fit['alpha_us']:.3g} us, B = {fit['bandwidth_gbs']:.3g} GB/s"
-        ax.plot(dense, predicted, linestyle="--", color=line.get_color(), label=fit_label or default_label, gid=f"fit:{label}")
+            predicted = dense / (fit["alpha_us"] * 1e-6 + dense / (fit["bandwidth_gbs"] * 1e9)) / 1e9   # n / T(n)
+            fit_label = f"{label}: alpha = {fit['alpha_us']:.3g} us, B = {fit['bandwidth_gbs']:.3g} GB/s"
+        ax.plot(dense, predicted, linestyle="--", color=line.get_color(), label=fit_label, gid=f"fit:{label}")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=2, numticks=12))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda size, _: format_bytes(size)))
     ax.tick_params(axis="x", labelrotation=45)
-    ax.set_xlabel("message size")
-    ax.set_ylabel(f"bandwidth ({unit})")
+    ax.set(xlabel="message size", ylabel=f"bandwidth ({unit})")
     ax.grid(True, which="major", alpha=0.3)
     # Outside the axes, on the right, so that no legend covers a curve however many are drawn.
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -319,30 +245,3 @@ def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit: 
         ax.set_title(title)
     return figure
 
-
-# ---------------------------------------------------------------------------------------
-# Notebook 4's what-if view
-
-
-def whatif_figure(curves: Mapping[str, Sequence[Tuple[int, float]]], clusters: Sequence[Mapping[str, Any]] = (),
-                  ax=None):
-    """Notebook 4's static what-if view: predicted busbw against node count (log scale), one line
-    per setting, and the recorded clusters as labelled points (busbw they recorded, their node count;
-    a cluster whose node count is not stated is drawn at two nodes with "(nodes ?)" and a run that
-    was likely NVLS is labelled so: it is not a ring figure)."""
-    figure, ax = _new_axes(ax, (8, 4.5))
-    for label, points in curves.items():
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=f"model: {label}")
-    for cluster in clusters:
-        nodes = cluster["nodes"] or 2
-        label = cluster["system"] + ("" if cluster["nodes"] else " (nodes ?)") + (" (NVLS likely)" if cluster.get("nvls") else "")
-        ax.scatter([nodes], [cluster["recorded_gbps"]], marker="x", color="black", zorder=3)
-        ax.annotate(label, (nodes, cluster["recorded_gbps"]), fontsize=7, xytext=(4, 2), textcoords="offset points")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("nodes")
-    ax.set_ylabel("all-reduce busbw (GB/s)")
-    ax.set_title("What-if: ring all-reduce busbw, model and recorded clusters (x)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return figure

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
-from gputopo import alphabeta, links, plots, reference, verdicts
+from gputopo import alphabeta, links, reference, verdicts
 from gputopo.ncclpaths import nvls_state
 from gputopo.selfcheck import text_table
 from gputopo.units import format_bytes
@@ -50,18 +50,6 @@ def nccl_tables() -> List[Dict[str, Any]]:
                 parsed = reference.load(system, "nccl-tests", filename=name, strict=False)
                 out.append(table(system, name, reference.read_text(system, name), parsed, settings))
     return out
-
-
-FIT_HEADER = ("file", "transport", "launch", "NVLS", "GPUs", "alpha/step us", "busbw GB/s", "smallest msg us",
-              "largest busbw GB/s")
-
-
-def fit_table(fits: Sequence[Dict[str, Any]], system: str) -> List[Tuple]:
-    """One system's tables, fitted (alpha_step_us and busbw_gbps set), as rows under FIT_HEADER."""
-    return [(f["file"], f["transport"], f["launch"], f["nvls"], f["n"], f"{f['alpha_step_us']:.2f}",
-             f"{f['busbw_gbps']:.1f}", f"{f['parsed']['rows'][0]['out_of_place']['time_us']:.1f}",
-             f"{f['parsed']['rows'][-1]['out_of_place']['busbw']:.1f} at {format_bytes(f['parsed']['rows'][-1]['size'])}")
-            for f in fits if f["system"] == system]
 
 
 def recorded_busbw_link(system: str):
@@ -134,7 +122,8 @@ def link_options(your_fit: Optional[Dict[str, Any]] = None) -> List[Dict[str, An
 
 def recorded_clusters() -> List[Dict[str, Any]]:
     """Each system.json "cluster" entry plus recorded_gbps (its table's last busbw or the published
-    figure), an untuned run's tuned_gbps (from its source), alphabeta.cluster_busbw's bound and estimate,
+    figure), an untuned run's tuned_gbps (from its source), alphabeta.whatif's line-rate bound and
+    estimate (with NVLS where the entry says "nvls": "likely": then no line-rate bound, nccl-tests #212),
     within (the tuned figure in alphabeta.tolerance_text's band) and the notebook's table row."""
     rates = {r["link"]: float(r["per_direction_gbs"]) for r in links.link_table()}
     out = []
@@ -148,7 +137,12 @@ def recorded_clusters() -> List[Dict[str, Any]]:
             what = f"{c.get('op', 'all_reduce')} table, {size / 2**20:.0f} MiB"
         else:
             size, recorded, what = None, float(c["recorded_busbw_gbps"]), "published figure"
-        bound, estimate = alphabeta.cluster_busbw(c, rates.get(c.get("in_node_link") or ""))
+        # nodes null (not stated): two nodes, from which a ring's bandwidth terms no longer depend on the count
+        result = alphabeta.whatif(c["gpus_per_node"], rates.get(c.get("in_node_link") or ""), c["nics_per_node"],
+                                  c["nic_gbit"], c.get("nodes") or 2, 2**30, nvls=c.get("nvls") == "likely",
+                                  nvlink_domain_gpus=c.get("nvlink_domain_gpus"),
+                                  nvls_generation="blackwell" if re.search(r"\bG?B\d{3}\b", c.get("gpu", "")) else "hopper")
+        bound, estimate = result["bound_gbps"], result["busbw_gbps"]
         low, high = (1 - alphabeta.TOLERANCE_BELOW) * estimate, bound * (1 + 1e-9)
         tuned = c.get("tuned_busbw_gbps")
         tested = recorded if tuned is None else float(tuned)
@@ -213,8 +207,23 @@ def whatif_panel(your_fit: Optional[Dict[str, Any]] = None):
     rows = [(", ".join(f"{key}={value}" for key, value in changes.items()), f"{r['busbw_gbps']:.1f}", r["bound_by"],
              f"{r['time_us'] / 1e3:.2f}") for changes, r in ((c, whatif(options, clusters, **c)) for c in _STATIC)]
     print(text_table(rows, header=("changed from the defaults", "busbw GB/s", "bounded by", "1 GiB ms")))
-    figure = plots.whatif_figure({label: [(n, whatif(options, clusters, **dict(changes, nodes=n))["busbw_gbps"])
-                                          for n in WHATIF_NODES] for label, changes in _CURVES.items()}, clusters)
+    from matplotlib.figure import Figure   # the static plot: predicted busbw against node count, recorded clusters
+
+    figure = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = figure.add_subplot()
+    for label, changes in _CURVES.items():
+        busbw = [whatif(options, clusters, **dict(changes, nodes=n))["busbw_gbps"] for n in WHATIF_NODES]
+        ax.plot(WHATIF_NODES, busbw, marker=".", label=f"model: {label}")
+    for c in clusters:   # a node count not stated: at two nodes; a likely NVLS run is labelled so (no ring figure)
+        at = (c["nodes"] or 2, c["recorded_gbps"])
+        ax.scatter(*at, marker="x", color="black", zorder=3)
+        ax.annotate(c["system"] + ("" if c["nodes"] else " (nodes ?)") + (" (NVLS likely)" if c["nvls"] else ""), at,
+                    fontsize=7, xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set(yscale="log", xlabel="nodes", ylabel="all-reduce busbw (GB/s)",
+           title="What-if: ring all-reduce busbw, model and recorded clusters (x)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     try:
         import ipywidgets as w
     except ImportError:

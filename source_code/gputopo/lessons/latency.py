@@ -1,7 +1,7 @@
-"""Notebook 1: the few lines that turn the host<->GPU copy lab's output into fits, a table and
-verdicts. The output itself is parsed by gputopo.parsers (kind "host-device-copy"); the PCIe link comes
-from the CSV that `nvidia-smi --query-gpu=name,pci.bus_id,pcie.link.gen.current,
-pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv` prints.
+"""Notebook 1: the few lines that turn the host<->GPU copy lab's output (parsed by gputopo.parsers,
+kind "host-device-copy") into fits and verdicts; the PCIe link comes from the CSV that `nvidia-smi
+--query-gpu=name,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,
+pcie.link.width.max --format=csv` prints.
 """
 import csv
 import io
@@ -21,12 +21,12 @@ def series(parsed: dict, direction: str, memory: str) -> List[Tuple[int, float, 
                   if r["direction"] == direction and r["memory"] == memory)
 
 
-def fits(parsed: dict, up_to: int = FIT_UP_TO) -> Dict[Tuple[str, str], Tuple[float, float]]:
+def fits(parsed: dict) -> Dict[Tuple[str, str], Tuple[float, float]]:
     """(alpha_us, beta_GBps) of T = alpha + n / beta per (direction, memory), fitted on the sizes
-    up to `up_to` (alphabeta.fit, relative errors); a kind with fewer than two sizes is left out."""
+    up to FIT_UP_TO (alphabeta.fit, relative errors); a kind with fewer than two sizes is left out."""
     out = {}
     for kind in KINDS:
-        rows = [(n, t) for n, t, _ in series(parsed, *kind) if n <= up_to]
+        rows = [(n, t) for n, t, _ in series(parsed, *kind) if n <= FIT_UP_TO]
         if len({n for n, _ in rows}) >= 2:
             out[kind] = alphabeta.fit([n for n, _ in rows], [t for _, t in rows])
     return out
@@ -37,26 +37,12 @@ def time_us(parsed: dict, nbytes: int, direction: str, memory: str) -> Optional[
     return next((t for n, t, _ in series(parsed, direction, memory) if n == nbytes), None)
 
 
-def table(parsed: dict, sizes=None) -> List[list]:
-    """Rows for selfcheck.text_table: size, then time and GB/s of each of the four kinds."""
-    sizes = sizes or sorted({r["bytes"] for r in parsed["rows"]})
-    by = {(r["bytes"], r["direction"], r["memory"]): r for r in parsed["rows"]}
-    rows = []
-    for n in sizes:
-        cells = [format_bytes(n)]
-        for direction, memory in KINDS:
-            r = by.get((n, direction, memory))
-            cells.append(f"{r['time_us']:.2f} us {r['gbs']:6.2f} GB/s" if r else "-")
-        rows.append(cells)
-    return rows
-
-
-def pcie_link(csv_text: str, index: int = 0) -> Optional[verdicts.Link]:
-    """The PCIe link of GPU `index` from nvidia-smi's --query-gpu CSV (columns found by their
+def pcie_link(csv_text: str) -> Optional[verdicts.Link]:
+    """The PCIe link of GPU 0 from nvidia-smi's --query-gpu CSV (columns found by their
     header names), or None when the CSV does not say ("[N/A]", no such GPU, no such column)."""
     try:
         rows = list(csv.DictReader(io.StringIO(csv_text.strip()), skipinitialspace=True))
-        row = {k.strip(): (v or "").strip() for k, v in rows[index].items() if k}
+        row = {k.strip(): (v or "").strip() for k, v in rows[0].items() if k}
         gen, top = int(row["pcie.link.gen.current"]), int(row["pcie.link.gen.max"])
         width, widest = int(row["pcie.link.width.current"]), int(row["pcie.link.width.max"])
     except (IndexError, KeyError, ValueError, AttributeError):
