@@ -125,6 +125,5 @@ def dgx1_row_verdicts(row0: List[float], wiring: Dict[str, Any], gpu: str = "Tes
         count = int(code[2:]) if code.startswith("NV") else None
         link = verdicts.Link("nvlink", gpu, count=count, gpu=gpu) if count else verdicts.Link("pcie")
         method = "staged" if (0, j) in no_peer or not count else "ce"
-        out.append((f"GPU0 <-> GPU{j} ({code})", verdicts.judge("p2p_both_ways", value, link, method=method,
-                                                                 direction="both", against="both")))
+        out.append((f"GPU0 <-> GPU{j} ({code})", verdicts.judge("p2p_both_ways", value, link, method=method)))
     return out
