@@ -128,9 +128,7 @@ class Link:
             return f"{self.count or '?'} x {self.generation or 'NVLink'}"
         if self.type == "pcie":
             gen, width = self.generation, self.width
-            if self.trained_down():
-                # idle GPUs drop their link to a lower generation: name the link by what it can
-                # train to, and what it shows now in brackets
+            if self.trained_down():  # named by what it can train to, what it shows now in brackets
                 return (f"PCIe {self.gen_max or gen or '?'} x{self.width_max or width or '?'} "
                         f"(idle now: {gen or '?'} x{width or '?'})")
             return f"PCIe {gen or '?'} x{width or '?'}"
