@@ -34,10 +34,8 @@ def gpu_of(parsed: Dict[str, Any], system: Optional[str] = None) -> Optional[str
 
 
 def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
-    """{system: {"parsed", "files", "gpu", "tool", "text"}} for every recorded system with a P2P
-    test output, found by file name. Several files of one system are merged: each matrix comes
-    from the first file that has it, the plain run first (reads and kernel copies after it).
-    "tool": "course" when the banner names the course's program, else "NVIDIA sample"."""
+    """{system: {"parsed", "files", "gpu", "tool"}} for every recorded system with a P2P test output;
+    each matrix from the first file that has it, the plain run first; "tool": "course" or "NVIDIA sample"."""
     found = {}
     for system in systems or reference.list_systems():
         names = sorted(reference.find(system, "p2p"),
@@ -55,10 +53,9 @@ def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
                         merged["row_indices"][key] = parsed["row_indices"][key]
             for key in ("devices", "connectivity"):
                 merged[key] = merged[key] or parsed[key]
-        text = reference.read_text(system, names[0])
-        course = "(gputopo course)" in text.split("P2P Connectivity Matrix")[0]
+        course = "(gputopo course)" in reference.read_text(system, names[0]).split("P2P Connectivity Matrix")[0]
         found[system] = {"parsed": merged, "files": names, "gpu": gpu_of(merged, system),
-                         "tool": "course" if course else "NVIDIA sample", "text": text}
+                         "tool": "course" if course else "NVIDIA sample"}
     return found
 
 
@@ -105,12 +102,9 @@ def link_of(code: Optional[str], gpu: Optional[str]):
 
 def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] = None,
                     system: Optional[str] = None, text: str = "") -> List[Dict[str, Any]]:
-    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`, per direction;
-    both ways: twice) and its verdict. P2P cells: the pair's link code, judged by copy method (a
-    kernel when `text` says "Method: ... copy kernel", --sm_copy). P2P-disabled cells and cells of
-    a pair without peer access are staged (labelled so, never "P2P"): one PCIe x16 link of the
-    GPU's generation, "not comparable". Rows: {matrix, what, pair, link, gbs, peak, share, peer,
-    why, verdict}."""
+    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`; both ways: twice)
+    and its verdict, by copy method (a kernel when `text` says "Method: ... copy kernel"). Cells of
+    P2P disabled or without peer access are staged: one PCIe x16 link, "not comparable"."""
     gpu, peer = gpu or gpu_of(parsed, system), peer_access(parsed, system)
     method = "sm" if re.search(r"Method: .*copy kernel", text) else "ce"
     out = []
@@ -133,7 +127,7 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] =
                 out.append({"matrix": key, "what": what if direct or not p2p_path else f"{what}: no peer access, staged",
                             "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
                             "link": (code or "?") if direct else "via host", "gbs": value, "peak": peak,
-                            "share": value / peak if peak else None, "peer": access, "why": found.why,
+                            "share": value / peak if peak else None, "why": found.why,
                             "verdict": verdict})
     return out
 
