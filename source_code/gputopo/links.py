@@ -218,27 +218,21 @@ def peak(link_code, generation=None) -> Peak:
                               f"({', '.join(codes[:-1])} or {codes[-1]})")
     if row.peak is None:
         return Peak(None, why="X is the GPU itself: there is no link to measure")
-    if row.peak == "nvlink":
+    if row.peak == "nvlink" and rate:
         count = linkcodes.nvlink_count(code)
-        if rate:
-            return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", source)
-        if label is None:
-            why = "no GPU or NVLink generation was given"
-        elif spec is not None:
-            why = f"{label} has no NVLink in the course's table ({source})"
-        elif source:
-            why = f"{label} is a PCIe generation and says nothing about NVLink"
-        else:
-            why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py), which holds the NVLink data rates"
-        return Peak(None, why=f"{why}, {unknown}")
-    if pcie:
+        return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", source)
+    if row.peak == "pcie" and pcie:
         return Peak(pcie_gbs(pcie), f"PCIe {pcie} x16 ({_how_pcie(pcie)})", source)
     if label is None:
-        why = "no GPU or PCIe generation was given"
-    elif source:
-        why = f"the course's table has no PCIe generation for {label}"
-    else:
+        why = f"no GPU or {'NVLink' if row.peak == 'nvlink' else 'PCIe'} generation was given"
+    elif not source:
         why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py)"
+    elif row.peak == "pcie":
+        why = f"the course's table has no PCIe generation for {label}"
+    elif spec is not None:
+        why = f"{label} has no NVLink in the course's table ({source})"
+    else:
+        why = f"{label} is a PCIe generation and says nothing about NVLink"
     return Peak(None, why=f"{why}, {unknown}")
 
 
