@@ -1,108 +1,62 @@
-"""Notebook 2's lesson module, gputopo.lessons.topology: its verdict lines (allreduce_link / allreduce_verdict,
-share_of_peak_verdicts, dgx1_row_verdicts) on recorded data, every verdict decided by hand:
+"""Notebook 2's verdicts on recorded data (its cells call gputopo.verdicts; gputopo.lessons.topology
+prints them with verdict_line), every verdict decided by hand:
 
 - v100-sxm2-8gpu-server all_reduce_perf-g8.txt: its topo -m row of GPU0 reads NV1, NV1, NV2, SYS,
   SYS, NV2, SYS: 6 NVLinks (every GPU's row sums to 6, a V100 SXM2 has six NVLink 2 links, V100
-  whitepaper), 6 x 25 = 150 GB/s per direction. The last row (134217728 B = 128 MiB, the plateau
-  size) prints busbw 129.14 out of place: 0.86 of 150, above the 0.60 floor (90 GB/s): as expected.
+  whitepaper), 6 x 25 = 150 GB/s per direction. Its last row is 128 MiB, below the 1 GiB plateau.
 - h200-nvswitch-8gpu nccl-bench-all_reduce-g8.txt: nvlink -s shows 18 active links on every GPU,
-  18 x 25 = 450 GB/s; its 4 GiB row prints busbw 365.2 (the table of notebook 2 prints 365):
-  0.81 of 450, above 270: as expected.
+  18 x 25 = 450 GB/s; its 4 GiB row prints busbw 365.2: 0.81 of 450, above 315: as expected.
 - h100-pcie-nvlink-pair: 256.62 GB/s one way over NV12 (300 GB/s): 0.86 >= 0.75, as expected;
   26.10 GB/s with P2P disabled is a staged copy: not comparable.
-- dgx1-v100 row of GPU 0 (p2pBandwidthLatencyTest-row0-excerpt.txt, bidirectional P2P=Enabled):
-  48.49 to GPUs 1 and 2 (NV1: 50 both ways, 0.97), 96.85 and 96.90 to GPUs 3 and 4 (NV2: 100,
-  0.97): as expected; 14.25, 14.54, 14.49 to GPUs 5-7 (SYS, listed without peer access in its
-  system.json): not comparable.
-- A busbw of 80 GB/s on the same V100 link is below 90: low, with its reasons.
+- dgx1-v100 row of GPU 0 (bidirectional P2P=Enabled): 48.49 to GPU 1 (NV1: 50 both ways, 0.97):
+  as expected; 24 would be low; 14.25 to GPU 5 (SYS, no peer access): not comparable.
+- A busbw of 80 GB/s on the same V100 link is below 105: low, with its reasons.
 """
 import pytest
 
 from gputopo import reference, verdicts
 from gputopo.lessons import topology as lessons
 
-V100, H200 = ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"), ("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt")
-
-
-def test_v100_ring_link_is_six_nvlinks_from_its_topo_row():
-    link, facts = lessons.allreduce_link(*V100)
-    assert (link.type, link.count, link.gpu) == ("nvlink", 6, "Tesla V100-SXM2-16GB")
-    assert verdicts.link_peak(link).value == pytest.approx(150.0)
-    assert "summed: 6 NVLinks per GPU" in facts
-
-
-def test_h200_node_link_is_its_active_nvlinks_not_a_sum_of_its_row():
-    link, facts = lessons.allreduce_link(*H200)
-    assert (link.count, link.gpu) == (18, "NVIDIA H200")     # not 7 x 18 from the NV18 row
-    assert verdicts.link_peak(link).value == pytest.approx(450.0)
-    assert "18 links active" in facts
+V100_LINK = verdicts.Link("nvlink", "Tesla V100-SXM2-16GB", count=6)
+H200_LINK = verdicts.Link("nvlink", "NVIDIA H200", count=18)
 
 
 def test_recorded_allreduce_verdicts_decided_by_hand():
     # V100's table ends at 128 MiB, below the 1 GiB plateau (nccl-tests #149: still rising at
     # 512 MiB): not judged. H200 -g 8 at 4 GiB: 365.2 of 450, range 0.70-1.0 (#149 0.77, #212 0.82).
-    facts, v100 = lessons.allreduce_verdict(*V100)
+    assert verdicts.link_peak(V100_LINK).value == pytest.approx(150.0)
+    v100 = verdicts.judge_nccl_output(reference.read_text("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"), V100_LINK)
     assert (v100.status, v100.value) == ("not comparable", pytest.approx(129.14))
     assert "plateau" in v100.why
-    facts, h200 = lessons.allreduce_verdict(*H200)
+    h200 = verdicts.judge_nccl_output(reference.read_text("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt"), H200_LINK)
     assert h200.status == "as expected" and h200.value == pytest.approx(365.2, abs=0.05)
     assert h200.expected == pytest.approx((315.0, 450.0))
 
 
 def test_a_low_busbw_on_the_v100_link_is_low_with_reasons():
-    link, _ = lessons.allreduce_link(*V100)
-    low = verdicts.judge("allreduce_busbw", 80.0, link, size=1 << 30)
+    low = verdicts.judge("allreduce_busbw", 80.0, V100_LINK, size=1 << 30)
     assert low.status == "low" and low.reasons
     line = lessons.verdict_line("v100", low)
     assert "reason 1:" in line and "check:" in line
 
 
-def test_nvswitch_board_without_nvlink_s_gets_no_invented_count(monkeypatch):
-    real = reference.files
-    monkeypatch.setattr(reference, "files", lambda s: [f for f in real(s) if f != "nvidia-smi-nvlink-s.txt"])
-    link, why = lessons.allreduce_link(*H200)
-    assert link is None and "NVSwitch" in why
-    _, verdict = lessons.allreduce_verdict(*H200)
-    assert verdict.status == "not comparable"
-
-
-def test_missing_file_is_one_line_not_a_traceback():
-    link, why = lessons.allreduce_link("h200-nvswitch-8gpu", "no-such-file.txt")
-    assert link is None and "could not be read" in why
-
-
 def test_h100_share_of_peak_verdicts_decided_by_hand():
-    # NV12 in its topo -m, 12 active links per GPU in its nvlink -s, "NVIDIA H100 PCIe" in its P2P output
-    got = lessons.share_of_peak_verdicts(256.62, 26.10, "NVIDIA H100 PCIe", 12)
-    assert [(label, v.status) for label, v in got] == [("P2P write over NV12", "as expected"),
-                                                       ("P2P disabled (staged)", "not comparable")]
-    assert got[0][1].expected == pytest.approx((225.0, 300.0))
+    link = verdicts.Link("nvlink", "NVIDIA H100 PCIe", count=12)
+    p2p = verdicts.judge("p2p_one_way", 256.62, link)
+    assert p2p.status == "as expected" and p2p.expected == pytest.approx((225.0, 300.0))
+    assert verdicts.judge("p2p_one_way", 26.10, link, method="staged").status == "not comparable"
 
 
-def test_dgx1_row_verdicts_decided_by_hand():
-    row0 = [784.87, 48.49, 48.49, 96.85, 96.90, 14.25, 14.54, 14.49]   # read from the excerpt
-    assert reference.load("dgx1-v100", "p2p")["bandwidth_gbs"]["bidirectional_enabled"][0] == row0
-    dgx1 = lessons.v100_wirings()[lessons.DGX1_V100]
-    got = lessons.dgx1_row_verdicts(row0, dgx1)
-    assert [(label, v.status) for label, v in got] == [
-        ("GPU0 <-> GPU1 (NV1)", "as expected"), ("GPU0 <-> GPU2 (NV1)", "as expected"),
-        ("GPU0 <-> GPU3 (NV2)", "as expected"), ("GPU0 <-> GPU4 (NV2)", "as expected"),
-        ("GPU0 <-> GPU5 (SYS)", "not comparable"), ("GPU0 <-> GPU6 (SYS)", "not comparable"),
-        ("GPU0 <-> GPU7 (SYS)", "not comparable")]
-    assert got[0][1].expected == pytest.approx((37.5, 50.0))
-    assert got[2][1].expected == pytest.approx((75.0, 100.0))
-
-
-def test_dgx1_nvlink_pair_at_half_its_rate_is_low():
-    dgx1 = lessons.v100_wirings()[lessons.DGX1_V100]
-    got = dict(lessons.dgx1_row_verdicts([0.0, 24.0, 48.49], dgx1))
-    assert got["GPU0 <-> GPU1 (NV1)"].status == "low"     # 24 of 50, under 37.5
-    assert got["GPU0 <-> GPU2 (NV1)"].status == "as expected"
+def test_dgx1_pairs_decided_by_hand():
+    nv1 = verdicts.Link("nvlink", "Tesla V100-SXM2", count=1)
+    assert verdicts.judge("p2p_both_ways", 48.49, nv1).expected == pytest.approx((37.5, 50.0))
+    assert verdicts.judge("p2p_both_ways", 48.49, nv1).status == "as expected"
+    assert verdicts.judge("p2p_both_ways", 24.0, nv1).status == "low"     # 24 of 50, under 37.5
+    assert verdicts.judge("p2p_both_ways", 14.25, verdicts.Link("pcie"), method="staged").status == "not comparable"
 
 
 def test_verdict_line_keeps_reasons_only_when_low():
-    link, _ = lessons.allreduce_link(*H200)
-    fine = verdicts.judge("allreduce_busbw", 365.2, link, size=4 << 30)
+    fine = verdicts.judge("allreduce_busbw", 365.2, H200_LINK, size=4 << 30)
     assert fine.status == "as expected" and "\n" not in lessons.verdict_line("h200", fine)
 
 

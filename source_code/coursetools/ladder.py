@@ -22,9 +22,11 @@ The runners are arguments, so tests feed recorded outputs without a GPU. Standar
 
 from __future__ import annotations
 
+import re
 from typing import Callable, List, Optional
 
 from gputopo import linkcodes, links, verdicts
+from gputopo.lessons import p2p_test
 from coursetools.check import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
 
 OPT_IN = "make check LADDER=1 (python -m coursetools.check --ladder)"
@@ -177,9 +179,35 @@ def climb(machine, run_gpu: bool = False, p2p_runner: Optional[Callable] = None,
                             NONE_NEEDED))
     # Rung 4: the numbers against the expected range.
     link = link_of(machine, pair)
-    judged = verdicts.judge_p2p_output(text, link, 0, 1)[:1] + [verdicts.judge_nccl_output(nccl.get("text") or "", link)]
+    judged = [judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(nccl.get("text") or "", link)]
     findings.append(rung4(name, judged))
     return findings
+
+
+def judge_p2p_output(text: str, link: verdicts.Link, src: int = 0, dst: int = 1) -> verdicts.Verdict:
+    """The verdict on a P2P test output's one-way bandwidth src -> dst (ordinals as printed; the
+    course's program or NVIDIA's sample); a cut-off output is "incomplete"."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import p2p as p2p_parser
+
+    why = p2p_test.cut_off(text)
+    if why:
+        return verdicts.Verdict("p2p_one_way", None, verdicts.INCOMPLETE, why)
+    try:
+        parsed = p2p_parser.parse(text)
+    except ParseError as error:
+        return verdicts.Verdict("p2p_one_way", None, verdicts.NOT_COMPARABLE,
+                                f"the output could not be read whole: {error.what}")
+    connectivity = parsed.get("connectivity") or [[1, 1], [1, 1]]
+    if src == dst or max(src, dst) >= len(connectivity):
+        return verdicts.Verdict("p2p_one_way", None, verdicts.NOT_COMPARABLE,
+                                f"the output has {len(connectivity)} GPU(s): no pair {src} -> {dst} to judge (a copy "
+                                "inside one GPU crosses no link between GPUs)")
+    method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
+    bandwidth = parsed["bandwidth_gbs"]
+    matrix = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
+    return verdicts.judge("p2p_one_way", matrix[src][dst] if matrix else None, link,
+                          method=method if connectivity[src][dst] else "staged")
 
 
 def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:

@@ -1,14 +1,9 @@
 """What each link code of `nvidia-smi topo -m` means: the one table every module reads.
 
-A code (NV12, PIX, ..., SYS, the legacy SOC, X for the GPU itself) has
-- a family: "NV" for every NV<n> (n bonded NVLink links), else the PCIe code (SOC is SYS);
-- a rank, higher is closer: any NVLink bond beats any PCIe path, more bonded links beat
-  fewer, then PIX > PXB > PHB > NODE > SYS (NCCL's order of PCIe paths);
-- NCCL's path type, the word NCCL_P2P_LEVEL compares against (PATH_ORDER below);
-- how its peak is figured: "nvlink" (links x per-link rate) or "pcie" (one PCIe link of the
-  GPU's generation and width). The figures themselves, with their sources, are in links.py.
-
-Standard library only (the parsers use it on a bare cluster node).
+A code (NV12, PIX, ..., SYS, the legacy SOC, X for the GPU itself) has a family ("NV" for every
+NV<n>, else the PCIe code; SOC is SYS), a rank (higher is closer: any NVLink bond beats any PCIe
+path, more links beat fewer, then PIX > PXB > PHB > NODE > SYS), NCCL's path type and how its peak
+is figured (the figures are in links.py). Standard library only (the parsers use it).
 """
 import dataclasses
 import re
@@ -78,12 +73,12 @@ def _link(code) -> LinkCode:
 
 
 def family(code: str) -> str:
-    """"NV" for any NV<n>, else the PCIe code (legacy SOC is SYS); ValueError for X or unknown."""
+    """"NV" for any NV<n>, else the PCIe code; ValueError for X or unknown."""
     return _link(code).family
 
 
 def rank(code: str) -> int:
-    """How good a link is for GPU-to-GPU traffic; higher is better. ValueError for X or unknown."""
+    """How good a link is for GPU-to-GPU traffic, higher is better; ValueError for X or unknown."""
     row = _link(code)
     return _NVLINK_BASE_RANK + nvlink_count(code) if row.family == "NV" else row.rank
 

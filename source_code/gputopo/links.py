@@ -1,12 +1,8 @@
 """Peak bandwidth of the links `nvidia-smi topo -m` names, each figure with its source.
 
 All figures are per direction, in GB (10^9 bytes) per second: ceilings that measurements are
-compared against, not predictions. A PCIe figure comes from the generation and width the
-GPU's link trained to when the machine reports it (NVML, or `nvidia-smi --query-gpu=
-pcie.link.gen.max,pcie.link.width.max`: `peak`'s keywords), else from this module's table of
-GPUs, each entry naming its public source; the NVLink data rate per link always comes from
-the tables. An unknown GPU, generation or link code is never an error: the figure is None ("?" in a
-table) and `peak(...).why` says in one sentence what is missing.
+compared against, not predictions. An unknown GPU, generation or link code is never an error:
+the figure is None and `peak(...).why` says in one sentence what is missing.
 
 PCIe peak per direction = transfer rate (GT/s) x lanes x coding efficiency / 8 bits: 8b/10b
 for gen1-2, 128b/130b for gen3-5, gen6's Flit Mode below. The TLP framing, headers and LCRC
@@ -131,20 +127,14 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
 )
 
 
-UNKNOWN = "?"
-
-
 @dataclasses.dataclass(frozen=True)
 class Peak:
-    """A per-direction peak, or why there is none. `gbs` None means unknown ("?")."""
+    """A per-direction peak, or why there is none (`gbs` None)."""
 
     gbs: Optional[float]
     how: str = ""  # "12 links x 25 GB/s" or "gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8)"
-    source: str = ""  # where the figure comes from (a document, or "this machine: ...")
+    source: str = ""  # the document the figure comes from
     why: Optional[str] = None  # one sentence when gbs is None
-
-    def text(self, digits: int = 2) -> str:
-        return UNKNOWN if self.gbs is None else f"{self.gbs:.{digits}f}"
 
 
 def pcie_gbs(generation: str, lanes: int = PCIE_X16_LANES) -> float:
@@ -211,15 +201,12 @@ def _what(generation):
     return text, rate, spec.pcie, spec.source, spec
 
 
-def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -> Peak:
+def peak(link_code, generation=None) -> Peak:
     """The per-direction peak of a `topo -m` link code, with how it was computed and its source.
 
-    generation: "nvlink3", "gen4", "pcie gen5" or a GPU name ("NVIDIA L40S"). The keyword
-    arguments are what the machine itself reported and win over the table: the PCIe
-    generation and width a GPU's link trained to. "NV12" with "nvlink4" gives 12 x 25 = 300
-    GB/s (the data rate); a PCIe code (PIX ... SYS) gives the figure of one link of the GPU's
-    PCIe generation and width (x16 unless the machine says otherwise): the best any PCIe path
-    can do. Never raises: what is unknown gives Peak(None, why=...).
+    generation: "nvlink3", "gen4", "pcie gen5" or a GPU name ("NVIDIA L40S"). "NV12" with
+    "nvlink4" gives 12 x 25 = 300 GB/s (the data rate); a PCIe code (PIX ... SYS) gives one x16
+    link of the GPU's PCIe generation: the best any PCIe path can do. Never raises.
     """
     code = str(link_code).strip().upper() if link_code is not None else ""
     label, rate, pcie, source, spec = _what(generation)
@@ -231,34 +218,21 @@ def peak(link_code, generation=None, *, pcie_generation=None, pcie_width=None) -
                               f"({', '.join(codes[:-1])} or {codes[-1]})")
     if row.peak is None:
         return Peak(None, why="X is the GPU itself: there is no link to measure")
-    if row.peak == "nvlink":
+    if row.peak == "nvlink" and rate:
         count = linkcodes.nvlink_count(code)
-        if rate:
-            return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", source)
-        if label is None:
-            why = "no GPU or NVLink generation was given"
-        elif spec is not None:
-            why = f"{label} has no NVLink in the course's table ({source})"
-        elif source:
-            why = f"{label} is a PCIe generation and says nothing about NVLink"
-        else:
-            why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py), which holds the NVLink data rates"
-        return Peak(None, why=f"{why}, {unknown}")
-    width = int(pcie_width) if str(pcie_width or "").isdigit() and int(pcie_width) > 0 else PCIE_X16_LANES
-    machine_gen = _pcie_name(pcie_generation)
-    if machine_gen:
-        return Peak(pcie_gbs(machine_gen, width), f"PCIe {machine_gen} x{width}",
-                    "this machine: PCIe link generation and width reported by the driver")
-    if pcie:
-        transfer_rate, efficiency, _ = PCIE_GENERATIONS[pcie]
-        return Peak(pcie_gbs(pcie, width), f"PCIe {pcie} x{width} ({transfer_rate:g} GT/s x {width} lanes x "
-                    f"{_EFFICIENCY_TEXT[efficiency]} / 8)", source)
+        return Peak(count * rate, f"{count} link{'s' if count > 1 else ''} x {rate:g} GB/s", source)
+    if row.peak == "pcie" and pcie:
+        return Peak(pcie_gbs(pcie), f"PCIe {pcie} x16 ({_how_pcie(pcie)})", source)
     if label is None:
-        why = "no GPU or PCIe generation was given"
-    elif source:
-        why = f"the course's table has no PCIe generation for {label} and the machine reported none"
+        why = f"no GPU or {'NVLink' if row.peak == 'nvlink' else 'PCIe'} generation was given"
+    elif not source:
+        why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py)"
+    elif row.peak == "pcie":
+        why = f"the course's table has no PCIe generation for {label}"
+    elif spec is not None:
+        why = f"{label} has no NVLink in the course's table ({source})"
     else:
-        why = f"{label!r} is not in the course's table of GPUs (gputopo/links.py) and the machine reported no PCIe link"
+        why = f"{label} is a PCIe generation and says nothing about NVLink"
     return Peak(None, why=f"{why}, {unknown}")
 
 
@@ -267,16 +241,19 @@ def peak_gbs(link_code, generation=None) -> Optional[float]:
     return peak(link_code, generation).gbs
 
 
+def _how_pcie(generation: str) -> str:
+    transfer_rate, efficiency, _ = PCIE_GENERATIONS[generation]
+    return f"{transfer_rate:g} GT/s x {PCIE_X16_LANES} lanes x {_EFFICIENCY_TEXT[efficiency]} / 8"
+
+
 def link_table() -> List[Dict[str, object]]:
     """Rows for a notebook table: one per PCIe x16 generation and per GPU's NVLink set."""
     rows: List[Dict[str, object]] = []
     for name in TABLE_PCIE_GENERATIONS:
-        transfer_rate, efficiency, source = PCIE_GENERATIONS[name]
         per_direction = pcie_gbs(name)
         rows.append({"link": f"PCIe {name} x16", "per_direction_gbs": round(per_direction, 2),
-                     "both_directions_gbs": round(2 * per_direction, 2),
-                     "how_computed": f"{transfer_rate:g} GT/s x {PCIE_X16_LANES} lanes x "
-                                     f"{_EFFICIENCY_TEXT[efficiency]} / 8", "source": source})
+                     "both_directions_gbs": round(2 * per_direction, 2), "how_computed": _how_pcie(name),
+                     "source": PCIE_GENERATIONS[name][2]})
     for gpu, generation, count, rate, source in NVLINK_CONFIGURATIONS:
         per_link = rate if rate is not None else NVLINK_GENERATIONS[generation][0]
         rows.append({"link": f"NVLink {generation[-1]}: {gpu}", "per_direction_gbs": per_link * count,

@@ -3,11 +3,10 @@
     answer_1 = None            # the learner replaces None with an expression
     check(answer_1, 20.97, rel=0.001)
 
-`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong
-answer an explanation of what to look at (the hint, and how far off the answer is), never an
-exception, so "Run All" and CI's nbval still run every cell. It returns True or False, so a
-learner's own code can branch on it. `predict` records a prediction before a measurement and
-`compare` sets the measurement against it afterwards. Standard library only.
+`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong answer
+the hint and how far off it is, never an exception, so "Run All" and nbval run every cell.
+`predict` records a prediction before a measurement, `compare` sets the measurement against it.
+Standard library only.
 """
 
 import math
@@ -50,14 +49,10 @@ def _how_far(answer, expected) -> str:
 
 def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "",
           solution: str = "above") -> Optional[bool]:
-    """Print whether `answer` matches `expected`; None means "not answered yet".
+    """Print whether `answer` matches `expected`: True, False, or None for "not answered yet".
 
     Numbers match within `rel` (relative) or `abs_tol`; strings ignore case and surrounding
-    spaces; lists and tuples match item by item. A mismatch prints `hint` and a diagnosis of
-    how far off the answer is (a power of ten, a binary/decimal factor, a factor of two),
-    never raising, so the notebook keeps running. Returns True (right), False (wrong) or
-    None (not answered). `solution` says where the notebook's collapsed solution is
-    ("above" or "below"), for the reminder.
+    spaces; lists and tuples match item by item. `solution`: where the collapsed solution is.
     """
     if answer is None or answer is Ellipsis:
         print("Not answered yet: replace None with your answer and run both cells again "
@@ -72,11 +67,7 @@ def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: st
 
 
 def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> Optional[float]:
-    """Record a prediction before running a measurement; None means "no prediction made".
-
-    Prints what was predicted, so the notebook shows it beside the measurement below.
-    `store` (a dict) keeps it for `compare`; the module keeps its own when none is given.
-    """
+    """Record (and print) a prediction before a measurement, in `store` or the module's own dict."""
     store = _PREDICTIONS if store is None else store
     if value is None or value is Ellipsis:
         print(f"No prediction for {name} yet: write one down (replace None) before you run the measurement.")
@@ -88,17 +79,16 @@ def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> O
 
 
 def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25,
-            how: str = "measured", source: Optional[str] = None) -> Optional[float]:
+            how: str = "measured") -> Optional[float]:
     """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
 
     Within `close` (25 % by default) counts as a good prediction; otherwise it prints how far
-    off, and that the gap is the interesting part: which term of the model was missing?
-    Strings (a transport name) are compared ignoring case. `how` (or its other name `source`)
-    says where the value comes from, as the printed line calls it: "measured" (default), or
-    "recorded on <system>" for a value read from a recording (never called measured). Never raises.
+    off: which term of the model was missing? Strings (a transport name) are compared ignoring
+    case. `how` says where the value comes from: "measured" (default), or "recorded on <system>"
+    for a value read from a recording (never called measured). Never raises.
     """
     store = _PREDICTIONS if store is None else store
-    how = (source or how).strip() or "measured"
+    how = how.strip() or "measured"
     predicted = store.get(name)
     if predicted is None:
         shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)

@@ -1,31 +1,18 @@
 """A verdict beside a measured number: "as expected", "low", "not comparable" or "incomplete".
 
-    from gputopo import verdicts
-    link = verdicts.Link("nvlink", "nvlink4", count=18)
-    v = verdicts.judge("p2p_one_way", 396.5, link, method="ce")
-    v.status        # "as expected"
-    v.expected      # (337.5, 450.0) GB/s
-    v.figures       # each figure used, with its source
-    v.reasons       # for "low": the likely reasons in order, each with the check that tests it
-    print(v.text())
+    v = verdicts.judge("p2p_one_way", 396.5, verdicts.Link("nvlink", "nvlink4", count=18))
+    v.status, v.expected, v.figures, v.reasons    # "as expected", (337.5, 450.0), sources, (reason, check)
 
-What is judged: `KINDS`. Bandwidths are GB/s (10^9 bytes/s), latency microseconds.
-
-The expected range is the link's peak (gputopo.links: NVLink data rate x active links; PCIe
-from its generation and width, less the TLP overhead of `links.pcie_tlp_gbs`) times an
-efficiency range (`EFFICIENCY`, each named with the recorded runs or published outputs it
-comes from). A PCIe link trained below its maximum (NVML, or `nvidia-smi --query-gpu=
-pcie.link.gen.current,...`) is judged against its maximum, with the ceiling it has now shown
-beside it: an idle GPU drops its link, so the link is a reason to check during a copy.
-"not comparable": the number and the peak do not measure the same thing (a bidirectional
-figure against a one-way peak, a message below the plateau, a number above the peak,
-a run whose settings forced NCCL off P2P, no figure for this machine). "incomplete": an output
-cut off before its end, never judged. "low": a bandwidth below the range or a latency above
-it; its reasons come facts first, then the usual suspects, each with a command that tests it,
-and run-to-run noise only within the spread of recorded repeats (`repeat_spread`). A range
-that rests only on recordings, judged on one of them (`Link.recorded_on`), says so.
-
-Standard library only; the recorded P2P repeats are read only when a reason needs them.
+Bandwidths in GB/s (10^9 bytes/s). The expected range is the link's peak (gputopo.links: NVLink
+data rate x active links; PCIe after the TLP overhead of `links.pcie_tlp_gbs`) times an
+efficiency range (`EFFICIENCY`, each with the recorded runs or published outputs it rests on).
+A PCIe link trained below its maximum is judged against its maximum, the ceiling it shows now
+beside it (an idle GPU drops its link). "not comparable": the number and the peak measure
+different things (staged copies, a message below the plateau, a number above the peak, a run
+whose settings forced NCCL off P2P, no figure for this link). "incomplete": a cut-off output.
+"low": its reasons come facts first, then the usual suspects, each with the command that tests
+it, and run-to-run noise only within the spread of recorded repeats (`repeat_spread`).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -38,9 +25,6 @@ from typing import List, Optional, Tuple
 from gputopo import links
 
 AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not comparable", "incomplete"
-
-KINDS = ("h2d", "d2h", "p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw")
-UNITS = {"p2p_latency": "us"}
 
 # Message size from which bandwidth counts as levelled off. P2P copies: the P2P test's
 # bandwidth matrices use 1 GiB copies (its default) and nvbandwidth 512 MiB; on the recorded
@@ -64,14 +48,11 @@ class Figure:
 
 @dataclasses.dataclass(frozen=True)
 class Efficiency:
-    """low-high: the share of the peak a healthy run reaches; source: the figures it rests on;
-    published: True when a figure from outside the course's own recordings supports the bound
-    (else a recorded run judged against it gets "range set from this recording")."""
+    """low-high: the share of the peak a healthy run reaches; source: the figures it rests on."""
 
     low: float
     high: float
     source: str
-    published: bool = True
 
 
 # (kind, link type, method) -> the fraction of the link's peak a healthy run reaches.
@@ -109,10 +90,10 @@ EFFICIENCY = {
     # memcpy sets their pace, not the link: the range is wide and low.
     ("h2d", "pcie", "pageable"): Efficiency(
         0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 7.0-14.0 GB/s at >= 16 MiB "
-        "against 57.6 GB/s (0.12-0.24)", published=False),
+        "against 57.6 GB/s (0.12-0.24)"),
     ("d2h", "pcie", "pageable"): Efficiency(
         0.08, 0.60, "recorded: h100-single-gpu host-device-copy-run1..3, pageable 10.5-14.2 GB/s at >= 16 MiB "
-        "against 57.6 GB/s (0.18-0.25)", published=False),
+        "against 57.6 GB/s (0.18-0.25)"),
     ("allreduce_busbw", "nvlink", None): Efficiency(
         0.70, 1.0, "published: nccl-tests issue #149 (sjeaugey), A100 about 230 of 300 GB/s (0.77); "
         "nccl-tests issue #212 (sjeaugey), H100 about 370 of 450 GB/s without NVLink SHARP (0.82); "
@@ -122,13 +103,7 @@ EFFICIENCY = {
     # ("allreduce_busbw", "pcie") has no range, so such a busbw is "not comparable".
 }
 
-# P2P latency with peer access (one-element copies, GPU side): the expected highest value.
-LATENCY_US = Figure("P2P latency with peer access, upper bound", 5.0,
-                    "recorded: h200-nvswitch-pair 2.25-2.27 us, h100-pcie-nvlink-pair 2.52-2.56 us, "
-                    "rtx2080-nvlink-pair 0.92 us (P2P writes, GPU side); bound = twice the highest")
-SELF_SET = ", range set from this recording"
-
-# The repeats a bandwidth or latency's run-to-run spread is read from (M4 of the verdict review):
+# The repeats a bandwidth's run-to-run spread is read from (M4 of the verdict review):
 # three identical P2P test runs, 256 MiB copies, on one recorded system.
 NOISE_SYSTEM = "h200-nvswitch-pair"
 NOISE_FILES = tuple(f"p2pBandwidthLatencyTest-256MiB-run{n}.txt" for n in (1, 2, 3))
@@ -136,13 +111,9 @@ NOISE_FILES = tuple(f"p2pBandwidthLatencyTest-256MiB-run{n}.txt" for n in (1, 2,
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """The link a measurement crossed.
-
-    type: "nvlink" or "pcie" (or "host" for a host memory copy); generation: "nvlink4",
-    "gen5" or a GPU name (links.py's table); width: PCIe lanes as trained now; count: NVLinks
-    active; gen_max and width_max: what the PCIe link can train to (to see a link trained
-    down); gpu: the GPU's name, for the CNN figures.
-    """
+    """The link a measurement crossed: type "nvlink" or "pcie"; generation "nvlink4", "gen5" or a
+    GPU name (links.py's table); width: PCIe lanes as trained now; count: NVLinks active;
+    gen_max, width_max: what the PCIe link can train to; gpu: the GPU's name."""
 
     type: str
     generation: Optional[str] = None
@@ -151,16 +122,13 @@ class Link:
     gen_max: Optional[str] = None
     width_max: Optional[int] = None
     gpu: Optional[str] = None
-    recorded_on: Optional[str] = None  # the recorded system whose figures are judged, if any
 
     def describe(self) -> str:
         if self.type == "nvlink":
             return f"{self.count or '?'} x {self.generation or 'NVLink'}"
         if self.type == "pcie":
             gen, width = self.generation, self.width
-            if self.trained_down():
-                # idle GPUs drop their link to a lower generation: name the link by what it can
-                # train to, and what it shows now in brackets
+            if self.trained_down():  # named by what it can train to, what it shows now in brackets
                 return (f"PCIe {self.gen_max or gen or '?'} x{self.width_max or width or '?'} "
                         f"(idle now: {gen or '?'} x{width or '?'})")
             return f"PCIe {gen or '?'} x{width or '?'}"
@@ -186,25 +154,19 @@ class Verdict:
     status: str
     why: str
     expected: Optional[Tuple[float, float]] = None
-    unit: str = "GB/s"
     figures: List[Figure] = dataclasses.field(default_factory=list)
     reasons: List[Tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, check)
 
     def text(self) -> str:
-        unit = f" {self.unit}" if self.unit else ""
-        value = "?" if self.value is None else f"{self.value:.4g}{unit}"
+        value = "?" if self.value is None else f"{self.value:.4g} GB/s"
         line = f"{self.kind} {value}: {self.status} ({self.why})"
         if self.expected:
-            line += f"; expected {self.expected[0]:.4g}-{self.expected[1]:.4g}{unit}"
+            line += f"; expected {self.expected[0]:.4g}-{self.expected[1]:.4g} GB/s"
         out = [line] + [f"  figure: {f.what}" + ("" if f.value is None else f" = {f.value:.4g}")
                         + f" [{f.source}]" for f in self.figures]
         out += [f"  reason {n}: {reason} -- check: {check}" for n, (reason, check) in
                 enumerate(self.reasons, 1)]
         return "\n".join(out)
-
-
-# ---------------------------------------------------------------------------------------
-# Peaks
 
 
 def link_peak(link: Link) -> Figure:
@@ -229,25 +191,16 @@ def link_peak(link: Link) -> Figure:
     return Figure("link peak", None, f"no peak for a {link.type!r} link")
 
 
-# ---------------------------------------------------------------------------------------
-# Reasons, each with the command that tests it
-
-
-def repeat_spread(kind: str) -> Optional[Tuple[float, str]]:
-    """(spread in %, where it comes from) of a copy's bandwidth or latency over identical runs:
-    (max - min) / min of GPU0 -> GPU1 in the three 256 MiB P2P test repeats of NOISE_SYSTEM
-    (P2P writes; the latency from the same runs' GPU-side write latency). None when unreadable."""
-    return _spread("latency" if kind == "p2p_latency" else "bandwidth")
-
-
 @functools.lru_cache(maxsize=None)
-def _spread(key: str) -> Optional[Tuple[float, str]]:
+def repeat_spread() -> Optional[Tuple[float, str]]:
+    """(spread in %, where it comes from) of a bandwidth over identical runs: (max - min) / min of
+    GPU0 -> GPU1 P2P writes in the three 256 MiB P2P test repeats of NOISE_SYSTEM; None when unreadable."""
     from gputopo import reference
     from gputopo.parsers import p2p as p2p_parser
 
-    group, matrix = ("latency_us", "write_gpu") if key == "latency" else ("bandwidth_gbs", "unidirectional_write")
     try:  # GPU0 -> GPU1 of each repeat
-        values = [p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))[group][matrix][0][1] for name in NOISE_FILES]
+        values = [p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))["bandwidth_gbs"]["unidirectional_write"][0][1]
+                  for name in NOISE_FILES]
     except Exception:
         return None
     return ((max(values) - min(values)) / min(values) * 100,
@@ -287,7 +240,7 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
         usual.append(("the process runs on the wrong NUMA node for this GPU",
                       "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
                       "--membind=N <command>"))
-    if kind in ("p2p_one_way", "p2p_both_ways", "p2p_latency", "allreduce_busbw"):
+    if kind in ("p2p_one_way", "p2p_both_ways", "allreduce_busbw"):
         usual.append(("peer access is off between the pair (P2P copies are staged through the host)",
                       "nvidia-smi topo -p2p r and nvidia-smi topo -p2p w (OK expected); make check, peer "
                       "access and PCIe ACS lines"))
@@ -296,7 +249,7 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
                           "active, all at one speed); nvidia-smi nvlink -e for errors"))
     if kind == "allreduce_busbw":
         usual.append(("another job shares the GPUs or their links", "nvidia-smi (processes), rerun alone"))
-    spread = repeat_spread(kind)
+    spread = repeat_spread()
     if spread is not None and shortfall is not None and shortfall * 100 < spread[0]:
         usual.append((f"run-to-run noise: the gap ({shortfall * 100:.2g} %) is within the spread of identical "
                       f"runs ({spread[0]:.2g} %, {spread[1]})", "repeat the run 3 times and compare the range "
@@ -304,50 +257,26 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
     return seen + usual
 
 
-# ---------------------------------------------------------------------------------------
-# The verdict
-
-
 def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, method: Optional[str] = "ce",
-          memory: Optional[str] = None, direction: str = "one-way", size: Optional[int] = None,
-          against: str = "one-way", transport: Optional[str] = None, processes: str = "one per GPU",
-          cuda_graph: bool = False, complete: bool = True) -> Verdict:
+          memory: Optional[str] = None, size: Optional[int] = None, transport: Optional[str] = None,
+          processes: str = "one per GPU", cuda_graph: bool = False, complete: bool = True) -> Verdict:
     """The verdict on one measured number (see the module docstring).
 
-    kind: one of KINDS; link: the link it crossed; method: "ce" (copy engine), "sm" (copy
-    kernel) or "staged" (peer access off); memory: "pinned" or "pageable" (h2d, d2h);
-    direction: "one-way" or "both"; size: the message size in bytes; against: the peak the
-    reader compares with ("one-way" or "both"; all-reduce busbw: one-way);
-    transport: NCCL's transport ("P2P", "SHM", "NET") when known; processes and cuda_graph:
-    how the benchmark ran (recorded in the figures); complete: False for an output cut off
-    before its end.
-    A link with `recorded_on` set judges that recorded system's figures: when the range rests
-    only on recordings that include that system, the why ends ", range set from this recording".
+    kind: "h2d", "d2h", "p2p_one_way", "p2p_both_ways" or "allreduce_busbw"; method: "ce" (copy
+    engine), "sm" (copy kernel) or "staged" (peer access off); memory: "pinned" or "pageable";
+    size: the message in bytes; transport: NCCL's ("P2P", "SHM", "NET") when known; processes and
+    cuda_graph: how the benchmark ran (shown in the figures); complete: False for a cut-off output.
     """
-    unit = UNITS.get(kind, "GB/s")
     figures: List[Figure] = []
 
     def verdict(status, why, expected=None, reasons=()):
-        return Verdict(kind, value, status, why, expected, unit, figures, list(reasons))
+        return Verdict(kind, value, status, why, expected, figures, list(reasons))
 
-    if kind not in KINDS:
-        return verdict(NOT_COMPARABLE, f"unknown kind; one of {', '.join(KINDS)}")
     if not complete:
         return verdict(INCOMPLETE, "the output stops before its end: not judged")
     if value is None:
         return verdict(INCOMPLETE, "no number was measured")
     link = link or Link("unknown")
-    if kind == "p2p_latency":
-        figures.append(LATENCY_US)
-        if method == "staged":
-            return verdict(NOT_COMPARABLE, "peer access off: a staged copy's latency includes the host, the P2P "
-                           "bound does not apply")
-        own = SELF_SET if link.recorded_on and link.recorded_on in LATENCY_US.source else ""
-        bound = LATENCY_US.value
-        if value <= bound:
-            return verdict(AS_EXPECTED, f"at or below {bound:g} us{own}", (0.0, bound))
-        return verdict(LOW, f"latency above {bound:g} us{own}", (0.0, bound),
-                       _reasons(kind, link, memory, transport, (value - bound) / bound))
     # A PCIe link trained below its maximum is judged against its maximum; the ceiling it has
     # now is shown beside it (a number that matches that lower ceiling is low for this machine).
     down = link.trained_down()
@@ -362,15 +291,11 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     if kind == "allreduce_busbw":
         figures.append(Figure(f"method: {processes}, CUDA graph {'on' if cuda_graph else 'off'}", None,
                               "the run's own header"))
-    both = kind == "p2p_both_ways" or direction == "both"
+    both = kind == "p2p_both_ways"
     plateau = PLATEAU_BYTES.get(kind)
     unlike = [
         (method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"), "peer access off: the copy is staged "
          "through host memory and never crosses the GPU-GPU link alone"),
-        (kind == "allreduce_busbw" and against == "both", "busbw compares with a link's one-way peak, not the sum "
-         "of both directions (nccl-tests doc/PERFORMANCE.md)"),
-        (both and against == "one-way" and kind == "p2p_one_way", "a both-directions figure against a one-way peak"),
-        (kind == "p2p_one_way" and against == "both", "a one-way figure against a both-directions peak"),
         (size is not None and plateau and size < plateau, f"message of {size} B is below the plateau "
          f"({(plateau or 0) >> 20} MiB): fixed costs dominate, not the link"),
         (peak.value is None, f"no peak for this link ({peak.source})"),
@@ -381,7 +306,7 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         if applies:
             return verdict(NOT_COMPARABLE, why)
     key_method = (memory or "pinned") if kind in ("h2d", "d2h") else (None if kind == "allreduce_busbw" else method)
-    eff = EFFICIENCY.get(("p2p_both_ways" if both and kind == "p2p_one_way" else kind, link.type, key_method))
+    eff = EFFICIENCY.get((kind, link.type, key_method))
     if eff is None and kind == "allreduce_busbw":
         return verdict(NOT_COMPARABLE, f"no recorded or published all-reduce figure over {link.type} to set a range")
     if eff is None:
@@ -398,46 +323,10 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
     if value > top * 1.02:
         return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not cross this link "
                        "alone, or the link facts are wrong", expected)
-    own = SELF_SET if (not eff.published and link.recorded_on and link.recorded_on in eff.source) else ""
     if value >= expected[0]:
-        return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak{own}", expected)
-    return verdict(LOW, f"{value / top:.2f} of the peak{own}", expected,
+        return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak", expected)
+    return verdict(LOW, f"{value / top:.2f} of the peak", expected,
                    _reasons(kind, link, memory, transport, (expected[0] - value) / expected[0]))
-
-
-# ---------------------------------------------------------------------------------------
-# Whole outputs: read, then judge; a cut-off output is "incomplete"
-
-
-def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> List[Verdict]:
-    """Verdicts on a P2P test's output (the course's or NVIDIA's sample): one way, both ways,
-    latency for the pair src -> dst (ordinals as printed)."""
-    from gputopo.parsers import ParseError
-    from gputopo.parsers import p2p as p2p_parser
-
-    try:
-        parsed = p2p_parser.parse(text)
-    except ParseError as error:
-        status = INCOMPLETE if error.truncated else NOT_COMPARABLE
-        return [Verdict("p2p_one_way", None, status, f"the output could not be read whole: {error.what}")]
-    matrices = list((parsed.get("bandwidth_gbs") or {}).values()) + list((parsed.get("latency_us") or {}).values())
-    short = [m for m in matrices if m and len(m) < max(len(row) for row in m)]
-    if short or ("(gputopo course)" in text and "Data check:" not in text):
-        return [Verdict("p2p_one_way", None, INCOMPLETE, "the output stops before its end (a matrix with missing "
-                        "rows, or no data check line): not judged")]
-    size = len((parsed.get("connectivity") or [[1, 1], [1, 1]]))
-    if src == dst or max(src, dst) >= size:
-        return [Verdict("p2p_one_way", None, NOT_COMPARABLE,
-                        f"the output has {size} GPU(s): no pair {src} -> {dst} to judge (a copy inside "
-                        "one GPU crosses no link between GPUs)")]
-    method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
-    bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
-    enabled = bool((parsed.get("connectivity") or [[1, 1], [1, 1]])[src][dst])
-    how = method if enabled else "staged"
-    found = [("p2p_one_way", bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read"), {}),
-             ("p2p_both_ways", bandwidth.get("bidirectional_enabled"), {"direction": "both", "against": "both"}),
-             ("p2p_latency", latency.get("write_gpu") or latency.get("read_gpu"), {})]
-    return [judge(kind, matrix[src][dst], link, method=how, **extra) for kind, matrix, extra in found if matrix]
 
 
 def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verdict:

@@ -10,6 +10,8 @@ from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gputopo import links, reference, verdicts
+from gputopo.parsers import ParseError
+from gputopo.parsers import p2p as p2p_parser
 from gputopo.parsers.p2p import matrix_labels
 
 # parser key -> (label, factor of the one-way peak: both ways is twice, P2P path? else staged)
@@ -32,10 +34,8 @@ def gpu_of(parsed: Dict[str, Any], system: Optional[str] = None) -> Optional[str
 
 
 def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
-    """{system: {"parsed", "files", "gpu", "tool", "text"}} for every recorded system with a P2P
-    test output, found by file name. Several files of one system are merged: each matrix comes
-    from the first file that has it, the plain run first (reads and kernel copies after it).
-    "tool": "course" when the banner names the course's program, else "NVIDIA sample"."""
+    """{system: {"parsed", "files", "gpu", "tool"}} for every recorded system with a P2P test output;
+    each matrix from the first file that has it, the plain run first; "tool": "course" or "NVIDIA sample"."""
     found = {}
     for system in systems or reference.list_systems():
         names = sorted(reference.find(system, "p2p"),
@@ -53,10 +53,9 @@ def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
                         merged["row_indices"][key] = parsed["row_indices"][key]
             for key in ("devices", "connectivity"):
                 merged[key] = merged[key] or parsed[key]
-        text = reference.read_text(system, names[0])
-        course = "(gputopo course)" in text.split("P2P Connectivity Matrix")[0]
+        course = "(gputopo course)" in reference.read_text(system, names[0]).split("P2P Connectivity Matrix")[0]
         found[system] = {"parsed": merged, "files": names, "gpu": gpu_of(merged, system),
-                         "tool": "course" if course else "NVIDIA sample", "text": text}
+                         "tool": "course" if course else "NVIDIA sample"}
     return found
 
 
@@ -92,24 +91,20 @@ def link_lookup(system: Optional[str] = None, topology: Optional[Dict[str, Any]]
     return lambda i, j: table.get((i, j))
 
 
-def link_of(code: Optional[str], gpu: Optional[str], system: Optional[str] = None):
+def link_of(code: Optional[str], gpu: Optional[str]):
     """verdicts.Link of a pair from its topo -m code and GPU name: "NV18" -> 18 NVLinks of that
     GPU's generation; another code -> the GPU's PCIe generation, x16; no code -> None."""
     found = re.fullmatch(r"NV(\d+)", str(code or ""))
     if found or not code:
-        return found and verdicts.Link("nvlink", gpu, count=int(found.group(1)), gpu=gpu, recorded_on=system)
-    return verdicts.Link("pcie", getattr(links.spec_for(gpu), "pcie", None), links.PCIE_X16_LANES,
-                         gpu=gpu, recorded_on=system)
+        return found and verdicts.Link("nvlink", gpu, count=int(found.group(1)), gpu=gpu)
+    return verdicts.Link("pcie", getattr(links.spec_for(gpu), "pcie", None), links.PCIE_X16_LANES, gpu=gpu)
 
 
 def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] = None,
                     system: Optional[str] = None, text: str = "") -> List[Dict[str, Any]]:
-    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`, per direction;
-    both ways: twice) and its verdict. P2P cells: the pair's link code, judged by copy method (a
-    kernel when `text` says "Method: ... copy kernel", --sm_copy). P2P-disabled cells and cells of
-    a pair without peer access are staged (labelled so, never "P2P"): one PCIe x16 link of the
-    GPU's generation, "not comparable". Rows: {matrix, what, pair, link, gbs, peak, share, peer,
-    why, verdict}."""
+    """Each bandwidth cell between two GPUs against its link's peak (`links.peak`; both ways: twice)
+    and its verdict, by copy method (a kernel when `text` says "Method: ... copy kernel"). Cells of
+    P2P disabled or without peer access are staged: one PCIe x16 link, "not comparable"."""
     gpu, peer = gpu or gpu_of(parsed, system), peer_access(parsed, system)
     method = "sm" if re.search(r"Method: .*copy kernel", text) else "ce"
     out = []
@@ -118,7 +113,6 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] =
         if not matrix:
             continue
         rows, columns = matrix_labels(parsed, key)
-        way = "both" if factor == 2 else "one-way"
         for i, values in zip(rows, matrix):
             for j, value in zip(columns, values):
                 if i == j or value is None:
@@ -129,14 +123,27 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] =
                          else links.peak(code if direct else "PHB", gpu))
                 peak = found.gbs * factor if found.gbs else None
                 verdict = verdicts.judge("p2p_both_ways" if factor == 2 else "p2p_one_way", value,
-                                         link_of(code, gpu, system), method=method if direct else "staged",
-                                         direction=way, against=way)
+                                         link_of(code, gpu), method=method if direct else "staged")
                 out.append({"matrix": key, "what": what if direct or not p2p_path else f"{what}: no peer access, staged",
                             "pair": f"{i}->{j}" if factor == 1 else f"{i}<->{j}",
                             "link": (code or "?") if direct else "via host", "gbs": value, "peak": peak,
-                            "share": value / peak if peak else None, "peer": access, "why": found.why,
+                            "share": value / peak if peak else None, "why": found.why,
                             "verdict": verdict})
     return out
+
+
+def cut_off(text: str) -> Optional[str]:
+    """Why a P2P test output stops before its end (inside a matrix, a matrix with missing rows, the
+    course's program without its data check line), else None."""
+    try:
+        parsed = p2p_parser.parse(text)
+    except ParseError as error:
+        return f"the output could not be read whole: {error.what}" if error.truncated else None
+    matrices = list(parsed["bandwidth_gbs"].values()) + list(parsed["latency_us"].values())
+    if any(m and len(m) < max(len(row) for row in m) for m in matrices) or (
+            "(gputopo course)" in text and "Data check:" not in text):
+        return "the output stops before its end (a matrix with missing rows, or no data check line): not judged"
+    return None
 
 
 def report(parsed: Dict[str, Any], link: Callable, text: str = "", system: Optional[str] = None,
@@ -144,9 +151,9 @@ def report(parsed: Dict[str, Any], link: Callable, text: str = "", system: Optio
     """efficiency_rows() as rows of REPORT_HEADER, then each reason for a "low" verdict (with the
     command that checks it) once; a one-GPU run, whose cells cross no link, gives one row saying
     so; a cut-off output one "incomplete" row."""
-    whole = verdicts.judge_p2p_output(text, verdicts.Link("unknown"), 0, 0) if text else []
-    if len(whole) == 1 and whole[0].status == verdicts.INCOMPLETE:
-        return [("this output", "", "", "", "", "", f"incomplete ({whole[0].why})")]
+    why = cut_off(text) if text else None
+    if why:
+        return [("this output", "", "", "", "", "", f"incomplete ({why})")]
     rows = efficiency_rows(parsed, link, gpu, system, text)
     if not rows:
         return [("one GPU only", "", "", "", "", "", "its cells cross no link between GPUs: no peak, no verdict")]

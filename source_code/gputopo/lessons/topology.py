@@ -1,5 +1,6 @@
 """What notebook 2 (system topology) needs that no tool prints: two 8x V100 wirings side by side,
-the sockets and NUMA nodes in `lscpu`, and verdicts on the recorded figures it shows.
+the sockets and NUMA nodes in `lscpu`, and a verdict as one line (the verdicts themselves are in
+the notebook's cells).
 
     from gputopo.lessons import topology
     topology.v100_wirings()                   # {name: topo dict}: the DGX-1 and the 2019 blog server
@@ -12,7 +13,6 @@ import re
 from typing import Any, Dict, List, Tuple
 
 from gputopo import reference, verdicts
-from gputopo.parsers import nvidia_smi
 
 # Two 8x V100 SXM2 servers, same GPUs, different wiring. Both are hybrid cube meshes (two quads
 # of four, six NVLink 2 links per GPU), but the pairs with two links, one or none differ:
@@ -67,64 +67,3 @@ def verdict_line(label: str, verdict: verdicts.Verdict) -> str:
     lines = verdict.text().splitlines()
     reasons = [line for line in lines[1:] if line.startswith("  reason")] if verdict.status == "low" else []
     return "\n".join([f"verdict, {label}: {lines[0]}"] + reasons)
-
-
-def allreduce_link(system: str, filename: str):
-    """(verdicts.Link, facts) for an all-reduce over every GPU of a recorded system: all NVLinks of
-    one GPU (the busbw ranges of `verdicts.EFFICIENCY` are set against that). The count: the fewest
-    active links of a GPU in a recorded `nvlink -s`; else, without NVSwitch, the sum of the NV#
-    codes of a GPU's `topo -m` row, the fewest over GPUs. (None, why) when a fact is missing."""
-    try:
-        text = reference.read_text(system, filename)
-        names = re.findall(r"^#\s+Rank\s+\d+ .* device\s+\d+ \[[^\]]*\]\s+(.+?)\s*$", text, re.M)
-        if not names:
-            return None, f"{system}/{filename}: no 'Using devices' line names the GPU"
-        if "nvidia-smi-nvlink-s.txt" in reference.files(system):
-            active = nvidia_smi.nvlink_link_counts(reference.read_text(system, "nvidia-smi-nvlink-s.txt"))
-            count = min(entry["active"] for entry in active.values())
-            facts = f"nvidia-smi-nvlink-s.txt {count} links active per GPU"
-        elif reference.system_info(system).get("nvswitch"):
-            return None, f"{system}: NVSwitch board without a recorded nvlink -s: links per GPU not known"
-        else:
-            rows = reference.load(system, "topo")["links"]
-            count = min(sum(int(code[2:]) for code in row.values() if re.fullmatch(r"NV\d+", code))
-                        for gpu, row in rows.items() if gpu.startswith("GPU"))
-            facts = f"nvidia-smi-topo-m.txt, NV# codes of each GPU's row summed: {count} NVLinks per GPU"
-        if not count:
-            return None, f"{system}: no NVLink recorded"
-        return verdicts.Link("nvlink", names[0], count=count, gpu=names[0]), f"{system}: {facts}, {names[0]}"
-    except Exception as error:   # a verdict is a side note: never stop the notebook
-        return None, f"{system}: the link could not be read from its recorded files ({error})"
-
-
-def allreduce_verdict(system: str, filename: str):
-    """(facts, verdicts.Verdict) on the busbw of the largest message of a recorded all-reduce table."""
-    link, facts = allreduce_link(system, filename)
-    if link is None:
-        return facts, verdicts.Verdict("allreduce_busbw", None, verdicts.NOT_COMPARABLE, facts)
-    return facts, verdicts.judge_nccl_output(reference.read_text(system, filename), link)
-
-
-def share_of_peak_verdicts(nvlink_gbs: float, staged_gbs: float, gpu: str, active_links: int) -> List[Tuple[str, Any]]:
-    """(label, Verdict) for the GPU0 -> GPU1 copies of the H100 pair: the P2P write over its
-    `active_links` NVLinks, and the copy with P2P disabled (staged through host memory: "not
-    comparable" with the GPU-GPU link)."""
-    link = verdicts.Link("nvlink", gpu, count=active_links, gpu=gpu)
-    return [("P2P write over NV12", verdicts.judge("p2p_one_way", nvlink_gbs, link, method="ce")),
-            ("P2P disabled (staged)", verdicts.judge("p2p_one_way", staged_gbs, link, method="staged"))]
-
-
-def dgx1_row_verdicts(row0: List[float], wiring: Dict[str, Any], gpu: str = "Tesla V100-SXM2") -> List[Tuple[str, Any]]:
-    """(label, Verdict) for each bidirectional P2P=Enabled figure of the DGX-1's row of GPU 0: an
-    NV# pair is judged on its links both ways; a pair without NVLink or listed without peer access
-    in the DGX-1's system.json (its copies are staged through host memory) is "not comparable"."""
-    no_peer = (reference.no_peer_access("dgx1-v100") or (set(), ""))[0]
-    out = []
-    for j, value in enumerate(row0[1:], 1):
-        code = wiring["links"]["GPU0"][f"GPU{j}"]
-        count = int(code[2:]) if code.startswith("NV") else None
-        link = verdicts.Link("nvlink", gpu, count=count, gpu=gpu) if count else verdicts.Link("pcie")
-        method = "staged" if (0, j) in no_peer or not count else "ce"
-        out.append((f"GPU0 <-> GPU{j} ({code})", verdicts.judge("p2p_both_ways", value, link, method=method,
-                                                                 direction="both", against="both")))
-    return out
