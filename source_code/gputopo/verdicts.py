@@ -297,7 +297,9 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         (method == "staged" and kind in ("p2p_one_way", "p2p_both_ways"), "peer access off: the copy is staged "
          "through host memory and never crosses the GPU-GPU link alone"),
         (size is not None and plateau and size < plateau, f"message of {size} B is below the plateau "
-         f"({(plateau or 0) >> 20} MiB): fixed costs dominate, not the link"),
+         f"({(plateau or 0) >> 20} MiB): " + ("busbw still rises with size there, so it does not show the "
+                                              "link's limit" if kind == "allreduce_busbw"
+                                              else "fixed costs dominate, not the link")),
         (peak.value is None, f"no peak for this link ({peak.source})"),
         (kind in ("h2d", "d2h") and link.type != "pcie", "host copies cross the GPU's PCIe link; no PCIe facts "
          "given"),
