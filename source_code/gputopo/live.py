@@ -109,13 +109,12 @@ def _print_lines(text: str, head: Optional[int], where: str) -> None:
         print(f"... ({len(lines) - head} more lines: the whole output is {where})")
 
 
-def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo: bool = False,
+def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
          head: Optional[int] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
-    echo=False does not print the live text again (the command's cell showed it already); the
-    recorded text is always printed, since the learner has not seen it: all of it, or its first
-    `head` lines and where the rest is."""
+    The live text is not printed again (the command's cell showed it already); the recorded text
+    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
     why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
@@ -123,9 +122,7 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     if why is None:
         parsed, why = _usable(text, kind)
     if why is None:
-        print(f"{LIVE_MARK} {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
-        if echo:
-            _print_lines(text, head, str(saved))
+        print(f"{LIVE_MARK} {saved.name}: this machine's output (shown above).")
         return Output(text, parsed, True, "this machine")
     if recorded is None:
         print(f"{NOT_LIVE_MARK} {why}; no recorded output stands in for it.")

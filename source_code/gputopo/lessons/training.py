@@ -87,18 +87,6 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
     return rows
 
 
-def run_to_run_noise(rows: Optional[Sequence[Dict[str, Any]]] = None) -> Dict[str, Any]:
-    """The course's noise figure: for each recorded setting with at least two runs, (max - min) /
-    median of its images/s in %; "figure_pct" is the largest, "rows" (GPUs, batch, setting, n, %)."""
-    rows = read_runs() if rows is None else rows
-    out = [(r["pair"], r["batch_per_worker"], r["setting"], r["runs"],
-            (r["images_per_sec_max"] - r["images_per_sec_min"]) / r["images_per_sec_median"] * 100)
-           for r in rows if r["runs"] >= 2]
-    if not out:
-        raise ValueError("no setting with repeated runs: the noise figure needs at least two runs of one setting")
-    return {"figure_pct": max(r[4] for r in out), "rows": out}
-
-
 # The alpha-beta model of notebook 4, fitted to the recorded benchmark of each transport
 TRANSPORT_BENCHMARKS = (("P2P", "default", "nccl-bench-all_reduce.txt"),
                         ("SHM", "NCCL_P2P_LEVEL=LOC", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"),
@@ -190,7 +178,8 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
 
 def operations_per_step(row: Dict[str, Any]) -> Optional[float]:
     """Median collective operations per step of one run (a fused operation counts once), from its
-    timeline's summary or from its saved timeline (run_dir/timeline.json.gz); None without one."""
+    timeline's summary (runs of today's step_breakdown.py) or from its saved timeline
+    (run_dir/timeline.json.gz, the recorded series); None without one."""
     if (row.get("timeline") or {}).get("operations") is not None:
         return row["timeline"]["operations"]
     path = Path(row.get("folder") or ".") / str(row.get("run_dir") or "") / "timeline.json.gz"
