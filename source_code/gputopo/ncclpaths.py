@@ -68,10 +68,6 @@ def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]
     return nums[0], nums[1], nums[2]
 
 
-def _at_least(version: Optional[Tuple[int, int, int]], *minimum: int) -> bool:
-    return version is None or version >= tuple(minimum) + (0,) * (3 - len(minimum))
-
-
 def legacy_level_name(value: str) -> str:
     """'0' -> 'LOC', '1' -> 'PIX', ... (NCCL 2.6 and later); names pass through upper-cased."""
     text = str(value).strip()
@@ -161,7 +157,7 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     # net_may_win: False when no NIC can be faster (none close to both GPUs, or before 2.14), else
     # unknown: the NICs are unknown, or close ones are, whose speed topo -m does not give.
     net_may_win = False
-    if _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
+    if (version is None or version >= (2, 14, 0)) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
         codes = None if nics is None else [tuple(nic) for nic in nics]
         net_may_win = codes is None or all(
             any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB") for nic in codes)

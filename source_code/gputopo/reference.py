@@ -100,11 +100,8 @@ def find(system, kind):
 
 
 def load(system, kind, filename=None, **options):
-    """The parsed contents of the system's file of this kind.
-
-    With several files of the kind, `filename` picks one. `options` go to
-    the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}.
-    """
+    """The parsed contents of the system's file of this kind (with several, `filename` picks one);
+    `options` go to the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}."""
     names = find(system, kind)
     if filename is None:
         if not names:
@@ -115,10 +112,7 @@ def load(system, kind, filename=None, **options):
     elif filename not in names:
         those = ", ".join(names) or "none"
         raise ValueError(f"{filename!r} is not a {kind} file of {system}; those are: {those}")
-    return _parse(kind, read_text(system, filename), options)
-
-
-def _parse(kind, text, options):
+    text = read_text(system, filename)
     if kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
         rows = list(reader)
