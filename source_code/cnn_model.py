@@ -30,11 +30,6 @@ LAYERS = (
 )
 
 
-def layer_shapes():
-    """[(kind, output shape, parameters)] for each layer, as in LAYERS."""
-    return list(LAYERS)
-
-
 def parameter_count():
     """Trainable parameters of the CNN: 1,199,882."""
     return sum(params for _, _, params in LAYERS)

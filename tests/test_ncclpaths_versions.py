@@ -73,11 +73,10 @@ def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
     assert E({}, "PHB", "GenuineIntel", nccl_version="2.7.8", local_gpus=2) is None
 
 
-def test_the_level_rows_follow_the_release():
-    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.28.3", 8)}
-    assert rows["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
-    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.22.3", 8)}
-    assert rows["default"] == ["P2P"] * 5
+def test_the_default_follows_the_release():
+    paths = training.PATH_COLUMNS
+    assert [E({}, p, "AuthenticAMD", nccl_version="2.28.3", local_gpus=8) for p in paths] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    assert [E({}, p, "AuthenticAMD", nccl_version="2.22.3", local_gpus=8) for p in paths] == ["P2P"] * 5
     # the default level by release: Intel, ARM, AMD 2 GPUs, AMD 8 GPUs
     levels = {v: [default_level(cpu, v, n) for cpu, n in
                   (("GenuineIntel", 8), ("aarch64", 8), ("AuthenticAMD", 2), ("AuthenticAMD", 8))]

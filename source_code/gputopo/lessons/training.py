@@ -1,4 +1,4 @@
-"""What notebook 5 needs beside the commands' own output: NCCL's P2P rule as a table, the saved
+"""What notebook 5 needs beside the commands' own output: the settings a learner types, the saved
 CNN runs (recorded, or the learner's own) grouped per setting, the one-GPU step against the
 two-GPU step beside the alpha-beta model, and Horovod's timeline split of the extra. Every
 number comes from a file in reference_systems/ or from the learner's own run folder.
@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import alphabeta, linkcodes, ncclpaths, reference
+from gputopo import alphabeta, linkcodes, reference
 from gputopo.parsers import PARSERS, ParseError
 from gputopo.selfcheck import text_table
 
@@ -23,19 +23,6 @@ RECORDED = reference.REFERENCE_DIR / "h200-nvswitch-pair" / "horovod-cnn"
 # The settings a learner types (NCCL's env.html names every variable).
 SETTINGS = ("default", "NCCL_P2P_LEVEL=LOC", "NCCL_P2P_LEVEL=NVL", "NCCL_P2P_LEVEL=PIX", "NCCL_P2P_LEVEL=PXB",
             "NCCL_P2P_LEVEL=PHB", "NCCL_P2P_LEVEL=SYS", "NCCL_P2P_DISABLE=1", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1")
-
-
-def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None,
-               local_gpus: int = 2) -> List[List[str]]:
-    """One row per setting: the transport ncclpaths.expected_transport gives for each path type
-    ("?" where it cannot be told), for a node without network cards (nics=())."""
-    rows = []
-    for setting in SETTINGS:
-        env = dict(item.split("=") for item in setting.split() if "=" in item)
-        rows.append([setting] + [ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
-                                                              local_gpus=local_gpus, nics=()) or "?"
-                                 for path in PATH_COLUMNS])
-    return rows
 
 
 # Saved runs of cnn_fmnist.py. Recorded: horovod-cnn-<fw>-b<batch>-gpus-<ids>-<setting>-r<n>.txt;
