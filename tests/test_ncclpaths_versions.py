@@ -3,7 +3,7 @@
 Every expected value below was read from github.com/NVIDIA/nccl at the tag named beside it
 (`git show TAG:src/graph/paths.cc`, ncclTopoCheckP2p / ncclTopoCheckNet; src/transport/shm.cc
 shmCanConnect; src/transport/p2p.cc; src/graph/topo.cc topoPathTypeStr[]), not computed by
-the code under test. Audit findings M1, M2, m11, m20, m21, M11.
+the code under test. Audit findings M1, M2, m11, m20, M11 (m21, the NVML P2P status, is not modelled: ncclpaths says so).
 """
 import pytest
 
