@@ -1,10 +1,7 @@
 """The course's Fashion-MNIST CNN: the network, its gradient size, the learning-rate rule and the
-lines both lab scripts print.
-
-Both training scripts use this module, so their runs compare: `cnn_fmnist.py` (Horovod, with
-TensorFlow/Keras or PyTorch) and `labs/ddp_fmnist.py` (PyTorch DDP under torchrun). Importing it
-starts neither TensorFlow nor PyTorch: `build_model()` and `build_torch_model()` import their
-framework only when called, so a notebook can read the network's size without either installed.
+lines both training scripts print (`cnn_fmnist.py` under Horovod, `labs/ddp_fmnist.py` under
+torchrun), so their runs compare. `build_model()` and `build_torch_model()` import their framework
+only when called: a notebook reads the network's size without either installed.
 """
 
 import platform
@@ -28,11 +25,6 @@ LAYERS = (
     ("dropout", (128,), 0),  # 50 %
     ("dense", (10,), 128 * 10 + 10),  # one logit per class; the softmax lives in the loss
 )
-
-
-def layer_shapes():
-    """[(kind, output shape, parameters)] for each layer, as in LAYERS."""
-    return list(LAYERS)
 
 
 def parameter_count():

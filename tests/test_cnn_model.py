@@ -39,7 +39,7 @@ KERAS_TOTAL = 1199882
 
 
 def test_the_table_is_what_keras_printed():
-    assert cnn_model.layer_shapes() == KERAS_SUMMARY
+    assert list(cnn_model.LAYERS) == KERAS_SUMMARY
     assert cnn_model.parameter_count() == KERAS_TOTAL
     assert cnn_model.gradient_bytes() == 4 * KERAS_TOTAL == 4_799_528  # float32
 

@@ -159,20 +159,3 @@ def test_drawings_hold_what_the_dumps_hold(h100):
     labels = [t.get_text() for t in fig.axes[0].texts]
     assert sum(label.startswith("GPU ") for label in labels) == 8
     assert labels.count("18 NVLinks\n371 GB/s") == 8 and labels.count("0.19") == 8  # 18 x 20.6; 1 x 15 / 80, rounded
-    tuning = parsed("nccl-tuning", DUMPS / "nccl-tuning-24rank-h100-1453-excerpt.txt")
-    fig = nccl_view.plot_choices(tuning, func="")
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["Tree / LL"]
-
-
-def test_busbw_curve_drawn_from_a_recorded_benchmark_table():
-    """h200-nvswitch-pair/nccl-bench-all_reduce.txt: 29 rows, 8 B to 2 GiB; the last busbw 332.29."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from gputopo.parsers import nccl_tests
-    bench = nccl_tests.parse((ROOT / "source_code/reference_systems/h200-nvswitch-pair/nccl-bench-all_reduce.txt").read_text())
-    tuning = parsed("nccl-tuning", DUMPS / "nccl-tuning-24rank-h100-1453-excerpt.txt")
-    fig = nccl_view.plot_choices(tuning, bench, func="")
-    (curve,) = fig.axes[0].get_lines()
-    sizes, busbw = curve.get_data()
-    assert len(sizes) == 29 and sizes[0] == 8 and sizes[-1] == 2147483648 and busbw[-1] == 332.29
-    assert fig.axes[0].get_ylabel() == "busbw (GB/s)"

@@ -95,9 +95,8 @@ def test_p2p_level_facts():
         expected = "SHM" if level == "LOC" else "P2P"
         assert ncclpaths.expected_transport({"NCCL_P2P_LEVEL": level}, "NVL", nics=()) == expected
     # Defaults by release: tests/test_ncclpaths_versions.py has the whole table.
-    assert ncclpaths.default_p2p_level("GenuineIntel") == "PXB"
-    assert ncclpaths.default_p2p_level("AuthenticAMD", "2.19.3") == "SYS"
-    assert ncclpaths.default_p2p_level("AuthenticAMD") is None  # 2.23+: depends on the GPU count
+    assert ncclpaths.expected_transport({}, "PXB", "GenuineIntel", nics=()) == "P2P"  # default PXB
+    assert ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nics=()) is None  # 2.23+: GPU count
     assert ncclpaths.expected_transport({}, "SYS", "GenuineIntel", nics=()) == "SHM"  # no NIC
     assert ncclpaths.expected_transport({}, "SYS", "GenuineIntel") is None  # NICs unknown (>= 2.14)
     assert ncclpaths.expected_transport({}, "SYS", "AuthenticAMD", nccl_version="2.19.3") == "P2P"

@@ -3,7 +3,7 @@
 Every expected value below was read from github.com/NVIDIA/nccl at the tag named beside it
 (`git show TAG:src/graph/paths.cc`, ncclTopoCheckP2p / ncclTopoCheckNet; src/transport/shm.cc
 shmCanConnect; src/transport/p2p.cc; src/graph/topo.cc topoPathTypeStr[]), not computed by
-the code under test. Audit findings M1, M2, m11, m20, m21, M11.
+the code under test. Audit findings M1, M2, m11, m20, M11 (m21, the NVML P2P status, is not modelled: ncclpaths says so).
 """
 import pytest
 
@@ -18,6 +18,13 @@ def E(*args, **facts):
     over SHM (ncclTopoCheckNet), and tests/test_ncclpaths_checknet.py covers that."""
     facts.setdefault("nics", ())
     return ncclpaths.expected_transport(*args, **facts)
+
+
+def default_level(vendor, version, gpus):
+    """NCCL's default P2P level as the rules apply it: the farthest of PIX, PXB, PHB, SYS whose
+    pair gets P2P (with no NIC); None when a pair's transport cannot be told."""
+    got = [E({}, path, vendor, nccl_version=version, local_gpus=gpus) for path in ("PIX", "PXB", "PHB", "SYS")]
+    return None if None in got else ("PIX", "PXB", "PHB", "SYS")[got.count("P2P") - 1]
 
 
 # M1: the default level, one row per release range of the audit's table.
@@ -47,11 +54,11 @@ def E(*args, **facts):
     ("AuthenticAMD", "2.28.3", None, None),  # the GPU count decides
     ("GenuineIntel", "2.28.3", 2, "PXB"),
     ("aarch64", "2.28.3", 2, "PXB"),
-    # v2.4.8-1 src/transport/p2p.cc: integer scheme, no path-type name: None.
+    # v2.4.8-1 src/transport/p2p.cc: integer scheme, not modelled: None.
     ("GenuineIntel", "2.4.8", 2, None),
 ])
 def test_default_p2p_level_by_release(vendor, version, gpus, level):
-    assert ncclpaths.default_p2p_level(vendor, version, gpus) == level
+    assert default_level(vendor, version, gpus) == level
 
 
 def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
@@ -66,30 +73,23 @@ def test_amd_multi_gpu_job_on_current_nccl_uses_shm_for_phb_pairs():
     assert E({}, "PHB", "GenuineIntel", nccl_version="2.7.8", local_gpus=2) is None
 
 
-def test_the_level_rows_follow_the_release():
-    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.28.3", 8)}
-    assert rows["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
-    rows = {r[0]: r[1:] for r in training.level_rows("AuthenticAMD", "2.22.3", 8)}
-    assert rows["default"] == ["P2P"] * 5
+def test_the_default_follows_the_release():
+    paths = training.PATH_COLUMNS
+    assert [E({}, p, "AuthenticAMD", nccl_version="2.28.3", local_gpus=8) for p in paths] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    assert [E({}, p, "AuthenticAMD", nccl_version="2.22.3", local_gpus=8) for p in paths] == ["P2P"] * 5
     # the default level by release: Intel, ARM, AMD 2 GPUs, AMD 8 GPUs
-    levels = {v: [ncclpaths.default_p2p_level(cpu, v, local_gpus=n) for cpu, n in
+    levels = {v: [default_level(cpu, v, n) for cpu, n in
                   (("GenuineIntel", 8), ("aarch64", 8), ("AuthenticAMD", 2), ("AuthenticAMD", 8))]
               for v in ("2.23.4", "2.22.3")}
     assert levels["2.23.4"] == ["PXB", "PXB", "SYS", "PXB"]
     assert levels["2.22.3"] == ["PXB", "PXB", "SYS", "SYS"]
 
 
-# m11: integers meant something else before 2.6 (v2.4.8-1 src/transport/p2p.cc: P2P when the
-# PCI distance PIX=0, PXB=1, PHB=2, NODE=3, SYS=4 is below the level; default PATH_NODE = 3).
-def test_old_integer_scheme():
-    assert E({"NCCL_P2P_LEVEL": "4"}, "PHB", "GenuineIntel", nccl_version="2.4.8") == "P2P"  # NODE < 4
-    assert E({"NCCL_P2P_LEVEL": "4"}, "SYS", "GenuineIntel", nccl_version="2.4.8") == "SHM"
-    assert E({"NCCL_P2P_LEVEL": "4"}, "SYS", "GenuineIntel", nccl_version="2.6.4") == "P2P"  # 4 = SYS since 2.6
-    assert E({}, "PXB", "GenuineIntel", nccl_version="2.4.8") == "P2P"
-    assert E({}, "SYS", "GenuineIntel", nccl_version="2.4.8") == "SHM"
-    assert E({}, "PHB", "GenuineIntel", nccl_version="2.4.8") is None  # PHB (P2P) or NODE (SHM)
-    assert E({"NCCL_P2P_LEVEL": "1"}, "NVL", None, nccl_version="2.4.8") == "P2P"
-    assert E({"NCCL_P2P_LEVEL": "0"}, "NVL", None, nccl_version="2.4.8") == "SHM"
+# m11: integers meant something else before 2.6 (v2.4.8-1 src/transport/p2p.cc): not modelled.
+def test_before_2_6_only_disabling_p2p_is_told():
+    assert E({"NCCL_P2P_LEVEL": "4"}, "PHB", "GenuineIntel", nccl_version="2.4.8") is None
+    assert E({}, "NVL", None, nccl_version="2.4.8") is None
+    assert E({"NCCL_P2P_DISABLE": "1"}, "NVL", None, nccl_version="2.4.8") == "SHM"
 
 
 # m20: every name of topoPathTypeStr[] up to SYS at v2.28.3-1 is a level.
@@ -112,42 +112,18 @@ def test_a_name_older_nccl_does_not_know_is_ignored():
 # M2: shmCanConnect calls ncclTopoCheckNet (v2.14.3-1 shm.cc line 53, paths.cc 405-434;
 # v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when each GPU reaches a NIC (its own) at PXB or better
 # faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
-def test_net_instead_of_shm_when_a_faster_nic_is_close():
-    # each GPU has a NIC of its own under its switch (a SYS pair cannot share a PIX/PXB NIC)
-    close = {"nics": [("PIX", "SYS"), ("SYS", "PIX")], "nic_faster": True}
-    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "NET"
-    assert E({}, "SYS", "GenuineIntel", nccl_version="2.14.3", local_gpus=2, **close) == "NET"
+def test_a_close_nic_makes_shm_unknown():
+    # each GPU has a NIC of its own under its switch (a SYS pair cannot share a PIX/PXB NIC);
+    # whether it is faster than the pair's path, topo -m does not say: cannot be told
+    close = {"nics": [("PIX", "SYS"), ("SYS", "PIX")]}
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) is None
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.12.12", local_gpus=2, **close) == "SHM"
     assert E({"NCCL_NET_DISABLE_INTRA": "1"}, "SYS", "GenuineIntel", nccl_version="2.28.3",
              local_gpus=2, **close) == "SHM"
     # a NIC one GPU reaches only through the CPU (NODE, SYS) does not count
-    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2,
-             nics=[("PIX", "SYS")], nic_faster=True) == "SHM"
-    # close NIC, speed unknown (topo -m does not give it): cannot be told
-    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=[("PIX", "PIX")]) is None
-    # A P2P pair never reaches SHM, but p2pCanConnect asks ncclTopoCheckNet too (p2p.cc,
-    # v2.28.3-1 lines 135-141): only a NIC path faster than the P2P path itself sends it to NET
-    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) == "NET"
-    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2,
-             nics=close["nics"], nic_faster=False) == "P2P"
-
-
-def test_separate_containers_get_neither_p2p_nor_shm():
-    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, same_shm=False) == "NET"
-    assert E({}, "NVL", "GenuineIntel", nccl_version="2.9.9", local_gpus=2, same_shm=False) == "P2P"
-    assert E({"NCCL_P2P_LEVEL": "LOC"}, "NVL", "GenuineIntel", nccl_version="2.9.9", same_shm=False) == "NET"
-
-
-# m21: v2.12.7-1 and v2.28.3-1 paths.cc: NVML P2P read and write status; an NVLink pair (path
-# <= NVB) that is not OK stops init with the WARN, unless NCCL_IGNORE_DISABLED_P2P is set.
-def test_nvlink_pair_reported_p2p_disabled_is_an_error():
-    assert E({}, "NVL", None, nccl_version="2.28.3", nvml_p2p_ok=False) == "ERROR"
-    assert E({}, "NVL", None, nccl_version="2.12.7", nvml_p2p_ok=False) == "ERROR"
-    assert E({"NCCL_IGNORE_DISABLED_P2P": "1"}, "NVL", None, nccl_version="2.28.3", nvml_p2p_ok=False) == "SHM"
-    assert E({}, "NVL", None, nccl_version="2.11.4", nvml_p2p_ok=False) == "SHM"  # no NVML check yet
-    assert E({}, "PIX", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nvml_p2p_ok=False) == "SHM"
-    assert "P2P is disabled between NVLINK connected GPUs" in ncclpaths.NVLINK_P2P_DISABLED_WARNING
-    assert "NCCL_IGNORE_DISABLED_P2P=1" in ncclpaths.NVLINK_P2P_DISABLED_WARNING
+    assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=[("PIX", "SYS")]) == "SHM"
+    # p2pCanConnect asks ncclTopoCheckNet too (p2p.cc, v2.28.3-1 lines 135-141)
+    assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) is None
 
 
 # M11: a course run is "NVLS off (course default)", never "NCCL's default".

@@ -4,18 +4,21 @@ benchmark tables beside them, the STEPTIME lines of reference_systems/h100-singl
 documented P2P rule (NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL)."""
 import pytest
 
-from gputopo import alphabeta, reference
+from gputopo import alphabeta, ncclpaths, reference
 from gputopo.lessons import training
 
 
-
-def rows_by_label(rows):
-    return {row[0]: row[1:] for row in rows}
+def rows_by_label(cpu_vendor, nccl_version, local_gpus=2):
+    """Notebook 5's table of the rule: per setting, the transport for each path type (no NIC)."""
+    return {setting: [ncclpaths.expected_transport(dict(item.split("=") for item in setting.split() if "=" in item),
+                                                   path, cpu_vendor, nccl_version=nccl_version,
+                                                   local_gpus=local_gpus, nics=()) or "?"
+                      for path in training.PATH_COLUMNS] for setting in training.SETTINGS}
 
 
 def test_nvlink_is_p2p_at_every_level_but_loc_and_disable():
     # NCCL docs: NVL is the closest path type after LOC; only LOC or NCCL_P2P_DISABLE take it away.
-    rows = rows_by_label(training.level_rows("GenuineIntel", "2.28.3"))
+    rows = rows_by_label("GenuineIntel", "2.28.3")
     nvl = training.PATH_COLUMNS.index("NVL")
     off = {"NCCL_P2P_LEVEL=LOC": "SHM", "NCCL_P2P_DISABLE=1": "SHM", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1": "NET"}
     for label, cells in rows.items():
@@ -24,11 +27,11 @@ def test_nvlink_is_p2p_at_every_level_but_loc_and_disable():
 
 def test_default_row_follows_the_release_and_cpu():
     # src/graph/paths.cc at v2.28.3-1: PXB on Intel; SYS on x86 AMD for a job of at most two GPUs in the node.
-    assert rows_by_label(training.level_rows("GenuineIntel", "2.28.3"))["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
-    assert rows_by_label(training.level_rows("AuthenticAMD", "2.28.3", 2))["default"] == ["P2P"] * 5
-    assert rows_by_label(training.level_rows("AuthenticAMD", "2.28.3", 8))["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    assert rows_by_label("GenuineIntel", "2.28.3")["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
+    assert rows_by_label("AuthenticAMD", "2.28.3", 2)["default"] == ["P2P"] * 5
+    assert rows_by_label("AuthenticAMD", "2.28.3", 8)["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
     # 2.9 to 2.22: SYS on AMD whatever the job
-    assert rows_by_label(training.level_rows("AuthenticAMD", "2.22.3", 8))["default"] == ["P2P"] * 5
+    assert rows_by_label("AuthenticAMD", "2.22.3", 8)["default"] == ["P2P"] * 5
 
 
 @pytest.mark.parametrize("part, setting", [
@@ -53,13 +56,14 @@ def test_read_runs_median_and_range_of_the_three_runs():
 
 
 def test_noise_figure_from_the_recorded_repeats():
-    noise = training.run_to_run_noise()
-    by = {(row[1], row[2]): row[4] for row in noise["rows"]}
-    assert len(noise["rows"]) == 10
+    # docs/instructor.md's noise figure: per setting with repeated runs, (max - min) / median in %
+    by = {(r["batch_per_worker"], r["setting"]): (r["images_per_sec_max"] - r["images_per_sec_min"])
+          / r["images_per_sec_median"] * 100 for r in training.read_runs() if r["runs"] >= 2}
+    assert len(by) == 10
     # NCCL_P2P_LEVEL=NVL, batch 512: runs 246389.2, 292297.5, 278704.0 -> 45908.3 / 278704.0
     assert by[(512, "NCCL_P2P_LEVEL=NVL")] == pytest.approx(16.472, abs=0.001)
     assert by[(64, "default")] == pytest.approx(3641.5 / 33452.9 * 100, abs=0.001)
-    assert noise["figure_pct"] == pytest.approx(16.472, abs=0.001)
+    assert max(by.values()) == pytest.approx(16.472, abs=0.001)
 
 
 def test_step_rows_of_one_and_two_gpus():

@@ -8,14 +8,3 @@ Importing the package loads nothing else: each notebook imports the modules it u
 `import gputopo.units` costs units.py and this file. The instructor and CI plumbing
 (preflight, headless course run) lives in the separate package `coursetools`.
 """
-
-import importlib
-
-# `import gputopo` then `gputopo.reference.load(...)` keeps working: loaded on first use.
-_LAZY_SUBMODULES = {"reference", "links", "plots", "parsers"}
-
-
-def __getattr__(name):
-    if name in _LAZY_SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,20 +1,15 @@
 """What a real command printed here, or, where it could not run, what it printed on a real machine.
 
-A notebook cell runs the tool itself and keeps what it printed in this session's run folder:
-
     RUN = live.run_dir("2-topology")          # results/2-topology-<UTC time>/, new per session
     !nvidia-smi topo -m 2>&1 | tee {RUN}/nvidia-smi-topo-m.txt
-
-and the next cell reads that file:
-
     topo = live.read(RUN / "nvidia-smi-topo-m.txt", kind="topo",
                      recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
 
-`read` prints which it is. If the file holds a usable output (the parser of `kind` reads it, or,
-without a kind, it is not empty and is not a "command not found" or driver error), that is the
-learner's own. Otherwise it says why in one line and prints the recorded output of a real machine,
-labelled with the machine and the source from its system.json, so every reading exercise still
-works on a laptop. Nothing is overwritten: each session writes a new run folder.
+`read` prints which it is: the learner's own output when usable (the parser of `kind` reads it,
+or, without a kind, it is not empty and is not a "command not found" or driver error); otherwise
+why not, in one line, and the recorded output of a real machine, labelled with the machine and
+the source from its system.json, so every reading exercise still works on a laptop. Nothing is
+overwritten: each session writes a new run folder.
 """
 import datetime
 import os
@@ -97,9 +92,8 @@ def _usable(text: str, kind: Optional[str]):
 def recorded_label(recorded: str) -> str:
     system = recorded.split("/", 1)[0]
     info = system_info(system)
-    source = info.get("source", "")
-    return (f"{info.get('machine', system)} ({source}), recorded in reference_systems/{recorded}"
-            if source else f"{info.get('machine', system)}, recorded in reference_systems/{recorded}")
+    source = f" ({info['source']})" if info.get("source") else ""
+    return f"{info.get('machine', system)}{source}, recorded in reference_systems/{recorded}"
 
 
 def _print_lines(text: str, head: Optional[int], where: str) -> None:
@@ -109,13 +103,12 @@ def _print_lines(text: str, head: Optional[int], where: str) -> None:
         print(f"... ({len(lines) - head} more lines: the whole output is {where})")
 
 
-def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo: bool = False,
+def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
          head: Optional[int] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
-    echo=False does not print the live text again (the command's cell showed it already); the
-    recorded text is always printed, since the learner has not seen it: all of it, or its first
-    `head` lines and where the rest is."""
+    The live text is not printed again (the command's cell showed it already); the recorded text
+    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
     why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
@@ -123,9 +116,7 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None, echo
     if why is None:
         parsed, why = _usable(text, kind)
     if why is None:
-        print(f"{LIVE_MARK} {saved.name}: this machine's output" + (":" if echo else " (shown above)."))
-        if echo:
-            _print_lines(text, head, str(saved))
+        print(f"{LIVE_MARK} {saved.name}: this machine's output (shown above).")
         return Output(text, parsed, True, "this machine")
     if recorded is None:
         print(f"{NOT_LIVE_MARK} {why}; no recorded output stands in for it.")

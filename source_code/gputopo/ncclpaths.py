@@ -18,10 +18,6 @@ from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 from gputopo import linkcodes
 
-# ------------------------------------------------------------------------------------------
-# NCCL_P2P_LEVEL facts
-# ------------------------------------------------------------------------------------------
-
 P2P_LEVEL_SOURCES = {
     "docs": "NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL "
             "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level; "
@@ -57,14 +53,10 @@ LEGACY_P2P_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}
 # so such a level means "no level set" on an older NCCL.
 LEVEL_NAMES_SINCE = {"NVB": (2, 8), "PXN": (2, 12), "C2C": (2, 26), "P2C": (2, 27)}
 
-# What NCCL says and does when NVML reports P2P disabled for an NVLink pair (since 2.12.7,
-# src/graph/paths.cc ncclTopoCheckP2p at v2.12.7-1 and v2.28.3-1): a WARN and an init error.
-NVLINK_P2P_DISABLED_WARNING = ("P2P is disabled between NVLINK connected GPUs %d and %d. This "
-                               "should not be the case given their connectivity, and is probably "
-                               "due to a hardware issue. If you still want to proceed, you can "
-                               "set NCCL_IGNORE_DISABLED_P2P=1.")
-
-
+# Not modelled (no notebook asks): a different /dev/shm per process (P2P_LEVEL_SOURCES["shm"]);
+# an NVLink pair NVML reports P2P-disabled, an init error since 2.12.7 unless
+# NCCL_IGNORE_DISABLED_P2P=1 (src/graph/paths.cc ncclTopoCheckP2p at v2.12.7-1 and v2.28.3-1);
+# 2.4-2.5's integer levels ("docs-2.4"); whether a close NIC is faster than the pair's own path.
 
 
 def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]:
@@ -74,10 +66,6 @@ def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]
         return None
     nums = [int(p) for p in parts[:3]] + [0] * (3 - min(3, len(parts)))
     return nums[0], nums[1], nums[2]
-
-
-def _at_least(version: Optional[Tuple[int, int, int]], *minimum: int) -> bool:
-    return version is None or version >= tuple(minimum) + (0,) * (3 - len(minimum))
 
 
 def legacy_level_name(value: str) -> str:
@@ -118,7 +106,7 @@ def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int
     2.9  SYS; PXB on Intel, ARM and Zhaoxin (to 2.22)               v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300
     2.23 PXB; SYS only on x86 AMD when the job has at most 2        v2.23.4-1 lines 276-282,
          GPUs in the node                                           v2.28.3-1 lines 314-320
-    2.4-2.5 used integers (`_old_scheme_transport`).
+    2.4-2.5 used integers (not modelled).
     """
     families = (family,) if family else ("intel", "amd", "arm", "zhaoxin", "other")
     levels = set()
@@ -141,68 +129,18 @@ def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int
     return frozenset(levels)
 
 
-def default_p2p_level(cpu_vendor: Optional[str], nccl_version: Optional[str] = None,
-                      local_gpus: Optional[int] = None) -> Optional[str]:
-    """NCCL's own P2P level when none is set, by release (`_default_levels`).
-
-    nccl_version None means the newest rule (2.23 and later, read at v2.28.3-1); local_gpus is
-    the number of GPUs the job uses in this node (NCCL's topology holds only the communicator's
-    GPUs: src/graph/topo.cc at v2.28.3-1, "Detect only the GPU managed by this process").
-    None when it cannot be told: CPU vendor unknown, an Intel CPU on 2.6-2.8 (Broadwell or
-    not), AMD on 2.23+ with the GPU count unknown, or NCCL before 2.6 (integer scheme).
-    """
-    version = version_tuple(nccl_version)
-    if version is not None and version < (2, 6, 0):
-        return None
-    if not cpu_vendor:
-        return None
-    levels = _default_levels(cpu_family(cpu_vendor), version, local_gpus)
-    return next(iter(levels)) if len(levels) == 1 else None
-
-
-def _old_scheme_transport(level: Optional[str], path_type: str, fallback: str) -> Optional[str]:
-    """NCCL 2.4-2.5: P2P when the PCI distance (PIX 0, PXB 1, PHB 2, NODE 3, SYS 4) is below the
-    integer level (src/transport/p2p.cc at v2.4.8-1); NVLink pairs use P2P at any level but 0."""
-    if level is None:
-        limits = {2, 3}  # 3 by default, 2 in 2.5 on a single-socket host
-    elif level.isdigit():
-        limits = {min(int(level), 5)}
-    else:
-        return None  # 2.4 and 2.5 read NCCL_P2P_LEVEL as an integer only
-    if limits == {0}:
-        return fallback
-    if path_type in ("NVL", "NVB"):
-        return "P2P"
-    # PHB as NCCL >= 2.6 names it covers the old PHB (2) and NODE (3).
-    distances = {"PIX": {0}, "PXB": {1}, "PHB": {2, 3}, "SYS": {4}}.get(path_type)
-    if distances is None:
-        return None
-    outcomes = {("P2P" if d < limit else fallback) for d in distances for limit in limits}
-    return outcomes.pop() if len(outcomes) == 1 else None
-
-
 def expected_transport(env: Dict[str, str], path_type: Optional[str],
                        cpu_vendor: Optional[str] = None, *, nccl_version: Optional[str] = None,
                        local_gpus: Optional[int] = None,
-                       nics: Optional[Iterable[Sequence[Optional[str]]]] = None,
-                       nic_faster: Optional[bool] = None, same_shm: bool = True,
-                       nvml_p2p_ok: bool = True) -> Optional[str]:
-    """The transport NCCL should pick between two GPUs of one node under `env`.
+                       nics: Optional[Iterable[Sequence[Optional[str]]]] = None) -> Optional[str]:
+    """The transport NCCL should pick between two GPUs of one node under `env`: "P2P", "SHM",
+    "NET", or None when it cannot be told from what is known.
 
     path_type: NCCL's path type of the pair (path_type_of_link turns a topo -m code into it).
     nccl_version: the release whose rules apply (None: the newest rule, 2.23 and later);
     local_gpus: GPUs the job uses in this node; cpu_vendor: /proc/cpuinfo's vendor_id (or the
     machine name on ARM). nics: for each NIC, the topo -m codes of the two GPUs to it, e.g.
-    [("PIX", "SYS"), ("SYS", "PIX")]; () when there is no NIC; None when unknown (then, from
-    NCCL 2.14 on, a pair that would use SHM gives None). Each GPU counts as close when ANY NIC is
-    PIX/PXB to it; the two may be different NICs. nic_faster: whether each GPU's close NIC path
-    has more bandwidth than the GPUs' own path (topo -m does not tell; None: unknown). same_shm False: the two processes see
-    different /dev/shm (separate containers). nvml_p2p_ok False: NVML reports P2P read or write
-    not OK for the pair (`nvidia-smi topo -p2p rw`).
-
-    Returns "P2P", "SHM", "NET", "ERROR" (NCCL >= 2.12.7 stops with NVLINK_P2P_DISABLED_WARNING
-    for an NVLink pair that NVML reports P2P-disabled, unless NCCL_IGNORE_DISABLED_P2P is set),
-    or None when it cannot be told from what is known.
+    [("PIX", "SYS"), ("SYS", "PIX")]; () when there is no NIC; None when unknown.
     """
     version = version_tuple(nccl_version)
     p2p_off = str(env.get("NCCL_P2P_DISABLE", "0")).strip() == "1"
@@ -210,41 +148,25 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     if path_type is not None and path_type not in PATH_ORDER:
         return None
 
-    # SHM (src/transport/shm.cc): declines when disabled, when the /dev/shm differ (2.5.6+), and
-    # since 2.14 when ncclTopoCheckNet says the network is faster. ncclTopoCheckNet
-    # (src/graph/paths.cc, v2.14.3-1 lines 405-433, v2.28.3-1 lines 517-546) takes, for EACH GPU
-    # separately, the best NIC that GPU reaches at PXB or closer (netSpeed1, netSpeed2: they may
-    # be two different NICs) and answers NET when both beat the GPU-to-GPU path's bandwidth.
-    # The P2P transport asks the same question since 2.14 (p2pCanConnect, src/transport/p2p.cc,
-    # v2.14.3-1 line 112, v2.28.3-1 lines 135-141): a pair P2P would serve goes to NET when
-    # ncclTopoCheckNet says so. net_wins: True, False, or None when it cannot be told.
-    net_wins: Optional[bool] = False
-    if _at_least(version, 2, 14) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
-        if nics is None:
-            net_wins = None  # the NICs are unknown: ncclTopoCheckNet's answer cannot be told
-        else:
-            codes = [tuple(nic) for nic in nics]
-            close = [any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB")
-                         for nic in codes) for side in (0, 1)]
-            net_wins = nic_faster if all(close) else False
-    shm: Optional[str] = "SHM"
-    if shm_off or not same_shm:
-        shm = "NET"
-    elif net_wins is not False:
-        shm = "NET" if net_wins else None
-    fallback = shm
-
-    if version is not None and version < (2, 6, 0):
-        if p2p_off or path_type is None:
-            return fallback if p2p_off else None
-        if not nvml_p2p_ok:
-            return fallback  # before 2.12.7 only CUDA's peer-access query decides
-        return _old_scheme_transport(env.get("NCCL_P2P_LEVEL"), path_type, fallback)
-
-    if not same_shm and _at_least(version, 2, 10, 3):
-        return "NET"  # p2pCanConnect refuses peers with different /dev/shm (v2.10.3-1 on)
+    # SHM (src/transport/shm.cc) declines when disabled and, since 2.14, when ncclTopoCheckNet says
+    # the network is faster. ncclTopoCheckNet (src/graph/paths.cc, v2.14.3-1 lines 405-433,
+    # v2.28.3-1 lines 517-546) takes, for EACH GPU separately, the best NIC that GPU reaches at PXB
+    # or closer (netSpeed1, netSpeed2: they may be two different NICs) and answers NET when both
+    # beat the GPU-to-GPU path's bandwidth. The P2P transport asks the same question since 2.14
+    # (p2pCanConnect, src/transport/p2p.cc, v2.14.3-1 line 112, v2.28.3-1 lines 135-141).
+    # net_may_win: False when no NIC can be faster (none close to both GPUs, or before 2.14), else
+    # unknown: the NICs are unknown, or close ones are, whose speed topo -m does not give.
+    net_may_win = False
+    if (version is None or version >= (2, 14, 0)) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
+        codes = None if nics is None else [tuple(nic) for nic in nics]
+        net_may_win = codes is None or all(
+            any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB") for nic in codes)
+            for side in (0, 1))
+    fallback = "NET" if shm_off else None if net_may_win else "SHM"
     if p2p_off:
         return fallback
+    if version is not None and version < (2, 6, 0):
+        return None  # the integer scheme of 2.4-2.5 (not modelled, see above)
 
     level = env.get("NCCL_P2P_LEVEL")
     if level is not None:
@@ -259,27 +181,13 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     outcomes = set()
     for lvl in levels:
         p2p = PATH_ORDER.index(path_type) <= PATH_ORDER.index(lvl)
-        if p2p and not nvml_p2p_ok:
-            if _at_least(version, 2, 12, 7) and path_type in ("NVL", "NVB") and \
-                    str(env.get("NCCL_IGNORE_DISABLED_P2P", "0")).strip() in ("0", ""):
-                outcomes.add("ERROR")
-                continue
-            p2p = False
-        if p2p and nics is not None and net_wins is not False:
-            # Known NICs close to each GPU: NET when they are faster, unknown when that is unknown.
-            # With the NICs unknown a P2P pair stays P2P: a NIC path must beat the P2P path itself.
-            outcomes.add("NET" if net_wins else None)
-            continue
-        outcomes.add("P2P" if p2p else fallback)
-    if None in outcomes or len(outcomes) != 1:
-        return None
-    return outcomes.pop()
+        # Known NICs close to each GPU: NET when they are faster than the P2P path, unknown here.
+        # With the NICs unknown a P2P pair stays P2P: a NIC path must beat the P2P path itself.
+        outcomes.add(None if p2p and nics is not None and net_may_win else "P2P" if p2p else fallback)
+    return outcomes.pop() if len(outcomes) == 1 else None
 
 
-# ------------------------------------------------------------------------------------------
 # NVLink SHARP (NVLS) labels
-# ------------------------------------------------------------------------------------------
-
 NVLS_OFF = "NVLS off (course default)"
 NVLS_ON = "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
 NVLS_UNSET = "NCCL_NVLS_ENABLE unset (NCCL decided)"

@@ -8,29 +8,9 @@
 Each system is a folder of `source_code/reference_systems/`; the kind of a file follows
 from its name (KIND_PATTERNS), so a new file is found as soon as it is named that way.
 
-What the files do not say themselves is in the folder's `system.json` (SYSTEM_FILE), read by
-`system_info`, `file_settings`, `known_links` and `no_peer_access`: adding a recorded system is
-one folder with its files and its system.json, no code. Its keys (all but the first three
-optional):
-    machine, what, source    the machine, what was recorded, where it was published
-    cpu_vendor               "GenuineIntel", "AuthenticAMD", ... (NCCL's default P2P level)
-    nvswitch                 true when the GPUs meet in NVSwitch chips (NVLink SHARP can apply)
-    formerly                 the folder's old name, as files recorded before the rename say it
-    links                    GPU links when there is no `nvidia-smi topo -m` file: {"source",
-                             "pairs": {"0,1": "NV1", ...}} or {"source", "every_pair": "NV18"}
-    no_peer_access           {"pairs": ["0,5", ...], "why"}: pairs CUDA gives no peer access,
-                             when the P2P test printed no connectivity matrix
-    cnn                      the CNN runs' table: {"label", "order" (place in the course's
-                             tables), "nvls" (optional), "pairs": {"0,3": {"link", "path_type"}}}
-    files                    per-file settings, keyed by file name or fnmatch pattern: "gpus",
-                             "env" (NCCL variables), "framework", "batch_per_worker", "transport"
-    cluster                  a multi-node run (notebook 4's what-if panel and its test): "nodes",
-                             "gpus_per_node", "gpu", "nics_per_node", "nic_gbit" (one NIC's line
-                             rate, Gb/s), "fabric", "in_node_link" (a `links.link_table` NVLink
-                             label, or null), "nvlink_domain_gpus" (GB200 NVL72: 72), "algorithm",
-                             "op" (default all_reduce), "nccl", "gdr", and either "file" (its
-                             nccl-tests table) or "recorded_busbw_gbps" with the "quote" it comes
-                             from; "nics_source" / "nodes_source" when a fact was inferred
+What the files do not say themselves is in the folder's `system.json` (SYSTEM_FILE, its keys in
+reference_systems/README.md), read by `system_info`, `file_settings`, `known_links` and
+`no_peer_access`: adding a recorded system is one folder with its files and its system.json, no code.
 Standard library only.
 """
 import csv
@@ -120,11 +100,8 @@ def find(system, kind):
 
 
 def load(system, kind, filename=None, **options):
-    """The parsed contents of the system's file of this kind.
-
-    With several files of the kind, `filename` picks one. `options` go to
-    the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}.
-    """
+    """The parsed contents of the system's file of this kind (with several, `filename` picks one);
+    `options` go to the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}."""
     names = find(system, kind)
     if filename is None:
         if not names:
@@ -135,10 +112,7 @@ def load(system, kind, filename=None, **options):
     elif filename not in names:
         those = ", ".join(names) or "none"
         raise ValueError(f"{filename!r} is not a {kind} file of {system}; those are: {those}")
-    return _parse(kind, read_text(system, filename), options)
-
-
-def _parse(kind, text, options):
+    text = read_text(system, filename)
     if kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
         rows = list(reader)

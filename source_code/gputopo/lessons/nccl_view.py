@@ -1,5 +1,5 @@
 """Notebook 6 (Inside NCCL): what no tool prints about NCCL's own view of a machine: its topology
-dump as a tree beside `nvidia-smi topo -m`, where the two views differ, NCCL's choice per size,
+dump as a tree beside `nvidia-smi topo -m`, where the two views differ, what a run's log says,
 and a learner's predictions scored against the log without ever raising.
 """
 import re
@@ -7,11 +7,6 @@ import re
 from gputopo import linkcodes, ncclpaths
 from gputopo.parsers import ParseError, nccl_log, nccl_tuning
 from gputopo.units import format_bytes
-
-COLOURS = {"Ring": "tab:blue", "Tree": "tab:green", "NVLS": "tab:purple", "NVLSTree": "tab:pink",
-           "CollNetDirect": "tab:brown", "CollNetChain": "tab:olive", "PAT": "tab:cyan"}
-HATCH = {"LL": "//", "LL128": "..", "Simple": ""}
-
 
 def differences(topo, smi):
     """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed; None: not available) differ."""
@@ -107,32 +102,6 @@ def draw(topo, smi=None, title="NCCL's topology dump"):
     ax.set_title(f"{title}\n(numbers on edges: GB/s NCCL assigns the link)", fontsize=9)
     if with_smi:
         plots.topology_graph(smi, title="the same machine's nvidia-smi topo -m", ax=axes[0][1])
-    fig.tight_layout()
-    return fig
-
-
-def plot_choices(tuning, bench=None, func="AllReduce", title=""):
-    """NCCL's (algorithm, protocol) per message size as bands, the benchmark's busbw on top."""
-    from matplotlib.figure import Figure
-    runs = tuning["switches"].get(func) or tuning["switches"].get("") or []
-    rows = (bench or {}).get("rows") or []
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots()
-    for run in runs:
-        ax.axvspan(run["from_bytes"] / 1.41, run["to_bytes"] * 1.41, color=COLOURS.get(run["algo"], "grey"),
-                   alpha=0.25, hatch=HATCH.get(run["proto"], "xx"), label=f"{run['algo']} / {run['proto']}")
-    if rows:
-        ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], "o-", color="black",
-                ms=3, label="busbw (out of place)")
-        ax.set_ylabel("busbw (GB/s)")
-    else:
-        ax.set_yticks([])
-    sizes = [r["from_bytes"] for r in runs] + [r["to_bytes"] for r in runs] + [r["size"] for r in rows]
-    ax.set_xscale("log", base=2)
-    ax.set_xlim(min(sizes + [8]) / 2, max(sizes + [2 ** 27]) * 2)  # at least the course's 8 B - 128 MiB sweep
-    ax.set_xlabel("message size (bytes)")
-    ax.set_title(title or f"{func}: NCCL's algorithm / protocol per size", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 

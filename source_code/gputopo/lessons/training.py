@@ -1,4 +1,4 @@
-"""What notebook 5 needs beside the commands' own output: NCCL's P2P rule as a table, the saved
+"""What notebook 5 needs beside the commands' own output: the settings a learner types, the saved
 CNN runs (recorded, or the learner's own) grouped per setting, the one-GPU step against the
 two-GPU step beside the alpha-beta model, and Horovod's timeline split of the extra. Every
 number comes from a file in reference_systems/ or from the learner's own run folder.
@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gputopo import alphabeta, linkcodes, ncclpaths, reference
+from gputopo import alphabeta, linkcodes, reference
 from gputopo.parsers import PARSERS, ParseError
 from gputopo.selfcheck import text_table
 
@@ -23,19 +23,6 @@ RECORDED = reference.REFERENCE_DIR / "h200-nvswitch-pair" / "horovod-cnn"
 # The settings a learner types (NCCL's env.html names every variable).
 SETTINGS = ("default", "NCCL_P2P_LEVEL=LOC", "NCCL_P2P_LEVEL=NVL", "NCCL_P2P_LEVEL=PIX", "NCCL_P2P_LEVEL=PXB",
             "NCCL_P2P_LEVEL=PHB", "NCCL_P2P_LEVEL=SYS", "NCCL_P2P_DISABLE=1", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1")
-
-
-def level_rows(cpu_vendor: str = "GenuineIntel", nccl_version: Optional[str] = None,
-               local_gpus: int = 2) -> List[List[str]]:
-    """One row per setting: the transport ncclpaths.expected_transport gives for each path type
-    ("?" where it cannot be told), for a node without network cards (nics=())."""
-    rows = []
-    for setting in SETTINGS:
-        env = dict(item.split("=") for item in setting.split() if "=" in item)
-        rows.append([setting] + [ncclpaths.expected_transport(env, path, cpu_vendor, nccl_version=nccl_version,
-                                                              local_gpus=local_gpus, nics=()) or "?"
-                                 for path in PATH_COLUMNS])
-    return rows
 
 
 # Saved runs of cnn_fmnist.py. Recorded: horovod-cnn-<fw>-b<batch>-gpus-<ids>-<setting>-r<n>.txt;
@@ -85,18 +72,6 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
                      "images_per_sec_median": statistics.median(rates) if rates else None,
                      "images_per_sec_min": min(extremes, default=None), "images_per_sec_max": max(extremes, default=None)})
     return rows
-
-
-def run_to_run_noise(rows: Optional[Sequence[Dict[str, Any]]] = None) -> Dict[str, Any]:
-    """The course's noise figure: for each recorded setting with at least two runs, (max - min) /
-    median of its images/s in %; "figure_pct" is the largest, "rows" (GPUs, batch, setting, n, %)."""
-    rows = read_runs() if rows is None else rows
-    out = [(r["pair"], r["batch_per_worker"], r["setting"], r["runs"],
-            (r["images_per_sec_max"] - r["images_per_sec_min"]) / r["images_per_sec_median"] * 100)
-           for r in rows if r["runs"] >= 2]
-    if not out:
-        raise ValueError("no setting with repeated runs: the noise figure needs at least two runs of one setting")
-    return {"figure_pct": max(r[4] for r in out), "rows": out}
 
 
 # The alpha-beta model of notebook 4, fitted to the recorded benchmark of each transport
@@ -190,7 +165,8 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
 
 def operations_per_step(row: Dict[str, Any]) -> Optional[float]:
     """Median collective operations per step of one run (a fused operation counts once), from its
-    timeline's summary or from its saved timeline (run_dir/timeline.json.gz); None without one."""
+    timeline's summary (runs of today's step_breakdown.py) or from its saved timeline
+    (run_dir/timeline.json.gz, the recorded series); None without one."""
     if (row.get("timeline") or {}).get("operations") is not None:
         return row["timeline"]["operations"]
     path = Path(row.get("folder") or ".") / str(row.get("run_dir") or "") / "timeline.json.gz"
