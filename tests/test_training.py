@@ -140,3 +140,17 @@ def test_step_rows_from_runs_saved_like_the_learners(tmp_path):
     assert rows["NCCL_P2P_LEVEL=LOC"]["transport"] == "SHM"
     (tmp_path / "horovod-one-gpu-0.txt").unlink()
     assert training.step_rows(training.read_runs(tmp_path, "horovod-*.txt"), 4_799_528, 64, fits) == []
+
+
+def test_steptime_reads_numbers_and_the_default_bucket_word():
+    # rank 0's line from evidence/2026-11-25-h100-course-after-shrink/ddp-gpu-0.txt (one H100), as
+    # printed with an explicit cap, then as ddp_fmnist.py prints it without one
+    line = ("STEPTIME forward_backward_ms=2.349 allreduce_wait_ms=0.566 optimizer_ms=0.514 step_ms=3.159 "
+            "n_steps=50 n_compute_steps=50 allreduce_bytes=4799528 buckets=1 bucket_cap_mb=25 workers=1 "
+            "batch_per_worker=64")
+    split = training.steptime("WORKER rank=0\n" + line + "\nSUMMARY ...\n")
+    assert (split["step_ms"], split["allreduce_wait_ms"], split["allreduce_bytes"], split["bucket_cap_mb"]) == \
+        (3.159, 0.566, 4799528.0, 25.0)
+    split = training.steptime(line.replace("bucket_cap_mb=25", "bucket_cap_mb=default"))
+    assert split["bucket_cap_mb"] == "default" and split["buckets"] == 1.0
+    assert training.steptime("EPOCH 1/2 ...\n") is None

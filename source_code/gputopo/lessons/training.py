@@ -131,9 +131,13 @@ def step_rows(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_wor
 
 
 def steptime(text: str) -> Optional[Dict[str, float]]:
-    """The STEPTIME line of labs/ddp_fmnist.py (rank 0's step split, ms), or None without one."""
+    """The STEPTIME line of labs/ddp_fmnist.py (rank 0's step split, ms), or None without one.
+    Numbers as floats; a word stays a word (bucket_cap_mb=default: DDP's own buckets)."""
     found = re.findall(r"^STEPTIME (.*)$", text, re.MULTILINE)
-    return {key: float(value) for key, value in (item.split("=", 1) for item in found[-1].split())} if found else None
+    if not found:
+        return None
+    fields = dict(item.split("=", 1) for item in found[-1].split() if "=" in item)
+    return {key: value if re.fullmatch(r"[a-z]+", value) else float(value) for key, value in fields.items()}
 
 
 # labs/step_breakdown.py: one worker against two, the extra split by Horovod's timeline
