@@ -146,3 +146,15 @@ def test_new_run_dir_skips_names_that_exist(tmp_path, monkeypatch):
     (tmp_path / "p2p-20240610T140928Z").mkdir()
     (tmp_path / "p2p-20240610T140928Z-2").mkdir()
     assert live.new_run_dir("p2p").name == "p2p-20240610T140928Z-3"
+
+
+def test_a_tool_that_stopped_with_an_error_is_quoted_once_and_whole(tmp_path, capsys):
+    # what host_device_copy.py printed in the TensorFlow environment (notebook 1's stored output)
+    error = ("host_device_copy: error: PyTorch is not installed (pip install torch, or use the PyTorch "
+             "flavour: environment/install.sh --framework pytorch)")
+    saved = tmp_path / "copies.txt"
+    saved.write_text(error + "\n")
+    out = live.read(saved, kind="host-device-copy", recorded="h100-single-gpu/host-device-copy-run1.txt")
+    first = capsys.readouterr().out.splitlines()[0]
+    assert out.live is False and first.count("PyTorch is not installed") == 1
+    assert f"the command failed here: {error}" in first

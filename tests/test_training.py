@@ -154,3 +154,14 @@ def test_steptime_reads_numbers_and_the_default_bucket_word():
     split = training.steptime(line.replace("bucket_cap_mb=25", "bucket_cap_mb=default"))
     assert split["bucket_cap_mb"] == "default" and split["buckets"] == 1.0
     assert training.steptime("EPOCH 1/2 ...\n") is None
+
+
+def test_read_runs_marks_a_cpu_pair(tmp_path):
+    # a two-worker Gloo run on CPUs (its WORKER lines say device=CPU), saved under notebook 5's pair name:
+    # the row must not claim GPUs 0,1; a recorded H200 GPU run keeps its plain pair
+    cpu = reference.REFERENCE_DIR / "cpu-gloo-pair/step_breakdown/runs/20261125T024309-r1-w2-cycle5-fusion134217728/output.txt"
+    (tmp_path / "horovod-pair-0-1.txt").write_text(cpu.read_text())
+    gpu = reference.REFERENCE_DIR / "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r1.txt"
+    (tmp_path / "horovod-pair-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1.txt").write_text(gpu.read_text())
+    rows = training.read_runs(tmp_path)
+    assert sorted((r["pair"], r["workers"], r["runs"]) for r in rows) == [("0,1", 2, 1), ("0,1 (CPU)", 2, 1)]

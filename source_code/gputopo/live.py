@@ -85,8 +85,10 @@ def _usable(text: str, kind: Optional[str]):
     try:
         return PARSERS[kind](text), None
     except ParseError as exc:
-        last = [line.strip() for line in text.splitlines() if line.strip()][-1][:160]
-        return None, f"its output is not a complete {kind} output ({exc}); its last line: {last!r}"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if len(lines) <= 2 and "error" in lines[-1].lower():   # the tool stopped and said why: that is the reason
+            return None, f"the command failed here: {lines[-1]}"
+        return None, f"its output is not a complete {kind} output ({exc}); its last line: {lines[-1][:160]!r}"
 
 
 def recorded_label(recorded: str) -> str:

@@ -60,6 +60,8 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
             parsed = {}
         summary = parsed.get("summary")
         pair = match["gpus"].replace("-", ",") if match else path.stem
+        if re.search(r"\bWORKER .*\bdevice=CPU\b", text):   # CUDA_VISIBLE_DEVICES= : Gloo on the CPU
+            pair += " (CPU)"
         key = (summary["batch_per_worker"], pair, setting_of(match and match["setting"])) if summary else (0, pair, path.name)
         groups.setdefault(key, []).append((parsed if summary else None, transports(text)))
     rows = []
