@@ -40,7 +40,8 @@ are negotiated while backward goes on), so "unexplained" can be negative: it is 
 timeline shows that the step did not pay. Each cell: median [min to max] n runs.
 
 DDP mode (--ddp): the same CNN under PyTorch DDP (source_code/labs/ddp_fmnist.py, launched with
-torchrun), one and two workers per bucket size (--bucket-caps, MiB; DDP's default 25), read from
+torchrun), one and two workers per bucket size (--bucket-caps, MiB; DDP's default is 25 with a 1 MiB first
+bucket, and an explicit cap sets the first bucket too, torch/nn/parallel/distributed.py), read from
 its STEPTIME line; extra split into allreduce_wait_ms (the communication that did not hide
 behind backward) and the rest, unexplained. Needs PyTorch.
 
