@@ -1,12 +1,6 @@
 """Parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.28 and later), as people actually have it.
 
-Returns {nccl_version, nccl_build, p2p_level, channels, transports, warnings} and, added for
-logs of many ranks and hosts: network, networks, ranks, nranks, hosts, devices, comms,
-transports_by_channel, launcher_ranks, kinds, unrecognised, cut_lines, truncated,
-truncated_line, lines, nccl_lines.
-
-Each channel is {channel, src, dst, src_device, dst_device, direction, via, transport, line,
-launcher_rank}: `via` is the text after "via" exactly as printed (e.g. "P2P/IPC/read",
+Each of `channels` is a connection line (fields in `_channel`): `via` is the text after "via" exactly as printed (e.g. "P2P/IPC/read",
 "direct shared memory", "NET/IB/0/GDRDMA", "NET/AWS Libfabric/0/GDRDMA",
 "COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
 older NCCL, a CUDA device number in newer ones, None where NCCL 2.4 printed ranks only
@@ -44,7 +38,7 @@ device numbers (the `[N]` of the prefix) seen per host; `comms` one entry per
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError
+from . import ANSI_ESCAPE, ParseError, last_nonblank
 from .launcher import split as split_prefix
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
@@ -229,28 +223,23 @@ def parse(text):
     state = {"extra_transports": set(), "networks": set(), "ranks": set(), "hosts": set(),
              "devices": {}, "launcher_ranks": set(), "nranks": []}
     lines = text.splitlines()
-    result["lines"] = len(lines)
-    last_nonblank = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
+    result["lines"], last = len(lines), last_nonblank(lines)
     for lineno, raw_line in enumerate(lines, start=1):
         launcher_rank, line = unwrap(raw_line)
-        if launcher_rank is not None:
-            state["launcher_ranks"].add(launcher_rank)
-        saw_nccl = cut = False
+        state["launcher_ranks"].update([launcher_rank] if launcher_rank is not None else [])
+        counted = cut = False
         for header, message in records(line):
             message = message.strip()
-            if header is not None:
-                saw_nccl = True
-                _note_header(header, state)
-                if header["level"] == "WARN":
-                    result["warnings"].append(message)
+            if header is not None and header["host"]:
+                state["hosts"].add(header["host"])
+                if header["dev"] is not None:
+                    state["devices"].setdefault(header["host"], set()).add(int(header["dev"]))
+            if header is not None and header["level"] == "WARN":
+                result["warnings"].append(message)
             kind = _read_record(message, header is not None, lineno, launcher_rank, result, state)
-            if kind == "cut":
-                cut = True
-            if kind is not None and kind != "cut":
-                saw_nccl = True
-        if saw_nccl or cut:
-            result["nccl_lines"] += 1
-        if lineno == last_nonblank and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
+            counted, cut = counted or header is not None or kind is not None, cut or kind == "cut"
+        result["nccl_lines"] += counted
+        if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
     if not result["nccl_lines"] and not result["channels"]:
         if not text.strip():
@@ -284,14 +273,6 @@ def _drop_glued_hosts(state):
             state["devices"].setdefault(host[glued.end():], set()).update(devices)
 
 
-def _note_header(header, state):
-    host, dev = header["host"], header["dev"]
-    if host:
-        state["hosts"].add(host)
-        if dev is not None:
-            state["devices"].setdefault(host, set()).add(int(dev))
-
-
 def _read_record(message, has_header, lineno, launcher_rank, result, state):
     """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
     text (without an NCCL header) is not NCCL's."""
@@ -302,7 +283,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
         net = _NET_VIA.search(connection["via"])
         if net:
             state["networks"].add(net.group(1))
-        _count(result, "connection")
+        result["kinds"]["connection"] = result["kinds"].get("connection", 0) + 1
         return "connection"
     if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
         result["cut_lines"].append(lineno)
@@ -323,7 +304,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     _read_facts(message, lineno, result, state)
     for kind, pattern in _KINDS:
         if pattern.search(message):
-            _count(result, kind)
+            result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
             return kind
     if _PARTIAL_CONNECTION.search(message):
         result["cut_lines"].append(lineno)
@@ -359,10 +340,6 @@ def _cut_tail(line):
     message = message.strip()
     return header is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
                                        or _PARTIAL_INIT.search(message))
-
-
-def _count(result, kind):
-    result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
 
 
 def _channel(found, lineno, launcher_rank):
