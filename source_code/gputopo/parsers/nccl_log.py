@@ -1,8 +1,8 @@
 """Parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.28 and later), as people actually have it.
 
-Each of `channels` is a connection line (fields in `_channel`): `via` is the text after "via" exactly as printed (e.g. "P2P/IPC/read",
-"direct shared memory", "NET/IB/0/GDRDMA", "NET/AWS Libfabric/0/GDRDMA",
-"COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
+Each of `channels` is a connection line (fields in `_channel`): `via` is the text after "via"
+exactly as printed (e.g. "P2P/IPC/read", "direct shared memory", "NET/IB/0/GDRDMA",
+"NET/AWS Libfabric/0/GDRDMA", "COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
 older NCCL, a CUDA device number in newer ones, None where NCCL 2.4 printed ranks only
 (`Ring 00 : 5 -> 2 [send] via NET/IB/0`); `direction` is "send", "receive" or None. A CollNet
 connection (`CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA`) has dst None.

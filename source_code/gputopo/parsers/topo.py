@@ -24,10 +24,7 @@ _NIC_NAME = re.compile(r"NIC\d+")
 _NIC_LEGEND_ENTRY = re.compile(r"(NIC\d+)\s*:\s*(\S+)")
 _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+)")
 
-# How good a link is for GPU-to-GPU traffic, higher is better: NV<n> beats every PCIe path and
-# more bonded links beat fewer; then PIX > PXB > PHB > NODE > SYS (legacy SOC = SYS). ValueError
-# for X or an unknown code.
-rank_link = linkcodes.rank
+rank_link = linkcodes.rank  # higher is better for GPU-to-GPU traffic; ValueError for X or an unknown code
 
 
 def _is_link_code(token):
@@ -55,22 +52,13 @@ def parse(text):
         elif name not in gpus:
             # Drivers before the NIC legend named the NIC itself in the column.
             nics[name] = name
-    links = {
-        row: {column: cell for column, cell in zip(columns, cells) if column != row}
-        for row, (cells, _) in rows.items()
-    }
+    links = {row: {column: cell for column, cell in zip(columns, cells) if column != row}
+             for row, (cells, _) in rows.items()}
     best_pair, worst_pair = _extreme_pairs(gpus, links)
-    return {
-        "gpus": gpus,
-        "nics": nics,
-        "links": links,
-        "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
-        "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
-        "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
-        "best_pair": best_pair,
-        "worst_pair": worst_pair,
-        "legend": legend,
-    }
+    return {"gpus": gpus, "nics": nics, "links": links, "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
+            "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
+            "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
+            "best_pair": best_pair, "worst_pair": worst_pair, "legend": legend}
 
 
 def _find_header(lines):
@@ -130,11 +118,9 @@ def _read_rows(lines, header_index, columns, trailing):
         else:
             found, lineno = repr(lines[index].strip()), index + 1
         last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops at the header)"
-        raise ParseError(
-            f"matrix has rows for {len(rows)} of {len(columns)} devices "
-            f"(missing {', '.join(missing)}); found {found} instead",
-            lineno, truncated=stops, last_complete=last,
-        )
+        raise ParseError(f"matrix has rows for {len(rows)} of {len(columns)} devices "
+                         f"(missing {', '.join(missing)}); found {found} instead",
+                         lineno, truncated=stops, last_complete=last)
     return rows, index
 
 
@@ -143,10 +129,8 @@ def _read_row(line, columns, trailing, lineno):
     runs = list(_CELL_RUN.finditer(line.expandtabs(8)))
     cells = [run.group() for run in runs[1:1 + len(columns)]]
     if len(cells) < len(columns):
-        raise ParseError(
-            f"row {label} has {len(cells)} link cells but the header names {len(columns)} devices",
-            lineno,
-        )
+        raise ParseError(f"row {label} has {len(cells)} link cells but the header names {len(columns)} devices",
+                         lineno)
     for column, cell in zip(columns, cells):
         if column == label and cell != "X":
             raise ParseError(f"row {label} should link to itself with X, not {cell!r}", lineno)
@@ -156,11 +140,8 @@ def _read_row(line, columns, trailing, lineno):
 
     extra = runs[1 + len(columns):]
     if len(extra) > len(trailing):
-        raise ParseError(
-            f"row {label} has {len(extra)} cells after the links but the header names "
-            f"{len(trailing)} columns there",
-            lineno,
-        )
+        raise ParseError(f"row {label} has {len(extra)} cells after the links but the header names "
+                         f"{len(trailing)} columns there", lineno)
     values = [""] * len(trailing)
     if len(extra) == len(trailing):
         values = [run.group() for run in extra]
