@@ -345,15 +345,8 @@ def _cut_tail(line):
 def _channel(found, lineno, launcher_rank):
     """A connection's entry; a CollNet connection names one rank (src) and no dst."""
     collnet = found["collnet"] is not None
-    return {
-        "channel": int(found["collnet"] if collnet else found["channel"]),
-        "src": int(found["rank"] if collnet else found["src"]),
-        "dst": None if collnet else int(found["dst"]),
-        "src_device": found["rank_device"] if collnet else found["src_device"],
-        "dst_device": found["dst_device"],
-        "direction": found["direction"],
-        "via": found["via"],
-        "transport": transport_named_by_via(found["via"]),
-        "line": lineno,
-        "launcher_rank": launcher_rank,
-    }
+    return {"channel": int(found["collnet"] if collnet else found["channel"]),
+            "src": int(found["rank"] if collnet else found["src"]), "dst": None if collnet else int(found["dst"]),
+            "src_device": found["rank_device"] if collnet else found["src_device"], "dst_device": found["dst_device"],
+            "direction": found["direction"], "via": found["via"], "transport": transport_named_by_via(found["via"]),
+            "line": lineno, "launcher_rank": launcher_rank}

@@ -6,10 +6,8 @@ in_place: {...} or None when the table has one timed group}; bandwidths in GB/s 
 printed. `wrong` is the error column as printed: an int (the #wrong count), a float (the
 older "error" column, e.g. 1e-07) or None for N/A.
 
-`metadata` holds what the comment lines say, where present: n_threads, n_gpus, min_bytes,
-max_bytes, warmup_iters, iters, validation, collective ("# Collective test starting:
-all_reduce_perf" or "# Collective: all_reduce" give "all_reduce"), nccl_version,
-out_of_bounds, out_of_bounds_ok, avg_busbw_gbs.
+`metadata` holds what the comment lines say, where present (`_COMMENT_FIELDS`); "# Collective
+test starting: all_reduce_perf" or "# Collective: all_reduce" give collective "all_reduce".
 
 A launcher's prefix on a line (gputopo.parsers.launcher lists them) is taken off first. NCCL
 INFO lines inside the table are skipped; tables of old versions (an `error` column, no `root`)

@@ -21,13 +21,10 @@ latency tests print "(ns)" matrices, a test that cannot run prints "Waiving <nam
 v0.8) or "Waived: ", and an error prints a line of its own. Lines the parser does not know
 (notes, host names, warnings) are skipped.
 
-Returns {"version", "git_version", "cuda_runtime_version", "cuda_driver_version",
-"driver_version", "devices": [{"index", "name", "pci_bus_id"}], "tests": [{"name", "status"
-("ran", "waived", "error"), "message", "matrices": [{"title", "method" ("CE"|"SM"|None),
-"rows", "columns" ("GPU"|"CPU"|None), "variant" ("Read1", "Total", ...|None), "unit" ("GB/s"
-| "ns"), "row_labels", "column_labels", "values" (rows of floats, None where nvbandwidth
-printed N/A or, for GPU x GPU matrices, 0.00 on the diagonal: the self-copy is not measured),
-"diagonal" ("N/A" | "0.00" | None), "sum" (the SUM line, None without one)}]}]}.
+Returns the header's versions, the devices and the tests (status "ran", "waived" or "error"),
+each with its matrices; a matrix's `values` hold None where nvbandwidth printed N/A or, for
+GPU x GPU matrices, 0.00 on the diagonal (the self-copy is not measured; `diagonal` says
+which), and `sum` is the SUM line (None without one).
 
 A run cut off inside a matrix (fewer rows than columns in a GPU x GPU matrix, a row with
 fewer cells than the header, a test announced by "Running" with nothing after it) raises
@@ -59,10 +56,6 @@ _TITLE = re.compile(
     r"(?:\s+(\w+))?\s*(?:bandwidth\s*)?\((GB/s|ns)\)\s*$")
 _CELL = re.compile(r"^(?:N/A|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)$")
 _METHOD = re.compile(r"\b(CE|SM)\b")
-
-
-def _number(cell):
-    return None if cell == "N/A" else float(cell)
 
 
 def parse(text):
@@ -127,7 +120,7 @@ def parse(text):
                                      + (": the text stops there" if at_end else ""), lineno,
                                      truncated=at_end, last_complete=done[-1] if done else None)
                 found["row_labels"].append(tokens[0])
-                found["values"].append([_number(t) for t in tokens[1:]])
+                found["values"].append([None if t == "N/A" else float(t) for t in tokens[1:]])
                 continue
             finish_matrix(lineno)
         summed = _SUM.match(line)

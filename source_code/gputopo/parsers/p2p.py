@@ -13,10 +13,8 @@ from . import NUMBER, ParseError, nothing_found, only_blank_after
 _TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
                     r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)")
 _CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
-_DEVICE_LINE = re.compile(
-    r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
-    r"pciDomainID:\s*([0-9a-fA-F]+)"
-)
+_DEVICE_LINE = re.compile(r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
+                          r"pciDomainID:\s*([0-9a-fA-F]+)")
 _PEER_LINE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 # First token of a table's header line: bandwidth and connectivity tables say D\D, the
 # latency sections hold one GPU table and one CPU table.
