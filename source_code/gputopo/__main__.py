@@ -18,6 +18,7 @@ Standard library only: it runs on a bare cluster node before anything is install
 import json
 import os
 import sys
+from pathlib import Path
 
 from gputopo.cliutil import USAGE_EXIT_STATUS, OneLineParser, parse_args_or_exit
 from gputopo.parsers import KINDS, PARSERS, ParseError
@@ -36,11 +37,7 @@ def _build_parser():
 
 
 def _read(path):
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as handle:
-            data = handle.read()
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     # A stray byte must not become a traceback; the parser then reports what it cannot read.
     return data.decode("utf-8", errors="replace")
 

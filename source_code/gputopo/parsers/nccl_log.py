@@ -292,8 +292,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     if not has_header and not version and not _P2P_LEVEL.search(message):
         return None  # not NCCL's: a table row, a program's own output, a fragment
     if version and result["nccl_version"] is None:
-        result["nccl_version"] = version.group(1)
-        result["nccl_build"] = version.group(1) + version.group(2)
+        result["nccl_version"], result["nccl_build"] = version.group(1), version.group(1) + version.group(2)
     if not message:
         return "empty"
     level = _P2P_LEVEL.search(message)
@@ -329,8 +328,7 @@ def _read_facts(message, lineno, result, state):
         return
     network = _NETWORK.search(message)
     if network:
-        if result["network"] is None:
-            result["network"] = network.group(1)
+        result["network"] = result["network"] or network.group(1)
         state["networks"].add(network.group(1))
 
 

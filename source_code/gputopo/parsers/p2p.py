@@ -31,12 +31,8 @@ def _section_of(title):
     direction, p2p, measure, mode, unit = found.groups()
     if (measure, unit, direction is None) not in (("Bandwidth", "GB/s", False), ("Latency", "us", True)):
         return None
-    if p2p == "Disabled":
-        suffix = "disabled"
-    elif direction == "Bidirectional":
-        suffix = "enabled"
-    else:
-        suffix = "read" if mode == "Reads" else "write"
+    suffix = ("disabled" if p2p == "Disabled" else "enabled" if direction == "Bidirectional"
+              else "read" if mode == "Reads" else "write")
     return ("latency_us", suffix) if direction is None else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
 
 
