@@ -175,8 +175,7 @@ def parse(text):
 
     tensors, phases = {}, {}
     for tensor, _, name, start, end in intervals:
-        for table in (tensors.setdefault(tensor, {"ops": ops.get(tensor, {}), "phases": {}})["phases"],
-                      phases):
+        for table in (tensors.setdefault(tensor, {"ops": ops.get(tensor, {}), "phases": {}})["phases"], phases):
             entry = table.setdefault(name, {"count": 0, "total_us": 0})
             entry["count"] += 1
             entry["total_us"] += end - start

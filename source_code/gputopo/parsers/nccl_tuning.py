@@ -90,9 +90,8 @@ def parse(text):
                 result["choices" if "algo" in found else "calls"].append(found)
             elif not table.read(message) and re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
-    last = last_nonblank(text.splitlines())
-    if result["cut_lines"] and result["cut_lines"][-1] == last:  # the log stops inside such a line
-        result["truncated"], result["truncated_line"] = True, last
+    if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(text.splitlines()):  # stops inside one
+        result["truncated"], result["truncated_line"] = True, result["cut_lines"][-1]
     result["table"] = table.result()
     result["switches"] = switches(result["choices"])
     if not result["choices"] and not result["calls"] and result["table"] is None:
@@ -102,8 +101,7 @@ def parse(text):
 
 def _name(value, names):
     if value.isdigit():
-        number = int(value)
-        return names[number] if number < len(names) else value
+        return names[int(value)] if int(value) < len(names) else value
     return _NAME.get(value.upper(), value)
 
 
@@ -204,7 +202,5 @@ class _Table:
         return False
 
     def result(self):
-        if not self.seen:
-            return None
         return {"columns": self.columns, "max_nthreads": self.max_nthreads, "rows": self.rows,
-                "truncated": self.truncated}
+                "truncated": self.truncated} if self.seen else None

@@ -95,8 +95,7 @@ def parse(text):
             if at_end:
                 raise ParseError(f"test {test['name']} started but printed no matrix: the text stops there",
                                  lineno, truncated=True, last_complete=done[-1] if done else None)
-            test["status"] = "error"
-            test["message"] = test["message"] or "no matrix printed"
+            test["status"], test["message"] = "error", test["message"] or "no matrix printed"
         done.append(test["name"])
         test = None
 
@@ -157,18 +156,17 @@ def parse(text):
             continue
         waived = _WAIVED.match(line)
         if waived:
-            if test is not None and not test["matrices"]:  # "Running x." then "Waived: ...": x was waived
+            named = test is not None and not test["matrices"]  # "Running x." then "Waived: ...": x was waived
+            if named:
                 test["status"], test["message"] = "waived", waived.group(1) or None
-                finish_test(lineno)
-            else:
-                finish_test(lineno)
+            finish_test(lineno)
+            if not named:
                 result["tests"].append({"name": None, "status": "waived", "message": waived.group(1) or None,
                                         "matrices": []})
             continue
         error = _ERROR.match(line)
         if error and test is not None:
-            test["status"] = "error"
-            test["message"] = test["message"] or line
+            test["status"], test["message"] = "error", test["message"] or line
             continue
         _read_header_line(result, line)
     finish_test(len(lines), at_end=True)

@@ -46,13 +46,13 @@ def parse(text):
     done = []  # titles of the sections read whole, in order
 
     def close(section, table, at_end=False):
-        try:
-            _check_closed(section, table)
-        except ParseError as error:
-            if at_end:
-                raise ParseError(error.what + ": the text stops there", error.lineno, truncated=True,
-                                 last_complete=done[-1] if done else None) from None
-            raise
+        """A section must hold at least one table, and every table at least one row."""
+        stops = {"truncated": True, "last_complete": done[-1] if done else None} if at_end else {}
+        end = ": the text stops there" if at_end else ""
+        if table is not None and table[3] == 0:
+            raise ParseError(f"table header for {table[0]} is followed by no rows{end}", table[2], **stops)
+        if section is not None and table is None:
+            raise ParseError(f"section {section[2]!r} is followed by no rows{end}", section[3], **stops)
         if section is not None and (not done or done[-1] != section[2]):
             done.append(section[2])
 
@@ -88,14 +88,6 @@ def parse(text):
     if not result["row_indices"]:
         raise nothing_found(text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
     return result
-
-
-def _check_closed(section, table):
-    """A section must hold at least one table, and every table at least one row."""
-    if table is not None and table[3] == 0:
-        raise ParseError(f"table header for {table[0]} is followed by no rows", table[2])
-    if section is not None and table is None:
-        raise ParseError(f"section {section[2]!r} is followed by no rows", section[3])
 
 
 def _start_table(result, section, tokens, lineno):
