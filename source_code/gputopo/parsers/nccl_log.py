@@ -38,7 +38,7 @@ device numbers (the `[N]` of the prefix) seen per host; `comms` one entry per
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError, last_nonblank
+from . import ANSI_ESCAPE, last_nonblank, nothing_found
 from .launcher import split as split_prefix
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
@@ -213,13 +213,10 @@ def _prefix_before(text, floor, end):
 
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
-    result = {
-        "nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [],
-        "transports": [], "warnings": [], "network": None, "networks": [], "ranks": [],
-        "nranks": None, "hosts": [], "devices": {}, "comms": [], "transports_by_channel": {},
-        "launcher_ranks": [], "kinds": {}, "unrecognised": [], "cut_lines": [],
-        "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0,
-    }
+    result = {"nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [], "transports": [],
+              "warnings": [], "network": None, "networks": [], "ranks": [], "nranks": None, "hosts": [], "devices": {},
+              "comms": [], "transports_by_channel": {}, "launcher_ranks": [], "kinds": {}, "unrecognised": [],
+              "cut_lines": [], "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0}
     state = {"extra_transports": set(), "networks": set(), "ranks": set(), "hosts": set(),
              "devices": {}, "launcher_ranks": set(), "nranks": []}
     lines = text.splitlines()
@@ -242,9 +239,7 @@ def parse(text):
         if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
     if not result["nccl_lines"] and not result["channels"]:
-        if not text.strip():
-            raise ParseError("empty input")
-        raise ParseError("no NCCL lines found (was NCCL_DEBUG=INFO set?)")
+        raise nothing_found(text, "no NCCL lines found (was NCCL_DEBUG=INFO set?)")
     channels = result["channels"]
     result["transports"] = sorted({c["transport"] for c in channels} | state["extra_transports"])
     by_channel = {}
