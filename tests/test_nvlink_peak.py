@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import links, reference
+from gputopo import links
 from coursetools.detect import detect
 from gputopo.lessons import p2p_test
 from gputopo.parsers import p2p as p2p_parser

@@ -168,7 +168,12 @@ def parse(text):
         if error and test is not None:
             test["status"], test["message"] = "error", test["message"] or line
             continue
-        _read_header_line(result, line)
+        header, device = _HEADER.match(line), _DEVICE.match(line)
+        if header:
+            result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
+        elif device:
+            result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
+                                      "pci_bus_id": device.group(3)})
     finish_test(len(lines), at_end=True)
     if not any(t["matrices"] or t["status"] != "ran" for t in result["tests"]):
         raise ParseError("no nvbandwidth test found (no 'Running <test>.' line and no matrix)")
@@ -192,15 +197,6 @@ def _settle(found):
                 if cell == 0.0:
                     found["values"][r][c] = None
         found["diagonal"] = "N/A" if printed == {"N/A"} else ("0.00" if printed == {"0.00"} else None)
-
-
-def _read_header_line(result, line):
-    header, device = _HEADER.match(line), _DEVICE.match(line)
-    if header:
-        result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
-    elif device:
-        result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
-                                  "pci_bus_id": device.group(3)})
 
 
 def find_matrix(parsed, test_name, variant=None):

@@ -27,14 +27,6 @@ _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+)")
 rank_link = linkcodes.rank  # higher is better for GPU-to-GPU traffic; ValueError for X or an unknown code
 
 
-def _is_link_code(token):
-    try:
-        rank_link(token)
-    except ValueError:
-        return False
-    return True
-
-
 def parse(text):
     """Parse the text of `nvidia-smi topo -m`; raise ParseError if it is not a whole matrix."""
     lines = clean_lines(text)
@@ -134,8 +126,11 @@ def _read_row(line, columns, trailing, lineno):
     for column, cell in zip(columns, cells):
         if column == label and cell != "X":
             raise ParseError(f"row {label} should link to itself with X, not {cell!r}", lineno)
-        if column != label and not _is_link_code(cell):
-            raise ParseError(f"unknown link code {cell!r} in row {label}, column {column}", lineno)
+        try:
+            if column != label:
+                rank_link(cell)  # ValueError for an unknown code
+        except ValueError:
+            raise ParseError(f"unknown link code {cell!r} in row {label}, column {column}", lineno) from None
     cells = ["SYS" if cell == "SOC" else cell for cell in cells]
 
     extra = runs[1 + len(columns):]
