@@ -308,7 +308,7 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
             "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
             "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n")
-    from gputopo.parsers.versions import parse_horovod_check_build
+    from coursetools.probes import parse_horovod_check_build
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = parse_horovod_check_build(text)
     found = check.check_horovod(machine, installed_here=True)[0]

@@ -12,7 +12,7 @@ from conftest import DRIVER_ERROR
 detect_module = importlib.import_module("coursetools.detect")
 from coursetools.detect import detect  # noqa: E402
 from coursetools.machine import Machine  # noqa: E402
-from gputopo.parsers.versions import parse_horovod_check_build  # noqa: E402
+from coursetools.probes import parse_horovod_check_build  # noqa: E402
 from coursetools.probes import decode_nccl_version  # noqa: E402
 from coursetools.banner import summary_rows  # noqa: E402
 from gputopo import reference  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 
 from coursetools import nvml
 from gputopo import reference
-from coursetools.detect import detect
-from gputopo.parsers.nvidia_smi import nvlink_link_counts, parse_p2p_status
+from coursetools.detect import detect, parse_p2p_status
+from gputopo.parsers.nvidia_smi import nvlink_link_counts
 from gputopo.parsers.topo import parse as parse_topo
 
 H200 = "h200-nvswitch-8gpu"

@@ -1,21 +1,20 @@
-"""The parsers of nvidia-smi's small texts that discovery reads (gputopo.parsers.nvidia_smi)."""
+"""The parsers of nvidia-smi's small texts that discovery reads (coursetools.detect, gputopo.parsers.nvidia_smi)."""
 
 import pytest
 
 from conftest import DRIVER_ERROR
 from gputopo import reference
 from gputopo.parsers import ParseError
-from gputopo.parsers.nvidia_smi import (
+from coursetools.detect import (
     LINK_QUERY_FIELDS,
     known,
-    nvlink_link_counts,
-    nvlink_speeds,
     parse_gpu_query,
     parse_mig_list,
     parse_p2p_status,
     parse_smi_banner,
 )
-from gputopo.parsers.versions import parse_nvcc_version
+from gputopo.parsers.nvidia_smi import nvlink_link_counts, nvlink_speeds
+from coursetools.probes import parse_nvcc_version
 
 # The layout `nvidia-smi topo -p2p r` prints: a GPU header, one row per GPU, a legend.
 P2P_READ_TWO_GPUS = (

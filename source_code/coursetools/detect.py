@@ -7,8 +7,8 @@ normal outcome: a missing, failing, hanging or garbled `nvidia-smi` gives a Mach
 keep going and show recorded data instead. `detect_once()` detects once per
 process.
 
-Where the parts live: the Machine record in coursetools.machine, the parsers of nvidia-smi's
-text in gputopo.parsers.nvidia_smi, the NCCL/nvcc/Horovod probes in coursetools.probes,
+Where the parts live: the Machine record in coursetools.machine, the readers of nvidia-smi's
+small texts below (`nvlink -s`: gputopo.parsers.nvidia_smi), the NCCL/nvcc/Horovod probes in coursetools.probes,
 running a tool in coursetools.proctree (`run_tool`), the sentences for people in
 coursetools.banner (through Machine). Import each name from its own module.
 
@@ -17,6 +17,7 @@ Standard library only: this runs on a bare node before anything is installed.
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -24,18 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from coursetools import gpus as gpu_model
 from coursetools import nvml
 from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine, extreme_pairs
-from gputopo.parsers.nvidia_smi import (
-    LINK_QUERY_FIELDS,
-    QUERY_FIELDS,
-    count_active_nvlinks,
-    known,
-    number,
-    nvlink_speeds,
-    parse_gpu_query,
-    parse_mig_list,
-    parse_p2p_status,
-    parse_smi_banner,
-)
+from gputopo.parsers import ParseError, p2p_status
+from gputopo.parsers.nvidia_smi import nvlink_link_counts, nvlink_speeds
 from gputopo.parsers.topo import parse as parse_topology
 from coursetools.probes import (
     HOROVOD_TIMEOUT_S,
@@ -53,6 +44,72 @@ P2P_CAPABILITIES = {"read": "r", "write": "w"}
 
 # ---------------------------------------------------------------------------------------
 # nvidia-smi
+
+# The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
+QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
+# Asked in a second query, so that a driver that lacks one of them still gives the inventory.
+LINK_QUERY_FIELDS = ("index", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
+                     "pcie.link.width.current", "mig.mode.current")
+# How nvidia-smi fills a query field it has no value for.
+_NO_VALUE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
+
+
+def known(value: Optional[str]) -> Optional[str]:
+    """value, or None for nvidia-smi's placeholders such as [N/A]."""
+    return None if value is None or value.strip() in _NO_VALUE else value
+
+
+def number(value: Optional[str]) -> Optional[int]:
+    """A whole-number field as an int; None for a placeholder or anything else."""
+    value = known(value)
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def parse_gpu_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> List[Dict[str, str]]:
+    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader`; ParseError for a bad row."""
+    gpus = []
+    for line_number, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
+        if not cells or not "".join(cells).strip():
+            continue
+        if len(cells) != len(fields):
+            raise ParseError(f"expected {len(fields)} comma-separated fields, got {len(cells)}", line_number)
+        row = dict(zip(fields, (cell.strip() for cell in cells)))
+        if not row["index"].isdigit():
+            raise ParseError(f"GPU index {row['index']!r} is not a number", line_number)
+        gpus.append(row)
+    return gpus
+
+
+def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
+    """Driver and CUDA versions from the header box of plain `nvidia-smi`."""
+    driver = re.search(r"Driver Version:\s*([0-9][\w.\-]*)", text)
+    cuda = re.search(r"CUDA Version:\s*([0-9][\d.]*)", text)
+    return {
+        "driver_version": driver.group(1) if driver else None,
+        "cuda_version": cuda.group(1) if cuda else None,
+    }
+
+
+def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
+    """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}:
+    the `p2p-status` parser's "status"; ParseError (a ValueError) for text it cannot read."""
+    return p2p_status.parse(text)["status"]
+
+
+def parse_mig_list(text: str) -> Dict[int, List[str]]:
+    """MIG instance UUIDs per GPU index from `nvidia-smi -L`: {0: ["MIG-...", ...]}."""
+    found: Dict[int, List[str]] = {}
+    current: Optional[int] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        if gpu:
+            current = int(gpu.group(1))
+            found.setdefault(current, [])
+            continue
+        mig = re.search(r"\bMIG\b.*\(UUID:\s*(MIG-[^\s)]+)\)", line)
+        if mig and current is not None:
+            found[current].append(mig.group(1))
+    return found
 
 
 def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[List[nvml.GpuFacts], Optional[str]]:
@@ -145,7 +202,7 @@ def _read_nvidia_smi_details(machine: Machine, nvidia_smi: str, timeout: float) 
     nvlink = run_tool([nvidia_smi, "nvlink", "-s"], timeout)
     if nvlink.ok:
         machine.nvlink_status_text = nvlink.stdout
-        machine.nvlink_active_links = count_active_nvlinks(nvlink.stdout)
+        machine.nvlink_active_links = {gpu: c["active"] for gpu, c in nvlink_link_counts(nvlink.stdout).items()}
     else:
         machine.notes["nvlink"] = nvlink.problem or ""
 

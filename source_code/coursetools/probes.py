@@ -16,12 +16,13 @@ import glob
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from gputopo.parsers.versions import parse_horovod_check_build, parse_nvcc_version
+from gputopo.parsers import ParseError
 from coursetools.proctree import run_tool
 
 # Horovod's check-build imports TensorFlow, which alone takes many seconds on a cold cache.
@@ -62,6 +63,39 @@ def find_nccl() -> Tuple[Optional[str], Optional[str], Optional[str]]:
             continue
         return decode_nccl_version(code.value), candidate, None
     return None, None, "no NCCL library (libnccl.so.2) could be loaded"
+
+
+def parse_nvcc_version(text: str) -> Optional[str]:
+    """The release of `nvcc --version` ("12.4"), or None if the text names none."""
+    release = re.search(r"release\s+([\d.]+)", text)
+    return release.group(1) if release else None
+
+
+def parse_horovod_check_build(text: str) -> dict:
+    """`horovodrun --check-build` as {"version", "tensorflow", "nccl", "gloo", "mpi", ...}.
+
+    MPI and Gloo are listed twice (as controllers and as tensor operations); a feature
+    counts as built when any section marks it [X]. The per-section view is kept under
+    "sections". ParseError (a ValueError) when no [X] / [ ] line is found.
+    """
+    version = re.search(r"Horovod\s+v?(\d[\w.+\-]*)", text)
+    sections: Dict[str, Dict[str, bool]] = {}
+    current = "Available"
+    for line in text.splitlines():
+        entry = re.match(r"\s*\[([ xX])\]\s+(\S.*?)\s*$", line)
+        if entry:
+            sections.setdefault(current, {})[entry.group(2)] = entry.group(1) in "xX"
+        elif line.strip().endswith(":") and not line.strip().startswith("Horovod"):
+            current = line.strip()[:-1]
+    if not sections:
+        raise ParseError("no [X] / [ ] lines in Horovod's check-build output")
+    flags: Dict[str, bool] = {"tensorflow": False, "pytorch": False, "nccl": False, "gloo": False,
+                              "mpi": False}
+    for entries in sections.values():
+        for name, built in entries.items():
+            key = name.lower()
+            flags[key] = flags.get(key, False) or built
+    return {"version": version.group(1) if version else None, **flags, "sections": sections}
 
 
 def find_nvcc(timeout: float) -> Tuple[Optional[str], Optional[str], Optional[str]]:

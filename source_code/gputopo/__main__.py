@@ -13,40 +13,31 @@ Output that stops inside a matrix or table (a run cut short, a paste cut off) is
 truncated: `gputopo <kind>: error: truncated input: <what>; last complete section: <name>
 (<file>:<line>)`, exit 2, and with --json stdout also holds {"truncated": true,
 "last_complete_section": ..., "error": ...} so that no partial result passes as whole.
-Standard library only (imports gputopo.parsers and the one parser it runs), so it runs on a
-bare cluster node before anything is installed.
+Standard library only: it runs on a bare cluster node before anything is installed.
 """
 import json
 import os
 import sys
+from pathlib import Path
 
 from gputopo.cliutil import USAGE_EXIT_STATUS, OneLineParser, parse_args_or_exit
 from gputopo.parsers import KINDS, PARSERS, ParseError
 
 
 def _build_parser():
-    parser = OneLineParser(
-        prog="gputopo",
-        description="Parse the text a GPU tool printed and print it as JSON.",
-    )
+    parser = OneLineParser(prog="gputopo", description="Parse the text a GPU tool printed and print it as JSON.")
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=OneLineParser)
     kinds.required = True
     for kind, (_, _, reads) in KINDS.items():
         sub = kinds.add_parser(kind, help=f"parse {reads}",
                                description=f"Parse {reads} and print it as one JSON object.")
         sub.add_argument("file", metavar="FILE", help="file to read, or - for standard input")
-        sub.add_argument(
-            "--json", action="store_true", help="print exactly one compact JSON object on one line"
-        )
+        sub.add_argument("--json", action="store_true", help="print exactly one compact JSON object on one line")
     return parser
 
 
 def _read(path):
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as handle:
-            data = handle.read()
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     # A stray byte must not become a traceback; the parser then reports what it cannot read.
     return data.decode("utf-8", errors="replace")
 
@@ -64,15 +55,13 @@ def main(argv=None):
         result = PARSERS[args.kind](text)
     except ParseError as error:
         location = where if error.lineno is None else f"{where}:{error.lineno}"
+        what = error.what
         if error.truncated:
-            last = error.last_complete or "none"
-            print(f"{prog}: error: truncated input: {error.what}; last complete section: {last} ({location})",
-                  file=sys.stderr)
-            if args.json:
-                print(json.dumps({"truncated": True, "last_complete_section": error.last_complete,
-                                  "error": error.what, "line": error.lineno}))
-            return USAGE_EXIT_STATUS
-        print(f"{prog}: error: {error.what} ({location})", file=sys.stderr)
+            what = f"truncated input: {what}; last complete section: {error.last_complete or 'none'}"
+        print(f"{prog}: error: {what} ({location})", file=sys.stderr)
+        if error.truncated and args.json:
+            print(json.dumps({"truncated": True, "last_complete_section": error.last_complete,
+                              "error": error.what, "line": error.lineno}))
         return USAGE_EXIT_STATUS
     except Exception as error:  # a parser bug: still one line, but not blamed on the input
         print(f"{prog}: internal error: {type(error).__name__}: {error} ({where}); please report it",

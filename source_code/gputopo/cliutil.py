@@ -1,15 +1,8 @@
 """The course's command-line convention in one place: bad input is one line and exit status 2.
 
-Every gputopo command builds its parser from OneLineParser. A command that checks more
-than argparse does raises UsageError itself and prints it in one place:
-
-    parser = OneLineParser(prog="python -m gputopo.x", description=...)
-    try:
-        args = parser.parse_args(argv)
-    except UsageError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr); return 2
-
-A command with nothing more to check lets `parse_args_or_exit` print that line and exit 2.
+Every gputopo command builds its parser from OneLineParser and lets `parse_args_or_exit` print
+that line; a command that checks more than argparse does raises UsageError and prints
+`<prog>: error: <message>` itself.
 """
 import argparse
 import sys
@@ -18,11 +11,8 @@ USAGE_EXIT_STATUS = 2
 
 
 class UsageError(Exception):
-    """Bad input on a command line; the caller prints `<prog>: error: <message>` and exits 2.
-
-    `prog` is the parser that refused the input (a sub-command's own, such as `gputopo topo`);
-    None for an error a command raises itself.
-    """
+    """Bad input on a command line; `prog` is the (sub-)parser that refused it, None when a
+    command raises it itself."""
 
     def __init__(self, message, prog=None):
         super().__init__(message)
@@ -37,11 +27,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def parse_args_or_exit(parser, argv=None, where=None):
-    """parser.parse_args(argv); on bad input one line on stderr and SystemExit(2).
-
-    The line is `<prog>: error: <message>`, followed by ` (<where>)` when `where` is given
-    (e.g. "command line").
-    """
+    """parser.parse_args(argv); on bad input `<prog>: error: <message>[ (<where>)]` on stderr
+    and SystemExit(2)."""
     try:
         return parser.parse_args(argv)
     except UsageError as exc:

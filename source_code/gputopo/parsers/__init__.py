@@ -1,13 +1,9 @@
 """Parsers for the text that GPU tools print: one module per kind of output.
 
-Each parser takes the whole text of one tool run and returns plain data (dicts, lists,
-strings, numbers) that `json.dumps` accepts. Standard library only: the CLI
-(`python -m gputopo <kind> FILE`) must run on a bare cluster node before any install.
-`PARSERS` maps a CLI kind to its parser and imports the parser's module only when the kind is
-first used, so reading one kind of output loads one module.
-
-Malformed, empty or truncated input raises `ParseError`, never returns a partial result
-that looks whole.
+Each parser takes the whole text of one tool run and returns plain data that `json.dumps`
+accepts; malformed, empty or truncated input raises `ParseError`, never a partial result that
+looks whole. Standard library only: the CLI (`python -m gputopo <kind> FILE`) must run on a
+bare cluster node before any install. `PARSERS[kind]` imports only that kind's module.
 """
 import importlib
 import re
@@ -15,13 +11,9 @@ from collections.abc import Mapping
 
 
 class ParseError(ValueError):
-    """Input a parser cannot read honestly.
-
-    `what` says what is wrong; `lineno` (1-based) says where, when one line is to blame.
-    The CLI turns it into `gputopo <kind>: error: <what> (<file>:<line>)`.
-    `truncated` is True when the text simply stops (a run cut short, a paste cut off)
-    inside a matrix or table; `last_complete` then names the last section read whole.
-    """
+    """Input a parser cannot read honestly: `what` is wrong at line `lineno` (1-based, or None).
+    `truncated`: the text simply stops (a run cut short, a paste cut off) inside a matrix or
+    table; `last_complete` then names the last section read whole."""
 
     def __init__(self, what, lineno=None, truncated=False, last_complete=None):
         self.what = what
@@ -89,8 +81,6 @@ KINDS = {
 
 
 class _Parsers(Mapping):
-    """kind -> parser function; the kind's module is imported when the kind is first looked up."""
-
     def __getitem__(self, kind):
         module, function, _ = KINDS[kind]
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)

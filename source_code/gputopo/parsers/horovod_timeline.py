@@ -44,9 +44,6 @@ operation share the same intervals) and given to the first category that covers 
                   1 and 6), so with fusion on a step may still take several
 These times may overlap the framework's own compute (backward runs while early gradients are
 negotiated), so they are not a split of the step time by themselves.
-
-Returns {format, incomplete, records, ignored, open_at_end, tensors: {name: {ops, phases}},
-phases, markers, steps: {count, complete, tensors, per_step, median_us}}.
 """
 import json
 import re
@@ -178,8 +175,7 @@ def parse(text):
 
     tensors, phases = {}, {}
     for tensor, _, name, start, end in intervals:
-        for table in (tensors.setdefault(tensor, {"ops": ops.get(tensor, {}), "phases": {}})["phases"],
-                      phases):
+        for table in (tensors.setdefault(tensor, {"ops": ops.get(tensor, {}), "phases": {}})["phases"], phases):
             entry = table.setdefault(name, {"count": 0, "total_us": 0})
             entry["count"] += 1
             entry["total_us"] += end - start
@@ -198,17 +194,8 @@ def parse(text):
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
     keys = list(CATEGORIES) + ["busy_us", "span_us", "operations"]
-    median = ({key: statistics.median(s[key] for s in per_step) for key in keys}
-              if per_step else None)
-    return {
-        "format": "horovod-timeline",
-        "incomplete": cut_off,
-        "records": len(records),
-        "ignored": ignored,
-        "open_at_end": sum(len(s) for s in stacks.values()),
-        "tensors": tensors,
-        "phases": phases,
-        "markers": markers,
-        "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors,
-                  "per_step": per_step, "median_us": median},
-    }
+    median = {key: statistics.median(s[key] for s in per_step) for key in keys} if per_step else None
+    return {"format": "horovod-timeline", "incomplete": cut_off, "records": len(records), "ignored": ignored,
+            "open_at_end": sum(len(s) for s in stacks.values()), "tensors": tensors, "phases": phases,
+            "markers": markers, "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors,
+                                          "per_step": per_step, "median_us": median}}

@@ -1,14 +1,8 @@
 """Parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.28 and later), as people actually have it.
 
-Returns {nccl_version, nccl_build, p2p_level, channels, transports, warnings} and, added for
-logs of many ranks and hosts: network, networks, ranks, nranks, hosts, devices, comms,
-transports_by_channel, launcher_ranks, kinds, unrecognised, cut_lines, truncated,
-truncated_line, lines, nccl_lines.
-
-Each channel is {channel, src, dst, src_device, dst_device, direction, via, transport, line,
-launcher_rank}: `via` is the text after "via" exactly as printed (e.g. "P2P/IPC/read",
-"direct shared memory", "NET/IB/0/GDRDMA", "NET/AWS Libfabric/0/GDRDMA",
-"COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
+Each of `channels` is a connection line (fields in `_channel`): `via` is the text after "via"
+exactly as printed (e.g. "P2P/IPC/read", "direct shared memory", "NET/IB/0/GDRDMA",
+"NET/AWS Libfabric/0/GDRDMA", "COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
 older NCCL, a CUDA device number in newer ones, None where NCCL 2.4 printed ranks only
 (`Ring 00 : 5 -> 2 [send] via NET/IB/0`); `direction` is "send", "receive" or None. A CollNet
 connection (`CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA`) has dst None.
@@ -44,7 +38,7 @@ device numbers (the `[N]` of the prefix) seen per host; `comms` one entry per
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError
+from . import ANSI_ESCAPE, last_nonblank, nothing_found
 from .launcher import split as split_prefix
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
@@ -219,43 +213,33 @@ def _prefix_before(text, floor, end):
 
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
-    result = {
-        "nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [],
-        "transports": [], "warnings": [], "network": None, "networks": [], "ranks": [],
-        "nranks": None, "hosts": [], "devices": {}, "comms": [], "transports_by_channel": {},
-        "launcher_ranks": [], "kinds": {}, "unrecognised": [], "cut_lines": [],
-        "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0,
-    }
+    result = {"nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [], "transports": [],
+              "warnings": [], "network": None, "networks": [], "ranks": [], "nranks": None, "hosts": [], "devices": {},
+              "comms": [], "transports_by_channel": {}, "launcher_ranks": [], "kinds": {}, "unrecognised": [],
+              "cut_lines": [], "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0}
     state = {"extra_transports": set(), "networks": set(), "ranks": set(), "hosts": set(),
              "devices": {}, "launcher_ranks": set(), "nranks": []}
     lines = text.splitlines()
-    result["lines"] = len(lines)
-    last_nonblank = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
+    result["lines"], last = len(lines), last_nonblank(lines)
     for lineno, raw_line in enumerate(lines, start=1):
         launcher_rank, line = unwrap(raw_line)
-        if launcher_rank is not None:
-            state["launcher_ranks"].add(launcher_rank)
-        saw_nccl = cut = False
+        state["launcher_ranks"].update([launcher_rank] if launcher_rank is not None else [])
+        counted = cut = False
         for header, message in records(line):
             message = message.strip()
-            if header is not None:
-                saw_nccl = True
-                _note_header(header, state)
-                if header["level"] == "WARN":
-                    result["warnings"].append(message)
+            if header is not None and header["host"]:
+                state["hosts"].add(header["host"])
+                if header["dev"] is not None:
+                    state["devices"].setdefault(header["host"], set()).add(int(header["dev"]))
+            if header is not None and header["level"] == "WARN":
+                result["warnings"].append(message)
             kind = _read_record(message, header is not None, lineno, launcher_rank, result, state)
-            if kind == "cut":
-                cut = True
-            if kind is not None and kind != "cut":
-                saw_nccl = True
-        if saw_nccl or cut:
-            result["nccl_lines"] += 1
-        if lineno == last_nonblank and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
+            counted, cut = counted or header is not None or kind is not None, cut or kind == "cut"
+        result["nccl_lines"] += counted
+        if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
     if not result["nccl_lines"] and not result["channels"]:
-        if not text.strip():
-            raise ParseError("empty input")
-        raise ParseError("no NCCL lines found (was NCCL_DEBUG=INFO set?)")
+        raise nothing_found(text, "no NCCL lines found (was NCCL_DEBUG=INFO set?)")
     channels = result["channels"]
     result["transports"] = sorted({c["transport"] for c in channels} | state["extra_transports"])
     by_channel = {}
@@ -284,14 +268,6 @@ def _drop_glued_hosts(state):
             state["devices"].setdefault(host[glued.end():], set()).update(devices)
 
 
-def _note_header(header, state):
-    host, dev = header["host"], header["dev"]
-    if host:
-        state["hosts"].add(host)
-        if dev is not None:
-            state["devices"].setdefault(host, set()).add(int(dev))
-
-
 def _read_record(message, has_header, lineno, launcher_rank, result, state):
     """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
     text (without an NCCL header) is not NCCL's."""
@@ -302,7 +278,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
         net = _NET_VIA.search(connection["via"])
         if net:
             state["networks"].add(net.group(1))
-        _count(result, "connection")
+        result["kinds"]["connection"] = result["kinds"].get("connection", 0) + 1
         return "connection"
     if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
         result["cut_lines"].append(lineno)
@@ -311,8 +287,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     if not has_header and not version and not _P2P_LEVEL.search(message):
         return None  # not NCCL's: a table row, a program's own output, a fragment
     if version and result["nccl_version"] is None:
-        result["nccl_version"] = version.group(1)
-        result["nccl_build"] = version.group(1) + version.group(2)
+        result["nccl_version"], result["nccl_build"] = version.group(1), version.group(1) + version.group(2)
     if not message:
         return "empty"
     level = _P2P_LEVEL.search(message)
@@ -323,7 +298,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     _read_facts(message, lineno, result, state)
     for kind, pattern in _KINDS:
         if pattern.search(message):
-            _count(result, kind)
+            result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
             return kind
     if _PARTIAL_CONNECTION.search(message):
         result["cut_lines"].append(lineno)
@@ -348,8 +323,7 @@ def _read_facts(message, lineno, result, state):
         return
     network = _NETWORK.search(message)
     if network:
-        if result["network"] is None:
-            result["network"] = network.group(1)
+        result["network"] = result["network"] or network.group(1)
         state["networks"].add(network.group(1))
 
 
@@ -361,22 +335,11 @@ def _cut_tail(line):
                                        or _PARTIAL_INIT.search(message))
 
 
-def _count(result, kind):
-    result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
-
-
 def _channel(found, lineno, launcher_rank):
     """A connection's entry; a CollNet connection names one rank (src) and no dst."""
     collnet = found["collnet"] is not None
-    return {
-        "channel": int(found["collnet"] if collnet else found["channel"]),
-        "src": int(found["rank"] if collnet else found["src"]),
-        "dst": None if collnet else int(found["dst"]),
-        "src_device": found["rank_device"] if collnet else found["src_device"],
-        "dst_device": found["dst_device"],
-        "direction": found["direction"],
-        "via": found["via"],
-        "transport": transport_named_by_via(found["via"]),
-        "line": lineno,
-        "launcher_rank": launcher_rank,
-    }
+    return {"channel": int(found["collnet"] if collnet else found["channel"]),
+            "src": int(found["rank"] if collnet else found["src"]), "dst": None if collnet else int(found["dst"]),
+            "src_device": found["rank_device"] if collnet else found["src_device"], "dst_device": found["dst_device"],
+            "direction": found["direction"], "via": found["via"], "transport": transport_named_by_via(found["via"]),
+            "line": lineno, "launcher_rank": launcher_rank}

@@ -6,10 +6,8 @@ in_place: {...} or None when the table has one timed group}; bandwidths in GB/s 
 printed. `wrong` is the error column as printed: an int (the #wrong count), a float (the
 older "error" column, e.g. 1e-07) or None for N/A.
 
-`metadata` holds what the comment lines say, where present: n_threads, n_gpus, min_bytes,
-max_bytes, warmup_iters, iters, validation, collective ("# Collective test starting:
-all_reduce_perf" or "# Collective: all_reduce" give "all_reduce"), nccl_version,
-out_of_bounds, out_of_bounds_ok, avg_busbw_gbs.
+`metadata` holds what the comment lines say, where present (`_COMMENT_FIELDS`); "# Collective
+test starting: all_reduce_perf" or "# Collective: all_reduce" give collective "all_reduce".
 
 A launcher's prefix on a line (gputopo.parsers.launcher lists them) is taken off first. NCCL
 INFO lines inside the table are skipped; tables of old versions (an `error` column, no `root`)
@@ -28,10 +26,8 @@ _LEADING_COLUMNS = ("size", "count", "type", "redop")
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
 _WRONG_COLUMNS = ("#wrong", "wrong", "error", "#error", "errors")
 _INT = re.compile(r"-?\d+")
-_RANK_LINE = re.compile(
-    r"#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
-    r"\s+\[([^\]]*)\]\s*(.*?)\s*$"
-)
+_RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+                        r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
 _COMMENT_FIELDS = {
     "n_threads": (re.compile(r"\bnThread\s+(\d+)"), int),
     "n_gpus": (re.compile(r"\bnGpus\s+(\d+)"), int),
@@ -41,17 +37,12 @@ _COMMENT_FIELDS = {
     # "iters:" that is not the tail of "warmup iters:" or "agg iters:".
     "iters": (re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)"), int),
     "validation": (re.compile(r"\bvalidation:\s*(\d+)"), int),
-    "collective": (
-        re.compile(r"#\s*Collective(?: test starting)?\s*:\s*(\S+)", re.IGNORECASE),
-        lambda name: name[: -len("_perf")] if name.endswith("_perf") else name,
-    ),
+    "collective": (re.compile(r"#\s*Collective(?: test starting)?\s*:\s*(\S+)", re.IGNORECASE),
+                   lambda name: name[: -len("_perf")] if name.endswith("_perf") else name),
     "nccl_version": (re.compile(r"NCCL version (\S+)"), str),
     "avg_busbw_gbs": (re.compile(r"#\s*Avg bus bandwidth\s*:\s*(" + NUMBER.pattern + r")\s*$"), float),
     "out_of_bounds": (re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)"), int),
-    "out_of_bounds_ok": (
-        re.compile(r"#\s*Out of bounds values\s*:\s*\d+\s+(\S+)"),
-        lambda word: word == "OK",
-    ),
+    "out_of_bounds_ok": (re.compile(r"#\s*Out of bounds values\s*:\s*\d+\s+(\S+)"), lambda word: word == "OK"),
 }
 
 
@@ -86,10 +77,8 @@ def parse(text, strict=True):
         cells = stripped.split()
         if len(cells) < width:
             if strict or _data_follows(lines, lineno):
-                raise ParseError(
-                    f"row has {len(cells)} cells but the header has {width} (cut short?): {stripped!r}",
-                    lineno, truncated=not _data_follows(lines, lineno), last_complete=_last_complete(rows),
-                )
+                raise ParseError(f"row has {len(cells)} cells but the header has {width} (cut short?): {stripped!r}",
+                                 lineno, truncated=not _data_follows(lines, lineno), last_complete=_last_complete(rows))
             truncated_line = lineno
             continue
         if len(cells) > width:
@@ -100,14 +89,9 @@ def parse(text, strict=True):
     if table is None:
         raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' line)")
     _check_has_rows(table, at_end=True)
-    return {
-        "rows": rows,
-        "metadata": metadata,
-        "devices": devices,
-        "truncated": truncated_line is not None,
-        "truncated_line": truncated_line,
-        "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
-    }
+    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": truncated_line is not None,
+            "truncated_line": truncated_line,
+            "last_complete_section": _last_complete(rows) if truncated_line is not None else None}
 
 
 def _last_complete(rows):
@@ -137,11 +121,8 @@ def _read_header(words, lineno):
     groups = [rest[start: start + 4] for start in range(0, len(rest), 4)]
     timed = [len(names) == 4 and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS for names in groups]
     if len(groups) not in (1, 2) or not all(timed):
-        raise ParseError(
-            "unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
-            f"after {' '.join(leading)}",
-            lineno,
-        )
+        raise ParseError("unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
+                         f"after {' '.join(leading)}", lineno)
     return leading, len(groups)
 
 
@@ -175,10 +156,8 @@ def _read_comment(stripped, metadata, devices):
     rank = _RANK_LINE.match(stripped)
     if rank:
         number, pid, host, device, bus, name = rank.groups()
-        devices.append(
-            {"rank": int(number), "pid": int(pid), "host": host, "device": int(device),
-             "bus_id": bus, "name": name}
-        )
+        devices.append({"rank": int(number), "pid": int(pid), "host": host, "device": int(device),
+                        "bus_id": bus, "name": name})
         return
     for key, (pattern, convert) in _COMMENT_FIELDS.items():
         found = pattern.search(stripped)

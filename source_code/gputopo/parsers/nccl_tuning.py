@@ -1,12 +1,8 @@
 """Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING,
 and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
 
-Returns {nccl_version, choices, calls, table, switches, truncated, truncated_line, cut_lines,
-hint}:
-
-- `choices`: one per algorithm/protocol line NCCL printed, in order:
-  {func, bytes, algo, proto, channel_lo, channel_hi, time_us, kernel, nchannels, nthreads,
-  symmetric, format, line}. The formats, from NCCL's src/enqueue.cc at each tag:
+- `choices`: one per algorithm/protocol line NCCL printed, in order (fields in `_read_choice`).
+  The formats, from NCCL's src/enqueue.cc at each tag:
     2.20.5 - 2.22.3   "%ld Bytes -> Algo %d proto %d time %f"            (format "2.20")
     2.23.4            "%s: %ld Bytes -> Algo %d proto %d time %f"        (format "2.23")
     2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"  ("2.24")
@@ -20,9 +16,8 @@ hint}:
   2 Simple); the upper-case names of 2.24+ ("RING", "SIMPLE", "NVLS_TREE") are turned into
   the same spelling. `func` is None for the 2.20 format, which does not name it.
 - `calls`: one per "AllReduce: opCount 0 sendbuff ... count 1024 datatype 7 op 0 root 0 comm
-  0x... [nranks=2] stream 0x..." line (same format from 2.4 to 2.28):
-  {func, op_count, count, datatype, datatype_name, bytes, op, op_name, root, nranks, comm,
-  host, device, line}; `bytes` = count x the type's size (nccl.h.in's ncclDataType_t), the
+  0x... [nranks=2] stream 0x..." line (same format from 2.4 to 2.28; fields in `_read_call`):
+  `bytes` = count x the type's size (nccl.h.in's ncclDataType_t), the
   size NCCL's TUNING line reports, None for a type number not known here.
 - `table`: the bandwidth/latency table NCCL prints at init (rank 0): {columns: [[algo, proto],
   ...], max_nthreads: [...], rows: {func: [[latency_us, bandwidth], ...]}, truncated}; both
@@ -92,14 +87,11 @@ def parse(text):
             message = message.rstrip()
             found = _read_choice(message.strip(), lineno) or _read_call(message.strip(), header, lineno)
             if found:
-                result["choices" if "algo" in found or "kernel" in found else "calls"].append(found)
-            elif table.read(message, lineno):
-                pass
-            elif re.search(r"Bytes -> |: opCount ", message):
+                result["choices" if "algo" in found else "calls"].append(found)
+            elif not table.read(message) and re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
-    last = last_nonblank(text.splitlines())
-    if result["cut_lines"] and result["cut_lines"][-1] == last:  # the log stops inside such a line
-        result["truncated"], result["truncated_line"] = True, last
+    if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(text.splitlines()):  # stops inside one
+        result["truncated"], result["truncated_line"] = True, result["cut_lines"][-1]
     result["table"] = table.result()
     result["switches"] = switches(result["choices"])
     if not result["choices"] and not result["calls"] and result["table"] is None:
@@ -109,8 +101,7 @@ def parse(text):
 
 def _name(value, names):
     if value.isdigit():
-        number = int(value)
-        return names[number] if number < len(names) else value
+        return names[int(value)] if int(value) < len(names) else value
     return _NAME.get(value.upper(), value)
 
 
@@ -177,7 +168,7 @@ class _Table:
         self.columns, self.block, self.pending_algos = [], [], None
         self.max_nthreads, self.rows, self.truncated, self.seen = [], {}, False, False
 
-    def read(self, message, lineno):
+    def read(self, message):
         text = message.strip()
         if _OLD_HEADER.match(text):
             self.block = [[_name(part.strip(), ALGORITHMS + PROTOCOLS) for part in label.split("/", 1)]
@@ -211,7 +202,5 @@ class _Table:
         return False
 
     def result(self):
-        if not self.seen:
-            return None
         return {"columns": self.columns, "max_nthreads": self.max_nthreads, "rows": self.rows,
-                "truncated": self.truncated}
+                "truncated": self.truncated} if self.seen else None

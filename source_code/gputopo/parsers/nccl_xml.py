@@ -93,7 +93,8 @@ def _walk(parent, numaid, path, result):
         entry = {"busid": busid, "class": pci.get("class"), "kind": pci_kind(pci.get("class")),
                  "parent": path[-1] if path else None, "numaid": numaid, "link_speed": speed,
                  "link_width": width, "vendor": pci.get("vendor"), "device": pci.get("device"),
-                 "nccl_bw_gbs": _pci_bw(width, speed)}
+                 "nccl_bw_gbs": None if width is None or speed is None
+                 else round((width or 16) * PCI_GEN_RATE.get(speed, PCI_GEN_DEFAULT_RATE) / 80.0, 2)}
         result["pci"].append(entry)
         here = path + [busid]
         gpu = pci.find("gpu")
@@ -143,12 +144,6 @@ def _read_nic(nic, busid, numaid, path, result):
         nets.append(entry)
         result["nets"].append(entry)
     result["nics"].append({"busid": busid, "numaid": numaid, "pci_path": path, "nets": nets})
-
-
-def _pci_bw(width, speed):
-    if width is None or speed is None:
-        return None
-    return round((width or 16) * PCI_GEN_RATE.get(speed, PCI_GEN_DEFAULT_RATE) / 80.0, 2)
 
 
 def parse_graphs(text):

@@ -21,13 +21,10 @@ latency tests print "(ns)" matrices, a test that cannot run prints "Waiving <nam
 v0.8) or "Waived: ", and an error prints a line of its own. Lines the parser does not know
 (notes, host names, warnings) are skipped.
 
-Returns {"version", "git_version", "cuda_runtime_version", "cuda_driver_version",
-"driver_version", "devices": [{"index", "name", "pci_bus_id"}], "tests": [{"name", "status"
-("ran", "waived", "error"), "message", "matrices": [{"title", "method" ("CE"|"SM"|None),
-"rows", "columns" ("GPU"|"CPU"|None), "variant" ("Read1", "Total", ...|None), "unit" ("GB/s"
-| "ns"), "row_labels", "column_labels", "values" (rows of floats, None where nvbandwidth
-printed N/A or, for GPU x GPU matrices, 0.00 on the diagonal: the self-copy is not measured),
-"diagonal" ("N/A" | "0.00" | None), "sum" (the SUM line, None without one)}]}]}.
+Returns the header's versions, the devices and the tests (status "ran", "waived" or "error"),
+each with its matrices; a matrix's `values` hold None where nvbandwidth printed N/A or, for
+GPU x GPU matrices, 0.00 on the diagonal (the self-copy is not measured; `diagonal` says
+which), and `sum` is the SUM line (None without one).
 
 A run cut off inside a matrix (fewer rows than columns in a GPU x GPU matrix, a row with
 fewer cells than the header, a test announced by "Running" with nothing after it) raises
@@ -59,10 +56,6 @@ _TITLE = re.compile(
     r"(?:\s+(\w+))?\s*(?:bandwidth\s*)?\((GB/s|ns)\)\s*$")
 _CELL = re.compile(r"^(?:N/A|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)$")
 _METHOD = re.compile(r"\b(CE|SM)\b")
-
-
-def _number(cell):
-    return None if cell == "N/A" else float(cell)
 
 
 def parse(text):
@@ -102,8 +95,7 @@ def parse(text):
             if at_end:
                 raise ParseError(f"test {test['name']} started but printed no matrix: the text stops there",
                                  lineno, truncated=True, last_complete=done[-1] if done else None)
-            test["status"] = "error"
-            test["message"] = test["message"] or "no matrix printed"
+            test["status"], test["message"] = "error", test["message"] or "no matrix printed"
         done.append(test["name"])
         test = None
 
@@ -127,7 +119,7 @@ def parse(text):
                                      + (": the text stops there" if at_end else ""), lineno,
                                      truncated=at_end, last_complete=done[-1] if done else None)
                 found["row_labels"].append(tokens[0])
-                found["values"].append([_number(t) for t in tokens[1:]])
+                found["values"].append([None if t == "N/A" else float(t) for t in tokens[1:]])
                 continue
             finish_matrix(lineno)
         summed = _SUM.match(line)
@@ -164,20 +156,24 @@ def parse(text):
             continue
         waived = _WAIVED.match(line)
         if waived:
-            if test is not None and not test["matrices"]:  # "Running x." then "Waived: ...": x was waived
+            named = test is not None and not test["matrices"]  # "Running x." then "Waived: ...": x was waived
+            if named:
                 test["status"], test["message"] = "waived", waived.group(1) or None
-                finish_test(lineno)
-            else:
-                finish_test(lineno)
+            finish_test(lineno)
+            if not named:
                 result["tests"].append({"name": None, "status": "waived", "message": waived.group(1) or None,
                                         "matrices": []})
             continue
         error = _ERROR.match(line)
         if error and test is not None:
-            test["status"] = "error"
-            test["message"] = test["message"] or line
+            test["status"], test["message"] = "error", test["message"] or line
             continue
-        _read_header_line(result, line)
+        header, device = _HEADER.match(line), _DEVICE.match(line)
+        if header:
+            result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
+        elif device:
+            result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
+                                      "pci_bus_id": device.group(3)})
     finish_test(len(lines), at_end=True)
     if not any(t["matrices"] or t["status"] != "ran" for t in result["tests"]):
         raise ParseError("no nvbandwidth test found (no 'Running <test>.' line and no matrix)")
@@ -201,15 +197,6 @@ def _settle(found):
                 if cell == 0.0:
                     found["values"][r][c] = None
         found["diagonal"] = "N/A" if printed == {"N/A"} else ("0.00" if printed == {"0.00"} else None)
-
-
-def _read_header_line(result, line):
-    header, device = _HEADER.match(line), _DEVICE.match(line)
-    if header:
-        result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
-    elif device:
-        result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
-                                  "pci_bus_id": device.group(3)})
 
 
 def find_matrix(parsed, test_name, variant=None):

@@ -13,10 +13,8 @@ from . import NUMBER, ParseError, nothing_found, only_blank_after
 _TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
                     r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)")
 _CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
-_DEVICE_LINE = re.compile(
-    r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
-    r"pciDomainID:\s*([0-9a-fA-F]+)"
-)
+_DEVICE_LINE = re.compile(r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
+                          r"pciDomainID:\s*([0-9a-fA-F]+)")
 _PEER_LINE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 # First token of a table's header line: bandwidth and connectivity tables say D\D, the
 # latency sections hold one GPU table and one CPU table.
@@ -33,12 +31,8 @@ def _section_of(title):
     direction, p2p, measure, mode, unit = found.groups()
     if (measure, unit, direction is None) not in (("Bandwidth", "GB/s", False), ("Latency", "us", True)):
         return None
-    if p2p == "Disabled":
-        suffix = "disabled"
-    elif direction == "Bidirectional":
-        suffix = "enabled"
-    else:
-        suffix = "read" if mode == "Reads" else "write"
+    suffix = ("disabled" if p2p == "Disabled" else "enabled" if direction == "Bidirectional"
+              else "read" if mode == "Reads" else "write")
     return ("latency_us", suffix) if direction is None else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
 
 
@@ -52,13 +46,13 @@ def parse(text):
     done = []  # titles of the sections read whole, in order
 
     def close(section, table, at_end=False):
-        try:
-            _check_closed(section, table)
-        except ParseError as error:
-            if at_end:
-                raise ParseError(error.what + ": the text stops there", error.lineno, truncated=True,
-                                 last_complete=done[-1] if done else None) from None
-            raise
+        """A section must hold at least one table, and every table at least one row."""
+        stops = {"truncated": True, "last_complete": done[-1] if done else None} if at_end else {}
+        end = ": the text stops there" if at_end else ""
+        if table is not None and table[3] == 0:
+            raise ParseError(f"table header for {table[0]} is followed by no rows{end}", table[2], **stops)
+        if section is not None and table is None:
+            raise ParseError(f"section {section[2]!r} is followed by no rows{end}", section[3], **stops)
         if section is not None and (not done or done[-1] != section[2]):
             done.append(section[2])
 
@@ -94,14 +88,6 @@ def parse(text):
     if not result["row_indices"]:
         raise nothing_found(text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
     return result
-
-
-def _check_closed(section, table):
-    """A section must hold at least one table, and every table at least one row."""
-    if table is not None and table[3] == 0:
-        raise ParseError(f"table header for {table[0]} is followed by no rows", table[2])
-    if section is not None and table is None:
-        raise ParseError(f"section {section[2]!r} is followed by no rows", section[3])
 
 
 def _start_table(result, section, tokens, lineno):

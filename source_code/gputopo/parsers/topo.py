@@ -24,18 +24,7 @@ _NIC_NAME = re.compile(r"NIC\d+")
 _NIC_LEGEND_ENTRY = re.compile(r"(NIC\d+)\s*:\s*(\S+)")
 _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+)")
 
-# How good a link is for GPU-to-GPU traffic, higher is better: NV<n> beats every PCIe path and
-# more bonded links beat fewer; then PIX > PXB > PHB > NODE > SYS (legacy SOC = SYS). ValueError
-# for X or an unknown code.
-rank_link = linkcodes.rank
-
-
-def _is_link_code(token):
-    try:
-        rank_link(token)
-    except ValueError:
-        return False
-    return True
+rank_link = linkcodes.rank  # higher is better for GPU-to-GPU traffic; ValueError for X or an unknown code
 
 
 def parse(text):
@@ -55,22 +44,13 @@ def parse(text):
         elif name not in gpus:
             # Drivers before the NIC legend named the NIC itself in the column.
             nics[name] = name
-    links = {
-        row: {column: cell for column, cell in zip(columns, cells) if column != row}
-        for row, (cells, _) in rows.items()
-    }
+    links = {row: {column: cell for column, cell in zip(columns, cells) if column != row}
+             for row, (cells, _) in rows.items()}
     best_pair, worst_pair = _extreme_pairs(gpus, links)
-    return {
-        "gpus": gpus,
-        "nics": nics,
-        "links": links,
-        "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
-        "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
-        "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
-        "best_pair": best_pair,
-        "worst_pair": worst_pair,
-        "legend": legend,
-    }
+    return {"gpus": gpus, "nics": nics, "links": links, "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
+            "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
+            "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
+            "best_pair": best_pair, "worst_pair": worst_pair, "legend": legend}
 
 
 def _find_header(lines):
@@ -130,11 +110,9 @@ def _read_rows(lines, header_index, columns, trailing):
         else:
             found, lineno = repr(lines[index].strip()), index + 1
         last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops at the header)"
-        raise ParseError(
-            f"matrix has rows for {len(rows)} of {len(columns)} devices "
-            f"(missing {', '.join(missing)}); found {found} instead",
-            lineno, truncated=stops, last_complete=last,
-        )
+        raise ParseError(f"matrix has rows for {len(rows)} of {len(columns)} devices "
+                         f"(missing {', '.join(missing)}); found {found} instead",
+                         lineno, truncated=stops, last_complete=last)
     return rows, index
 
 
@@ -143,24 +121,22 @@ def _read_row(line, columns, trailing, lineno):
     runs = list(_CELL_RUN.finditer(line.expandtabs(8)))
     cells = [run.group() for run in runs[1:1 + len(columns)]]
     if len(cells) < len(columns):
-        raise ParseError(
-            f"row {label} has {len(cells)} link cells but the header names {len(columns)} devices",
-            lineno,
-        )
+        raise ParseError(f"row {label} has {len(cells)} link cells but the header names {len(columns)} devices",
+                         lineno)
     for column, cell in zip(columns, cells):
         if column == label and cell != "X":
             raise ParseError(f"row {label} should link to itself with X, not {cell!r}", lineno)
-        if column != label and not _is_link_code(cell):
-            raise ParseError(f"unknown link code {cell!r} in row {label}, column {column}", lineno)
+        try:
+            if column != label:
+                rank_link(cell)  # ValueError for an unknown code
+        except ValueError:
+            raise ParseError(f"unknown link code {cell!r} in row {label}, column {column}", lineno) from None
     cells = ["SYS" if cell == "SOC" else cell for cell in cells]
 
     extra = runs[1 + len(columns):]
     if len(extra) > len(trailing):
-        raise ParseError(
-            f"row {label} has {len(extra)} cells after the links but the header names "
-            f"{len(trailing)} columns there",
-            lineno,
-        )
+        raise ParseError(f"row {label} has {len(extra)} cells after the links but the header names "
+                         f"{len(trailing)} columns there", lineno)
     values = [""] * len(trailing)
     if len(extra) == len(trailing):
         values = [run.group() for run in extra]
