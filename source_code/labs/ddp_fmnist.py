@@ -119,7 +119,8 @@ def parse_args(argv):
                    help="default: one pass over the smallest shard")
     p.add_argument("--bucket-cap-mb", type=number(float, 0.001), default=None,
                    help="DDP's gradient bucket size in MiB (default: DDP's own, 25 MiB with a 1 MiB "
-                        "first bucket; a value given here also caps the first bucket)")
+                        "first bucket; a value given here also caps the first bucket in PyTorch versions with "
+                        "bucket_bytes_cap_default, while 1.13 keeps 1 MiB)")
     p.add_argument("--extra-params", type=number(int, 0), default=0, metavar="N",
                    help="N more parameters whose (zero) gradients are all-reduced every step")
     p.add_argument("--lr", type=number(float, 1e-12), default=0.001, help="base rate of one worker")
