@@ -54,7 +54,7 @@ def default_nccl_runner(pair):
                          iters=5, warmup=2, timeout=180, reference=False, record=False)
 
 
-def link_of(machine, pair) -> verdicts.Link:
+def machine_link(machine, pair) -> verdicts.Link:
     """The link between the pair as verdicts.Link: NVLink generation and active links, or the PCIe
     generation and width the link reported (the slower GPU counts)."""
     code = machine.link_between(*pair) or ""
@@ -178,7 +178,7 @@ def climb(machine, run_gpu: bool = False, p2p_runner: Optional[Callable] = None,
     findings.append(Finding(PASS, _item(3), f"{name}: all-reduce of {len(rows)} sizes checked, 0 wrong",
                             NONE_NEEDED))
     # Rung 4: the numbers against the expected range.
-    link = link_of(machine, pair)
+    link = machine_link(machine, pair)
     judged = [judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(nccl.get("text") or "", link)]
     findings.append(rung4(name, judged))
     return findings
