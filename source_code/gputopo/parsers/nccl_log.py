@@ -28,9 +28,7 @@ in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
 - an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text}).
 Only a text holding no NCCL line at all (or nothing) raises ParseError.
 
-`network` is what "Using network X" named first (IB, Socket, "AWS Libfabric", IBext_v8...);
-`nranks` the largest communicator size printed; `devices` the CUDA device numbers (the `[N]` of
-NCCL's prefix) seen per host.
+`nranks` is the largest communicator size printed.
 """
 import re
 
@@ -69,8 +67,8 @@ _OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]
 #   [timestamp] host:pid:tid [dev] file:line NCCL WARN msg        default on WARN lines only)
 #   host:pid:tid [dev] time_ms func:line NCCL TRACE msg;  host:pid:tid NCCL CALL msg
 _LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|CALL|ABORT)\b ?")
-_HOST_TOKEN = re.compile(r"([^\s:\[\]]{1,253}):(\d+):(\d+)")
-_DEV_TOKEN = re.compile(r"\[(\d+)\]")
+_HOST_TOKEN = re.compile(r"[^\s:\[\]]{1,253}:\d+:\d+")
+_DEV_TOKEN = re.compile(r"\[\d+\]")
 _SOURCE_TOKEN = re.compile(r"[\w/.+~<>-]{1,255}:\d+")  # a file (WARN) or a function (TRACE) and a line
 _FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
 _TIME_TOKEN = re.compile(r"\d+\.\d+")  # TRACE: milliseconds since NCCL started
@@ -90,7 +88,6 @@ _NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: 
                      re.IGNORECASE)
 # A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
 _PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
-_NETWORK = re.compile(r"^Using network (.+?)\s*$")
 
 # Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
 _KINDS = (
@@ -100,7 +97,7 @@ _KINDS = (
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
     ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
     ("channel_summary", re.compile(r"^\d+ coll channels")),
-    ("network", _NETWORK),
+    ("network", re.compile(r"^Using network \S")),
     ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
     ("coll", re.compile(r"^\w+: opCount ")),
     ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
@@ -148,27 +145,25 @@ def unwrap(line):
 
 
 def records(text):
-    """Each NCCL record of a line: (header or None, message). A header is {host, pid, tid, dev,
-    level} (None where absent). The text before the first header comes first with header None
+    """Each NCCL record of a line: (level or None, message), the level ("INFO", "WARN"...) None
+    where no NCCL header is found. The text before the first header comes first with level None
     (a bare "NCCL version ...", a trimmed "Channel ..." line, a fragment of a record cut by
     another rank's)."""
     found, floor, previous = [], 0, None
     for level in _LEVEL.finditer(text):
-        header, start = _prefix_before(text, floor, level.start())
-        header["level"] = level.group(1)
+        start = _prefix_start(text, floor, level.start())
         found.append((previous, text[floor:start]))
-        previous, floor = header, level.end()
+        previous, floor = level.group(1), level.end()
     found.append((previous, text[floor:]))
     return found
 
 
-def _prefix_before(text, floor, end):
-    """NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) "), read token by
-    token backwards, never before `floor`; returns (header, where the prefix starts)."""
-    header = {"host": None, "pid": None, "tid": None, "dev": None}
+def _prefix_start(text, floor, end):
+    """Where NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) ") starts,
+    read token by token backwards, never before `floor`."""
     start = end
     if end > floor and text[end - 1] != " ":
-        return header, start  # "NCCL" glued to other text: no prefix
+        return start  # "NCCL" glued to other text: no prefix
     tokens = []
     cursor = end - 1
     while len(tokens) < 5 and cursor > floor:
@@ -189,39 +184,30 @@ def _prefix_before(text, floor, end):
     if token and _TIME_TOKEN.fullmatch(token[1]):
         start, token = token[0], next(steps, None)
     if token and _HOST_TOKEN.fullmatch(token[1]) and text.startswith("NCCL CALL", end):
-        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
-        return header, token[0]
+        return token[0]
     if token and _DEV_TOKEN.fullmatch(token[1]):
-        header["dev"] = _DEV_TOKEN.fullmatch(token[1]).group(1)
         start, token = token[0], next(steps, None)
-    if token and header["dev"] is not None and _HOST_TOKEN.fullmatch(token[1]):
-        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
-        start = token[0]
-    return header, start
+        if token and _HOST_TOKEN.fullmatch(token[1]):
+            start = token[0]
+    return start
 
 
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
     result = {"nccl_version": None, "p2p_level": None, "channels": [], "transports": [], "warnings": [],
-              "network": None, "nranks": None, "devices": {}, "unrecognised": [], "cut_lines": [],
-              "truncated": False, "truncated_line": None, "lines": 0}
-    state = {"extra_transports": set(), "hosts": set(), "devices": {}, "nranks": []}
+              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False, "truncated_line": None}
+    state = {"extra_transports": set(), "nranks": []}
     lines = text.splitlines()
-    result["lines"], last = len(lines), last_nonblank(lines)
-    nccl_lines = 0
+    last, nccl_lines = last_nonblank(lines), 0
     for lineno, raw_line in enumerate(lines, start=1):
         line = unwrap(raw_line)
         counted = cut = False
-        for header, message in records(line):
+        for level, message in records(line):
             message = message.strip()
-            if header is not None and header["host"]:
-                state["hosts"].add(header["host"])
-                if header["dev"] is not None:
-                    state["devices"].setdefault(header["host"], set()).add(int(header["dev"]))
-            if header is not None and header["level"] == "WARN":
+            if level == "WARN":
                 result["warnings"].append(message)
-            kind = _read_record(message, header is not None, lineno, result, state)
-            counted, cut = counted or header is not None or kind is not None, cut or kind == "cut"
+            kind = _read_record(message, level is not None, lineno, result, state)
+            counted, cut = counted or level is not None or kind is not None, cut or kind == "cut"
         nccl_lines += counted
         if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
@@ -229,20 +215,7 @@ def parse(text):
         raise nothing_found(text, "no NCCL lines found (was NCCL_DEBUG=INFO set?)")
     result["transports"] = sorted({c["transport"] for c in result["channels"]} | state["extra_transports"])
     result["nranks"] = max(state["nranks"]) if state["nranks"] else None
-    _drop_glued_hosts(state)
-    result["devices"] = {host: sorted(devs) for host, devs in sorted(state["devices"].items())}
     return result
-
-
-def _drop_glued_hosts(state):
-    """A table row glued to a record ("...  none  -1aiplatform-72:58070:58112 [0] NCCL INFO")
-    puts the row's last number before the host name: keep the host name alone."""
-    for host in sorted(state["hosts"]):
-        glued = re.match(r"-?\d+", host)
-        if glued and host[glued.end():] in state["hosts"]:
-            state["hosts"].discard(host)
-            devices = state["devices"].pop(host, set())
-            state["devices"].setdefault(host[glued.end():], set()).update(devices)
 
 
 def _read_record(message, has_header, lineno, result, state):
@@ -271,9 +244,6 @@ def _read_record(message, has_header, lineno, result, state):
     nranks = _NRANKS.search(message)
     if nranks:
         state["nranks"].append(int(next(size for size in nranks.groups() if size)))
-    network = _NETWORK.search(message)
-    if network:
-        result["network"] = result["network"] or network.group(1)
     for kind, pattern in _KINDS:
         if pattern.search(message):
             return kind
@@ -286,9 +256,9 @@ def _read_record(message, has_header, lineno, result, state):
 
 def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
-    header, message = records(line)[-1]
+    level, message = records(line)[-1]
     message = message.strip()
-    return header is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
+    return level is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
                                        or _PARTIAL_INIT.search(message))
 
 

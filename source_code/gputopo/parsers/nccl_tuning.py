@@ -66,8 +66,8 @@ def parse(text):
     table = _Table()
     for lineno, raw_line in enumerate(text.splitlines(), start=1):
         line = unwrap(raw_line)
-        for header, message in records(line):
-            if header is None:
+        for level, message in records(line):
+            if level is None:
                 bare = _NEW.match(message.strip())  # an excerpt's bare TUNING line, no prefix
                 if bare and not message.lstrip().startswith("NCCL"):
                     result["choices"].append(_read_choice(message.strip(), lineno))
