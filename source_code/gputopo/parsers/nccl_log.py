@@ -35,7 +35,7 @@ import re
 from . import ANSI_ESCAPE, last_nonblank, nothing_found
 from .launcher import strip as strip_prefix
 
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00 : 0[6000] -> 1[b000] via P2P/IPC" (2.7) up to
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
@@ -82,7 +82,8 @@ _WRAPPERS = (
 # A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3"): the whole
 # line, or the end of a line of joined records after a run of spaces (not "done at 12:34:56").
 _CUT_HEADER = re.compile(r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
-_COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
+# A whole per-call line of NCCL_DEBUG_SUBSYS=COLL (one format from 2.4 to 2.28).
+COLL_LINE = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 # A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
 _NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
                      re.IGNORECASE)
@@ -258,7 +259,7 @@ def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
     level, message = records(line)[-1]
     message = message.strip()
-    return level is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
+    return level is not None and bool(re.match(r"\w+: opCount ", message) and not COLL_LINE.search(message)
                                        or _PARTIAL_INIT.search(message))
 
 

@@ -1,5 +1,4 @@
-"""Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING,
-and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
+"""Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING).
 
 - `choices`: one per algorithm/protocol line NCCL printed, in order (fields in `_read_choice`).
   The formats, from NCCL's src/enqueue.cc at each tag:
@@ -29,7 +28,7 @@ sendbuff ... stream 0x...", one format from 2.4 to 2.28) cut before its end is c
 import re
 
 from . import ParseError, last_nonblank
-from .nccl_log import parse as parse_log, records, unwrap
+from .nccl_log import COLL_LINE, parse as parse_log, records, unwrap
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -42,8 +41,6 @@ _NEW = re.compile(r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+chann
 _OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?[\d.]+)")
 _SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
                         r"(?: nWorks (\d+))?")
-_CALL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff \S+ recvbuff \S+ count \d+ datatype \d+ "
-                   r"op \d+ root -?\d+ comm \S+ \[nranks=\d+\] stream \S+")
 _OLD_HEADER = re.compile(r"^Latency/AlgBw \|")
 _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|")
 _PROTO_HEADER = re.compile(r"^\s*Protocol\s*\|")
@@ -53,7 +50,7 @@ _PAIR = re.compile(r"(-?[\d.]+)/\s*(-?[\d.]+)")
 
 
 def parse(text):
-    """Parse the TUNING and COLL lines of an NCCL log; see the module docstring."""
+    """Parse the TUNING lines and the init table of an NCCL log; see the module docstring."""
     try:
         log = parse_log(text)  # raises ParseError for a text with no NCCL line at all
     except ParseError:
@@ -76,7 +73,7 @@ def parse(text):
             choice = _read_choice(message, lineno)
             if choice:
                 result["choices"].append(choice)
-            elif not (_CALL.match(message) or table.read(message)) and re.search(r"Bytes -> |: opCount ", message):
+            elif not (COLL_LINE.match(message) or table.read(message)) and re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
     if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(text.splitlines()):  # stops inside one
         result["truncated"], result["truncated_line"] = True, result["cut_lines"][-1]
