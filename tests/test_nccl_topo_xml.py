@@ -41,7 +41,6 @@ def test_ibm_h100_vm_cpus_gpus_and_numa():
     assert [g["numaid"] for g in topo["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
     gpu0 = topo["gpus"][0]
     assert (gpu0["busid"], gpu0["link_speed"], gpu0["link_width"]) == ("0000:a4:00.0", "32.0 GT/s PCIe", 0)
-    assert gpu0["pci_path"] == ["0000:a1:00.0", "0000:a4:00.0"]
     assert topo["unknown_elements"] == {}
 
 
@@ -49,7 +48,7 @@ def test_ibm_h100_vm_bandwidths_as_nccl_assigns_them():
     topo = parse_nccl_topo(read(IBM))
     gpu0 = topo["gpus"][0]
     # topo.cc: width 0 is read as 16; "32.0 GT/s PCIe" is 240 (x100 Mb/s per lane); 16*240/80 = 48
-    assert gpu0["pci_bw_gbs"] == 48.0
+    assert next(p for p in topo["pci"] if p["busid"] == gpu0["busid"])["nccl_bw_gbs"] == 48.0
     # the bridge the virtual server reports: "2.5 GT/s PCIe" x1 -> 1*15/80 = 0.1875 GB/s
     bridge = next(p for p in topo["pci"] if p["busid"] == "0000:a1:00.0")
     assert (bridge["kind"], bridge["parent"], bridge["nccl_bw_gbs"]) == ("bridge", None, 0.19)
@@ -59,7 +58,6 @@ def test_ibm_h100_vm_bandwidths_as_nccl_assigns_them():
         ("0000:f3:00.0", 4, "nvswitch"), ("0000:f6:00.0", 4, "nvswitch")]
     assert [l["nccl_bw_gbs"] for l in gpu0["nvlinks"]] == [103.0, 103.0, 82.4, 82.4]
     assert {g["nvlink_count"] for g in topo["gpus"]} == {18}
-    assert topo["nvswitch_links"] == 8 * 18
 
 
 def test_ibm_h100_vm_nics_beside_each_gpu():
@@ -68,10 +66,6 @@ def test_ibm_h100_vm_nics_beside_each_gpu():
         ("mlx5_7", 7, 200000, 1), ("mlx5_6", 6, 200000, 1)]
     assert sorted(n["dev"] for n in topo["nets"]) == list(range(8))
     assert {n["nccl_bw_gbs"] for n in topo["nets"]} == {25.0}  # topo.cc: 200000 Mb/s / 8000
-    nic0 = topo["nics"][0]
-    assert (nic0["busid"], nic0["numaid"], nic0["pci_path"]) == ("0000:a3:00.0", 0, ["0000:a1:00.0", "0000:a3:00.0"])
-    # the NIC and GPU 0 share the bridge 0000:a1:00.0
-    assert nic0["pci_path"][0] == topo["gpus"][0]["pci_path"][0]
 
 
 def test_windows_line_ends_and_an_xml_declaration_change_nothing():
@@ -84,7 +78,7 @@ def test_a_hand_written_topology_file_with_bare_pci_entries():
     assert [c["numaid"] for c in topo["cpus"]] == [0] and topo["cpus"][0]["affinity"] is None
     assert [p["busid"] for p in topo["pci"]] == ["0000:00:1b.0", "0000:00:1c.0", "0000:00:1d.0", "0000:00:1e.0"]
     assert {p["nccl_bw_gbs"] for p in topo["pci"]} == {None}
-    assert topo["gpus"] == [] and topo["nics"] == []
+    assert topo["gpus"] == []
 
 
 @pytest.mark.parametrize("name,lineno,last", [
@@ -105,8 +99,8 @@ def test_a_cut_dump_completed_by_hand_reads_its_gpus():
     lines = read("topo-8xv100-excerpt-507.xml").splitlines()[:14]
     topo = parse_nccl_topo("\n".join(lines + ["</pci></pci></cpu></system>"]))
     [gpu] = topo["gpus"]
-    assert (gpu["busid"], gpu["numaid"], gpu["pci_bw_gbs"], gpu["nvlink_count"]) == ("0000:39:00.0", 0, 12.0, 6)
-    assert gpu["pci_path"] == ["0000:2c:00.0", "0000:37:00.0", "0000:39:00.0"]
+    assert (gpu["busid"], gpu["numaid"], gpu["nvlink_count"]) == ("0000:39:00.0", 0, 6)
+    assert next(p for p in topo["pci"] if p["busid"] == gpu["busid"])["nccl_bw_gbs"] == 12.0
     assert {l["nccl_bw_gbs"] for l in gpu["nvlinks"]} == {20.0}
     assert topo["cpus"][0]["affinity"] == "000000ff,ffff0000,00ffffff"
 

@@ -29,12 +29,11 @@ def test_220_format_numbers_become_names():
     parsed = tuning("nccl-tuning-algo-proto-time-1595.txt")
     assert len(parsed["choices"]) == 6
     first, last = parsed["choices"][0], parsed["choices"][-1]
-    assert (first["func"], first["bytes"], first["algo"], first["proto"], first["time_us"], first["format"]) == (
-        None, 805306368, "Ring", "Simple", 3970.683594, "2.20")
+    assert (first["func"], first["bytes"], first["algo"], first["proto"], first["time_us"]) == (
+        None, 805306368, "Ring", "Simple", 3970.683594)
     assert (last["bytes"], last["time_us"], last["line"]) == (1026048, 34.693867, 6)
     assert parsed["switches"] == {"": [{"algo": "Ring", "proto": "Simple", "from_bytes": 1026048,
                                         "to_bytes": 805306368}]}
-    assert parsed["hint"] is None
 
 
 def test_tuning_lines_glued_to_a_table_row_behind_a_rank_prefix():
@@ -78,26 +77,11 @@ def test_the_table_layout_of_217_and_older():
     assert table["rows"]["AllReduce"][5] == [13.0, 120.0] and table["truncated"] is False
 
 
-def test_per_call_lines_sizes_and_types():
-    parsed = tuning("nccl-coll-tp-torchtitan-1369.txt")
-    assert [c["func"] for c in parsed["calls"]] == [
-        "AllGather", "ReduceScatter", "AllGather", "ReduceScatter", "AllGather", "AllReduce", "AllReduce"]
-    first = parsed["calls"][0]
-    # count 2097152, datatype 7 (ncclFloat32, 4 bytes) -> 8388608 bytes; opCount d = 13
-    assert (first["op_count"], first["count"], first["datatype_name"], first["bytes"], first["op_name"]) == (
-        13, 2097152, "float32", 8388608, "sum")
-    assert (first["nranks"], first["host"], first["device"], first["root"]) == (2, "hopper01", 1, 0)
-    assert parsed["calls"][-1]["bytes"] == 4  # count 1 of float32
-
-
 def test_send_recv_ray_and_cut_per_call_lines():
     sendrecv = tuning("nccl-coll-sendrecv-584.txt")
-    assert [c["func"] for c in sendrecv["calls"]] == ["Send"] * 6 + ["Recv"]
-    assert (sendrecv["calls"][0]["op_count"], sendrecv["calls"][0]["root"]) == (0x12, 1)
     assert sendrecv["cut_lines"] == [11] and sendrecv["truncated_line"] == 11
-    ray = tuning("nccl-ray-coll-allreduce-1193.txt")
-    assert [c["count"] for c in ray["calls"]] == [7382228, 7382228, 7066572, 7066572]
-    assert {c["nranks"] for c in ray["calls"]} == {128} and ray["cut_lines"] == [5]
+    assert tuning("nccl-ray-coll-allreduce-1193.txt")["cut_lines"] == [5]
+    assert tuning("nccl-coll-tp-torchtitan-1369.txt")["cut_lines"] == []  # 7 whole per-call lines
 
 
 NEW_FORMATS = (
@@ -113,22 +97,19 @@ NEW_FORMATS = (
 def test_224_and_later_names_symmetric_kernels_and_223_numbers():
     parsed = parse_nccl_tuning(NEW_FORMATS)
     ring, small, _, nvls_tree, symmetric, pat = parsed["choices"]
-    assert (ring["algo"], ring["proto"], ring["channel_lo"], ring["channel_hi"], ring["nchannels"]) == (
-        "Ring", "LL128", 0, 15, 16)
-    assert (nvls_tree["algo"], nvls_tree["proto"], nvls_tree["format"]) == ("NVLSTree", "Simple", "2.24")
-    assert (symmetric["symmetric"], symmetric["kernel"], symmetric["nchannels"], symmetric["algo"]) == (
-        True, "AllGather_LL", 16, None)
-    assert (pat["func"], pat["algo"], pat["proto"], pat["format"]) == ("ReduceScatter", "PAT", "LL", "2.23")
+    assert (ring["algo"], ring["proto"], ring["channel_hi"], ring["nchannels"]) == ("Ring", "LL128", 15, 16)
+    assert (nvls_tree["algo"], nvls_tree["proto"]) == ("NVLSTree", "Simple")
+    assert (symmetric["kernel"], symmetric["nchannels"], symmetric["algo"]) == ("AllGather_LL", 16, None)
+    assert (pat["func"], pat["algo"], pat["proto"]) == ("ReduceScatter", "PAT", "LL")
     assert parsed["switches"]["AllReduce"] == [
         {"algo": "Tree", "proto": "LL", "from_bytes": 4096, "to_bytes": 8192},
         {"algo": "Ring", "proto": "LL128", "from_bytes": 1048576, "to_bytes": 1048576},
         {"algo": "NVLSTree", "proto": "Simple", "from_bytes": 268435456, "to_bytes": 268435456}]
 
 
-def test_an_nccl_log_without_tuning_lines_gets_a_hint_not_an_error():
+def test_an_nccl_log_without_tuning_lines_is_not_an_error():
     parsed = tuning("nccl-2.22-p2p-cumem-1538.txt")
-    assert parsed["choices"] == [] and parsed["calls"] == [] and parsed["table"] is None
-    assert "NCCL_DEBUG_SUBSYS" in parsed["hint"] and "rank 0" in parsed["hint"]
+    assert parsed["choices"] == [] and parsed["table"] is None
 
 
 def test_a_text_that_is_no_nccl_log_is_refused():

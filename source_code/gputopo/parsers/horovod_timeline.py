@@ -14,7 +14,7 @@ What Horovod 0.28.1 writes (horovod/common/timeline.cc at tag v0.28.1; names in 
   MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER (ops/nccl_operations.cc:236,
   263,274), GLOO_ALLREDUCE (ops/gloo_operations.cc:202), MPI_ALLREDUCE, CCL_ALLREDUCE, ...;
 - with HOROVOD_TIMELINE_MARK_CYCLES=1 (operations.cc:514) one instant event `CYCLE_START`
-  (ph "i", timeline.cc MarkCycleStart) per background cycle;
+  (ph "i", timeline.cc MarkCycleStart) per background cycle, which the step split does not need;
 - timestamps are microseconds since Horovod started (timeline.cc TimeSinceStartMicros).
 Horovod ends every record with "}]" and seeks back over the "]" before the next one
 (timeline.cc DoWriteEvent), so a whole file is valid JSON; a run killed mid-write leaves it cut
@@ -28,7 +28,7 @@ gradient and the timeline has no step, count 0); in a cut-off file also those on
 behind. Should a framework tensor happen to run exactly as often as the gradients, it is counted
 among them: `steps.tensors` names them, check it. Step k is the k-th
 operation of every step tensor, with the negotiation before it. A step that not every step tensor
-completed (a cut-off file) is left out of the medians. For each step the parser gives, in
+completed (a cut-off file) is left out of `steps.per_step`. For each step the parser gives, in
 microseconds of rank 0's background thread, each instant counted once (the tensors of a fused
 operation share the same intervals) and given to the first category that covers it:
   collective_us   the library's reduction: *_ALLREDUCE activities (NCCL_ALLREDUCE, GLOO_ALLREDUCE, ...)
@@ -47,7 +47,6 @@ negotiated), so they are not a split of the step time by themselves.
 """
 import json
 import re
-import statistics
 
 from . import ParseError
 
@@ -133,11 +132,9 @@ def parse(text):
     """Parse a Horovod timeline (whole or cut off); raise ParseError if it holds no event."""
     records, cut_off, ignored = _records(text)
     names, stacks = {}, {}
-    ops = {}         # tensor -> {op type: completed count}
     done = {}        # tensor -> number of completed operations (any type)
     intervals = []   # (tensor, op index, name, start, end)
     op_type = {}     # tensor -> type of its operations (ALLREDUCE, BROADCAST, ...)
-    markers = {}
     events = 0
     for record in records:
         if not isinstance(record, dict):
@@ -153,10 +150,8 @@ def parse(text):
             ignored += 1
             continue
         events += 1
-        if ph == "i":
-            markers[str(record.get("name"))] = markers.get(str(record.get("name")), 0) + 1
-        elif ph == "X":
-            pass  # a rank reported ready during negotiation
+        if ph in ("i", "X"):
+            pass  # a cycle's start marker; a rank reported ready during negotiation
         elif ph == "B" and isinstance(record.get("name"), str):
             stacks.setdefault(pid, []).append((record["name"], ts))
         elif ph == "E" and stacks.get(pid):
@@ -165,20 +160,12 @@ def parse(text):
             intervals.append((tensor, done.get(tensor, 0), name, start, ts))
             if not stacks[pid] and not name.startswith("NEGOTIATE_"):
                 done[tensor] = done.get(tensor, 0) + 1
-                ops.setdefault(tensor, {})[name] = ops.get(tensor, {}).get(name, 0) + 1
                 op_type[tensor] = name
         else:
             ignored += 1
     if not events:
         raise ParseError("no timeline event in the file (is it a HOROVOD_TIMELINE file?)",
                          truncated=cut_off)
-
-    tensors, phases = {}, {}
-    for tensor, _, name, start, end in intervals:
-        for table in (tensors.setdefault(tensor, {"ops": ops.get(tensor, {}), "phases": {}})["phases"], phases):
-            entry = table.setdefault(name, {"count": 0, "total_us": 0})
-            entry["count"] += 1
-            entry["total_us"] += end - start
 
     reduced = {t: done[t] for t in done if op_type.get(t) == "ALLREDUCE"}
     counts = list(reduced.values())
@@ -193,9 +180,6 @@ def parse(text):
             break
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
-    keys = list(CATEGORIES) + ["busy_us", "span_us", "operations"]
-    median = {key: statistics.median(s[key] for s in per_step) for key in keys} if per_step else None
-    return {"format": "horovod-timeline", "incomplete": cut_off, "records": len(records), "ignored": ignored,
-            "open_at_end": sum(len(s) for s in stacks.values()), "tensors": tensors, "phases": phases,
-            "markers": markers, "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors,
-                                          "per_step": per_step, "median_us": median}}
+    return {"incomplete": cut_off, "records": len(records), "ignored": ignored,
+            "open_at_end": sum(len(s) for s in stacks.values()),
+            "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors, "per_step": per_step}}

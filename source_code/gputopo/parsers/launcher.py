@@ -10,7 +10,7 @@
                                  only before NCCL's own prefix: a bare "[0] NCCL INFO" is
                                  NCCL's device number)
 
-`split(line)` returns (rank or None, the line without its prefix).
+`strip(line)` returns the line without its prefix.
 """
 import re
 
@@ -19,24 +19,22 @@ _TIMESTAMP = re.compile(
     r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?)\s?"
 )
 _TAGS = (
-    re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]
-    re.compile(r"^\[(\d+)\]<std(?:out|err)>:"),  # horovodrun with Gloo
-    re.compile(r"^()<std(?:out|err)>:"),  # --timestamp-output without --tag-output
-    re.compile(r"^\[(?:rank|default)(\d+)\]:"),  # torchrun / torch.distributed
-    re.compile(r"^\s*(\d+):\s"),  # srun --label, torchrun's "0:"
-    re.compile(r"^\[(\d+)\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]
+    re.compile(r"^\[\d+\]<std(?:out|err)>:"),  # horovodrun with Gloo
+    re.compile(r"^<std(?:out|err)>:"),  # --timestamp-output without --tag-output
+    re.compile(r"^\[(?:rank|default)\d+\]:"),  # torchrun / torch.distributed
+    re.compile(r"^\s*\d+:\s"),  # srun --label, torchrun's "0:"
+    re.compile(r"^\[\d+\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
 )
 
 
-def split(line):
-    """(rank, text) of one printed line; rank is None when the line has no launcher prefix."""
-    rest = line
-    stamp = _TIMESTAMP.match(rest)
-    if stamp and re.match(r"\[|<std", rest[stamp.end():]):
-        rest = rest[stamp.end():]
+def strip(line):
+    """The text of one printed line without its launcher's prefix."""
+    stamp = _TIMESTAMP.match(line)
+    if stamp and re.match(r"\[|<std", line[stamp.end():]):
+        line = line[stamp.end():]
     for tag in _TAGS:
-        found = tag.match(rest)
+        found = tag.match(line)
         if found:
-            rank = found.group(1)
-            return (int(rank) if rank else None), rest[found.end():]
-    return None, rest
+            return line[found.end():]
+    return line

@@ -13,7 +13,7 @@ support.
 What a real log looks like, and what this parser does with it (each taught by a published log
 in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
 - every line may carry a launcher's prefix (mpirun, horovodrun, torchrun, srun: the list is in
-  `gputopo.parsers.launcher`), taken off, and `launcher_rank` keeps the rank it named; a Ray worker's
+  `gputopo.parsers.launcher`), taken off; a Ray worker's
   `(RayTrainWorker pid=615, ip=10.72.7.6) `, a CloudWatch export's `  | 2024-12-04T05:27:44Z | `
   and the `> ` of a quoted post are taken off too;
 - NCCL's own prefix `host:pid:tid [cudaDev]` is optional (logs trimmed for a post have none,
@@ -25,23 +25,17 @@ in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
 - a log may start or stop mid-way (a paste, a run killed): `truncated` is True when the last
   line stops inside a record (`truncated_line` names it); what was read is still returned;
 - Windows line ends and terminal colour codes are harmless;
-- an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text}) and
-  counted; `kinds` counts the lines of each kind recognised.
+- an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text}).
 Only a text holding no NCCL line at all (or nothing) raises ParseError.
 
-`network` is what "Using network X" named first (IB, Socket, "AWS Libfabric", IBext_v8...);
-`networks` the sorted names from that line and from NET connections ("NET/<name>/<dev>").
-`ranks` are the ranks seen in connection and communicator lines, `nranks` the largest
-communicator size printed; `hosts` the host names of NCCL's prefixes and `devices` the CUDA
-device numbers (the `[N]` of the prefix) seen per host; `comms` one entry per
-"Init COMPLETE" line: {rank, nranks, cuda_dev, nvml_dev, bus_id, line}.
+`nranks` is the largest communicator size printed.
 """
 import re
 
 from . import ANSI_ESCAPE, last_nonblank, nothing_found
-from .launcher import split as split_prefix
+from .launcher import strip as strip_prefix
 
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*)")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "Channel 00 : 0[6000] -> 1[b000] via P2P/IPC" (2.7) up to
 # "Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0" (2.19+).
@@ -73,8 +67,8 @@ _OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]
 #   [timestamp] host:pid:tid [dev] file:line NCCL WARN msg        default on WARN lines only)
 #   host:pid:tid [dev] time_ms func:line NCCL TRACE msg;  host:pid:tid NCCL CALL msg
 _LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|CALL|ABORT)\b ?")
-_HOST_TOKEN = re.compile(r"([^\s:\[\]]{1,253}):(\d+):(\d+)")
-_DEV_TOKEN = re.compile(r"\[(\d+)\]")
+_HOST_TOKEN = re.compile(r"[^\s:\[\]]{1,253}:\d+:\d+")
+_DEV_TOKEN = re.compile(r"\[\d+\]")
 _SOURCE_TOKEN = re.compile(r"[\w/.+~<>-]{1,255}:\d+")  # a file (WARN) or a function (TRACE) and a line
 _FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
 _TIME_TOKEN = re.compile(r"\d+\.\d+")  # TRACE: milliseconds since NCCL started
@@ -88,17 +82,13 @@ _WRAPPERS = (
 # A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3"): the whole
 # line, or the end of a line of joined records after a run of spaces (not "done at 12:34:56").
 _CUT_HEADER = re.compile(r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
-_COLL = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
-_INIT = re.compile(
-    r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-f]+)"
-    r".* - Init (START|COMPLETE)")
+# A whole per-call line of NCCL_DEBUG_SUBSYS=COLL (one format from 2.4 to 2.28).
+COLL_LINE = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 # A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
-_NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
+_NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
                      re.IGNORECASE)
 # A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
 _PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
-_NETWORK = re.compile(r"^Using network (.+?)\s*$")
-_NET_VIA = re.compile(r"^NET/(.+?)/\d+(?:\(\d+\))?(?:/|$)")
 
 # Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
 _KINDS = (
@@ -108,7 +98,7 @@ _KINDS = (
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
     ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
     ("channel_summary", re.compile(r"^\d+ coll channels")),
-    ("network", _NETWORK),
+    ("network", re.compile(r"^Using network \S")),
     ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
     ("coll", re.compile(r"^\w+: opCount ")),
     ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
@@ -142,44 +132,39 @@ def transport_named_by_via(via):
 
 
 def unwrap(line):
-    """(launcher rank or None, the line without colour codes, quote marks, a table export's
-    timestamp column, a Ray worker's or a launcher's prefix)."""
+    """The line without colour codes, quote marks, a table export's timestamp column, a Ray
+    worker's or a launcher's prefix."""
     rest = ANSI_ESCAPE.sub("", line).rstrip("\r\n")
-    rank = None
     for _ in range(4):  # wrappers nest: "> > > (WorkerDict pid=1) text", "[1,0]<stdout>:..."
         before = rest
         for wrapper in _WRAPPERS:
             rest = wrapper.sub("", rest, count=1)
-        found_rank, rest = split_prefix(rest)
-        if found_rank is not None and rank is None:
-            rank = found_rank
+        rest = strip_prefix(rest)
         if rest == before:
             break
-    return rank, rest
+    return rest
 
 
 def records(text):
-    """Each NCCL record of a line: (header or None, message). A header is {host, pid, tid, dev,
-    level} (None where absent). The text before the first header comes first with header None
+    """Each NCCL record of a line: (level or None, message), the level ("INFO", "WARN"...) None
+    where no NCCL header is found. The text before the first header comes first with level None
     (a bare "NCCL version ...", a trimmed "Channel ..." line, a fragment of a record cut by
     another rank's)."""
     found, floor, previous = [], 0, None
     for level in _LEVEL.finditer(text):
-        header, start = _prefix_before(text, floor, level.start())
-        header["level"] = level.group(1)
+        start = _prefix_start(text, floor, level.start())
         found.append((previous, text[floor:start]))
-        previous, floor = header, level.end()
+        previous, floor = level.group(1), level.end()
     found.append((previous, text[floor:]))
     return found
 
 
-def _prefix_before(text, floor, end):
-    """NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) "), read token by
-    token backwards, never before `floor`; returns (header, where the prefix starts)."""
-    header = {"host": None, "pid": None, "tid": None, "dev": None}
+def _prefix_start(text, floor, end):
+    """Where NCCL's prefix just before text[end] ("host:1:2 [0] file.cc:12 (func) ") starts,
+    read token by token backwards, never before `floor`."""
     start = end
     if end > floor and text[end - 1] != " ":
-        return header, start  # "NCCL" glued to other text: no prefix
+        return start  # "NCCL" glued to other text: no prefix
     tokens = []
     cursor = end - 1
     while len(tokens) < 5 and cursor > floor:
@@ -200,85 +185,47 @@ def _prefix_before(text, floor, end):
     if token and _TIME_TOKEN.fullmatch(token[1]):
         start, token = token[0], next(steps, None)
     if token and _HOST_TOKEN.fullmatch(token[1]) and text.startswith("NCCL CALL", end):
-        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
-        return header, token[0]
+        return token[0]
     if token and _DEV_TOKEN.fullmatch(token[1]):
-        header["dev"] = _DEV_TOKEN.fullmatch(token[1]).group(1)
         start, token = token[0], next(steps, None)
-    if token and header["dev"] is not None and _HOST_TOKEN.fullmatch(token[1]):
-        header["host"], header["pid"], header["tid"] = _HOST_TOKEN.fullmatch(token[1]).groups()
-        start = token[0]
-    return header, start
+        if token and _HOST_TOKEN.fullmatch(token[1]):
+            start = token[0]
+    return start
 
 
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
-    result = {"nccl_version": None, "nccl_build": None, "p2p_level": None, "channels": [], "transports": [],
-              "warnings": [], "network": None, "networks": [], "ranks": [], "nranks": None, "hosts": [], "devices": {},
-              "comms": [], "transports_by_channel": {}, "launcher_ranks": [], "kinds": {}, "unrecognised": [],
-              "cut_lines": [], "truncated": False, "truncated_line": None, "lines": 0, "nccl_lines": 0}
-    state = {"extra_transports": set(), "networks": set(), "ranks": set(), "hosts": set(),
-             "devices": {}, "launcher_ranks": set(), "nranks": []}
+    result = {"nccl_version": None, "p2p_level": None, "channels": [], "transports": [], "warnings": [],
+              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False, "truncated_line": None}
+    state = {"extra_transports": set(), "nranks": []}
     lines = text.splitlines()
-    result["lines"], last = len(lines), last_nonblank(lines)
+    last, nccl_lines = last_nonblank(lines), 0
     for lineno, raw_line in enumerate(lines, start=1):
-        launcher_rank, line = unwrap(raw_line)
-        state["launcher_ranks"].update([launcher_rank] if launcher_rank is not None else [])
+        line = unwrap(raw_line)
         counted = cut = False
-        for header, message in records(line):
+        for level, message in records(line):
             message = message.strip()
-            if header is not None and header["host"]:
-                state["hosts"].add(header["host"])
-                if header["dev"] is not None:
-                    state["devices"].setdefault(header["host"], set()).add(int(header["dev"]))
-            if header is not None and header["level"] == "WARN":
+            if level == "WARN":
                 result["warnings"].append(message)
-            kind = _read_record(message, header is not None, lineno, launcher_rank, result, state)
-            counted, cut = counted or header is not None or kind is not None, cut or kind == "cut"
-        result["nccl_lines"] += counted
+            kind = _read_record(message, level is not None, lineno, result, state)
+            counted, cut = counted or level is not None or kind is not None, cut or kind == "cut"
+        nccl_lines += counted
         if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
-    if not result["nccl_lines"] and not result["channels"]:
+    if not nccl_lines and not result["channels"]:
         raise nothing_found(text, "no NCCL lines found (was NCCL_DEBUG=INFO set?)")
-    channels = result["channels"]
-    result["transports"] = sorted({c["transport"] for c in channels} | state["extra_transports"])
-    by_channel = {}
-    for connection in channels:
-        by_channel.setdefault(connection["channel"], set()).add(connection["transport"])
-        state["ranks"].update(r for r in (connection["src"], connection["dst"]) if r is not None)
-    result["transports_by_channel"] = {c: sorted(t) for c, t in sorted(by_channel.items())}
-    result["networks"] = sorted(state["networks"])
-    result["ranks"] = sorted(state["ranks"])
+    result["transports"] = sorted({c["transport"] for c in result["channels"]} | state["extra_transports"])
     result["nranks"] = max(state["nranks"]) if state["nranks"] else None
-    _drop_glued_hosts(state)
-    result["hosts"] = sorted(state["hosts"])
-    result["devices"] = {host: sorted(devs) for host, devs in sorted(state["devices"].items())}
-    result["launcher_ranks"] = sorted(state["launcher_ranks"])
     return result
 
 
-def _drop_glued_hosts(state):
-    """A table row glued to a record ("...  none  -1aiplatform-72:58070:58112 [0] NCCL INFO")
-    puts the row's last number before the host name: keep the host name alone."""
-    for host in sorted(state["hosts"]):
-        glued = re.match(r"-?\d+", host)
-        if glued and host[glued.end():] in state["hosts"]:
-            state["hosts"].discard(host)
-            devices = state["devices"].pop(host, set())
-            state["devices"].setdefault(host[glued.end():], set()).update(devices)
-
-
-def _read_record(message, has_header, lineno, launcher_rank, result, state):
+def _read_record(message, has_header, lineno, result, state):
     """Read one record; returns its kind, "cut" for a cut-off connection, or None when the
     text (without an NCCL header) is not NCCL's."""
     connection = _CONNECTION.search(message)
     if connection and not _OLD_RING_OR_TREE.search(message):
         # Also without the "NCCL INFO" prefix, as in text trimmed for a slide or a post.
-        result["channels"].append(_channel(connection.groupdict(), lineno, launcher_rank))
-        net = _NET_VIA.search(connection["via"])
-        if net:
-            state["networks"].add(net.group(1))
-        result["kinds"]["connection"] = result["kinds"].get("connection", 0) + 1
+        result["channels"].append(_channel(connection.groupdict(), lineno))
         return "connection"
     if _CONNECTION_START.search(message) and not _OLD_RING_OR_TREE.search(message):
         result["cut_lines"].append(lineno)
@@ -287,7 +234,7 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     if not has_header and not version and not _P2P_LEVEL.search(message):
         return None  # not NCCL's: a table row, a program's own output, a fragment
     if version and result["nccl_version"] is None:
-        result["nccl_version"], result["nccl_build"] = version.group(1), version.group(1) + version.group(2)
+        result["nccl_version"] = version.group(1)
     if not message:
         return "empty"
     level = _P2P_LEVEL.search(message)
@@ -295,10 +242,11 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
         result["p2p_level"] = level.group(1)
     if _NVLS_USED.search(message):
         state["extra_transports"].add("NVLS")
-    _read_facts(message, lineno, result, state)
+    nranks = _NRANKS.search(message)
+    if nranks:
+        state["nranks"].append(int(next(size for size in nranks.groups() if size)))
     for kind, pattern in _KINDS:
         if pattern.search(message):
-            result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
             return kind
     if _PARTIAL_CONNECTION.search(message):
         result["cut_lines"].append(lineno)
@@ -307,39 +255,19 @@ def _read_record(message, has_header, lineno, launcher_rank, result, state):
     return "unrecognised"
 
 
-def _read_facts(message, lineno, result, state):
-    init = _INIT.search(message)
-    if init and init.group(7) == "COMPLETE":
-        _comm, rank, nranks, cuda_dev, nvml_dev, bus_id, _stage = init.groups()
-        result["comms"].append({"rank": int(rank), "nranks": int(nranks), "cuda_dev": int(cuda_dev),
-                                "nvml_dev": None if nvml_dev is None else int(nvml_dev),
-                                "bus_id": bus_id, "line": lineno})
-    nranks = _NRANKS.search(message)
-    if nranks:
-        rank, size, old_size, call_size = nranks.groups()
-        if rank is not None:
-            state["ranks"].add(int(rank))
-        state["nranks"].append(int(size or old_size or call_size))
-        return
-    network = _NETWORK.search(message)
-    if network:
-        result["network"] = result["network"] or network.group(1)
-        state["networks"].add(network.group(1))
-
-
 def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
-    header, message = records(line)[-1]
+    level, message = records(line)[-1]
     message = message.strip()
-    return header is not None and bool(re.match(r"\w+: opCount ", message) and not _COLL.search(message)
+    return level is not None and bool(re.match(r"\w+: opCount ", message) and not COLL_LINE.search(message)
                                        or _PARTIAL_INIT.search(message))
 
 
-def _channel(found, lineno, launcher_rank):
+def _channel(found, lineno):
     """A connection's entry; a CollNet connection names one rank (src) and no dst."""
     collnet = found["collnet"] is not None
     return {"channel": int(found["collnet"] if collnet else found["channel"]),
             "src": int(found["rank"] if collnet else found["src"]), "dst": None if collnet else int(found["dst"]),
             "src_device": found["rank_device"] if collnet else found["src_device"], "dst_device": found["dst_device"],
             "direction": found["direction"], "via": found["via"], "transport": transport_named_by_via(found["via"]),
-            "line": lineno, "launcher_rank": launcher_rank}
+            "line": lineno}

@@ -20,7 +20,7 @@ result says so (truncated=True, truncated_line=N), so the whole rows can still b
 import re
 
 from . import NUMBER, ParseError, nothing_found, only_blank_after
-from .launcher import split as split_prefix
+from .launcher import strip as strip_prefix
 
 _LEADING_COLUMNS = ("size", "count", "type", "redop")
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
@@ -51,7 +51,7 @@ def parse(text, strict=True):
     metadata, devices, rows = {}, [], []
     table = None  # [column layout, header line number, rows read under this header]
     truncated_line = None
-    lines = [split_prefix(line)[1] for line in text.splitlines()]
+    lines = [strip_prefix(line) for line in text.splitlines()]
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()

@@ -1,13 +1,12 @@
-"""Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING,
-and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
+"""Parser for what NCCL says about its algorithm and protocol choices (NCCL_DEBUG_SUBSYS=TUNING).
 
 - `choices`: one per algorithm/protocol line NCCL printed, in order (fields in `_read_choice`).
   The formats, from NCCL's src/enqueue.cc at each tag:
-    2.20.5 - 2.22.3   "%ld Bytes -> Algo %d proto %d time %f"            (format "2.20")
-    2.23.4            "%s: %ld Bytes -> Algo %d proto %d time %f"        (format "2.23")
-    2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"  ("2.24")
+    2.20.5 - 2.22.3   "%ld Bytes -> Algo %d proto %d time %f"
+    2.23.4            "%s: %ld Bytes -> Algo %d proto %d time %f"
+    2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"
     2.27.3 - 2.29     "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d[ nWorks %d]"
-                      (format "symmetric"; src/scheduler/symmetric_sched.cc from 2.28)
+                      (src/scheduler/symmetric_sched.cc from 2.28; `kernel` names it, `algo` is None)
   Only rank 0 prints them (`if (comm->rank == 0)`; 2.27's symmetric line alone is printed by
   every rank, 2.28 guards it too), and none before 2.20 (2.19 and older have the line
   commented out or as TRACE). Algorithm and protocol numbers are turned into
@@ -15,10 +14,6 @@ and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
   (0 Tree, 1 Ring, 2 CollNetDirect, 3 CollNetChain, 4 NVLS, 5 NVLSTree, 6 PAT; 0 LL, 1 LL128,
   2 Simple); the upper-case names of 2.24+ ("RING", "SIMPLE", "NVLS_TREE") are turned into
   the same spelling. `func` is None for the 2.20 format, which does not name it.
-- `calls`: one per "AllReduce: opCount 0 sendbuff ... count 1024 datatype 7 op 0 root 0 comm
-  0x... [nranks=2] stream 0x..." line (same format from 2.4 to 2.28; fields in `_read_call`):
-  `bytes` = count x the type's size (nccl.h.in's ncclDataType_t), the
-  size NCCL's TUNING line reports, None for a type number not known here.
 - `table`: the bandwidth/latency table NCCL prints at init (rank 0): {columns: [[algo, proto],
   ...], max_nthreads: [...], rows: {func: [[latency_us, bandwidth], ...]}, truncated}; both
   layouts: "Latency/AlgBw |" (up to 2.17) and the "Algorithm |"/"Protocol |" blocks (2.18+).
@@ -26,23 +21,19 @@ and the per-call lines of NCCL_DEBUG_SUBSYS=COLL).
 - `switches`: per func, the runs of one (algo, proto) as the size grows, from `choices`:
   {func: [{algo, proto, from_bytes, to_bytes}]}, to see where NCCL changes its choice.
 Lines may carry the prefixes `nccl_log` takes off (launchers, Ray, CloudWatch, quotes). A text
-with NCCL lines but none of these gives empty lists and a `hint`; a text with no NCCL line
-raises ParseError, as the log parser does.
+with NCCL lines but none of these gives empty lists; a text with no NCCL line raises ParseError,
+as the log parser does. A per-call line of NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 0
+sendbuff ... stream 0x...", one format from 2.4 to 2.28) cut before its end is counted in `cut_lines`.
 """
 import re
 
 from . import ParseError, last_nonblank
-from .nccl_log import parse as parse_log, records, unwrap
+from .nccl_log import COLL_LINE, parse as parse_log, records, unwrap
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
 _NAME = {name.upper(): name for name in ALGORITHMS + PROTOCOLS}
 _NAME.update({"COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain", "NVLS_TREE": "NVLSTree"})
-# nccl.h.in (v2.28.3-1): ncclDataType_t number -> (name, bytes per element).
-DATATYPES = {0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4), 4: ("int64", 8),
-             5: ("uint64", 8), 6: ("float16", 2), 7: ("float32", 4), 8: ("float64", 8),
-             9: ("bfloat16", 2), 10: ("float8e4m3", 1), 11: ("float8e5m2", 1)}
-REDUCTIONS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 # sizes may carry thousands separators and padding where an author re-typed a log for a page
 # ("AllReduce:   5,758,372 Bytes -> Algo RING proto LL128  channel{Lo..Hi}={0..23}")
@@ -50,8 +41,6 @@ _NEW = re.compile(r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+chann
 _OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?[\d.]+)")
 _SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
                         r"(?: nWorks (\d+))?")
-_CALL = re.compile(r"^(\w+): opCount ([0-9a-f]+) sendbuff (\S+) recvbuff (\S+) count (\d+) datatype (\d+) "
-                   r"op (\d+) root (-?\d+) comm (\S+) \[nranks=(\d+)\] stream (\S+)")
 _OLD_HEADER = re.compile(r"^Latency/AlgBw \|")
 _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|")
 _PROTO_HEADER = re.compile(r"^\s*Protocol\s*\|")
@@ -59,12 +48,9 @@ _NTHREADS = re.compile(r"^\s*Max NThreads\s*\|")
 _ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?[\d.]+/\s*-?[\d.]+ \|)*)(.*)$")
 _PAIR = re.compile(r"(-?[\d.]+)/\s*(-?[\d.]+)")
 
-HINT = ("no algorithm/protocol lines: NCCL prints them with NCCL_DEBUG=INFO and "
-        "NCCL_DEBUG_SUBSYS including TUNING, on rank 0 only, from NCCL 2.20 (src/enqueue.cc)")
-
 
 def parse(text):
-    """Parse the TUNING and COLL lines of an NCCL log; see the module docstring."""
+    """Parse the TUNING lines and the init table of an NCCL log; see the module docstring."""
     try:
         log = parse_log(text)  # raises ParseError for a text with no NCCL line at all
     except ParseError:
@@ -72,30 +58,27 @@ def parse(text):
         if not any(_NEW.match(line.strip()) for line in text.splitlines()):
             raise
         log = {"nccl_version": None, "truncated": False, "truncated_line": None}
-    result = {"nccl_version": log["nccl_version"], "choices": [], "calls": [], "table": None,
-              "switches": {}, "truncated": log["truncated"], "truncated_line": log["truncated_line"],
-              "cut_lines": [], "hint": None}
+    result = {"nccl_version": log["nccl_version"], "choices": [], "table": None, "switches": {},
+              "truncated": log["truncated"], "truncated_line": log["truncated_line"], "cut_lines": []}
     table = _Table()
     for lineno, raw_line in enumerate(text.splitlines(), start=1):
-        _rank, line = unwrap(raw_line)
-        for header, message in records(line):
-            if header is None:
+        line = unwrap(raw_line)
+        for level, message in records(line):
+            if level is None:
                 bare = _NEW.match(message.strip())  # an excerpt's bare TUNING line, no prefix
                 if bare and not message.lstrip().startswith("NCCL"):
                     result["choices"].append(_read_choice(message.strip(), lineno))
                 continue
-            message = message.rstrip()
-            found = _read_choice(message.strip(), lineno) or _read_call(message.strip(), header, lineno)
-            if found:
-                result["choices" if "algo" in found else "calls"].append(found)
-            elif not table.read(message) and re.search(r"Bytes -> |: opCount ", message):
+            message = message.strip()
+            choice = _read_choice(message, lineno)
+            if choice:
+                result["choices"].append(choice)
+            elif not (COLL_LINE.match(message) or table.read(message)) and re.search(r"Bytes -> |: opCount ", message):
                 result["cut_lines"].append(lineno)
     if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(text.splitlines()):  # stops inside one
         result["truncated"], result["truncated_line"] = True, result["cut_lines"][-1]
     result["table"] = table.result()
     result["switches"] = switches(result["choices"])
-    if not result["choices"] and not result["calls"] and result["table"] is None:
-        result["hint"] = HINT
     return result
 
 
@@ -110,31 +93,18 @@ def _read_choice(message, lineno):
     if not found:
         return None
     choice = {"func": found[1], "bytes": int(found[2].replace(",", "")), "algo": None, "proto": None,
-              "channel_lo": None, "channel_hi": None, "time_us": None, "kernel": None, "nchannels": None,
-              "nthreads": None, "symmetric": found.re is _SYMMETRIC, "format": "symmetric", "line": lineno}
+              "channel_hi": None, "time_us": None, "kernel": None, "nchannels": None, "nthreads": None,
+              "line": lineno}
     if found.re is _SYMMETRIC:
         choice.update(kernel=found[3], nchannels=int(found[4]), nthreads=int(found[5]))
         return choice
     choice.update(algo=_name(found[3], ALGORITHMS), proto=_name(found[4], PROTOCOLS))
     if found.re is _NEW:
         low, high = int(found[5]), int(found[6])
-        choice.update(channel_lo=low, channel_hi=high, nchannels=high - low + 1, format="2.24")
+        choice.update(channel_hi=high, nchannels=high - low + 1)
     else:
-        choice.update(time_us=float(found[5]), format="2.23" if found[1] else "2.20")
+        choice.update(time_us=float(found[5]))
     return choice
-
-
-def _read_call(message, header, lineno):
-    found = _CALL.match(message)
-    if not found:
-        return None
-    func, op_count, _send, _recv, count, datatype, op, root, comm, nranks, _stream = found.groups()
-    name, size = DATATYPES.get(int(datatype), (None, None))
-    return {"func": func, "op_count": int(op_count, 16), "count": int(count), "datatype": int(datatype),
-            "datatype_name": name, "bytes": None if size is None else int(count) * size, "op": int(op),
-            "op_name": REDUCTIONS.get(int(op)), "root": int(root), "nranks": int(nranks), "comm": comm,
-            "host": header["host"], "device": None if header["dev"] is None else int(header["dev"]),
-            "line": lineno}
 
 
 def switches(choices):

@@ -12,11 +12,10 @@ crossnic nchannels speedintra speedinter latencyinter typeintra typeinter samech
 (no latencyinter before 2.12, no vendor/device ids before 2.9: search.cc and xml.cc at
 v2.11.4-1 and v2.8.4-1): those read as None.
 
-`parse_topology(text)` returns {version, cpus, pci, gpus, nics, nets, nvswitch_links,
-unknown_elements}: every <pci> with its parent bus id, NUMA node and `kind` (NCCL's class
-table kvDictPciClass in topo.cc: 0x0604xx bridge, 0x068000 nvswitch, 0x03xxxx gpu, 0x02xxxx
-nic); each GPU with its bus id, NUMA node, the PCI bus ids from its CPU down to it
-(`pci_path`) and its NVLinks; each NIC with its <net> ports. Bandwidths as NCCL assigns them
+`parse_topology(text)` returns {version, cpus, pci, gpus, nets, unknown_elements}: every <pci>
+with its parent bus id, NUMA node and `kind` (NCCL's class table kvDictPciClass in topo.cc:
+0x0604xx bridge, 0x068000 nvswitch, 0x03xxxx gpu, 0x02xxxx nic); each GPU with its bus id, NUMA
+node and its NVLinks; each NIC port (<net>) with its NIC's bus id. Bandwidths as NCCL assigns them
 (topo.cc / topo.h at v2.28.3-1), in GB/s: a PCI link `width x per-lane rate / 80` with
 kvDictPciGen's rates (2.5 GT/s -> 15, 5 -> 30, 8 -> 60, 16 -> 120, 32 -> 240, 64 -> 480, in
 100 Mb/s per lane; an unknown speed counts as 60) and width 0 read as 16 (`nccl_bw_gbs` of
@@ -25,7 +24,7 @@ figure for the GPU's SM (ncclTopoNVLinkBw: sm >= 100: 40.1, >= 90: 20.6, 86: 12.
 20.0, >= 70: 20.0, >= 60: 18.0); a NIC port `speed (Mb/s) / 8000` (10000 Mb/s when speed <= 0).
 
 `parse_graphs(text)` returns {version, graphs}: each graph {id, algorithm, pattern,
-pattern_name, crossnic, nchannels, channels_listed, speedintra, speedinter, latencyinter,
+pattern_name, nchannels, channels_listed, speedintra, speedinter, latencyinter,
 typeintra, typeinter, samechannels, channels}; each channel {gpus: [dev...], nets: [dev...],
 net_in, net_out}. `algorithm` follows the graph ids of src/init.cc at v2.28.3-1 (0 ring,
 1 tree, 2 collnet chain, 3 nvls, 4 collnet direct); `pattern_name` src/include/graph.h
@@ -68,19 +67,18 @@ def pci_kind(pci_class):
 def parse_topology(text):
     """Parse an NCCL_TOPO_DUMP_FILE (or an NCCL_TOPO_FILE written in the same format)."""
     root = _read_xml(text, "system", "NCCL topology dump (NCCL_TOPO_DUMP_FILE)", _topology_section)
-    result = {"version": _int(root.get("version")), "cpus": [], "pci": [], "gpus": [], "nics": [],
-              "nets": [], "nvswitch_links": 0, "unknown_elements": {}}
+    result = {"version": _int(root.get("version")), "cpus": [], "pci": [], "gpus": [], "nets": [],
+              "unknown_elements": {}}
     for element in root.iter():
         if element.tag not in _TOPOLOGY_ELEMENTS:
             result["unknown_elements"][element.tag] = result["unknown_elements"].get(element.tag, 0) + 1
     for cpu in root.findall("cpu"):
         numaid = _int(cpu.get("numaid"))
-        result["cpus"].append({"numaid": numaid, "affinity": cpu.get("affinity"), "arch": cpu.get("arch"),
-                               "vendor": cpu.get("vendor"), "familyid": _int(cpu.get("familyid")),
+        result["cpus"].append({"numaid": numaid, "affinity": cpu.get("affinity"), "vendor": cpu.get("vendor"),
                                "modelid": _int(cpu.get("modelid")), "host_hash": cpu.get("host_hash")})
         _walk(cpu, numaid, [], result)
         for nic in cpu.findall("nic"):  # a NIC NCCL attached to the CPU itself (virtio, no PCI path)
-            _read_nic(nic, None, numaid, [], result)
+            _read_nets(nic, None, numaid, result)
     return result
 
 
@@ -99,51 +97,38 @@ def _walk(parent, numaid, path, result):
         here = path + [busid]
         gpu = pci.find("gpu")
         if gpu is not None:
-            _read_gpu(gpu, entry, numaid, here, result)
+            _read_gpu(gpu, entry, numaid, result)
             entry["kind"] = "gpu"
         nic = pci.find("nic")
         if nic is not None:
-            _read_nic(nic, busid, numaid, here, result)
+            _read_nets(nic, busid, numaid, result)
             entry["kind"] = "nic"
         _walk(pci, numaid, here, result)
 
 
-def _read_gpu(gpu, pci, numaid, path, result):
+def _read_gpu(gpu, pci, numaid, result):
     sm = _int(gpu.get("sm"))
     per_link = nvlink_bw_per_link(sm)
     nvlinks = []
     for link in gpu.findall("nvlink"):
         count = _int(link.get("count"))
-        target_kind = pci_kind(link.get("tclass"))
-        if target_kind == "nvswitch":
-            result["nvswitch_links"] += count or 0
         nvlinks.append({"target": link.get("target"), "count": count, "tclass": link.get("tclass"),
-                        "target_kind": target_kind,
+                        "target_kind": pci_kind(link.get("tclass")),
                         "nccl_bw_gbs": None if count is None or per_link is None else round(count * per_link, 1)})
-    c2c = []
-    for link in gpu.findall("c2c"):  # Grace-Hopper: topo.cc reads bw x count / 1000 GB/s
-        count, bw = _int(link.get("count")), _float(link.get("bw"))
-        c2c.append({"count": count, "bw": bw,
-                    "nccl_bw_gbs": None if count is None or bw is None else round(bw * count / 1000.0, 3)})
     result["gpus"].append({"dev": _int(gpu.get("dev")), "rank": _int(gpu.get("rank")), "sm": sm,
                            "gdr": _int(gpu.get("gdr")), "busid": pci["busid"], "numaid": numaid,
-                           "link_speed": pci["link_speed"], "link_width": pci["link_width"],
-                           "pci_bw_gbs": pci["nccl_bw_gbs"], "pci_path": path, "nvlinks": nvlinks,
-                           "nvlink_count": sum(link["count"] or 0 for link in nvlinks), "c2c": c2c})
+                           "link_speed": pci["link_speed"], "link_width": pci["link_width"], "nvlinks": nvlinks,
+                           "nvlink_count": sum(link["count"] or 0 for link in nvlinks)})
 
 
-def _read_nic(nic, busid, numaid, path, result):
-    nets = []
+def _read_nets(nic, busid, numaid, result):
     for net in nic.findall("net"):
         speed = _int(net.get("speed"))
-        entry = {"name": net.get("name"), "dev": _int(net.get("dev")), "speed_mbps": speed,
-                 "nccl_bw_gbs": round((speed if speed and speed > 0 else 10000) / 8000.0, 3),
-                 "port": _int(net.get("port")), "gdr": _int(net.get("gdr")), "latency": _float(net.get("latency")),
-                 "guid": net.get("guid"), "maxconn": _int(net.get("maxconn")), "coll": _int(net.get("coll")),
-                 "nic_busid": busid, "numaid": numaid}
-        nets.append(entry)
-        result["nets"].append(entry)
-    result["nics"].append({"busid": busid, "numaid": numaid, "pci_path": path, "nets": nets})
+        result["nets"].append({"name": net.get("name"), "dev": _int(net.get("dev")), "speed_mbps": speed,
+                               "nccl_bw_gbs": round((speed if speed and speed > 0 else 10000) / 8000.0, 3),
+                               "port": _int(net.get("port")), "gdr": _int(net.get("gdr")),
+                               "latency": _float(net.get("latency")), "coll": _int(net.get("coll")),
+                               "nic_busid": busid, "numaid": numaid})
 
 
 def parse_graphs(text):
@@ -160,8 +145,8 @@ def parse_graphs(text):
                              "net_in": nets[0] if devices and devices[0][0] == "net" else None,
                              "net_out": nets[-1] if len(devices) > 1 and devices[-1][0] == "net" else None})
         graphs.append({"id": gid, "algorithm": GRAPH_ALGORITHMS.get(gid), "pattern": pattern,
-                       "pattern_name": PATTERNS.get(pattern), "crossnic": _int(graph.get("crossnic")),
-                       "nchannels": _int(graph.get("nchannels")), "channels_listed": len(channels),
+                       "pattern_name": PATTERNS.get(pattern), "nchannels": _int(graph.get("nchannels")),
+                       "channels_listed": len(channels),
                        "speedintra": _float(graph.get("speedintra")), "speedinter": _float(graph.get("speedinter")),
                        "latencyinter": _float(graph.get("latencyinter")), "typeintra": graph.get("typeintra"),
                        "typeinter": graph.get("typeinter"), "samechannels": _int(graph.get("samechannels")),
