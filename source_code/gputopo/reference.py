@@ -5,13 +5,9 @@
     reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from system.json)
     reference.load("v100-sxm2-8gpu-server", "topo")          # parsed, as the CLI prints it
 
-Each system is a folder of `source_code/reference_systems/`; the kind of a file follows
-from its name (KIND_PATTERNS), so a new file is found as soon as it is named that way.
-
-What the files do not say themselves is in the folder's `system.json` (SYSTEM_FILE, its keys in
-reference_systems/README.md), read by `system_info`, `file_settings`, `known_links` and
-`no_peer_access`: adding a recorded system is one folder with its files and its system.json, no code.
-Standard library only.
+Each system is a folder of `source_code/reference_systems/` with its `system.json` (what the
+files do not say themselves; keys in reference_systems/README.md); a file's kind follows from its
+name (KIND_PATTERNS). Adding a recorded system is one folder, no code. Standard library only.
 """
 import csv
 import fnmatch
@@ -115,8 +111,7 @@ def load(system, kind, filename=None, **options):
     text = read_text(system, filename)
     if kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
-        rows = list(reader)
-        return {"columns": reader.fieldnames or [], "rows": rows}
+        return {"columns": reader.fieldnames or [], "rows": list(reader)}
     if kind in _TEXT_ONLY_KINDS:
         raise ValueError(f"no parser for kind {kind!r}; use read_text(system, filename)")
     return PARSERS[kind](text, **options)
@@ -131,8 +126,6 @@ def system_info(system):
         info = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
         raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}") from None
-    if not isinstance(info, dict):
-        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} must hold a JSON object")
     return info
 
 
