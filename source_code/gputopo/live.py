@@ -7,9 +7,8 @@
 
 `read` prints which it is: the learner's own output when usable (the parser of `kind` reads it,
 or, without a kind, it is not empty and is not a "command not found" or driver error); otherwise
-why not, in one line, and the recorded output of a real machine, labelled with the machine and
-the source from its system.json, so every reading exercise still works on a laptop. Nothing is
-overwritten: each session writes a new run folder.
+why not, in one line, and a recorded machine's output, labelled with the machine and its source,
+so every reading exercise still works on a laptop. Each session writes a new run folder.
 """
 import datetime
 import os
@@ -113,10 +112,8 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
     is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
-    why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
-    parsed = None
-    if why is None:
-        parsed, why = _usable(text, kind)
+    parsed, why = _usable(text, kind) if saved.is_file() else (
+        None, f"{saved.name} was not written (was the command's cell run?)")
     if why is None:
         print(f"{LIVE_MARK} {saved.name}: this machine's output (shown above).")
         return Output(text, parsed, True, "this machine")
