@@ -198,7 +198,6 @@ def peak(link_code, generation=None) -> Peak:
     code = str(link_code).strip().upper() if link_code is not None else ""
     label, rate, pcie, source, spec = _what(generation)
     row = linkcodes.lookup(code)
-    unknown = f"so the peak of {code} is unknown"
     if row is None:
         codes = [row.code for row in linkcodes.CODES]
         return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
@@ -220,7 +219,7 @@ def peak(link_code, generation=None) -> Peak:
         why = f"{label} has no NVLink in the course's table ({source})"
     else:
         why = f"{label} is a PCIe generation and says nothing about NVLink"
-    return Peak(None, why=f"{why}, {unknown}")
+    return Peak(None, why=f"{why}, so the peak of {code} is unknown")
 
 
 def peak_gbs(link_code, generation=None) -> Optional[float]:

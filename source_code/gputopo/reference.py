@@ -44,9 +44,6 @@ KIND_PATTERNS = {
     "csv": ("*.csv",),
     "notes": ("*.md",),
 }
-# Kinds read_text serves but load cannot turn into data.
-_TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
-                    "json", "notes", "lscpu", "numactl"}
 # Each system's description, beside its recorded files (never itself a recorded file).
 SYSTEM_FILE = "system.json"
 
@@ -112,7 +109,7 @@ def load(system, kind, filename=None, **options):
     if kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
         return {"columns": reader.fieldnames or [], "rows": list(reader)}
-    if kind in _TEXT_ONLY_KINDS:
+    if kind not in PARSERS:  # read_text serves it, load cannot turn it into data
         raise ValueError(f"no parser for kind {kind!r}; use read_text(system, filename)")
     return PARSERS[kind](text, **options)
 

@@ -280,8 +280,6 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                                               "link's limit" if kind == "allreduce_busbw"
                                               else "fixed costs dominate, not the link")),
         (peak.value is None, f"no peak for this link ({peak.source})"),
-        (kind in ("h2d", "d2h") and link.type != "pcie", "host copies cross the GPU's PCIe link; no PCIe facts "
-         "given"),
     ]
     for applies, why in unlike:
         if applies:
