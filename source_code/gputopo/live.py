@@ -97,13 +97,6 @@ def recorded_label(recorded: str) -> str:
     return f"{info.get('machine', system)}{source}, recorded in reference_systems/{recorded}"
 
 
-def _print_lines(text: str, head: Optional[int], where: str) -> None:
-    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
-    print("\n".join(lines if head is None else lines[:head]))
-    if head is not None and len(lines) > head:
-        print(f"... ({len(lines) - head} more lines: the whole output is {where})")
-
-
 def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
          head: Optional[int] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
@@ -124,5 +117,8 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
     print(f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
           f"names it, may differ from yours in sizes or flags):\n")
-    _print_lines(text, head, f"source_code/reference_systems/{recorded}")
+    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
+    print("\n".join(lines[:head]))
+    if head is not None and len(lines) > head:
+        print(f"... ({len(lines) - head} more lines: the whole output is source_code/reference_systems/{recorded})")
     return Output(text, PARSERS[kind](text) if kind else None, False, label)

@@ -50,10 +50,8 @@ SYSTEM_FILE = "system.json"
 
 def list_systems():
     """Names of the recorded systems (folder names), sorted."""
-    return sorted(
-        entry.name for entry in REFERENCE_DIR.iterdir()
-        if entry.is_dir() and not entry.name.startswith((".", "_"))
-    )
+    return sorted(entry.name for entry in REFERENCE_DIR.iterdir()
+                  if entry.is_dir() and not entry.name.startswith((".", "_")))
 
 
 def _folder(system):
@@ -65,10 +63,8 @@ def _folder(system):
 
 def files(system):
     """File names recorded for one system, sorted."""
-    return sorted(
-        entry.name for entry in _folder(system).iterdir()
-        if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE
-    )
+    return sorted(entry.name for entry in _folder(system).iterdir()
+                  if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE)
 
 
 def read_text(system, filename):
@@ -120,10 +116,9 @@ def system_info(system):
     if not path.is_file():
         return {}
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
         raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}") from None
-    return info
 
 
 def describe(system):
@@ -146,7 +141,8 @@ def file_settings(system, filename):
 
 
 def _pair(text):
-    first, second = (int(part) for part in str(text).split(","))
+    """(i, j) with i < j from a key "i,j" or "j,i"."""
+    first, second = sorted(int(part) for part in str(text).split(","))
     return first, second
 
 
@@ -156,7 +152,7 @@ def known_links(system):
     links = system_info(system).get("links")
     if not links:
         return None
-    return {"pairs": {tuple(sorted(_pair(key))): code for key, code in (links.get("pairs") or {}).items()},
+    return {"pairs": {_pair(key): code for key, code in (links.get("pairs") or {}).items()},
             "every_pair": links.get("every_pair"), "source": links.get("source", "")}
 
 
@@ -165,4 +161,4 @@ def no_peer_access(system):
     entry = system_info(system).get("no_peer_access")
     if not entry:
         return None
-    return {tuple(sorted(_pair(key))) for key in entry.get("pairs", [])}, entry.get("why", "")
+    return {_pair(key) for key in entry.get("pairs", [])}, entry.get("why", "")
