@@ -71,9 +71,7 @@ NVLINK_CONFIGURATIONS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuSpec:
-    """What the course knows about one GPU family's links, with the source of each figure."""
-
+class GpuSpec:  # what the course knows about one GPU family's links, with the source of each figure
     pattern: str  # regular expression searched in the GPU's name, case-insensitive
     nvlink: Optional[str]  # NVLink generation, or None when the GPU has no NVLink
     nvlink_gbs_per_link: Optional[float]  # None: the generation's rate
@@ -121,9 +119,7 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Peak:
-    """A per-direction peak, or why there is none (`gbs` None)."""
-
+class Peak:  # a per-direction peak, or why there is none (`gbs` None)
     gbs: Optional[float]
     how: str = ""  # "12 links x 25 GB/s" or "gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8)"
     source: str = ""  # the document the figure comes from

@@ -3,10 +3,9 @@
     answer_1 = None            # the learner replaces None with an expression
     check(answer_1, 20.97, rel=0.001)
 
-`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong answer
-the hint and how far off it is, never an exception, so "Run All" and nbval run every cell.
-`predict` records a prediction before a measurement, `compare` sets the measurement against it.
-Standard library only.
+`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong answer the
+hint and how far off it is, so "Run All" and nbval run every cell. `predict` records a prediction
+before a measurement, `compare` sets the measurement against it. Standard library only.
 """
 
 import math
