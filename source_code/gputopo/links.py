@@ -156,9 +156,7 @@ def spec_for(gpu_name: Optional[str]) -> Optional[GpuSpec]:
 
 
 def _pcie_name(value) -> Optional[str]:
-    """"gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise."""
-    if value is None or isinstance(value, bool):
-        return None
+    """"gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans too)."""
     text = str(value).strip().lower().replace(" ", "").replace("pcie", "")
     if text.isdigit():
         text = "gen" + text

@@ -25,10 +25,9 @@ DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directo
                          r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
                          r"Failed to initialize NVML")
 
-# The first word of the line `read` prints, which the headless course report
-# (coursetools.course.live_and_reference) reads back from the executed notebooks: LIVE_MARK,
-# this machine's output; RECORDED_MARK, a recorded machine's output stands in; NOT_LIVE_MARK,
-# neither (no usable output and no recorded one named: the report counts it in neither list).
+# The first word of the line `read` prints, read back by the headless course report
+# (coursetools.course.live_and_reference): this machine's output, a recorded machine's standing
+# in, or neither (no usable output and no recorded one named: counted in neither list).
 LIVE_MARK = "[live]"
 RECORDED_MARK = "[recorded]"
 NOT_LIVE_MARK = "[not live]"
