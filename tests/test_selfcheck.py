@@ -4,8 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from gputopo import links, reference
+from gputopo import links, reference, selfcheck
 from gputopo.selfcheck import check, compare, predict, text_table
+
+
+@pytest.fixture(autouse=True)
+def fresh_predictions(monkeypatch):
+    """Each test starts with no recorded prediction (the notebooks share the module's dict)."""
+    monkeypatch.setattr(selfcheck, "_PREDICTIONS", {})
 
 
 def test_unanswered_prints_a_reminder(capsys):
@@ -47,18 +53,17 @@ def test_right_answer_returns_true():
 
 
 def test_predict_then_compare(capsys):
-    store = {}
-    assert predict("busbw at 1 MiB", None, store=store) is None
+    assert predict("busbw at 1 MiB", None) is None
     assert "No prediction" in capsys.readouterr().out
-    predict("busbw at 1 MiB", 100.0, "GB/s", store=store)
-    assert compare("busbw at 1 MiB", 110.0, "GB/s", store=store) == pytest.approx(1.1)
+    predict("busbw at 1 MiB", 100.0, "GB/s")
+    assert compare("busbw at 1 MiB", 110.0, "GB/s") == pytest.approx(1.1)
     assert "close to the prediction" in capsys.readouterr().out
-    assert compare("busbw at 1 MiB", 20.0, store=store) == pytest.approx(0.2)
+    assert compare("busbw at 1 MiB", 20.0) == pytest.approx(0.2)
     assert "what did the model leave out" in capsys.readouterr().out
-    predict("transport", "P2P", store=store)
-    compare("transport", "shm", store=store)
+    predict("transport", "P2P")
+    compare("transport", "shm")
     assert "different" in capsys.readouterr().out
-    assert compare("never predicted", 1.0, store=store) is None
+    assert compare("never predicted", 1.0) is None
 
 
 def test_text_table_aligns_columns():

@@ -4,7 +4,6 @@
     from gputopo.parsers import PARSERS        # nvidia-smi, NCCL, nccl-tests, P2P test parsers
     python -m gputopo topo nvidia-smi-topo.txt --json
 
-Importing the package loads nothing else: each notebook imports the modules it uses, so
-`import gputopo.units` costs units.py and this file. The instructor and CI plumbing
-(preflight, headless course run) lives in the separate package `coursetools`.
+Importing the package loads nothing else: each notebook imports the modules it uses. The
+instructor and CI plumbing (preflight, headless course run) lives in the package `coursetools`.
 """

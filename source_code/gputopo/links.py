@@ -4,15 +4,11 @@ All figures are per direction, in GB (10^9 bytes) per second: ceilings that meas
 compared against, not predictions. An unknown GPU, generation or link code is never an error:
 the figure is None and `peak(...).why` says in one sentence what is missing.
 
-PCIe peak per direction = transfer rate (GT/s) x lanes x coding efficiency / 8 bits: 8b/10b
-for gen1-2, 128b/130b for gen3-5, gen6's Flit Mode below. The TLP framing, headers and LCRC
-come on top and depend on the payload size (`pcie_tlp_gbs` deducts them for one size).
-
-NVLink peak per direction = links x per-link data rate (`NVLINK_GENERATIONS`). `nvidia-smi
-nvlink -s` prints 26.562 GB/s per link on H100 and H200: the signalling rate (2 lanes x
-106.25 Gb/s), not the 25 GB/s data rate the H100 whitepaper quotes, so it is never used as a
-peak; `nvlink -s` serves to count a GPU's active links and spot slower ones.
-
+PCIe peak = transfer rate (GT/s) x lanes x coding efficiency / 8 bits (8b/10b for gen1-2,
+128b/130b for gen3-5, gen6's Flit Mode below); `pcie_tlp_gbs` deducts each packet's framing too.
+NVLink peak = links x per-link data rate (`NVLINK_GENERATIONS`). `nvidia-smi nvlink -s` prints
+26.562 GB/s per link on H100 and H200: the signalling rate (2 lanes x 106.25 Gb/s), not the
+25 GB/s data rate the H100 whitepaper quotes, so it only counts a GPU's active links.
 Standard library only.
 """
 
@@ -32,12 +28,9 @@ PCIE_128B130B = 128 / 130
 # 6.0, Flit Mode). So an x16 link gives 64 x 16 x 236/256 / 8 = 118 GB/s, not the raw 128 GB/s
 # PCI-SIG quotes (also what Linux reports: PCIE_SPEED2MBS_ENC in drivers/pci/pci.h counts 64 GT/s
 # as 1/1): gen6's figure has its link-level overhead deducted, gen3-5's only their line code.
-PCIE_FLIT_BYTES = 256
-PCIE_FLIT_TLP_BYTES = 236
-PCIE_FLIT = PCIE_FLIT_TLP_BYTES / PCIE_FLIT_BYTES
+PCIE_FLIT = 236 / 256
 # How each efficiency is written in a table's "how" column.
-_EFFICIENCY_TEXT = {PCIE_8B10B: "8/10", PCIE_128B130B: "128/130",
-                    PCIE_FLIT: f"{PCIE_FLIT_TLP_BYTES}/{PCIE_FLIT_BYTES} (flit bytes for TLPs)"}
+_EFFICIENCY_TEXT = {PCIE_8B10B: "8/10", PCIE_128B130B: "128/130", PCIE_FLIT: "236/256 (flit bytes for TLPs)"}
 
 # PCIe generation -> (transfer rate per lane in GT/s, line-code efficiency, source)
 PCIE_GENERATIONS: Dict[str, tuple] = {
@@ -78,9 +71,7 @@ NVLINK_CONFIGURATIONS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuSpec:
-    """What the course knows about one GPU family's links, with the source of each figure."""
-
+class GpuSpec:  # what the course knows about one GPU family's links, with the source of each figure
     pattern: str  # regular expression searched in the GPU's name, case-insensitive
     nvlink: Optional[str]  # NVLink generation, or None when the GPU has no NVLink
     nvlink_gbs_per_link: Optional[float]  # None: the generation's rate
@@ -128,9 +119,7 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Peak:
-    """A per-direction peak, or why there is none (`gbs` None)."""
-
+class Peak:  # a per-direction peak, or why there is none (`gbs` None)
     gbs: Optional[float]
     how: str = ""  # "12 links x 25 GB/s" or "gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8)"
     source: str = ""  # the document the figure comes from
@@ -153,12 +142,9 @@ def pcie_tlp_gbs(generation: str, max_payload: int = 256, lanes: int = PCIE_X16_
     """Per-direction GB/s left for data on a gen3-5 link after each TLP's framing, header and
     LCRC, with TLPs of `max_payload` bytes (the Max_Payload_Size a host sets: 128 or 256 on
     most servers). ACK and flow-control DLLPs and SKP ordered sets take a little more, so a
-    real copy stays below this. ValueError for gen6 (flits pack TLPs differently) or below gen3.
-    """
+    real copy stays below this. ValueError for gen6 (flits pack TLPs differently) or below gen3."""
     if generation not in ("gen3", "gen4", "gen5"):
         raise ValueError(f"pcie_tlp_gbs covers gen3 to gen5 (128b/130b framing), not {generation!r}")
-    if max_payload <= 0:
-        raise ValueError(f"max_payload must be positive, not {max_payload!r}")
     return pcie_gbs(generation, lanes) * max_payload / (max_payload + PCIE_TLP_OVERHEAD_BYTES)
 
 
@@ -166,16 +152,11 @@ def spec_for(gpu_name: Optional[str]) -> Optional[GpuSpec]:
     """The table's entry for a GPU name ("NVIDIA L40S", "Tesla T4"), or None if unknown."""
     if not gpu_name:
         return None
-    for spec in GPU_SPECS:
-        if re.search(spec.pattern, str(gpu_name), re.IGNORECASE):
-            return spec
-    return None
+    return next((spec for spec in GPU_SPECS if re.search(spec.pattern, str(gpu_name), re.IGNORECASE)), None)
 
 
 def _pcie_name(value) -> Optional[str]:
-    """"gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise."""
-    if value is None or isinstance(value, bool):
-        return None
+    """"gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans too)."""
     text = str(value).strip().lower().replace(" ", "").replace("pcie", "")
     if text.isdigit():
         text = "gen" + text
@@ -211,7 +192,6 @@ def peak(link_code, generation=None) -> Peak:
     code = str(link_code).strip().upper() if link_code is not None else ""
     label, rate, pcie, source, spec = _what(generation)
     row = linkcodes.lookup(code)
-    unknown = f"so the peak of {code} is unknown"
     if row is None:
         codes = [row.code for row in linkcodes.CODES]
         return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
@@ -233,7 +213,7 @@ def peak(link_code, generation=None) -> Peak:
         why = f"{label} has no NVLink in the course's table ({source})"
     else:
         why = f"{label} is a PCIe generation and says nothing about NVLink"
-    return Peak(None, why=f"{why}, {unknown}")
+    return Peak(None, why=f"{why}, so the peak of {code} is unknown")
 
 
 def peak_gbs(link_code, generation=None) -> Optional[float]:

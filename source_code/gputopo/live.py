@@ -7,9 +7,8 @@
 
 `read` prints which it is: the learner's own output when usable (the parser of `kind` reads it,
 or, without a kind, it is not empty and is not a "command not found" or driver error); otherwise
-why not, in one line, and the recorded output of a real machine, labelled with the machine and
-the source from its system.json, so every reading exercise still works on a laptop. Nothing is
-overwritten: each session writes a new run folder.
+why not, in one line, and a recorded machine's output, labelled with the machine and its source,
+so every reading exercise still works on a laptop. Each session writes a new run folder.
 """
 import datetime
 import os
@@ -26,10 +25,9 @@ DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directo
                          r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
                          r"Failed to initialize NVML")
 
-# The first word of the line `read` prints, which the headless course report
-# (coursetools.course.live_and_reference) reads back from the executed notebooks: LIVE_MARK,
-# this machine's output; RECORDED_MARK, a recorded machine's output stands in; NOT_LIVE_MARK,
-# neither (no usable output and no recorded one named: the report counts it in neither list).
+# The first word of the line `read` prints, read back by the headless course report
+# (coursetools.course.live_and_reference): this machine's output, a recorded machine's standing
+# in, or neither (no usable output and no recorded one named: counted in neither list).
 LIVE_MARK = "[live]"
 RECORDED_MARK = "[recorded]"
 NOT_LIVE_MARK = "[not live]"
@@ -98,13 +96,6 @@ def recorded_label(recorded: str) -> str:
     return f"{info.get('machine', system)}{source}, recorded in reference_systems/{recorded}"
 
 
-def _print_lines(text: str, head: Optional[int], where: str) -> None:
-    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
-    print("\n".join(lines if head is None else lines[:head]))
-    if head is not None and len(lines) > head:
-        print(f"... ({len(lines) - head} more lines: the whole output is {where})")
-
-
 def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
          head: Optional[int] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
@@ -113,10 +104,8 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
     is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
-    why = None if saved.is_file() else f"{saved.name} was not written (was the command's cell run?)"
-    parsed = None
-    if why is None:
-        parsed, why = _usable(text, kind)
+    parsed, why = _usable(text, kind) if saved.is_file() else (
+        None, f"{saved.name} was not written (was the command's cell run?)")
     if why is None:
         print(f"{LIVE_MARK} {saved.name}: this machine's output (shown above).")
         return Output(text, parsed, True, "this machine")
@@ -127,5 +116,8 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
     print(f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
           f"names it, may differ from yours in sizes or flags):\n")
-    _print_lines(text, head, f"source_code/reference_systems/{recorded}")
+    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
+    print("\n".join(lines[:head]))
+    if head is not None and len(lines) > head:
+        print(f"... ({len(lines) - head} more lines: the whole output is source_code/reference_systems/{recorded})")
     return Output(text, PARSERS[kind](text) if kind else None, False, label)

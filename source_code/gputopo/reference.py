@@ -5,13 +5,9 @@
     reference.describe("v100-sxm2-8gpu-server")    # machine, what, source (from system.json)
     reference.load("v100-sxm2-8gpu-server", "topo")          # parsed, as the CLI prints it
 
-Each system is a folder of `source_code/reference_systems/`; the kind of a file follows
-from its name (KIND_PATTERNS), so a new file is found as soon as it is named that way.
-
-What the files do not say themselves is in the folder's `system.json` (SYSTEM_FILE, its keys in
-reference_systems/README.md), read by `system_info`, `file_settings`, `known_links` and
-`no_peer_access`: adding a recorded system is one folder with its files and its system.json, no code.
-Standard library only.
+Each system is a folder of `source_code/reference_systems/` with its `system.json` (what the
+files do not say themselves; keys in reference_systems/README.md); a file's kind follows from its
+name (KIND_PATTERNS). Adding a recorded system is one folder, no code. Standard library only.
 """
 import csv
 import fnmatch
@@ -48,19 +44,14 @@ KIND_PATTERNS = {
     "csv": ("*.csv",),
     "notes": ("*.md",),
 }
-# Kinds read_text serves but load cannot turn into data.
-_TEXT_ONLY_KINDS = {"nvlink-status", "nvlink-remote", "nvidia-smi", "simple-p2p",
-                    "json", "notes", "lscpu", "numactl"}
 # Each system's description, beside its recorded files (never itself a recorded file).
 SYSTEM_FILE = "system.json"
 
 
 def list_systems():
     """Names of the recorded systems (folder names), sorted."""
-    return sorted(
-        entry.name for entry in REFERENCE_DIR.iterdir()
-        if entry.is_dir() and not entry.name.startswith((".", "_"))
-    )
+    return sorted(entry.name for entry in REFERENCE_DIR.iterdir()
+                  if entry.is_dir() and not entry.name.startswith((".", "_")))
 
 
 def _folder(system):
@@ -72,10 +63,8 @@ def _folder(system):
 
 def files(system):
     """File names recorded for one system, sorted."""
-    return sorted(
-        entry.name for entry in _folder(system).iterdir()
-        if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE
-    )
+    return sorted(entry.name for entry in _folder(system).iterdir()
+                  if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE)
 
 
 def read_text(system, filename):
@@ -115,9 +104,8 @@ def load(system, kind, filename=None, **options):
     text = read_text(system, filename)
     if kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
-        rows = list(reader)
-        return {"columns": reader.fieldnames or [], "rows": rows}
-    if kind in _TEXT_ONLY_KINDS:
+        return {"columns": reader.fieldnames or [], "rows": list(reader)}
+    if kind not in PARSERS:  # read_text serves it, load cannot turn it into data
         raise ValueError(f"no parser for kind {kind!r}; use read_text(system, filename)")
     return PARSERS[kind](text, **options)
 
@@ -128,12 +116,9 @@ def system_info(system):
     if not path.is_file():
         return {}
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
         raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}") from None
-    if not isinstance(info, dict):
-        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} must hold a JSON object")
-    return info
 
 
 def describe(system):
@@ -156,7 +141,8 @@ def file_settings(system, filename):
 
 
 def _pair(text):
-    first, second = (int(part) for part in str(text).split(","))
+    """(i, j) with i < j from a key "i,j" or "j,i"."""
+    first, second = sorted(int(part) for part in str(text).split(","))
     return first, second
 
 
@@ -166,7 +152,7 @@ def known_links(system):
     links = system_info(system).get("links")
     if not links:
         return None
-    return {"pairs": {tuple(sorted(_pair(key))): code for key, code in (links.get("pairs") or {}).items()},
+    return {"pairs": {_pair(key): code for key, code in (links.get("pairs") or {}).items()},
             "every_pair": links.get("every_pair"), "source": links.get("source", "")}
 
 
@@ -175,4 +161,4 @@ def no_peer_access(system):
     entry = system_info(system).get("no_peer_access")
     if not entry:
         return None
-    return {tuple(sorted(_pair(key))) for key in entry.get("pairs", [])}, entry.get("why", "")
+    return {_pair(key) for key in entry.get("pairs", [])}, entry.get("why", "")

@@ -3,10 +3,9 @@
     answer_1 = None            # the learner replaces None with an expression
     check(answer_1, 20.97, rel=0.001)
 
-`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong answer
-the hint and how far off it is, never an exception, so "Run All" and nbval run every cell.
-`predict` records a prediction before a measurement, `compare` sets the measurement against it.
-Standard library only.
+`check` never stops a notebook: an unanswered exercise (None) gets a reminder, a wrong answer the
+hint and how far off it is, so "Run All" and nbval run every cell. `predict` records a prediction
+before a measurement, `compare` sets the measurement against it. Standard library only.
 """
 
 import math
@@ -66,30 +65,25 @@ def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: st
     return True
 
 
-def predict(name: str, value, unit: str = "", store: Optional[dict] = None) -> Optional[float]:
-    """Record (and print) a prediction before a measurement, in `store` or the module's own dict."""
-    store = _PREDICTIONS if store is None else store
+def predict(name: str, value, unit: str = "") -> Optional[float]:
+    """Record (and print) a prediction before a measurement."""
     if value is None or value is Ellipsis:
         print(f"No prediction for {name} yet: write one down (replace None) before you run the measurement.")
-        store.pop(name, None)
+        _PREDICTIONS.pop(name, None)
         return None
-    store[name] = value
+    _PREDICTIONS[name] = value
     print(f"Prediction recorded for {name}: {value!r}{(' ' + unit) if unit else ''}")
     return value
 
 
-def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, close: float = 0.25,
-            how: str = "measured") -> Optional[float]:
+def compare(name: str, measured, unit: str = "", how: str = "measured") -> Optional[float]:
     """Set a measurement against the prediction recorded by `predict`; returns measured / predicted.
 
-    Within `close` (25 % by default) counts as a good prediction; otherwise it prints how far
-    off: which term of the model was missing? Strings (a transport name) are compared ignoring
-    case. `how` says where the value comes from: "measured" (default), or "recorded on <system>"
-    for a value read from a recording (never called measured). Never raises.
+    Within 25 % counts as a good prediction; otherwise it prints how far off: which term of the
+    model was missing? Strings (a transport name) are compared ignoring case. `how` says where the
+    value comes from: "measured", or "recorded on <system>" for a value read from a recording.
     """
-    store = _PREDICTIONS if store is None else store
-    how = how.strip() or "measured"
-    predicted = store.get(name)
+    predicted = _PREDICTIONS.get(name)
     if predicted is None:
         shown = f"{measured:.4g}" if isinstance(measured, float) else repr(measured)
         said = f"{how[0].upper()}{how[1:]} {name}" if " " not in how else f"{name}, {how}"
@@ -104,7 +98,7 @@ def compare(name: str, measured, unit: str = "", store: Optional[dict] = None, c
         print(f"{name}: {how} {measured!r}; a prediction of 0 cannot be compared.")
         return None
     ratio = measured / predicted
-    verdict = ("close to the prediction." if abs(ratio - 1) <= close else
+    verdict = ("close to the prediction." if abs(ratio - 1) <= 0.25 else
                f"{ratio:.2g} x the prediction: what did the model leave out?")
     print(f"{name}: predicted {predicted:.4g}, {how} {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}")
     return ratio

@@ -3,16 +3,11 @@
     v = verdicts.judge("p2p_one_way", 396.5, verdicts.Link("nvlink", "nvlink4", count=18))
     v.status, v.expected, v.figures, v.reasons    # "as expected", (337.5, 450.0), sources, (reason, check)
 
-Bandwidths in GB/s (10^9 bytes/s). The expected range is the link's peak (gputopo.links: NVLink
-data rate x active links; PCIe after the TLP overhead of `links.pcie_tlp_gbs`) times an
-efficiency range (`EFFICIENCY`, each with the recorded runs or published outputs it rests on).
-A PCIe link trained below its maximum is judged against its maximum, the ceiling it shows now
-beside it (an idle GPU drops its link). "not comparable": the number and the peak measure
-different things (staged copies, a message below the plateau, a number above the peak, a run
-whose settings forced NCCL off P2P, no figure for this link). "incomplete": a cut-off output.
-"low": its reasons come facts first, then the usual suspects, each with the command that tests
-it, and run-to-run noise only within the spread of recorded repeats (`repeat_spread`).
-Standard library only.
+Bandwidths in GB/s (10^9 bytes/s). The expected range is the link's peak (gputopo.links) times an
+efficiency range (`EFFICIENCY`, each with the runs or published outputs it rests on). A PCIe link
+trained below its maximum is judged against its maximum (an idle GPU drops its link). A "low"
+lists its reasons facts first, then the usual suspects, each with the command that tests it;
+run-to-run noise only within the spread of recorded repeats (`repeat_spread`). Standard library only.
 """
 
 from __future__ import annotations
@@ -38,18 +33,14 @@ PLATEAU_BYTES = {"h2d": 16 << 20, "d2h": 16 << 20, "p2p_one_way": 16 << 20, "p2p
 
 
 @dataclasses.dataclass(frozen=True)
-class Figure:
-    """One number the verdict used, what it is and where it comes from."""
-
+class Figure:  # one number the verdict used, what it is and where it comes from
     what: str
     value: Optional[float]
     source: str
 
 
 @dataclasses.dataclass(frozen=True)
-class Efficiency:
-    """low-high: the share of the peak a healthy run reaches; source: the figures it rests on."""
-
+class Efficiency:  # low-high: the share of the peak a healthy run reaches; source: what it rests on
     low: float
     high: float
     source: str
@@ -102,11 +93,6 @@ EFFICIENCY = {
     # No PCIe all-reduce is recorded in reference_systems/ and no published figure is cited:
     # ("allreduce_busbw", "pcie") has no range, so such a busbw is "not comparable".
 }
-
-# The repeats a bandwidth's run-to-run spread is read from (M4 of the verdict review):
-# three identical P2P test runs, 256 MiB copies, on one recorded system.
-NOISE_SYSTEM = "h200-nvswitch-pair"
-NOISE_FILES = tuple(f"p2pBandwidthLatencyTest-256MiB-run{n}.txt" for n in (1, 2, 3))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,23 +178,21 @@ def link_peak(link: Link) -> Figure:
 
 
 @functools.lru_cache(maxsize=None)
-def repeat_spread() -> Optional[Tuple[float, str]]:
+def repeat_spread() -> Tuple[float, str]:
     """(spread in %, where it comes from) of a bandwidth over identical runs: (max - min) / min of
-    GPU0 -> GPU1 P2P writes in the three 256 MiB P2P test repeats of NOISE_SYSTEM; None when unreadable."""
+    GPU0 -> GPU1 P2P writes in three identical 256 MiB P2P test runs on h200-nvswitch-pair."""
     from gputopo import reference
     from gputopo.parsers import p2p as p2p_parser
 
-    try:  # GPU0 -> GPU1 of each repeat
-        values = [p2p_parser.parse(reference.read_text(NOISE_SYSTEM, name))["bandwidth_gbs"]["unidirectional_write"][0][1]
-                  for name in NOISE_FILES]
-    except Exception:
-        return None
+    names = [f"p2pBandwidthLatencyTest-256MiB-run{n}.txt" for n in (1, 2, 3)]
+    values = [p2p_parser.parse(reference.read_text("h200-nvswitch-pair", name))["bandwidth_gbs"]["unidirectional_write"][0][1]
+              for name in names]
     return ((max(values) - min(values)) / min(values) * 100,
-            f"{NOISE_SYSTEM} {', '.join(NOISE_FILES)}: GPU0->GPU1 {' / '.join(f'{v:g}' for v in values)}")
+            f"h200-nvswitch-pair {', '.join(names)}: GPU0->GPU1 {' / '.join(f'{v:g}' for v in values)}")
 
 
 def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[str],
-             shortfall: Optional[float] = None) -> List[Tuple[str, str]]:
+             shortfall: float) -> List[Tuple[str, str]]:
     """The likely reasons for a "low", facts first. shortfall: the gap as a fraction of the
     expected bound (the noise reason is offered only when the gap is within the repeats' spread)."""
     seen, usual = [], []
@@ -227,15 +211,10 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
         usual.append((f"the PCIe link stays trained below its maximum under load (idle now: {down})", query))
     elif link.type == "pcie":
         usual.append(("the PCIe link is trained below its maximum generation or width", query))
-    if transport and transport.upper() not in ("P2P", "NVLS"):
-        if link.type == "pcie" and transport.upper().startswith("SHM"):
-            seen.append(("NCCL used SHM: with no NCCL_* variable forcing it, SHM is NCCL's default for a PCIe "
-                         "path through the CPU (topo -m PHB, NODE or SYS)",
-                         "nvidia-smi topo -m for the pair; NCCL_DEBUG=INFO: the 'via' lines"))
-        else:
-            seen.append((f"NCCL used {transport}, not P2P: the data went through host memory or the network",
-                         "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
-                         "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
+    if transport and transport.upper() not in ("P2P", "NVLS"):  # only all-reduce over NVLink gets here
+        seen.append((f"NCCL used {transport}, not P2P: the data went through host memory or the network",
+                     "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
+                     "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE"))
     if kind in ("h2d", "d2h"):
         usual.append(("the process runs on the wrong NUMA node for this GPU",
                       "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
@@ -249,10 +228,10 @@ def _reasons(kind: str, link: Link, memory: Optional[str], transport: Optional[s
                           "active, all at one speed); nvidia-smi nvlink -e for errors"))
     if kind == "allreduce_busbw":
         usual.append(("another job shares the GPUs or their links", "nvidia-smi (processes), rerun alone"))
-    spread = repeat_spread()
-    if spread is not None and shortfall is not None and shortfall * 100 < spread[0]:
+    spread, repeats = repeat_spread()
+    if shortfall * 100 < spread:
         usual.append((f"run-to-run noise: the gap ({shortfall * 100:.2g} %) is within the spread of identical "
-                      f"runs ({spread[0]:.2g} %, {spread[1]})", "repeat the run 3 times and compare the range "
+                      f"runs ({spread:.2g} %, {repeats})", "repeat the run 3 times and compare the range "
                       "with the gap"))
     return seen + usual
 
@@ -301,8 +280,6 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                                               "link's limit" if kind == "allreduce_busbw"
                                               else "fixed costs dominate, not the link")),
         (peak.value is None, f"no peak for this link ({peak.source})"),
-        (kind in ("h2d", "d2h") and link.type != "pcie", "host copies cross the GPU's PCIe link; no PCIe facts "
-         "given"),
     ]
     for applies, why in unlike:
         if applies:
@@ -318,13 +295,12 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
         figures.append(Figure("both directions: twice the one-way peak", top, "a link is full duplex"))
     figures.append(Figure(f"efficiency {eff.low:g}-{eff.high:g} of the peak", None, eff.source))
     expected = (eff.low * top, eff.high * top)
-    if value > top * 1.02 and kind == "allreduce_busbw" and "NVLS off" not in processes:
-        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): with NVLink SHARP (NVLS) NCCL "
-                       "reduces in the switch and busbw can exceed the wire peak (nccl-tests issue #212: about 480 "
-                       "GB/s on 8x H100); if NVLS was off, the link facts are wrong", expected)
     if value > top * 1.02:
-        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): the data did not cross this link "
-                       "alone, or the link facts are wrong", expected)
+        nvls = kind == "allreduce_busbw" and "NVLS off" not in processes
+        return verdict(NOT_COMPARABLE, f"above the link's peak ({top:.4g} GB/s): " + (
+            "with NVLink SHARP (NVLS) NCCL reduces in the switch and busbw can exceed the wire peak (nccl-tests "
+            "issue #212: about 480 GB/s on 8x H100); if NVLS was off, the link facts are wrong" if nvls else
+            "the data did not cross this link alone, or the link facts are wrong"), expected)
     if value >= expected[0]:
         return verdict(AS_EXPECTED, f"{value / top:.2f} of the peak", expected)
     return verdict(LOW, f"{value / top:.2f} of the peak", expected,
@@ -350,11 +326,9 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
     row = rows[-1] if size is None else next((r for r in rows if r["size"] == size), None)
     if row is None:
         return Verdict("allreduce_busbw", None, NOT_COMPARABLE, f"no row of {size} B")
-    transport = None
     found = re.search(r"Transports NCCL reported[^:]*:(.*)$", text, re.M)
     names = re.findall(r"(?:^|;)\s*([A-Za-z]+)/", found.group(1)) if found else []
-    if names:
-        transport = "+".join(dict.fromkeys(names))  # every transport of the line, in order, once
+    transport = "+".join(dict.fromkeys(names)) or None  # every transport of the line, in order, once
     forced = sorted(set(re.findall(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=(?:LOC|0)\b|NCCL_SHM_DISABLE=1", text)))
     off_p2p = [f for f in forced if not f.startswith("NCCL_SHM")]   # settings that keep NCCL off P2P
     if off_p2p and transport == "P2P":
