@@ -1,11 +1,6 @@
 """What notebook 2 (system topology) needs that no tool prints: two 8x V100 wirings side by side,
 the sockets and NUMA nodes in `lscpu`, and a verdict as one line (the verdicts themselves are in
 the notebook's cells).
-
-    from gputopo.lessons import topology
-    topology.v100_wirings()                   # {name: topo dict}: the DGX-1 and the 2019 blog server
-    topology.wiring_differences(a, b)         # the GPU pairs whose link differs
-    topology.lscpu_summary(text)              # sockets, NUMA nodes, hypervisor from `lscpu`
 """
 from __future__ import annotations
 
