@@ -71,20 +71,17 @@ def legacy_level_name(value: str) -> str:
 path_type_of_link = linkcodes.path_type
 
 
+# CPU family -> words of its vendor_id or machine name (NCCL's ncclTopoCpuType treats HygonGenuine as AMD too)
+CPU_FAMILY_WORDS = {"intel": ("intel",), "amd": ("amd", "hygon"), "arm": ("arm", "aarch64"),
+                    "zhaoxin": ("zhaoxin", "centaurhauls", "shanghai")}
+
+
 def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
     """'intel', 'amd', 'arm', 'zhaoxin' or 'other' from a vendor_id or machine name; None: unknown."""
     if not cpu_vendor:
         return None
     vendor = cpu_vendor.strip().lower()
-    if "intel" in vendor:
-        return "intel"
-    if "amd" in vendor or "hygon" in vendor:
-        return "amd"  # NCCL's ncclTopoCpuType treats HygonGenuine as AMD too
-    if "arm" in vendor or "aarch64" in vendor:
-        return "arm"
-    if "zhaoxin" in vendor or "centaurhauls" in vendor or "shanghai" in vendor:
-        return "zhaoxin"
-    return "other"
+    return next((family for family, words in CPU_FAMILY_WORDS.items() if any(w in vendor for w in words)), "other")
 
 
 def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int]],

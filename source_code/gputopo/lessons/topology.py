@@ -25,8 +25,7 @@ def _pairs_topology(codes: Dict[Tuple[int, int], str], gpus: int = 8) -> Dict[st
     names = [f"GPU{i}" for i in range(gpus)]
     table = {a: {f"GPU{j}": codes.get((min(i, j), max(i, j)), "SYS") for j in range(gpus) if j != i}
              for i, a in enumerate(names)}
-    return {"gpus": names, "nics": {}, "links": table, "cpu_affinity": {}, "numa_affinity": {},
-            "gpu_numa_id": {}, "legend": {}}
+    return {"gpus": names, "nics": {}, "links": table}
 
 
 def v100_wirings() -> Dict[str, Dict[str, Any]]:
