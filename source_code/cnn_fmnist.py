@@ -19,7 +19,7 @@ gradients through NCCL on GPUs and through Gloo on the CPU. What one run does:
 - hvd.init(); every process pins one GPU (its local rank) or, with no GPU, runs on the CPU.
 - Each worker reads its own shard of the Fashion-MNIST training set (`gputopo.fmnist`).
 - The learning rate is the base rate times the number of workers, reached after a short linear
-  warm-up (cnn_model.warmup_lr(); the Keras path uses Horovod's LearningRateWarmupCallback, which
+  warm-up (cnn_run.warmup_lr(); the Keras path uses Horovod's LearningRateWarmupCallback, which
   applies the same rule), because the global batch grows with workers. Optimizer: Adam, wrapped
   in hvd.DistributedOptimizer, which averages the gradients over the workers every step.
 - Rank 0's weights are broadcast to every worker as training starts (Keras: after the first
@@ -52,6 +52,7 @@ import sys
 import time
 
 import cnn_model as cnn
+import cnn_run
 
 # Keep TensorFlow's C++ start-up chatter out of the log (NCCL prints its own INFO lines
 # independently when NCCL_DEBUG=INFO is set, so those stay).
@@ -176,15 +177,15 @@ def epoch_row(args, rank, size, steps, epoch, seconds, loss, accuracy, lr):
            "images_per_sec": images / seconds, "loss": float(loss), "accuracy": float(accuracy),
            "lr": float(lr), "timed": epoch > 0 or args.epochs == 1}
     if rank == 0:
-        print(cnn.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds, row["loss"],
-                             row["accuracy"], size, args.batch_size), flush=True)
+        print(cnn_run.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds, row["loss"],
+                                 row["accuracy"], size, args.batch_size), flush=True)
     return row
 
 
 def finish(args, size, steps, rows, device, counts, train_seconds, versions):
     """Rank 0: the SUMMARY line and the --json-out record. counts = [correct, test images]."""
-    summary = cnn.summarize(rows, float(counts[0] / counts[1]) if counts[1] else float("nan"))
-    print(cnn.summary_line(summary, size, args.batch_size), flush=True)
+    summary = cnn_run.summarize(rows, float(counts[0] / counts[1]) if counts[1] else float("nan"))
+    print(cnn_run.summary_line(summary, size, args.batch_size), flush=True)
     if args.json_out is None:
         return
     import horovod
@@ -255,7 +256,7 @@ def train_keras(args):
                                 name=name).numpy()
 
     x_train, y_train, x_test, y_test = load_data(rank, size, args.test_images)
-    print(cnn.worker_line(rank, size, local_rank, device, len(x_train), "tensorflow"), flush=True)
+    print(cnn_run.worker_line(rank, size, local_rank, device, len(x_train), "tensorflow"), flush=True)
     shard_sizes = hvd_tf.allgather(tf.constant([len(x_train)], dtype=tf.int64), name="shard_sizes")
     steps = steps_per_epoch(args, shard_sizes.numpy())
 
@@ -300,7 +301,7 @@ def train_keras(args):
         EpochTimer(),
         hvd.callbacks.MetricAverageCallback(),  # loss and accuracy averaged over the workers
     ]
-    if args.warmup_epochs > 0 and size > 1:  # the rule of cnn_model.warmup_lr()
+    if args.warmup_epochs > 0 and size > 1:  # the rule of cnn_run.warmup_lr()
         callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
             initial_lr=scaled_lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps,
             verbose=0))
@@ -350,7 +351,7 @@ def train_torch(args):
         return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous().to(where)
 
     x_train, y_train, x_test, y_test = load_data(rank, size, args.test_images)
-    print(cnn.worker_line(rank, size, local_rank, device, len(x_train), "pytorch"), flush=True)
+    print(cnn_run.worker_line(rank, size, local_rank, device, len(x_train), "pytorch"), flush=True)
     shard_sizes = hvd.allgather(torch.tensor([len(x_train)], dtype=torch.int64), name="shard_sizes")
     steps = steps_per_epoch(args, shard_sizes.tolist())
 
@@ -375,7 +376,7 @@ def train_torch(args):
         allreduce_sum([1.0], f"barrier_begin_{epoch}")  # returns once every worker is here
         epoch_started = time.perf_counter()
         for step in range(steps):
-            lr = cnn.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
+            lr = cnn_run.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if position + args.batch_size > len(order):  # next pass over the shard
@@ -403,7 +404,7 @@ def train_torch(args):
             [loss_sum.item() / steps, hits.item() / (steps * args.batch_size)], f"metrics_{epoch}")
         rows.append(epoch_row(args, rank, size, steps, epoch, seconds, loss_total / size,
                               hits_total / size,
-                              cnn.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs)))
+                              cnn_run.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs)))
     train_seconds = time.perf_counter() - started
 
     # Test accuracy over the whole test set: each worker scores its part, counts are summed.

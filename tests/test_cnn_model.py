@@ -1,4 +1,4 @@
-"""source_code/cnn_model.py: the network both lab scripts train, its size, the learning-rate
+"""source_code/cnn_model.py: the network both lab scripts train, its size; cnn_run.py: the learning-rate
 rule and the printed lines.
 
 The expected sizes are not computed by cnn_model: they are the figures Keras printed for
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import cnn_model
+import cnn_run
 from gputopo.parsers.horovod_log import parse as parse_horovod
 
 # Read from Keras' model.summary() above.
@@ -75,33 +76,33 @@ def test_importing_starts_no_framework():
 
 def test_warmup_goes_linearly_from_base_to_workers_times_base():
     # Goyal et al. 2017: lr(e) = base * (1 + (n - 1) * e / warmup) during the warm-up, then n * base.
-    assert cnn_model.warmup_lr(0.001, 2, 0.0, 1.0) == pytest.approx(0.001)
-    assert cnn_model.warmup_lr(0.001, 2, 0.5, 1.0) == pytest.approx(0.0015)
-    assert cnn_model.warmup_lr(0.001, 4, 1.0, 2.0) == pytest.approx(0.0025)
-    assert cnn_model.warmup_lr(0.001, 4, 2.0, 2.0) == pytest.approx(0.004)
-    assert cnn_model.warmup_lr(0.001, 4, 3.7, 2.0) == pytest.approx(0.004)
-    assert cnn_model.warmup_lr(0.001, 4, 0.0, 0.0) == pytest.approx(0.004)  # no warm-up
-    assert cnn_model.warmup_lr(0.001, 1, 0.3, 1.0) == pytest.approx(0.001)  # one worker
+    assert cnn_run.warmup_lr(0.001, 2, 0.0, 1.0) == pytest.approx(0.001)
+    assert cnn_run.warmup_lr(0.001, 2, 0.5, 1.0) == pytest.approx(0.0015)
+    assert cnn_run.warmup_lr(0.001, 4, 1.0, 2.0) == pytest.approx(0.0025)
+    assert cnn_run.warmup_lr(0.001, 4, 2.0, 2.0) == pytest.approx(0.004)
+    assert cnn_run.warmup_lr(0.001, 4, 3.7, 2.0) == pytest.approx(0.004)
+    assert cnn_run.warmup_lr(0.001, 4, 0.0, 0.0) == pytest.approx(0.004)  # no warm-up
+    assert cnn_run.warmup_lr(0.001, 1, 0.3, 1.0) == pytest.approx(0.001)  # one worker
 
 
 def test_worker_line_as_a_recorded_run_printed_it():
     # The line of rank 0 in a 2-worker CPU run of cnn_fmnist.py (before cnn_model existed),
     # with this machine's host name in place of the recorded one.
-    line = cnn_model.worker_line(0, 2, 0, "CPU", 30000, "tensorflow")
+    line = cnn_run.worker_line(0, 2, 0, "CPU", 30000, "tensorflow")
     assert line == (f"WORKER rank=0 size=2 local_rank=0 device=CPU shard_images=30000 "
                     f"host={platform.node()} framework=tensorflow")
 
 
 def test_output_lines_match_the_contract_and_the_parser():
-    line = cnn_model.epoch_line(2, 5, 12345.64, 1.2344, 0.43214, 0.87654, 2, 64)
+    line = cnn_run.epoch_line(2, 5, 12345.64, 1.2344, 0.43214, 0.87654, 2, 64)
     assert line == ("EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 "
                     "accuracy=0.8765 workers=2 batch_per_worker=64")
     rows = [{"images_per_sec": v, "timed": i > 0} for i, v in enumerate([10.0, 30.0, 20.0, 40.0])]
-    summary = cnn_model.summarize(rows, 0.87654)
+    summary = cnn_run.summarize(rows, 0.87654)
     assert (summary["images_per_sec_median"], summary["images_per_sec_min"],
             summary["images_per_sec_max"], summary["epochs_timed"]) == (30.0, 20.0, 40.0, 3)
     assert summary["first_epoch_included"] is False
-    text = line + "\n" + cnn_model.summary_line(summary, 2, 64)
+    text = line + "\n" + cnn_run.summary_line(summary, 2, 64)
     parsed = parse_horovod(text)
     assert parsed["epochs"][0]["images_per_sec"] == 12345.6
     assert parsed["summary"]["epochs_timed"] == 3
@@ -109,5 +110,5 @@ def test_output_lines_match_the_contract_and_the_parser():
 
 
 def test_single_epoch_is_timed_when_it_is_the_only_one():
-    summary = cnn_model.summarize([{"images_per_sec": 5.0, "timed": True}], 0.5)
+    summary = cnn_run.summarize([{"images_per_sec": 5.0, "timed": True}], 0.5)
     assert summary["epochs_timed"] == 1 and summary["first_epoch_included"] is True

@@ -10,7 +10,6 @@ import pytest
 
 import cnn_fmnist
 from coursetools import horovod_cnn
-from gputopo import ncclpaths
 from coursetools.machine import Machine
 
 
@@ -102,12 +101,14 @@ def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
     assert result.framework == "pytorch"
 
 
-def test_nvls_state_labels():
-    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
-    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "1"}, "2.28.3") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
-    assert ncclpaths.nvls_state({}, "2.4.8") == "did not exist (NCCL < 2.17)"
+def test_nvls_state_labels(monkeypatch):
+    from gputopo.lessons.collectives import table
+    nvls = lambda text: table("this machine", "t.txt", text, {})["nvls"]
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    assert nvls("NCCL_NVLS_ENABLE=0") == "NVLS off (course default)"
+    assert nvls("NCCL_NVLS_ENABLE set by environment to 1") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
     # a run the course did not launch: never called "NCCL's default"
-    assert ncclpaths.nvls_state({}, "2.19.3") == "NCCL_NVLS_ENABLE unset (NCCL decided)"
+    assert nvls("") == "NCCL_NVLS_ENABLE unset (NCCL decided)"
 
 
 @pytest.mark.parametrize("inherited,expected", [(None, "0"), ("1", "1"), ("0", "0")])

@@ -124,10 +124,3 @@ def test_a_close_nic_makes_shm_unknown():
     assert E({}, "SYS", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=[("PIX", "SYS")]) == "SHM"
     # p2pCanConnect asks ncclTopoCheckNet too (p2p.cc, v2.28.3-1 lines 135-141)
     assert E({}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, **close) is None
-
-
-# M11: a course run is "NVLS off (course default)", never "NCCL's default".
-def test_nvls_labels_never_say_nccl_default():
-    assert ncclpaths.nvls_state({"NCCL_NVLS_ENABLE": "0"}, "2.28.3") == "NVLS off (course default)"
-    labels = [ncclpaths.nvls_state(env, v) for env in ({}, {"NCCL_NVLS_ENABLE": "1"}) for v in ("2.19.3", None)]
-    assert not any("default" in label.lower() for label in labels)

@@ -1,14 +1,9 @@
-"""NCCL's P2P levels and transports: which transport NCCL should pick for a GPU pair.
-
-    ncclpaths.expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL", nics=())  # "SHM" (no NIC)
-    ncclpaths.expected_transport({}, "PHB", "AuthenticAMD", nccl_version="2.28.3",
-                                 local_gpus=4)                                # None: NICs unknown
-
-The rules depend on the NCCL version: each is checked against NCCL's source at the release
-tags named beside it (github.com/NVIDIA/nccl, `git show TAG:path`). The test suite checks them
-against the recorded logs in reference_systems/ and against values read from those tags by
-hand. What a `topo -m` link code is to NCCL (its path type) is in gputopo/linkcodes.py.
-Standard library only.
+"""NCCL's P2P levels and transports: which transport NCCL should pick for a GPU pair, e.g.
+`expected_transport({"NCCL_P2P_LEVEL": "LOC"}, "NVL", nics=())` is "SHM" (P2P off, no NIC). The
+rules depend on the NCCL version: each is checked against NCCL's source at the release tags named
+beside it (github.com/NVIDIA/nccl, `git show TAG:path`). The test suite checks them against the
+recorded logs in reference_systems/ and against values read from those tags by hand. What a
+`topo -m` link code is to NCCL (its path type) is in gputopo/linkcodes.py. Standard library only.
 """
 
 from __future__ import annotations
@@ -61,11 +56,8 @@ LEVEL_NAMES_SINCE = {"NVB": (2, 8), "PXN": (2, 12), "C2C": (2, 26), "P2C": (2, 2
 
 def version_tuple(nccl_version: Optional[str]) -> Optional[Tuple[int, int, int]]:
     """'2.28.3' (or '2.28.3+cuda13.0', 'v2.28.3-1') -> (2, 28, 3); None when not a version."""
-    parts = re.findall(r"\d+", str(nccl_version or ""))
-    if len(parts) < 2:
-        return None
-    nums = [int(p) for p in parts[:3]] + [0] * (3 - min(3, len(parts)))
-    return nums[0], nums[1], nums[2]
+    parts = [int(p) for p in re.findall(r"\d+", str(nccl_version or ""))[:3]]
+    return tuple(parts + [0] * (3 - len(parts))) if len(parts) >= 2 else None
 
 
 def legacy_level_name(value: str) -> str:
@@ -79,20 +71,17 @@ def legacy_level_name(value: str) -> str:
 path_type_of_link = linkcodes.path_type
 
 
+# CPU family -> words of its vendor_id or machine name (NCCL's ncclTopoCpuType treats HygonGenuine as AMD too)
+CPU_FAMILY_WORDS = {"intel": ("intel",), "amd": ("amd", "hygon"), "arm": ("arm", "aarch64"),
+                    "zhaoxin": ("zhaoxin", "centaurhauls", "shanghai")}
+
+
 def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
     """'intel', 'amd', 'arm', 'zhaoxin' or 'other' from a vendor_id or machine name; None: unknown."""
     if not cpu_vendor:
         return None
     vendor = cpu_vendor.strip().lower()
-    if "intel" in vendor:
-        return "intel"
-    if "amd" in vendor or "hygon" in vendor:
-        return "amd"  # NCCL's ncclTopoCpuType treats HygonGenuine as AMD too
-    if "arm" in vendor or "aarch64" in vendor:
-        return "arm"
-    if "zhaoxin" in vendor or "centaurhauls" in vendor or "shanghai" in vendor:
-        return "zhaoxin"
-    return "other"
+    return next((family for family, words in CPU_FAMILY_WORDS.items() if any(w in vendor for w in words)), "other")
 
 
 def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int]],
@@ -186,24 +175,3 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
         outcomes.add(None if p2p and nics is not None and net_may_win else "P2P" if p2p else fallback)
     return outcomes.pop() if len(outcomes) == 1 else None
 
-
-# NVLink SHARP (NVLS) labels
-NVLS_OFF = "NVLS off (course default)"
-NVLS_ON = "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
-NVLS_UNSET = "NCCL_NVLS_ENABLE unset (NCCL decided)"
-NVLS_TOO_OLD = "did not exist (NCCL < 2.17)"
-
-
-def nvls_state(nccl_env: Optional[Dict[str, str]], nccl_version: Optional[str]) -> str:
-    """How a run had NVLink SHARP, from its NCCL_NVLS_ENABLE: NVLS_OFF (0, which the course sets
-    when it is unset), NVLS_ON (1, exported by an instructor; the course never sets 1 itself),
-    NVLS_UNSET (a run the course did not launch), or NVLS_TOO_OLD before NCCL 2.17 (NVLS came
-    with 2.17 and Hopper NVSwitch systems)."""
-    value = (nccl_env or {}).get("NCCL_NVLS_ENABLE")
-    if value is not None:
-        value = value.strip()
-        return {"0": NVLS_OFF, "1": NVLS_ON}.get(value, f"NCCL_NVLS_ENABLE={value}")
-    version = version_tuple(nccl_version)
-    if version is not None and version < (2, 17, 0):
-        return NVLS_TOO_OLD
-    return NVLS_UNSET

@@ -18,7 +18,6 @@ from . import linkcodes
 # Link family -> colour (matplotlib's tab10); the families and their meanings are linkcodes'.
 LINK_COLOURS = {"NV": "#2ca02c", "PIX": "#1f77b4", "PXB": "#17becf", "PHB": "#ff7f0e", "NODE": "#9467bd",
                 "SYS": "#d62728"}
-LINK_MEANINGS = {family: linkcodes.meaning(family) for family in linkcodes.FAMILIES}
 NODE_COLOURS = {"gpu": "#d9f2d0", "nic": "#dbe9f6", "cpu": "#eeeeee"}
 
 
@@ -143,7 +142,7 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
 
     handles = [Line2D([], [], color=LINK_COLOURS[f], linewidth=3 if f == "NV" else 1.5, linestyle="-" if f == "NV" else "--")
                for f in families_seen]
-    labels = [LINK_MEANINGS[f] for f in families_seen]
+    labels = [linkcodes.meaning(f) for f in families_seen]
     if cpu_groups:
         handles.append(Line2D([], [], color="#888888", linestyle=":"))
         labels.append("GPU to its CPU / NUMA node")
@@ -158,24 +157,20 @@ def topology_graph(topo: Mapping, title: Optional[str] = None, ax=None):
     return figure
 
 
-def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: str = "GB/s", ax=None,
-                row_labels: Optional[Sequence[str]] = None, column_labels: Optional[Sequence[str]] = None):
-    """An annotated heatmap of a P2P matrix (rows = source, columns = destination; labels GPU0, ...).
+def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: str, ax,
+                row_labels: Sequence[str], column_labels: Sequence[str]):
+    """An annotated heatmap of a P2P matrix on `ax` (rows = source, columns = destination).
 
     The colour scale runs from zero to the largest GPU-to-GPU cell; cells where the row and
     column name the same GPU (copies within one GPU) are annotated but kept off the scale,
     which they would otherwise flatten, and painted light grey. None is drawn blank.
     """
+    import matplotlib
     import numpy as np
 
     rows = [list(row) for row in matrix]
-    if not rows or not rows[0]:
-        raise ValueError("the matrix is empty")
     width = len(rows[0])
     values = np.array([[np.nan if v is None else float(v) for v in row] for row in rows])
-    row_labels = list(row_labels) if row_labels is not None else [f"GPU{i}" for i in range(len(rows))]
-    column_labels = list(column_labels) if column_labels is not None else [f"GPU{j}" for j in range(width)]
-
     self_cells = np.array([[r == c for c in column_labels] for r in row_labels])
     on_scale = values[~self_cells & ~np.isnan(values)]
     on_scale = on_scale if on_scale.size else values[~np.isnan(values)]
@@ -183,10 +178,6 @@ def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: s
     # 509.4 GB/s as opposite colours.
     low = min(float(on_scale.min()), 0.0) if on_scale.size else 0.0
     high = float(on_scale.max()) if on_scale.size and on_scale.max() > low else low + 1.0
-
-    size = max(4.0, 0.55 * max(len(rows), width) + 2.0)
-    figure, ax = _new_axes(ax, (size + 1.2, max(2.5, 0.55 * len(rows) + 2.0)))
-    import matplotlib
 
     colours = matplotlib.colormaps["viridis"].copy()
     colours.set_bad("#e0e0e0")   # masked cells: the diagonal (off the scale) and missing values
@@ -206,8 +197,8 @@ def p2p_heatmap(matrix: Sequence[Sequence[Optional[float]]], title: str, unit: s
     ax.set(xticks=range(width), yticks=range(len(rows)), yticklabels=row_labels, xlabel="destination", ylabel="source",
            title=title)
     ax.set_xticklabels(column_labels, rotation=90 if width > 8 else 0)
-    figure.colorbar(image, ax=ax, label=unit)
-    return figure
+    ax.figure.colorbar(image, ax=ax, label=unit)
+    return ax.figure
 
 
 def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit=None, label: str = "measured",

@@ -30,8 +30,8 @@ NCCL's network transport (sockets, or InfiniBand where there is some).
 Same run as cnn_fmnist.py (the Horovod script), so the two compare: the same shards of the same
 data (gputopo.fmnist: the files are found and content-checked as for every lab), the same
 network (cnn_model.build_torch_model, 1,199,882 parameters, 4.80 MB of
-float32 gradients), Adam at --lr x workers after a linear warm-up (cnn_model.warmup_lr, per step),
-the same shuffling, and the same WORKER/EPOCH/SUMMARY lines (cnn_model.epoch_line/summary_line,
+float32 gradients), Adam at --lr x workers after a linear warm-up (cnn_run.warmup_lr, per step),
+the same shuffling, and the same WORKER/EPOCH/SUMMARY lines (cnn_run.epoch_line/summary_line,
 format fixed by CONTRIBUTING.md) with framework=pytorch-ddp. Each epoch is timed between two
 barriers; the first epoch is left out of SUMMARY unless it is the only one.
 
@@ -82,8 +82,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # source_code/: cnn_model, gputopo
-import cnn_model as cnn  # noqa: E402  the network, the lr rule and the printed lines
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # source_code/: cnn_model, cnn_run, gputopo
+import cnn_model as cnn  # noqa: E402  the network
+import cnn_run  # noqa: E402  the lr rule and the printed lines
 
 PROG = "ddp_fmnist.py"
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -221,7 +222,7 @@ def main(argv=None):
         for step in range(steps):
             t0 = time.perf_counter()
             for group in optimizer.param_groups:
-                group["lr"] = cnn.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
+                group["lr"] = cnn_run.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
             if position + B > len(order):  # next pass over the shard
                 order, position = torch.randperm(len(labels), generator=shuffle), 0
             pick = order[position:position + B].to(device)
@@ -251,8 +252,8 @@ def main(argv=None):
                "accuracy": metrics[1].item() / size, "timed": epoch > 0 or args.epochs == 1}
         epoch_rows.append(row)
         if rank == 0:
-            print(cnn.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds,
-                                 row["loss"], row["accuracy"], size, B), flush=True)
+            print(cnn_run.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds,
+                                     row["loss"], row["accuracy"], size, B), flush=True)
 
     per_step = dict(sent)  # the last training step's all-reduce
     # Where forward + backward goes: pairs of (no communication, with DDP's all-reduce) steps.
@@ -288,8 +289,8 @@ def main(argv=None):
     dist.destroy_process_group()
     if rank != 0:
         return 0
-    summary = cnn.summarize(epoch_rows, counts[0].item() / counts[1].item())
-    print(cnn.summary_line(summary, size, B), flush=True)
+    summary = cnn_run.summarize(epoch_rows, counts[0].item() / counts[1].item())
+    print(cnn_run.summary_line(summary, size, B), flush=True)
     ms = {name: statistics.median(s[k] for s in split) * 1e3
           for k, name in enumerate(("training_backward_end_ms", "optimizer_ms", "step_ms"))}
     ms["forward_backward_ms"] = statistics.median(alone for alone, _ in pairs) * 1e3

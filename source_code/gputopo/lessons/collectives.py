@@ -9,10 +9,13 @@ import re
 from typing import Any, Dict, List, Optional
 
 from gputopo import alphabeta, links, reference, verdicts
-from gputopo.ncclpaths import nvls_state
 from gputopo.selfcheck import text_table
 from gputopo.units import format_bytes
 
+# A run's NVLink SHARP (NCCL 2.17 and later, Hopper NVSwitch systems) from its NCCL_NVLS_ENABLE: 0 the
+# course sets when it is unset; 1 an instructor exported (the course never sets 1); unset: a run the course did not launch.
+NVLS_LABELS = {"0": "NVLS off (course default)", "1": "NVLS on (NCCL_NVLS_ENABLE=1, opted in)",
+               None: "NCCL_NVLS_ENABLE unset (NCCL decided)"}
 # nccl-bench-all_reduce-g8.txt, all_reduce_perf-g8.txt; "more" is a further word such as -n100
 _TABLE_NAME = re.compile(r"(nccl-bench-)?all_reduce(_perf)?(-g\d+)?(?P<more>-.+?)?\.txt")
 
@@ -30,7 +33,8 @@ def table(system: str, name: str, text: str, parsed: Dict[str, Any],
     setting = re.search(r"NCCL_NVLS_ENABLE(?:=| set by environment to )(\w+)", text)
     if setting or system == "this machine":
         value = setting.group(1) if setting else os.environ.get("NCCL_NVLS_ENABLE")
-        nvls = nvls_state({} if value is None else {"NCCL_NVLS_ENABLE": value}, None)
+        value = value if value is None else value.strip()
+        nvls = NVLS_LABELS.get(value, f"NCCL_NVLS_ENABLE={value}")
     else:
         nvls = "not recorded" if reference.system_info(system).get("nvswitch") else "n/a (no NVSwitch)"
     n = len(parsed.get("devices") or []) or (parsed.get("metadata") or {}).get("n_gpus")

@@ -1,11 +1,6 @@
 """What notebook 2 (system topology) needs that no tool prints: two 8x V100 wirings side by side,
 the sockets and NUMA nodes in `lscpu`, and a verdict as one line (the verdicts themselves are in
 the notebook's cells).
-
-    from gputopo.lessons import topology
-    topology.v100_wirings()                   # {name: topo dict}: the DGX-1 and the 2019 blog server
-    topology.wiring_differences(a, b)         # the GPU pairs whose link differs
-    topology.lscpu_summary(text)              # sockets, NUMA nodes, hypervisor from `lscpu`
 """
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ def _pairs_topology(codes: Dict[Tuple[int, int], str], gpus: int = 8) -> Dict[st
     names = [f"GPU{i}" for i in range(gpus)]
     table = {a: {f"GPU{j}": codes.get((min(i, j), max(i, j)), "SYS") for j in range(gpus) if j != i}
              for i, a in enumerate(names)}
-    return {"gpus": names, "nics": {}, "links": table, "cpu_affinity": {}, "numa_affinity": {},
-            "gpu_numa_id": {}, "legend": {}}
+    return {"gpus": names, "nics": {}, "links": table}
 
 
 def v100_wirings() -> Dict[str, Dict[str, Any]]:
