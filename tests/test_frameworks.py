@@ -103,7 +103,9 @@ def test_the_runner_passes_the_framework_and_keeps_it(tmp_path):
 
 def test_nvls_state_labels(monkeypatch):
     from gputopo.lessons.collectives import table
-    nvls = lambda text: table("this machine", "t.txt", text, {})["nvls"]
+
+    def nvls(text):
+        return table("this machine", "t.txt", text, {})["nvls"]
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     assert nvls("NCCL_NVLS_ENABLE=0") == "NVLS off (course default)"
     assert nvls("NCCL_NVLS_ENABLE set by environment to 1") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
