@@ -191,8 +191,8 @@ def main(argv=None):
         extra = torch.nn.Parameter(torch.zeros(args.extra_params, device=device))
         model.register_parameter("extra", extra)  # used only by the loss, with weight 0
     # DDP copies rank 0's weights to every worker, then hooks itself into backward.
-    # bucket_cap_mb only when given: PyTorch 2.x caps DDP's first bucket at 1 MiB
-    # (dist._DEFAULT_FIRST_BUCKET_BYTES) only when bucket_cap_mb is None (torch/nn/parallel/distributed.py)
+    # bucket_cap_mb only when given: recent PyTorch (2.11; not 1.13, which always does) caps DDP's first
+    # bucket at 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES) only when bucket_cap_mb is None (distributed.py)
     caps = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
     ddp = DDP(model, device_ids=[local_rank] if on_gpu else None, **caps)
     sent = {"bytes": 0, "buckets": 0}
