@@ -158,3 +158,20 @@ def test_a_tool_that_stopped_with_an_error_is_quoted_once_and_whole(tmp_path, ca
     first = capsys.readouterr().out.splitlines()[0]
     assert out.live is False and first.count("PyTorch is not installed") == 1
     assert f"the command failed here: {error}" in first
+
+
+def test_a_complete_output_that_cannot_serve_the_lesson_gives_way_to_the_recording(tmp_path, capsys):
+    # the P2P test run with one GPU visible (recorded on the H200 pair with --devices=1): complete, but
+    # its matrices hold only GPU 0's copy inside itself, where the lesson reads a pair
+    one_gpu = (REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest-devices1.txt").read_text()
+    saved = tmp_path / "p2p.txt"
+    saved.write_text(one_gpu)
+    pair = (lambda p2p: len(p2p["bandwidth_gbs"]["unidirectional_write"]) >= 2, "has one GPU only, no pair to read")
+    out = live.read(saved, kind="p2p", recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest-numElems40000000.txt",
+                    needs=pair)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert out.live is False and len(out.parsed["bandwidth_gbs"]["unidirectional_write"]) == 2
+    assert first.startswith("[recorded] this machine's output (above) is complete but has one GPU only")
+    # a pair's own output passes the same check and stays the learner's
+    saved.write_text((REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest.txt").read_text())
+    assert live.read(saved, kind="p2p", recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest.txt", needs=pair).live

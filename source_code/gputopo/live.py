@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from gputopo.parsers import ANSI_ESCAPE, PARSERS, ParseError
 from gputopo.reference import REFERENCE_DIR, system_info
@@ -97,15 +97,19 @@ def recorded_label(recorded: str) -> str:
 
 
 def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
-         head: Optional[int] = None) -> Output:
+         head: Optional[int] = None, needs: Optional[Tuple[Callable[[Any], bool], str]] = None) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
     The live text is not printed again (the command's cell showed it already); the recorded text
-    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is."""
+    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is.
+    needs=(check, why): a complete output for which check(parsed) is False cannot serve this lesson
+    (one GPU's matrices where a pair is read): the recorded output stands in, and `why` says so."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
     parsed, why = _usable(text, kind) if saved.is_file() else (
         None, f"{saved.name} was not written (was the command's cell run?)")
+    if why is None and needs is not None and not needs[0](parsed):
+        why = f"this machine's output (above) is complete but {needs[1]}"
     if why is None:
         print(f"{LIVE_MARK} {saved.name}: this machine's output (shown above).")
         return Output(text, parsed, True, "this machine")
