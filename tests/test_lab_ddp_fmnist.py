@@ -215,9 +215,16 @@ def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
     process group that is killed when the run ends, fails or passes PAIR_TIMEOUT_S, and a failure
     names each process's exit code and its last lines."""
     out = tmp_path / f"{name}.json"
+    stdout = gloo_group(tmp_path, name, 2, ["--cpu", "--epochs", "1", "--steps-per-epoch", "5",
+                                             "--json-out", str(out), *extra], rank1_extra)
+    return stdout, json.loads(out.read_text())
+
+
+def gloo_group(tmp_path, name, workers, script_args, rank1_extra=()):
+    """`workers` Gloo processes of the script with script_args; returns their joined output."""
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
     env["PYTHONPATH"] = str(ROOT / "source_code")
-    args = [str(SCRIPT), "--cpu", "--epochs", "1", "--steps-per-epoch", "5", "--json-out", str(out), *extra]
+    args = [str(SCRIPT), *script_args]
     deadline = time.monotonic() + PAIR_TIMEOUT_S
     logs, procs, names = [], [], []
 
@@ -233,7 +240,7 @@ def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
     try:
         if TORCH_PYTHON == sys.executable and not rank1_extra:  # torchrun, whose agent holds the store on a port of its own
             start("torchrun", [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               "--nproc_per_node", "2", *args])
+                               "--nproc_per_node", str(workers), *args])
         else:
             holder = subprocess.Popen([TORCH_PYTHON, "-c", STORE_HOLDER], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
@@ -243,9 +250,10 @@ def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
             logs.append(tmp_path / "no-log")
             port = read_port(holder, deadline)
             assert port, "the rendezvous store did not start (Debian's python3-torch: TCPStore on port 0)"
-            pair = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
-                        LOCAL_WORLD_SIZE="2", TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
-            for rank in (0, 1):
+            pair = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                        WORLD_SIZE=str(workers), LOCAL_WORLD_SIZE=str(workers),
+                        TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+            for rank in range(workers):
                 start(f"rank{rank}", [TORCH_PYTHON, *args, *(rank1_extra if rank else ())],
                       env=dict(pair, RANK=str(rank), LOCAL_RANK=str(rank)))
         workers = [p for p in procs if p is not holder]
@@ -264,8 +272,7 @@ def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
         if holder:
             holder.stdin.close()
             holder.stdout.close()
-    stdout = "\n".join(log.read_text() for log in logs if log.exists())
-    return stdout, json.loads(out.read_text())
+    return "\n".join(log.read_text() for log in logs if log.exists())
 
 
 @pytest.fixture(scope="module")
@@ -368,3 +375,56 @@ def processes_naming(path):
             if str(path) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
                 found.append(int(pid))
     return found
+
+
+def weights_line(stdout):
+    (line,) = [line for line in stdout.splitlines() if line.startswith("WEIGHTS ")]
+    return {k: float(v) for k, v in (pair.split("=") for pair in line.split()[1:])}
+
+
+@pytest.fixture(scope="module")
+def maths_runs(tmp_path_factory):
+    """--check-maths: 2 workers on 16-image slices against 1 process on the whole 32-image
+    batches, 6 SGD steps at lr 0.05 (large enough that a gradient twice or half as big moves the
+    weights far outside float tolerance)."""
+    tmp = tmp_path_factory.mktemp("maths")
+    runs = {}
+    for workers, batch in ((2, 16), (1, 32)):
+        npy = tmp / f"w{workers}.npy"
+        out = gloo_group(tmp, f"maths{workers}", workers,
+                         ["--cpu", "--check-maths", "--epochs", "1", "--steps-per-epoch", "6",
+                          "--batch-size", str(batch), "--lr", "0.05", "--weights-out", str(npy)])
+        runs[workers] = (out, npy)
+    return runs
+
+
+@needs_torch
+def test_two_workers_on_half_batches_end_where_one_process_on_the_whole_batch_does(maths_runs):
+    """The data-parallel step's maths: the mean of two half-batch gradients is the whole batch's
+    gradient, so SGD must land on the same weights. No all-reduce, a sum instead of a mean, or a
+    division by the wrong number of workers lands elsewhere (each tried: this test failed)."""
+    import numpy
+    two, one = (numpy.load(maths_runs[n][1]) for n in (2, 1))
+    assert two.shape == one.shape == (2, CNN_PARAMETERS)
+    assert (two[0] == one[0]).all()  # the same seeded start
+    moved_two, moved_one = two[1] - two[0], one[1] - one[0]
+    # What SGD moved, compared: float32 sums in another order differ by about 1e-6 of it; half
+    # or twice the gradient differs by half or all of it
+    error = numpy.linalg.norm(moved_two - moved_one) / numpy.linalg.norm(moved_one)
+    assert error < 1e-3, error
+
+
+@needs_torch
+def test_every_worker_ends_with_the_same_weights(maths_runs):
+    weights = weights_line(maths_runs[2][0])
+    assert weights["n"] == CNN_PARAMETERS
+    assert weights["ranks_max_abs_diff"] == 0.0
+
+
+@needs_torch
+def test_check_maths_training_moves_the_weights(maths_runs):
+    """Guards the comparison above against runs in which nothing trains: with lr 0.05 for 6 steps
+    some weight moves by more than 1e-3."""
+    import numpy
+    before, after = numpy.load(maths_runs[1][1])
+    assert numpy.abs(after - before).max() > 1e-3

@@ -69,6 +69,20 @@ Rank 0 prints one more line, the step split (ms, medians over rank 0's steps):
 On a GPU every step synchronises with the GPU after backward and after the optimizer so that
 these times belong to their part; that costs the CPU its run-ahead into the next step.
 --json-out FILE: rank 0 writes a JSON record; an existing FILE is refused (exit 2), never overwritten.
+
+--check-maths checks the data-parallel step itself rather than training the CNN: dropout off,
+plain SGD at --lr (no warm-up, no scaling by the number of workers), and step s takes global
+batch s of the training set in order (images s*G to (s+1)*G, G = --batch-size x workers), of
+which rank r takes the r-th slice of --batch-size images. W workers on slices of G images must
+then end with the weights that one process reaches on the whole G-image batches, and every
+worker with the same weights. It prints, on rank 0,
+    WEIGHTS n=... sum=... sumsq=... ranks_max_abs_diff=...
+(ranks_max_abs_diff: the largest difference between any two workers' weights, 0 when every
+worker applied the same mean gradient), and --weights-out FILE.npy saves rank 0's flat weights
+(float64, parameter order; row 0 before the first step, row 1 after the last) for a comparison
+with another run:
+    torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 16 --weights-out two.npy
+    torchrun --standalone --nproc_per_node 1 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 32 --weights-out one.npy
 """
 import argparse
 import contextlib
@@ -129,7 +143,15 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--cpu", action="store_true", help="train on the CPU with Gloo even with GPUs")
     p.add_argument("--json-out", metavar="FILE", help="rank 0's JSON record; FILE must not exist")
+    p.add_argument("--check-maths", action="store_true",
+                   help="SGD on fixed slices of the same global batches, dropout off; print WEIGHTS")
+    p.add_argument("--weights-out", metavar="FILE",
+                   help="with --check-maths: rank 0's final weights (.npy); FILE must not exist")
     args = p.parse_args(argv)
+    if args.weights_out and not args.check_maths:
+        p.error("--weights-out needs --check-maths")
+    if args.weights_out and os.path.exists(args.weights_out):
+        p.error(f"--weights-out file already exists, refusing to overwrite ({args.weights_out})")
     if args.json_out and os.path.exists(args.json_out):
         p.error(f"--json-out file already exists, refusing to overwrite ({args.json_out})")
     if args.json_out and not os.path.isdir(os.path.dirname(os.path.abspath(args.json_out))):
@@ -168,8 +190,9 @@ def main(argv=None):
         device = torch.device("cpu")
         dist.init_process_group("gloo")
         sync = lambda: None  # noqa: E731  the CPU has nothing running behind our back
-    try:
-        (x_train, y_train), (x_test, y_test) = fmnist.load(shard=rank, num_shards=size)
+    try:  # --check-maths: every worker holds the whole training set and takes its slice below
+        (x_train, y_train), (x_test, y_test) = fmnist.load(
+            shard=0 if args.check_maths else rank, num_shards=1 if args.check_maths else size)
     except fmnist.DatasetError as exc:
         return die(f"Fashion-MNIST: {str(exc).strip().splitlines()[0]} (python -m gputopo.fmnist --check)")
     images = torch.from_numpy(x_train).unsqueeze(1).to(device)  # uint8 (N, 1, 28, 28), whole shard
@@ -185,7 +208,10 @@ def main(argv=None):
         return die(f"--batch-size {B} is larger than the smallest shard ({int(smallest)} images)")
 
     model = cnn.build_torch_model(seed=args.seed).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * size)  # the CNN's own
+    if args.check_maths:  # SGD moves by lr x the gradient: a sum or a wrong mean would show
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * size)  # the CNN's own
     extra = None
     if args.extra_params:  # registered after the optimizer: DDP all-reduces it, Adam skips it
         extra = torch.nn.Parameter(torch.zeros(args.extra_params, device=device))
@@ -196,6 +222,7 @@ def main(argv=None):
     caps = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
     ddp = DDP(model, device_ids=[local_rank] if on_gpu else None, **caps)
     sent = {"bytes": 0, "buckets": 0}
+    start = flat_weights(model, torch) if args.check_maths else None  # after DDP's broadcast
 
     def average_hook(state, bucket):  # DDP calls it for each bucket whose gradients are ready
         grads = bucket.buffer()  # one flat tensor: this bucket's gradients, back to back
@@ -214,19 +241,24 @@ def main(argv=None):
     order, position = torch.randperm(len(labels), generator=shuffle), 0
     epoch_rows, split = [], []  # split: (to the end of backward, optimizer, step) seconds
     for epoch in range(args.epochs):
-        ddp.train()
+        ddp.train(not args.check_maths)  # eval() turns dropout off: no random masks to differ
         loss_sum, hits = torch.zeros((), device=device), torch.zeros((), device=device)
         sync()
         dist.barrier()
         started = time.perf_counter()
         for step in range(steps):
             t0 = time.perf_counter()
-            for group in optimizer.param_groups:
-                group["lr"] = cnn_run.warmup_lr(args.lr, size, epoch + step / steps, args.warmup_epochs)
-            if position + B > len(order):  # next pass over the shard
-                order, position = torch.randperm(len(labels), generator=shuffle), 0
-            pick = order[position:position + B].to(device)
-            position += B
+            if args.check_maths:  # rank's slice of global batch number (epoch * steps + step)
+                first = ((epoch * steps + step) * size + rank) * B % (len(labels) - B + 1)
+                pick = torch.arange(first, first + B, device=device)
+            else:
+                for group in optimizer.param_groups:
+                    group["lr"] = cnn_run.warmup_lr(args.lr, size, epoch + step / steps,
+                                                    args.warmup_epochs)
+                if position + B > len(order):  # next pass over the shard
+                    order, position = torch.randperm(len(labels), generator=shuffle), 0
+                pick = order[position:position + B].to(device)
+                position += B
             x, y = images[pick].float().div_(255.0), labels[pick]
             model.zero_grad(set_to_none=True)
             sent.update(bytes=0, buckets=0)
@@ -255,6 +287,10 @@ def main(argv=None):
             print(cnn_run.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds,
                                      row["loss"], row["accuracy"], size, B), flush=True)
 
+    if args.check_maths:
+        ddp = loss_of = None  # DDP freed before the process group (see the note further down)
+        gc.collect()
+        return check_maths_report(args, start, flat_weights(model, torch), rank, dist)
     per_step = dict(sent)  # the last training step's all-reduce
     # Where forward + backward goes: pairs of (no communication, with DDP's all-reduce) steps.
     pairs = []
@@ -317,6 +353,33 @@ def main(argv=None):
                 json.dump(record, fh, indent=1)
         except OSError as exc:
             return die(f"cannot write --json-out ({args.json_out}): {exc.strerror}")
+    return 0
+
+
+def flat_weights(model, torch):
+    return torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])
+
+
+def check_maths_report(args, start, flat, rank, dist):
+    """--check-maths: rank 0 prints WEIGHTS and saves the weights before and after training (rows
+    0 and 1 of the .npy); every rank takes part in comparing the workers' weights (the largest
+    minus the smallest value of each weight over the workers)."""
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    spread = float((high - low).max())
+    dist.destroy_process_group()
+    if rank != 0:
+        return 0
+    print(f"WEIGHTS n={flat.numel()} sum={float(flat.sum()):.9g} "
+          f"sumsq={float((flat * flat).sum()):.9g} ranks_max_abs_diff={spread:.3g}", flush=True)
+    if args.weights_out:
+        import numpy
+        try:
+            with open(args.weights_out, "xb") as fh:  # "x": fail rather than overwrite
+                numpy.save(fh, numpy.stack([start.cpu().numpy(), flat.cpu().numpy()]))
+        except OSError as exc:
+            return die(f"cannot write --weights-out ({args.weights_out}): {exc.strerror}")
     return 0
 
 
