@@ -38,6 +38,12 @@ Rank 0 prints one line per epoch and one summary line (format fixed by CONTRIBUT
 Every rank also prints one `WORKER rank=R size=N ... framework=F` line at start-up, so a log
 shows which workers ran.
 
+--check-maths (TensorFlow): checks Horovod's averaging rather than training the CNN: dropout
+off, plain SGD at --lr, no warm-up, and step s takes global batch s of the training set in order,
+rank r its r-th slice of --batch-size images. N workers on slices must end where one process on
+the whole batches ends; rank 0 prints `WEIGHTS n=... sum=... sumsq=... ranks_max_abs_diff=...`
+and --weights-out FILE.npy saves the flat weights before (row 0) and after (row 1) training.
+
 --json-out FILE: rank 0 writes one JSON record of the run to FILE (with a `framework` field).
 The file must not exist yet: this script never overwrites or appends to an existing file (it
 refuses with exit status 2 before training starts). Use a new name per run.
@@ -127,7 +133,18 @@ def parse_args(argv):
                         "same network, data, optimizer rule and output (default %(default)s)")
     p.add_argument("--json-out", metavar="FILE", default=None,
                    help="rank 0 writes the run's JSON record to FILE, which must not exist")
+    p.add_argument("--check-maths", action="store_true",
+                   help="TensorFlow: SGD on fixed slices of the same global batches, dropout off; "
+                        "print WEIGHTS (a check of the gradient averaging)")
+    p.add_argument("--weights-out", metavar="FILE", default=None,
+                   help="with --check-maths: rank 0 saves the weights (.npy); FILE must not exist")
     args = p.parse_args(argv)
+    if args.weights_out is not None and not args.check_maths:
+        raise Stop("--weights-out needs --check-maths")
+    if args.check_maths and args.framework != "tensorflow":
+        raise Stop("--check-maths is written for --framework tensorflow (DDP: ddp_fmnist.py)")
+    if args.weights_out is not None and os.path.exists(args.weights_out):
+        raise Stop(f"--weights-out file already exists, refusing to overwrite ({args.weights_out})")
     if args.json_out is not None:
         path = os.path.abspath(args.json_out)
         if os.path.exists(path):
@@ -255,7 +272,10 @@ def train_keras(args):
         return hvd_tf.allreduce(tf.constant(values, dtype=tf.float64), op=hvd_tf.Sum,
                                 name=name).numpy()
 
-    x_train, y_train, x_test, y_test = load_data(rank, size, args.test_images)
+    if args.check_maths:  # every worker holds the whole set; its slices are picked below
+        x_train, y_train, x_test, y_test = load_data(0, 1, args.test_images)
+    else:
+        x_train, y_train, x_test, y_test = load_data(rank, size, args.test_images)
     print(cnn_run.worker_line(rank, size, local_rank, device, len(x_train), "tensorflow"), flush=True)
     shard_sizes = hvd_tf.allgather(tf.constant([len(x_train)], dtype=tf.int64), name="shard_sizes")
     steps = steps_per_epoch(args, shard_sizes.numpy())
@@ -271,6 +291,9 @@ def train_keras(args):
             .prefetch(tf.data.AUTOTUNE))
     scaled_lr = args.lr * size
     model = cnn.build_model()
+    if args.check_maths:
+        return check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd_tf,
+                                 tf, np)
     # DistributedOptimizer all-reduces the gradients (their average over the workers) before
     # Adam applies them, so every worker takes the same step.
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.Adam(learning_rate=scaled_lr))
@@ -318,6 +341,43 @@ def train_keras(args):
     if rank == 0:
         finish(args, size, steps, rows, device, counts, train_seconds,
                {"tensorflow": tf.__version__})
+
+
+def check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd_tf, tf, np):
+    """--check-maths: the same DistributedOptimizer and fit() as training, with SGD and fixed
+    slices (see the module's docstring); rank 0 prints WEIGHTS and saves the weights."""
+    batch = args.batch_size
+    starts = [((step * size) + rank) * batch for step in range(steps)]
+    if starts[-1] + batch > len(x_train):
+        raise Stop(f"--check-maths: {steps} steps of {batch} x {size} images exceed the data")
+    pick = np.concatenate([np.arange(first, first + batch) for first in starts])
+    data = (tf.data.Dataset.from_tensor_slices((x_train[pick], y_train[pick]))
+            .batch(batch).map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)))
+    for layer in model.layers:  # no random dropout masks, which would differ between runs
+        if isinstance(layer, tf.keras.layers.Dropout):
+            layer.rate = 0.0
+    start = np.concatenate([w.ravel() for w in model.get_weights()]).astype("float64")
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.SGD(learning_rate=args.lr))
+    model.compile(optimizer=optimizer,
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
+              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    flat = np.concatenate([w.ravel() for w in model.get_weights()]).astype("float64")
+    # (a + a) / 2 == a exactly, so the mean over the workers equals each worker's weights
+    # exactly when every worker holds the same ones
+    mean = hvd_tf.allreduce(tf.constant(flat), op=hvd_tf.Average, name="check_maths").numpy()
+    spread = float(np.abs(mean - flat).max())
+    spread = float(hvd_tf.allreduce(tf.constant([spread]), op=hvd_tf.Sum, name="spread")[0])
+    if rank != 0:
+        return
+    print(f"WEIGHTS n={flat.size} sum={flat.sum():.9g} sumsq={(flat * flat).sum():.9g} "
+          f"ranks_max_abs_diff={spread:.3g}", flush=True)
+    if args.weights_out:
+        try:
+            with open(args.weights_out, "xb") as fh:  # "x": fail rather than overwrite
+                np.save(fh, np.stack([start, flat]))
+        except OSError as exc:
+            raise Stop(f"cannot write --weights-out: {exc.strerror} ({args.weights_out})") from None
 
 
 # ---- PyTorch (horovod.torch) ---------------------------------------------------------------

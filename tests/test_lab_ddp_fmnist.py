@@ -74,7 +74,7 @@ def run_without_torch(tmp_path, argv, env_extra=None):
 @pytest.mark.parametrize("argv", [
     ["--epochs", "0"], ["--batch-size", "x"], ["--steps-per-epoch", "-3"], ["--extra-params", "-1"],
     ["--extra-params", "1e6"], ["--bucket-cap-mb", "0"], ["--bucket-cap-mb", "nan"],
-    ["--lr", "inf"], ["--no-such-option"], ["surplus"],
+    ["--lr", "inf"], ["--no-such-option"], ["surplus"], ["--weights-out", "w.npy"],
 ])
 def test_bad_arguments_are_one_line_exit_2_before_torch(tmp_path, argv):
     done = run_without_torch(tmp_path, argv, {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
