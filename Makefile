@@ -51,6 +51,7 @@ lab: ## JupyterLab at Start_Here.ipynb on 127.0.0.1:PORT (default 8888), with a 
 	else $(INSTALL) --with-dataset --with-lab; fi
 	@token=$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}; \
 	export JUPYTER_TOKEN="$$token"; \
+	export CUDA_DEVICE_ORDER=PCI_BUS_ID; \
 	url="http://127.0.0.1:$(PORT)/lab/tree/Start_Here.ipynb?token=$$token"; \
 	echo ""; \
 	echo "[make] JupyterLab is starting. Open this URL in your browser (Ctrl-C here stops it):"; \

@@ -130,6 +130,10 @@ def test_navigation(path):
     if path.name == "Start_Here.ipynb":
         assert numbered(1), "Start_Here must link to notebook 1"
         return
+    if not re.match(r"\d+\.", path.name):   # an appendix (A.*): outside the sequence, linked home
+        assert "Start_Here.ipynb" in names, f"{path.name} has no link home (Start_Here.ipynb)"
+        assert re.match(r"[A-Z]\.[^/]*\.ipynb$", path.name), f"{path.name}: neither N.* nor A.*"
+        return
     k = _number(path)
     assert "Start_Here.ipynb" in names, f"{path.name} has no link home (Start_Here.ipynb)"
     if k == 1:

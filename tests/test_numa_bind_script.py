@@ -45,3 +45,43 @@ def test_wrapper_starts_the_program_with_pci_bus_order(tmp_path):
     done = subprocess.run([str(script), "sh", "-c", 'echo "order=$CUDA_DEVICE_ORDER"'],
                           env=env, capture_output=True, text=True, timeout=30)
     assert "order=PCI_BUS_ID" in done.stdout, done.stdout + done.stderr
+
+
+def _run_wrapper(tmp_path, rank_env):
+    """The notebook's wrapper with a stand-in nvidia-smi that logs its arguments (a bus id no
+    /sys/bus/pci/devices entry has, so the program runs without numactl)."""
+    script = tmp_path / "numa-bind.sh"
+    script.write_text(wrapper_script())
+    script.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/nvidia-smi-args"\necho 00000000:FF:1F.7\n')
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")}
+    env.update(PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}", **rank_env)
+    done = subprocess.run([str(script), "sh", "-c", "echo ran"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    asked = (tmp_path / "nvidia-smi-args").read_text() if (tmp_path / "nvidia-smi-args").exists() else ""
+    return done, asked
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("rank_env, gpu", [
+    ({"LOCAL_RANK": "2"}, "2"),                                   # torchrun
+    ({"OMPI_COMM_WORLD_LOCAL_RANK": "3"}, "3"),                   # Open MPI's mpirun (audit M1)
+    ({"SLURM_LOCALID": "1"}, "1"),                                # Slurm's srun
+    ({"LOCAL_RANK": "0", "SLURM_LOCALID": "5"}, "0"),             # torchrun inside an srun task
+])
+def test_wrapper_asks_for_the_gpu_of_the_launchers_local_rank(tmp_path, rank_env, gpu):
+    done, asked = _run_wrapper(tmp_path, rank_env)
+    assert done.returncode == 0 and "ran" in done.stdout, done.stderr
+    assert asked.split()[:2] == ["-i", gpu], asked
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_wrapper_without_a_local_rank_stops_and_says_so(tmp_path):
+    done, asked = _run_wrapper(tmp_path, {})
+    assert done.returncode != 0 and "ran" not in done.stdout
+    assert "no local rank set" in done.stderr and asked == ""

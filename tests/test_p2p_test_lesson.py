@@ -14,7 +14,6 @@ Expected values were read by hand from the recorded files named in each test:
   GPUs 5-7 at 18.44-19.34 us in the "P2P=Enabled" latency row (no peer access: staged).
 """
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -158,27 +157,34 @@ def test_an_unknown_gpu_gives_an_unknown_peak_not_an_error():
     assert rows and all(r["peak"] is None and r["share"] is None for r in rows)
 
 
+def _shell_line(source):
+    """The notebook's `!` command as IPython runs it: a line ending in a backslash continues."""
+    return source.replace("\\\n", " ").splitlines()[-1]
+
+
 def test_the_notebook_types_the_real_commands():
-    build = _cell_source("af9f0a6e")
-    assert build.splitlines()[-1] == ("!flock ../source_code/p2pBandwidthLatencyTest/.build-lock "
-                                      "make -C ../source_code/p2pBandwidthLatencyTest")
-    run = _cell_source("f426ec88").splitlines()[-1]
-    assert run == "!{PROG} --numElems=40000000 2>&1 | tee {RUN}/p2pBandwidthLatencyTest.txt"
+    # the build is the plain make line: the Makefile serialises builds itself (issue 35 item 5)
+    assert _cell_source("af9f0a6e").splitlines()[-1] == "!make -C ../source_code/p2pBandwidthLatencyTest"
+    # every run numbers GPUs as nvidia-smi does (expert audit m6; notebook 2 explains why)
+    run = _shell_line(_cell_source("f426ec88"))
+    assert run.split() == ["!CUDA_DEVICE_ORDER=PCI_BUS_ID", "{PROG}", "--numElems=40000000", "2>&1", "|",
+                           "tee", "{RUN}/p2pBandwidthLatencyTest.txt"]
+    for cell in ("05e16a47", "pr0cd002"):
+        assert _shell_line(_cell_source(cell)).startswith("!CUDA_DEVICE_ORDER=PCI_BUS_ID {PROG} --devices=0,1 ")
     source = NOTEBOOK.read_text(encoding="utf-8")
-    for forbidden in ("gputopo.course", "p2ptest", "coursetools.detect", "hostbench", "lesson4_p2p", "NCCL_NVLS_ENABLE=1"):
+    for forbidden in ("gputopo.course", "p2ptest", "coursetools.detect", "hostbench", "lesson4_p2p",
+                      "NCCL_NVLS_ENABLE=1", "flock", "live.Output("):
         assert forbidden not in source
 
 
-def test_the_notebooks_build_takes_turns_with_cudabuild(tmp_path):
-    """The notebook's `flock` and coursetools.cudabuild lock the same file the same way: while one
-    holds it, the other waits."""
-    import subprocess
-
-    from coursetools import cudabuild
-
-    if shutil.which("flock") is None:
-        pytest.skip("needs flock (util-linux)")
-    with cudabuild._one_build_at_a_time(tmp_path, deadline=float("inf")):
-        tried = subprocess.run(["flock", "--nonblock", str(tmp_path / cudabuild.LOCK_NAME), "true"])
-    assert tried.returncode == 1                         # held by the other: flock -n gives up
-    assert subprocess.run(["flock", "--nonblock", str(tmp_path / cudabuild.LOCK_NAME), "true"]).returncode == 0
+def test_method_parts_of_the_recorded_runs():
+    # read by hand from the Method: lines of h200-nvswitch-pair/p2pBandwidthLatencyTest-p2p_read.txt
+    # and -sm_copy.txt; NVIDIA's sample (the H100 pair's file) prints no Method: line
+    reads = reference.read_text(H200, "p2pBandwidthLatencyTest-p2p_read.txt")
+    assert p2p_test.method_parts(reads) == ("copy engine (cudaMemcpyPeerAsync), P2P reads",
+                                            "67108864 elements (256.0 MiB)")
+    kernel = reference.read_text(H200, "p2pBandwidthLatencyTest-sm_copy.txt")
+    assert p2p_test.method_parts(kernel) == ("SM copy kernel (16-byte loads/stores), P2P writes",
+                                             "67108864 elements (256.0 MiB)")
+    assert p2p_test.method_parts(reference.read_text(H100, "p2pBandwidthLatencyTest.txt")) == ("", "")
+    assert p2p_test.method_parts("Method: cut off here") == ("", "")

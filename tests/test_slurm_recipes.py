@@ -120,6 +120,16 @@ def test_wrapper_takes_horovods_local_rank_before_slurms(gpu_host):
     assert done.stdout.strip() == "numactl --cpunodebind=0 --membind=0 true"
 
 
+def test_wrapper_under_mpirun_binds_rank_5_next_to_gpu_5_not_round_robin(gpu_host):
+    # Open MPI names the local rank OMPI_COMM_WORLD_LOCAL_RANK; the wrapper binds local rank 5 next
+    # to GPU 5 (NUMA node 1 in this stand-in), read from the GPU, not dealt out round-robin as
+    # `mpirun --map-by numa` does (expert audit 2026-12-04, M1).
+    env, asked = gpu_host
+    done = wrap(env, "true", OMPI_COMM_WORLD_LOCAL_RANK="5")
+    assert done.stdout.strip() == "numactl --cpunodebind=1 --membind=1 true"
+    assert asked.read_text().split()[-1] == "5"
+
+
 def test_wrapper_runs_unbound_and_says_so_without_a_numa_node(gpu_host):
     env, _ = gpu_host
     done = wrap(env, "echo", "ran", LOCAL_RANK="3")    # GPU 3: no sysfs entry

@@ -33,6 +33,17 @@ def gpu_of(parsed: Dict[str, Any], system: Optional[str] = None) -> Optional[str
     return devices[0]["name"] if devices else reference.describe(system)["machine"] if system else None
 
 
+def method_parts(text: str) -> Tuple[str, str]:
+    """(how, size) from the course program's `Method:` line: ("copy engine (cudaMemcpyPeerAsync),
+    P2P reads", "67108864 elements (256.0 MiB)"); ("", "") for an output without one (NVIDIA's
+    sample prints none)."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("Method:")), "")
+    parts = line[len("Method:"):].split(";")
+    if not line or len(parts) < 2:
+        return ("", "")
+    return parts[0].strip(), parts[1].split(" per copy")[0].strip()
+
+
 def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
     """{system: {"parsed", "files", "gpu", "tool"}} for every recorded system with a P2P test output;
     each matrix from the first file that has it, the plain run first; "tool": "course" or "NVIDIA sample"."""

@@ -3,6 +3,8 @@
 #
 #   srun --cpu-bind=none bind_local_rank.sh python train.py ...        (one task per GPU)
 #   torchrun --no_python ... bind_local_rank.sh python train.py ...    (torchrun's workers)
+#   mpirun --bind-to none --report-bindings bind_local_rank.sh python train.py ...   (Open MPI;
+#     never --map-by numa, which deals ranks round-robin over the NUMA nodes)
 #
 # The rank's GPU is its local rank: HOROVOD_LOCAL_RANK (horovodrun), else LOCAL_RANK (torchrun),
 # else OMPI_COMM_WORLD_LOCAL_RANK (mpirun), else SLURM_LOCALID (srun; last, since a launcher
@@ -17,7 +19,7 @@
 # Usage: bind_local_rank.sh COMMAND [ARGS...]   (--help: this text)
 set -euo pipefail
 case ${1-} in
-  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   '') echo "bind_local_rank.sh: error: no command to run (try --help)" >&2; exit 2 ;;
   -*) echo "bind_local_rank.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
