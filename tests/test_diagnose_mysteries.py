@@ -106,13 +106,15 @@ def test_a_live_run_hands_the_hidden_setting_to_the_command_only(tmp_path, monke
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     printer = ("import os; print(*(f'{k}={os.environ.get(k)}' for k in ('NCCL_P2P_LEVEL', "
                "'CUDA_VISIBLE_DEVICES', 'NCCL_NVLS_ENABLE', 'CUDA_DEVICE_ORDER')))")
-    monkeypatch.setattr(mysteries, "_argv", lambda number, framework: [sys.executable, "-c", printer])
+    monkeypatch.setattr(mysteries, "_argv",
+                        lambda number, framework: [sys.executable, "-c", printer])
     out = mysteries.run(1, tmp_path)
     assert out == tmp_path / "mystery-1.txt"
     assert out.read_text().split() == ["NCCL_P2P_LEVEL=LOC", "CUDA_VISIBLE_DEVICES=0,1",
                                        "NCCL_NVLS_ENABLE=0", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
     shown = capsys.readouterr().out.splitlines()[0]
-    assert shown.startswith("Mystery 1: ../source_code/nccl_bench/nccl_bench") and "LOC" not in shown
+    assert shown.startswith("Mystery 1: ../source_code/nccl_bench/nccl_bench")
+    assert "LOC" not in shown
 
 
 def test_an_exported_nvls_value_passes_through(tmp_path, monkeypatch):
@@ -139,7 +141,8 @@ def test_a_machine_without_the_hardware_runs_nothing(tmp_path, monkeypatch, caps
 
 
 def test_check_prints_the_evidence_and_never_raises(capsys):
-    out = live.Output((REFERENCE_DIR / mysteries.MYSTERIES[1].recorded).read_text(), None, False, "x")
+    text = (REFERENCE_DIR / mysteries.MYSTERIES[1].recorded).read_text()
+    out = live.Output(text, None, False, "x")
     assert mysteries.check(1, None, out) is None
     assert mysteries.check(1, "NCCL_P2P_LEVEL=LOC", out) is True
     assert mysteries.check(1, "no NVLink", out) is False
