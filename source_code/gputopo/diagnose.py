@@ -449,9 +449,10 @@ def _merge(pair_findings):
 
 
 def _same_node(run, ranks):
-    """True, False, or None (not in the log). Host names first: NCCL's nNodes counts a GPU with
-    neither P2P nor SHM to its peers as a node of its own (the recorded H200 sockets runs say
-    nNodes 2 on one host)."""
+    """True, False, or None (not in the log). Host names first: NCCL's nNodes counts the first
+    ranks of the ranks' ring graphs (src/init.cc lines 999-1012 at v2.28.3-1), and with neither
+    P2P nor SHM each GPU's graph holds only itself (the recorded H200 sockets runs say nNodes 2
+    on one host)."""
     hosts = {(run["ranks"].get(r) or {}).get("host") for r in ranks}
     if None not in hosts:
         return len(hosts) == 1

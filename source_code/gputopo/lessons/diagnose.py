@@ -63,7 +63,7 @@ MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
             "NCCL_P2P_LEVEL=LOC: P2P off for every pair, so NCCL went through SHM (host memory) "
             "although the GPUs share NVLink or a PCIe switch",
             "run diagnose on the output with the node's topo -m; which line names a variable?"),
-    Mystery(2, "Training at a crawl", "pair",
+    Mystery(2, "Training below par", "pair",
             "NCCL_DEBUG=INFO horovodrun -np 2 -H localhost:2 python ../source_code/cnn_fmnist.py "
             "--framework F --epochs 2 --steps-per-epoch 50",
             "nccl-log", f"{_H200}/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-"
