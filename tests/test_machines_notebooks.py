@@ -55,7 +55,8 @@ NOTEBOOKS = ["Start_Here.ipynb"] + [f"notebooks/{n}" for n in ("1.Latency-and-Ba
                                                                "3.P2P-Bandwidth-Latency-Test.ipynb",
                                                                "4.Collectives-and-Scaling.ipynb",
                                                                "5.NCCL-and-P2P-Levels.ipynb",
-                                                               "6.Inside-NCCL.ipynb")]
+                                                               "6.Inside-NCCL.ipynb",
+                                                               "7.Diagnose-the-Node.ipynb")]
 PARALLEL = 2
 
 
@@ -233,6 +234,7 @@ GPU_PROGRAM_READS = {
     "4.Collectives-and-Scaling.ipynb": "nccl-bench-all_reduce.txt",
     "5.NCCL-and-P2P-Levels.ipynb": "horovod-pair-0-1.txt",
     "6.Inside-NCCL.ipynb": "nccl-topo.xml",
+    "7.Diagnose-the-Node.ipynb": "mystery-1.txt",
 }
 
 

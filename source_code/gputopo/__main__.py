@@ -7,6 +7,7 @@
     python -m gputopo nccl-graph graph.xml --json    # NCCL_GRAPH_DUMP_FILE=graph.xml
     python -m gputopo nccl-tuning run.log --json     # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING
     python -m gputopo horovod-timeline tl.json --json  # HOROVOD_TIMELINE=tl.json (rank 0 writes it)
+    python -m gputopo diagnose run.log --topo topo-m.txt  # NCCL's silent fallbacks (diagnose.py)
 
 Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
 Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
@@ -33,6 +34,18 @@ def _build_parser():
                                description=f"Parse {reads} and print it as one JSON object.")
         sub.add_argument("file", metavar="FILE", help="file to read, or - for standard input")
         sub.add_argument("--json", action="store_true", help="print exactly one compact JSON object on one line")
+    sub = kinds.add_parser("diagnose", help="read an NCCL_DEBUG=INFO log against the topology: "
+                           "one finding per silent fallback",
+                           description="What NCCL did against what the topology allowed "
+                           "(gputopo.diagnose): one finding per silent fallback, or 'clean'.")
+    sub.add_argument("file", metavar="NCCL_LOG",
+                     help="NCCL_DEBUG=INFO output, or - for standard input")
+    where = sub.add_mutually_exclusive_group()
+    where.add_argument("--topo", metavar="TOPO_FILE", help="the node's nvidia-smi topo -m output")
+    where.add_argument("--nccl-topo", metavar="XML",
+                       help="NCCL's topology dump (NCCL_TOPO_DUMP_FILE)")
+    sub.add_argument("--json", action="store_true",
+                     help="print exactly one compact JSON object on one line")
     return parser
 
 
@@ -44,6 +57,8 @@ def _read(path):
 
 def main(argv=None):
     args = parse_args_or_exit(_build_parser(), argv)
+    if args.kind == "diagnose":
+        return _diagnose(args)
     prog = f"gputopo {args.kind}"
     where = "<stdin>" if args.file == "-" else args.file
     try:
@@ -72,6 +87,55 @@ def main(argv=None):
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader left early (`| head`): not the input's fault, and no traceback either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def _diagnose(args):
+    """`gputopo diagnose`: the report, or --json; bad or cut-off input is one line and exit 2."""
+    from gputopo import diagnose
+
+    prog = "gputopo diagnose"
+    texts = {}
+    for option, path in (("log", args.file), ("topo", args.topo), ("nccl_topo", args.nccl_topo)):
+        if path is None:
+            continue
+        where = "<stdin>" if path == "-" else path
+        try:
+            texts[option] = (_read(path), where)
+        except OSError as error:
+            print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})",
+                  file=sys.stderr)
+            return USAGE_EXIT_STATUS
+    current = texts["log"][1]
+    try:
+        topo = texts.get("topo")
+        xml = texts.get("nccl_topo")
+        if topo:
+            current = topo[1]
+            diagnose.read_topology(topo=topo[0])
+        if xml:
+            current = xml[1]
+            diagnose.read_topology(nccl_xml_text=xml[0])
+        current = texts["log"][1]
+        result = diagnose.diagnose(texts["log"][0], topo=topo and topo[0], nccl_xml=xml and xml[0])
+    except ParseError as error:
+        location = current if error.lineno is None else f"{current}:{error.lineno}"
+        what = error.what
+        if error.truncated:
+            last = error.last_complete or "none"
+            what = f"truncated input: {what}; last complete section: {last}"
+        print(f"{prog}: error: {what} ({location})", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except Exception as error:  # a bug of ours: one line, not blamed on the input
+        print(f"{prog}: internal error: {type(error).__name__}: {error} ({current}); "
+              "please report it", file=sys.stderr)
+        return 1
+    try:
+        print(json.dumps(result) if args.json else diagnose.report(result))
+        sys.stdout.flush()
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
