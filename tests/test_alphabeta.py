@@ -222,3 +222,43 @@ def test_ring_schedule():
         steps = alphabeta.ring_schedule(n)
         assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
         assert all(len(moves) == n for _, _, moves in steps)
+
+
+# --- NCCL's own latency model (src/graph/tuning.cc at v2.28.3-1), against NCCL's printed numbers ---
+
+def test_latencies_match_the_published_2_28_tuning_table():
+    # reference_systems/_nccl-dumps/nccl-tuning-table-2rank-2.28-vllm-28901-excerpt.txt, read by hand
+    # (vllm-project/vllm issue #28901, NCCL 2.28, 2 ranks on NVLink): Broadcast and AllGather, Ring
+    # LL / LL128 / Simple latencies 7.2 / 15.9 / 11.8 us
+    for op in ("broadcast", "all_gather"):
+        got = [round(alphabeta.nccl_latency_us("ring", p, 2, op=op), 1) for p in alphabeta.PROTOCOLS]
+        assert got == [7.2, 15.9, 11.8], op
+
+
+def test_the_24_rank_tree_line_of_nccl_1453_is_the_models_tree_latency():
+    # reference_systems/_nccl-dumps/nccl-tuning-24rank-h100-1453-excerpt.txt: 24 H100 ranks on 3 nodes
+    # of 8 (NVIDIA/nccl #1453) logged "4 Bytes -> Algo 0 proto 0 time 25.200462": Tree, LL. The
+    # model: 6.8 + 2 x (7 x 0.6 + floor(log2 3) x 5.0) = 25.2 us; the 4-byte term is the 0.000462.
+    tree = alphabeta.nccl_latency_us("tree", "LL", 24, 3)
+    assert tree == pytest.approx(25.2) and 25.200462 - tree < 0.001
+    # and the ring is slower, whatever the host: 6.6 + 42 x 1.0 + 4 x 2.7 = 59.4 (Intel),
+    # 6.6 + 42 x 2.0 + 4 x 2.7 = 101.4 (AMD): NCCL chose the tree
+    assert alphabeta.nccl_latency_us("ring", "LL", 24, 3) == pytest.approx(59.4)
+    assert alphabeta.nccl_latency_us("ring", "LL", 24, 3, cpu_vendor="amd") == pytest.approx(101.4)
+
+
+def test_inside_one_node_the_tree_pays_the_rings_hops():
+    # the audit's M2: ring LL on 8 NVLink GPUs is 6.6 + 14 x 0.6 = 15.0 us, the tree 6.8 + 14 x 0.6
+    ring, tree = (alphabeta.nccl_latency_us(a, "LL", 8) for a in ("ring", "tree"))
+    assert ring == pytest.approx(15.0) and tree == pytest.approx(15.2)
+    # log2 only on the part between nodes: 16 nodes of 8, 6.8 + 2 x (7 x 0.6 + 4 x 5.0) = 55.2
+    assert alphabeta.nccl_latency_us("tree", "LL", 128, 16) == pytest.approx(55.2)
+    # one GPU per node: the network hop is the tree's (line 356) even for the ring: 6.6 + 2 x 5.0
+    assert alphabeta.nccl_latency_us("ring", "LL", 2, 2) == pytest.approx(6.6 + 2 * 5.0)
+
+
+@pytest.mark.parametrize("args", [("tree", "LL", 8, 1, "nvlink", "all_gather"), ("ring", "LL256", 8),
+                                  ("ring", "LL", 8, 3), ("ring", "LL", 8, 1, "ib"), ("nvls", "Simple", 8)])
+def test_latency_model_refuses_what_nccl_does_not_model(args):
+    with pytest.raises(ValueError):
+        alphabeta.nccl_latency_us(*args)

@@ -39,7 +39,7 @@ def test_the_device_list_counts_the_ranks_not_ngpus():
     text = TWO_RANKS.read_text(encoding="utf-8")
     parsed = parse(text, strict=False)
     assert parsed["metadata"]["n_gpus"] == 1               # "# nThread 1 nGpus 1 ..."
-    assert collectives.table("this machine", "x.txt", text, parsed)["n"] == 2   # "Rank 0 ... gpu01", "Rank 1 ... gpu02"
+    assert collectives.table(collectives.HERE, "x.txt", text, parsed)["n"] == 2   # "Rank 0 ... gpu01", "Rank 1 ... gpu02"
 
 
 def test_a_one_process_per_gpu_table_fits_as_two_ranks(tmp_path, monkeypatch):
@@ -78,10 +78,10 @@ def test_a_live_run_is_labelled_by_the_environment_it_ran_in(monkeypatch):
     text = TWO_RANKS.read_text(encoding="utf-8")     # its header names no NCCL_NVLS_ENABLE
     parsed = parse(text, strict=False)
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
-    unset = collectives.table("this machine", "x.txt", text, parsed)["nvls"]
+    unset = collectives.table(collectives.HERE, "x.txt", text, parsed)["nvls"]
     assert "course default" not in unset                   # unset: NCCL's own default, not the course's
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
-    assert collectives.table("this machine", "x.txt", text, parsed)["nvls"] == "NVLS off (course default)"
+    assert collectives.table(collectives.HERE, "x.txt", text, parsed)["nvls"] == "NVLS off (course default)"
 
 
 # --- CUDA graphs and the host's launch cost (audit M8) ---
@@ -176,7 +176,7 @@ def test_cut_off_table_is_incomplete():
 
 
 def test_a_live_table_is_not_judged_and_says_why():
-    table = {"system": "this machine", "file": "x.txt", "transport": "default", "launch": "plain launches", "n": 2,
+    table = {"system": collectives.HERE, "file": "x.txt", "transport": "default", "launch": "plain launches", "n": 2,
              "parsed": {"rows": []}, "text": ""}
     v = collectives.verdict_at(table)
     assert v.status == "not comparable" and "nvidia-smi topo -m" in v.why

@@ -149,15 +149,27 @@ def test_each_switch_of_the_panel_changes_the_terms_as_documented():
     assert nvls["busbw_gbps"] == pytest.approx(480.0)
 
 
-def test_ring_time_grows_with_its_alpha_term_at_scale():
-    one = alphabeta.whatif(8, 450, 8, 400, 1, 2**30, alpha_in_node_us=5, alpha_net_us=10)
-    many = alphabeta.whatif(8, 450, 8, 400, 1024, 2**30, alpha_in_node_us=5, alpha_net_us=10)
-    assert one["time_us"] == pytest.approx(2 * 7 * 5 + 2 * 7 / 8 * 2**30 / 370e3)
-    # NCCL's ring latency (src/graph/tuning.cc at v2.28.3-1): nInterSteps = 2*(nNodes-1) steps at
-    # the network's latency, the other 2(n-1) - 2(nNodes-1) at the in-node one:
-    # 2 x 1,023 x 10 + 14,336 x 5 = 92,140 us, plus the bandwidth term: 97.9 ms (not 169.6)
-    assert many["time_us"] == pytest.approx(2 * 1023 * 10 + 14336 * 5 + 2 * 8191 / 8192 * 2**30 / 370e3)
-    assert many["time_us"] / 1e3 == pytest.approx(97.94, abs=0.01)
+def test_ring_time_grows_with_nccls_latency_at_scale():
+    # NCCL's ring latency with the Simple protocol (src/graph/tuning.cc at v2.28.3-1, read by hand):
+    # base 8.4 us (line 144), 3.4 us per NVLink hop (line 151), 14.0 us per network hop (line 163);
+    # across nodes an in-node hop costs at least 3 x 1.0 us of network post overhead on an Intel host
+    # (lines 214-219, 371-377). One node of 8: 8.4 + 14 x 3.4 = 56.0 us.
+    one = alphabeta.whatif(8, 450, 8, 400, 1, 2**30)
+    assert one["latency_us"] == pytest.approx(56.0)
+    assert one["time_us"] == pytest.approx(56.0 + 2 * 7 / 8 * 2**30 / 370e3)
+    # 1,024 nodes of 8: 2 x 8,191 = 16,382 steps, 2 x 1,023 = 2,046 of them on the network:
+    # 8.4 + 14,336 x 3.4 + 2,046 x 14.0 = 77,394.8 us of latency, plus the bandwidth term: 83.2 ms
+    many = alphabeta.whatif(8, 450, 8, 400, 1024, 2**30)
+    assert many["latency_us"] == pytest.approx(8.4 + 14336 * 3.4 + 2046 * 14.0)
+    assert many["time_us"] == pytest.approx(77394.8 + 2 * 8191 / 8192 * 2**30 / 370e3)
+    assert many["time_us"] / 1e3 == pytest.approx(83.20, abs=0.01)
+
+
+def test_an_amd_host_pays_more_per_step_across_nodes():
+    # getNetOverhead: 2.0 us on AMD against 1.0 on Intel, x 3 for Simple: 6.0 > 3.4 per in-node step
+    intel = alphabeta.whatif(8, 450, 8, 400, 2, 2**30)["latency_us"]
+    amd = alphabeta.whatif(8, 450, 8, 400, 2, 2**30, cpu_vendor="amd")["latency_us"]
+    assert intel == pytest.approx(8.4 + 28 * 3.4 + 2 * 14.0) and amd == pytest.approx(8.4 + 28 * 6.0 + 2 * 14.0)
 
 
 @pytest.mark.parametrize("kwargs", [dict(nodes=0), dict(nic_gbit=0), dict(algorithm="collnet"), dict(size_bytes=-1)])
@@ -201,8 +213,8 @@ def test_panel_builds_its_widgets_when_ipywidgets_is_there(capsys):
 
 def test_the_panel_answers_its_controls(capsys):
     # Moving a control prints the prediction for the new settings (outside a kernel the panel's
-    # output goes to stdout): 1,024 nodes of 8 GPUs, ring, 1 GiB: 2 x 1,023 x 10 + 14,336 x 5 us of alphas
-    # + 2 x 8,191/8,192 x 2**30 B / 370 GB/s = 97,942.9 us (as in test_ring_time_grows_with_its_alpha_term_at_scale)
+    # output goes to stdout): 1,024 nodes of 8 GPUs, ring, 1 GiB: 77,394.8 us of NCCL's latency
+    # + 2 x 8,191/8,192 x 2**30 B / 370 GB/s = 83,197.7 us (as in test_ring_time_grows_with_nccls_latency_at_scale)
     pytest.importorskip("ipywidgets")
     _, panel = lessons.whatif_panel()
     controls = {c.description: c for column in panel.children[0].children for c in column.children}
@@ -210,7 +222,7 @@ def test_the_panel_answers_its_controls(capsys):
     capsys.readouterr()
     controls["nodes"].value = 1024
     out = capsys.readouterr().out
-    assert "1024 node(s) x 8 GPUs = 8192 GPUs" in out and "all-reduce time 97.943 ms" in out
+    assert "1024 node(s) x 8 GPUs = 8192 GPUs" in out and "all-reduce time 83.198 ms" in out
     controls["in-node link"].value = next(o for o in controls["in-node link"].options if o.startswith("NVLink 3: A100"))
     controls["NVLS (opt-in; NVSwitch with SHARP only)"].value = True
     out = capsys.readouterr().out
@@ -245,10 +257,15 @@ def test_published_logs_net_lines_read_by_hand():
 
 
 def test_tree_latency_follows_nccls_tuner():
-    # src/graph/tuning.cc at v2.28.3-1: 2 * ((nRanks/nNodes - 1) * intraLat + log2i(nNodes) * interLat),
-    # log2i rounding down: 3 nodes of 8 GPUs -> 2 * (7 * 5 + 1 * 10) = 90 us before the bandwidth term
-    result = alphabeta.whatif(8, None, 8, 400, 3, 4, algorithm="tree", alpha_in_node_us=5, alpha_net_us=10)
-    assert result["time_us"] == pytest.approx(90.0, abs=0.01)
+    # src/graph/tuning.cc at v2.28.3-1, lines 381-385: base + 2 * ((nRanks/nNodes - 1) * intraLat +
+    # log2i(nNodes) * interLat), log2i rounding down; Simple: base 8.4, in-node hop 4.0 (NVLink and
+    # PCI alike), network hop 14.0 (lines 144, 151, 157, 163): 3 nodes of 8 GPUs ->
+    # 8.4 + 2 * (7 * 4.0 + 1 * 14.0) = 92.4 us; the 4-byte bandwidth term adds under 0.01 us
+    result = alphabeta.whatif(8, None, 8, 400, 3, 4, algorithm="tree")
+    assert result["latency_us"] == pytest.approx(92.4)
+    assert result["time_us"] == pytest.approx(92.4, abs=0.01)
+    # 4 nodes: log2 = 2 network hops each way, 8.4 + 2 * (28 + 28) = 120.4 us
+    assert alphabeta.whatif(8, 450, 8, 400, 4, 4, algorithm="tree")["latency_us"] == pytest.approx(120.4)
 
 
 def test_the_newer_net_line_format_is_read():

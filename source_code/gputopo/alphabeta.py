@@ -121,6 +121,74 @@ def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------
+# NCCL's own latency model: what the TUNING table NCCL prints at init holds as "latency".
+# src/graph/tuning.cc at v2.28.3-1 (the same constants from v2.23.4-1 to v2.29.2-1): a base cost
+# once per call (`baseLatencies`, lines 143-147) plus one hardware latency per hop, by the link
+# the hop crosses (`hwLatencies`, lines 149-168), per algorithm and protocol; NCCL's time for a
+# call of S bytes is then latency + S / (1000 x bandwidth) (`ncclTopoGetAlgoTime`, lines 584-601).
+NCCL_TUNING_TAG = "v2.28.3-1"
+PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+NCCL_HOP_LATENCY_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
+}
+# A ring across nodes posts one network send per step: at least 1 us (Intel CPU or other) or
+# 2 us (AMD) per step, x 3 for Simple (`getNetOverhead`, lines 214-219; lines 371-377).
+_NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1,
+          "reduce_scatter": lambda n: n - 1, "broadcast": lambda n: n, "reduce": lambda n: n}
+
+
+def nccl_latency_us(algorithm: str, protocol: str, n_ranks: int, n_nodes: int = 1, link: str = "nvlink",
+                    op: str = "all_reduce", cpu_vendor: str = "intel", latency_inter_us: float = 0.0,
+                    same_channels: bool = True) -> float:
+    """The latency NCCL's tuner gives one call, in us (src/graph/tuning.cc at v2.28.3-1, lines 353-385).
+
+    link: what a hop inside a node crosses ("nvlink" when the algorithm's graph is NVLink, else
+    "pci"); hops between nodes cost the "net" figures. Ring (lines 361-380): base + (nsteps -
+    nInterSteps) x the in-node hop + nInterSteps x the network hop, nsteps = 2(n-1) for all_reduce,
+    nInterSteps = 2(nNodes-1); across nodes the in-node hop is at least the network post overhead.
+    Broadcast and reduce on a ring with the same channels everywhere pay one hop (lines 363-369).
+    Tree, all_reduce only (lines 381-385): base + 2 x ((n/nNodes - 1) x in-node hop + floor(log2
+    nNodes) x network hop): inside one node the tree is a chain with as many hops as the ring; only
+    the part between nodes grows with log2. With one rank per node a hop between nodes costs the
+    tree's network figure (line 356); latency_inter_us (the NIC's own latency) is added once per
+    network hop, twice for Simple (lines 357-359)."""
+    _check_ranks(n_ranks)
+    _check_ranks(n_nodes, "number of nodes")
+    if algorithm not in NCCL_BASE_LATENCY_US or protocol not in PROTOCOLS or link not in ("nvlink", "pci"):
+        raise ValueError(f"need algorithm ring or tree, protocol {'/'.join(PROTOCOLS)} and link nvlink or pci; "
+                         f"got {algorithm!r}, {protocol!r}, {link!r}")
+    if op not in _STEPS or (algorithm == "tree" and op != "all_reduce"):
+        raise ValueError(f"NCCL's tree runs all_reduce only; ring runs {', '.join(_STEPS)}; got {algorithm} {op!r}")
+    if n_ranks % n_nodes:
+        raise ValueError(f"{n_ranks} ranks do not split evenly over {n_nodes} nodes")
+    p = PROTOCOLS.index(protocol)
+    base = NCCL_BASE_LATENCY_US[algorithm][p]
+    intra = NCCL_HOP_LATENCY_US[link][algorithm][p]
+    per_node = n_ranks // n_nodes
+    inter = NCCL_HOP_LATENCY_US["net"]["tree" if per_node == 1 else algorithm][p]
+    inter += latency_inter_us * (2 if protocol == "Simple" else 1)
+    if algorithm == "tree":
+        return base + 2 * ((per_node - 1) * intra + (n_nodes.bit_length() - 1) * inter)
+    nsteps = _STEPS[op](n_ranks)
+    hop = intra if n_nodes == 1 else NCCL_HOP_LATENCY_US["net"]["ring"][p]
+    if op in ("broadcast", "reduce"):
+        if same_channels:
+            return base + hop
+        if protocol == "Simple":
+            hop = NCCL_HOP_LATENCY_US[link if n_nodes == 1 else "net"]["tree"][p]
+        return base + nsteps * hop
+    if n_nodes > 1:
+        overhead = _NET_OVERHEAD_US.get(cpu_vendor, 1.0) * (3 if protocol == "Simple" else 1)
+        intra = max(intra, overhead)
+    inter_steps = 0 if n_nodes == 1 else 2 * (n_nodes - 1) if op == "all_reduce" else n_nodes - 1
+    return base + (nsteps - inter_steps) * intra + inter_steps * inter
+
+
+# ---------------------------------------------------------------------------------------
 # The what-if model of notebook 4: one place for every factor, each with its source.
 
 # What NCCL reaches per NIC, over the line rate: 24 GB/s per 200 Gb/s NIC and 12 per 100 Gb/s
@@ -179,29 +247,30 @@ def tolerance_text() -> str:
 def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
            nodes: int, size_bytes: float, algorithm: str = "ring", gdr: bool = True, pxn: bool = True,
            rails_aligned: bool = True, spine_oversubscription: float = 1.0, nvls: bool = False,
-           nvlink_domain_gpus: Optional[int] = None, alpha_in_node_us: float = 5.0,
-           alpha_net_us: float = 10.0, in_node_busbw_gbps: Optional[float] = None,
-           nvls_generation: str = "hopper") -> Dict[str, Any]:
+           nvlink_domain_gpus: Optional[int] = None, in_node_busbw_gbps: Optional[float] = None,
+           nvls_generation: str = "hopper", cpu_vendor: str = "intel") -> Dict[str, Any]:
     """busbw, bound and time of an all-reduce over nodes x gpus_per_node GPUs, and what bounds it.
 
     in_node_link_gbps: one GPU's NVLink line rate per direction (`links.link_table`), None for one GPU
     per node or a PCIe-only node (no in-node limit); in_node_busbw_gbps: a recorded in-node busbw used
-    as the in-node estimate instead. The alphas (5 and 10 us) are placeholders. The terms (GB/s):
+    as the in-node estimate instead. The terms (GB/s):
       in-node    in_node_link_gbps x NVLINK_RING_EFFICIENCY (x NVLS_GAIN with NVLS on)
       NICs       `total_nic_gbps` x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR for a NIC behind the CPU),
                  / spine_oversubscription when rails are not aligned and PXN is off: a hop from NIC i
                  to another rail's NIC crosses the spine (PXN, on by default, first moves the data over
                  NVLink to the GPU beside the right rail's NIC; NCCL_PXN_DISABLE, src/graph/paths.cc at v2.28.3-1)
-    Ring: busbw = the smallest term; T = NCCL's ring latency (src/graph/tuning.cc at v2.28.3-1:
-    nInterSteps = 2*(nNodes-1) steps at the network's alpha, the other 2(n-1) - nInterSteps at the
-    in-node one) + 2(N-1)/N S / busbw. Tree on two nodes: each node's data crosses the network once
+    Ring: busbw = the smallest term. Tree on two nodes: each node's data crosses the network once
     per direction instead of 2(N-1)/N times, so the NIC term is x 2(N-1)/N (nccl-tests #196, NCCL's
     lead: on two nodes a tree can go beyond the network bottleneck if the intra-node bandwidth
-    sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus
-    2 floor(log2 nodes) network alphas (tuning.cc's tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) *
-    intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72)
-    no NIC is used.
-    Returns {busbw_gbps, bound_gbps, terms, bound_by, time_us, algbw_gbps, gpus, notes}.
+    sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY. Time: NCCL's own
+    latency for the algorithm with the Simple protocol (`nccl_latency_us`: the ring pays 2(N-1) hops,
+    2(nodes-1) of them on the network; the tree 2(g-1) in-node hops plus 2 floor(log2 nodes) network
+    hops) + 2(N-1)/N S / busbw. Simple is NCCL's protocol for large messages; for small ones LL's
+    lower latency would win, so small-message times here are upper bounds. NCCL's per-call plateau
+    correction of a ring across nodes (x 1.4 on sm80+, tuning.cc lines 593-596) is left out.
+    Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used and every hop is
+    an NVLink hop.
+    Returns {busbw_gbps, bound_gbps, terms, bound_by, latency_us, time_us, algbw_gbps, gpus, notes}.
     """
     g, nodes = _check_ranks(gpus_per_node), _check_ranks(nodes)
     line = total_nic_gbps(nics_per_node, nic_gbit)
@@ -236,17 +305,14 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
         terms["node's NICs"] = line * scale * (NIC_EFFICIENCY if gdr else NIC_EFFICIENCY_NO_GDR)
     if not terms:
         return {"busbw_gbps": math.inf, "bound_gbps": math.inf, "terms": {}, "bound_by": "nothing (one GPU)",
-                "time_us": 0.0, "algbw_gbps": math.inf, "gpus": n, "notes": notes}
+                "latency_us": 0.0, "time_us": 0.0, "algbw_gbps": math.inf, "gpus": n, "notes": notes}
     bound_by = min(terms, key=terms.get)
     busbw = terms[bound_by] * (TREE_EFFICIENCY if algorithm == "tree" else 1.0)
-    if algorithm == "tree":
-        alphas = 2 * (g - 1) * alpha_in_node_us + 2 * (nodes.bit_length() - 1) * alpha_net_us
-    else:
-        inter = 0 if one_domain else 2 * (nodes - 1)
-        alphas = inter * alpha_net_us + (2 * (n - 1) - inter) * alpha_in_node_us
-    time_us = alphas + busbw_factor("all_reduce", n) * size_bytes / (busbw * _BYTES_PER_US_PER_GBPS)
+    link = "nvlink" if (in_node_link_gbps or in_node_busbw_gbps) else "pci"
+    latency = nccl_latency_us(algorithm, "Simple", n, 1 if one_domain else nodes, link=link, cpu_vendor=cpu_vendor)
+    time_us = latency + busbw_factor("all_reduce", n) * size_bytes / (busbw * _BYTES_PER_US_PER_GBPS)
     return {"busbw_gbps": busbw, "bound_gbps": min(bounds.values()), "terms": terms, "bound_by": bound_by,
-            "time_us": time_us, "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS), "gpus": n, "notes": notes}
+            "latency_us": latency, "time_us": time_us, "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS), "gpus": n, "notes": notes}
 
 
 # The ring all-reduce step by step (notebook 4 runs it on numbers; images/draw_diagrams.py draws it)

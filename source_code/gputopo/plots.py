@@ -236,3 +236,36 @@ def bandwidth_curve(sizes_bytes: Sequence[float], values: Sequence[float], fit=N
         ax.set_title(title)
     return figure
 
+
+
+# NCCL's choice per message size (notebook 6): one shaded band per run of sizes NCCL gave one
+# (algorithm, protocol); colour = algorithm, hatch = protocol.
+ALGORITHM_COLOURS = {"Ring": "tab:blue", "Tree": "tab:green", "NVLS": "tab:purple", "NVLSTree": "tab:pink",
+                     "CollNetDirect": "tab:brown", "CollNetChain": "tab:olive", "PAT": "tab:cyan"}
+PROTOCOL_HATCHES = {"LL": "//", "LL128": "..", "Simple": ""}
+
+
+def choice_bands(runs: Sequence[Mapping], rows: Sequence[Mapping] = (), title: str = "", ax=None):
+    """Bands of NCCL's (algorithm, protocol) per size and, when `rows` (an nccl-tests table's rows)
+    are given, the out-of-place busbw on top. runs: nccl_tuning's `switches[func]` ({algo, proto,
+    from_bytes, to_bytes}); each band reaches half a doubling beyond its first and last size.
+    The x axis covers at least the course's 8 B - 128 MiB sweep."""
+    figure, ax = _new_axes(ax, (10, 4))
+    for run in runs:
+        ax.axvspan(run["from_bytes"] / 1.41, run["to_bytes"] * 1.41,
+                   color=ALGORITHM_COLOURS.get(run["algo"], "grey"), alpha=0.25,
+                   hatch=PROTOCOL_HATCHES.get(run["proto"], "xx"), label=f"{run['algo']} / {run['proto']}",
+                   gid=f"band:{run['algo']}/{run['proto']}")
+    if rows:
+        ax.plot([r["size"] for r in rows], [r["out_of_place"]["busbw"] for r in rows], "o-", color="black",
+                ms=3, label="busbw (out of place)", gid="busbw")
+        ax.set_ylabel("busbw (GB/s)")
+    else:
+        ax.set_yticks([])
+    sizes = [r["from_bytes"] for r in runs] + [r["to_bytes"] for r in runs] + [r["size"] for r in rows]
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(min(sizes + [8]) / 2, max(sizes + [2**27]) * 2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    return figure

@@ -1,6 +1,8 @@
 """What notebook 4 needs that no tool prints: the recorded all-reduce tables (transport, launch
-mode, NVLS state), a verdict on their busbw, and the multi-node what-if panel over the recorded
-clusters. The models themselves are written out in the notebook's cells with gputopo.alphabeta."""
+mode, NVLS state), a verdict on their busbw, a reader of NCCL's INIT lines for the log-reading
+block, the published NVLS-on figures beside the course's NVLS-off run, and the multi-node what-if
+panel over the recorded clusters. The models themselves are written out in the notebook's cells
+with gputopo.alphabeta."""
 from __future__ import annotations
 
 import math
@@ -9,11 +11,15 @@ import re
 from typing import Any, Dict, List, Optional
 
 from gputopo import alphabeta, links, reference, verdicts
+from gputopo.parsers import nccl_log, nccl_tuning
 from gputopo.selfcheck import text_table
 from gputopo.units import format_bytes
 
 # A run's NVLink SHARP (NCCL 2.17 and later, Hopper NVSwitch systems) from its NCCL_NVLS_ENABLE: 0 the
 # course sets when it is unset; 1 an instructor exported (the course never sets 1); unset: a run the course did not launch.
+# What a live run's fits and tables are labelled: the notebook's stored copy shows the outputs of
+# whichever machine executed it, not the reader's.
+HERE = "the machine that executed this copy"
 NVLS_LABELS = {"0": "NVLS off (course default)", "1": "NVLS on (NCCL_NVLS_ENABLE=1, opted in)",
                None: "NCCL_NVLS_ENABLE unset (NCCL decided)"}
 # nccl-bench-all_reduce-g8.txt, all_reduce_perf-g8.txt; "more" is a further word such as -n100
@@ -31,7 +37,7 @@ def table(system: str, name: str, text: str, parsed: Dict[str, Any],
         "default (" + ", ".join(p.rsplit(":", 1)[0].strip() for p in line.group(1).split(";") if p.strip()) + ")"
         if line else "default (NCCL's choice)")
     setting = re.search(r"NCCL_NVLS_ENABLE(?:=| set by environment to )(\w+)", text)
-    if setting or system == "this machine":
+    if setting or system == HERE:
         value = setting.group(1) if setting else os.environ.get("NCCL_NVLS_ENABLE")
         value = value if value is None else value.strip()
         nvls = NVLS_LABELS.get(value, f"NCCL_NVLS_ENABLE={value}")
@@ -63,8 +69,8 @@ def recorded_busbw_link(system: str):
     so they add up; `nvidia-smi nvlink -s` caps it by the active links."""
     from gputopo.parsers import nvidia_smi
 
-    if system == "this machine":
-        return None, ("this machine: not judged here; set its busbw against your GPU's NVLinks in your own "
+    if system == HERE:
+        return None, (f"{HERE}: not judged here; set its busbw against your GPU's NVLinks in your own "
                       "`nvidia-smi topo -m` (notebook 2)")
     try:
         codes = [c for peer, c in reference.load(system, "topo")["links"]["GPU0"].items()
@@ -93,6 +99,188 @@ def verdict_at(t: Dict[str, Any], size: Optional[int] = None):
     link, why = recorded_busbw_link(t["system"])
     return (verdicts.judge_nccl_output(t["text"], link, size=size) if link else
             verdicts.Verdict("allreduce_busbw", None, verdicts.NOT_COMPARABLE, f"no link to judge against: {why}"))
+
+
+# Reading NCCL's log (notebook 4's main path): real lines, each taken from a recorded file, and a
+# reader that names their fields. Line formats from NCCL's source at v2.28.3-1 unless said.
+_PAIR_LOG = "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b512-gpus-0-1-default-r1.txt"
+_LOC_LOG = "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_LEVEL-LOC-r1.txt"
+# (what the line shows, how to know it, the recorded file whose first such line stands in)
+LOG_TOUR = (
+    ("version", lambda m: m.startswith("NCCL version"), _PAIR_LOG),
+    ("communicator", lambda m: m.startswith("comm ") and " nNodes " in m, _PAIR_LOG),
+    ("trees", lambda m: m.startswith("Trees ["), _PAIR_LOG),
+    ("ring order", lambda m: m.startswith("Channel ") and " via " not in m and " -> " not in m, _PAIR_LOG),
+    ("channel count", lambda m: " coll channels," in m, _PAIR_LOG),
+    ("P2P connection", lambda m: m.startswith("Channel ") and " via P2P" in m, _PAIR_LOG),
+    ("SHM connection", lambda m: m.startswith("Channel ") and " via SHM" in m, _LOC_LOG),
+    ("NET connection", lambda m: m.startswith("Channel ") and " via NET/IB" in m,
+     "_multinode-logs/nccl-tests-133-ib-gdrdma-excerpt.txt"),
+    ("no GPUDirect RDMA", lambda m: "GPU Direct RDMA Disabled" in m,
+     "_multinode-logs/nccl-1151-gdr-disabled-excerpt.txt"),
+    ("per-call choice", lambda m: " Bytes -> Algo " in m,
+     "_nccl-dumps/nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt"),
+)
+
+# NCCL's path types by number, as src/graph/topo.h numbers them (PATH_LOC = 0 ...): the numbers
+# in "GPU Direct RDMA Disabled ... (distance 7 > 4)". Inserted types shift the later numbers.
+_PATH_NUMBERS = (  # (first release, names in order), each read at that tag
+    ((2, 9), ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")),                      # v2.9.6-1
+    ((2, 12), ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "NET")),      # v2.12.7-1
+    ((2, 26), ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "PHB", "SYS", "NET")),  # v2.26.2-1
+    ((2, 27), ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET")),  # v2.27.5-1
+)
+
+
+def path_type_name(number: int, nccl_version=(2, 28)) -> str:
+    """The name of NCCL path type `number` in release `nccl_version` ((major, minor)), e.g. 7 ->
+    "SYS" in 2.12-2.25, "PXN" from 2.27.5 (2.27.3 alone listed P2C after PXN)."""
+    names = next(n for since, n in reversed(_PATH_NUMBERS) if tuple(nccl_version[:2]) >= since)
+    return names[number] if 0 <= number < len(names) else f"?{number}"
+
+
+def log_messages(text: str):
+    """Each NCCL message of `text`: the text after NCCL's own prefix and any launcher's, as
+    gputopo.parsers.nccl_log reads it."""
+    for raw in text.splitlines():
+        for _level, message in nccl_log.records(nccl_log.unwrap(raw)):
+            if message.strip():
+                yield message.strip()
+
+
+def _bus_id(text: str) -> bool:
+    """Whether a GPU field is a PCI bus id ("89000", "ca000") rather than a small number."""
+    return len(text) >= 4 or any(ch in "abcdef" for ch in text.lower())
+
+
+def _trees(message: str) -> str:
+    first = message.split("[0]", 1)[1].split("[1]", 1)[0].strip()      # "1/-1/-1->0->-1"
+    down, me, up = first.split("->")
+    children = [c for c in down.split("/") if c != "-1"]
+    kids = ("children " + ", ".join(children)) if children else "no child"
+    parent = "no parent (it is the root)" if up == "-1" else f"parent {up}"
+    return (f"tree of channel 0 seen from rank {me}: {kids}, {parent}; up to three children / me / "
+            "parent, -1 = none; inside a node the tree is a chain")
+
+
+def _ring(message: str) -> str:
+    head, order = message.split(":", 1)
+    channel, total = head.split()[1].split("/")
+    ranks = order.split()
+    return (f"ring of channel {int(channel)} (of {total} channels): rank "
+            + " -> ".join(ranks + ranks[:1]) + " (each rank sends to the next, the last to the first)")
+
+
+def _connection(message: str) -> str:
+    head, via = message.rsplit(" via ", 1)
+    left, right = head.split(" : ", 1)
+    channel = int(left.split()[1].split("/")[0])
+    words = right.replace("[send]", "").replace("[receive]", "").split()
+    sender, receiver = words[0], words[2]
+    parts = via.split("/")
+    if parts[0] == "P2P":
+        how = {"CUMEM": "direct GPU access to the peer's buffer, imported with CUDA's cuMem API "
+                        "(the peer is another process)",
+               "IPC": "direct GPU access, the peer's buffer imported with a CUDA IPC handle",
+               "direct pointer": "direct GPU access; one process drives both GPUs"}.get(parts[1], parts[1])
+        what = f"P2P (NVLink or PCIe): {how}" + (", the receiver reads" if parts[-1] == "read" else "")
+    elif parts[0] == "SHM":
+        sides = "; ".join(f"{side}: {'the copy engine' if mode == 'CE' else 'GPU threads'}"
+                          for side, mode in zip(("sender", "receiver"), parts[1:3]))
+        what = f"SHM: staged through host shared memory (who copies, {sides})"
+    elif parts[0] == "NET":
+        gdr = "GDRDMA" in via
+        what = (f"NET: network plugin {parts[1]}, NIC {parts[2]}"
+                + (", GPUDirect RDMA (the NIC reads and writes GPU memory)" if gdr
+                   else ", no GPUDirect RDMA: staged through host memory"))
+    else:
+        what = via
+    inside = sender.split("[")[1].rstrip("]") if "[" in sender else ""
+    ids = ("" if not inside else " (rank[PCI bus id]: NCCL 2.18 or older)" if _bus_id(inside)
+           else " (rank[GPU number]: NCCL 2.19 or later)")
+    return f"channel {channel}: {sender} -> {receiver}{ids} via {what}"
+
+
+def _gdr(message: str) -> str:
+    numbers = message.rsplit("(distance", 1)[1].strip(" )").split(">")
+    distance, limit = int(numbers[0]), int(numbers[1])
+    gpu = message.split("for GPU ", 1)[-1].split(" /")[0]
+    bus_id = _bus_id(gpu)
+    version = (2, 12) if bus_id else (2, 28)
+    era = ("the GPU is named by its PCI bus id, as NCCL 2.23 and older print it: numbers of 2.12-2.25"
+           if bus_id else "the GPU is named by its rank (2.24 and later): numbers of 2.27.5-2.29")
+    return (f"GPUDirect RDMA off for this GPU/NIC: their path type {distance} "
+            f"({path_type_name(distance, version)}) is farther than NCCL_NET_GDR_LEVEL {limit} "
+            f"({path_type_name(limit, version)}, the default); {era}")
+
+
+def _choice(message: str) -> str:
+    choice = nccl_tuning.parse(message)["choices"][0]
+    channels = f", channels 0..{choice['channel_hi']}" if choice["channel_hi"] is not None else ""
+    return (f"{choice['func'] or 'a call'} of {choice['bytes']:,} B: algorithm {choice['algo']}, "
+            f"protocol {choice['proto']}{channels} (rank 0 only, NCCL_DEBUG_SUBSYS=TUNING, 2.20+)")
+
+
+def decode(message: str) -> str:
+    """One NCCL INIT/GRAPH/TUNING message in words; "(not a line this reader knows)" otherwise."""
+    words = message.split()
+    if message.startswith("NCCL version"):
+        return f"the NCCL this process loaded: {words[2]} (a framework may bring its own)"
+    if message.startswith("comm ") and " nNodes " in message:
+        field = dict(zip(words[2::2], words[3::2]))
+        return (f"rank {field.get('rank')} of {field.get('nRanks')}, on {field.get('nNodes')} node(s), "
+                f"{field.get('localRanks')} rank(s) on this node")
+    if message.startswith("Trees ["):
+        return _trees(message)
+    if message.startswith("Channel ") and " via " in message:
+        return _connection(message)
+    if message.startswith("Channel ") and "/" in words[1] and " -> " not in message:
+        return _ring(message)
+    if " coll channels," in message:
+        return (f"{words[0]} channels (thread blocks) per collective; the ring graph's count, doubled "
+                "after connecting, capped by NCCL_MAX_CTAS (src/graph/connect.cc lines 452, 490-491)")
+    if "GPU Direct RDMA Disabled" in message:
+        return _gdr(message)
+    if " Bytes -> " in message:
+        return _choice(message)
+    return "(not a line this reader knows)"
+
+
+def log_tour(text=None):
+    """[(what, where, message, decoded)]: for each kind of LOG_TOUR the first such line of `text`
+    (a log of yours; where = "your log"), else of its recorded file (where = that file)."""
+    yours = list(log_messages(text)) if text else []
+    out = []
+    for what, is_kind, path in LOG_TOUR:
+        message = next((m for m in yours if is_kind(m)), None)
+        where = "your log"
+        if message is None:
+            recorded = (reference.REFERENCE_DIR / path).read_text(encoding="utf-8")
+            message, where = next(m for m in log_messages(recorded) if is_kind(m)), path
+        out.append((what, where, message, decode(message)))
+    return out
+
+
+# NVLS on: published figures beside the course's NVLS-off 8-GPU run (the course never enables NVLS)
+NVLS_PUBLISHED = (
+    {"gpus": "8x H100", "nvls": "on (NCCL's default)", "busbw_gbps": 480.0,
+     "source": "nccl-tests issue #212, NCCL's lead (2024-05-06): \"On 8 GPUs, you should reach a peak "
+               "busBw of ~480GB/s (algbw ~275GB/s)\"; about 370 with NCCL_ALGO=RING"},
+    {"gpus": "8x H200", "nvls": "on (NCCL's default; not set by the user)", "busbw_gbps": 475.0,
+     "source": "nccl-tests issue #272 (2024-11-27): all_reduce_perf -b 64k -e 4G -f 2 -g 1, 8 ranks, "
+               "NCCL 2.20.3, \"peak bandwidth of 475 GB/s\": above NVLink 4's 450 GB/s line rate, "
+               "which only NVLS's busbw can exceed (nccl-tests issue #366)"},
+)
+
+
+def nvls_rows():
+    """Rows (GPUs, NVLS, busbw GB/s, source) of the course's NVLS-off 8x H200 run (its largest
+    size, read from the file) and the published NVLS-on figures."""
+    name = "nccl-bench-all_reduce-g8.txt"
+    last = reference.load("h200-nvswitch-8gpu", "nccl-tests", filename=name)["rows"][-1]
+    rows = [("8x H200", "off (course default)", f"{last['out_of_place']['busbw']:.1f}",
+             f"recorded by the course: h200-nvswitch-8gpu/{name}, {format_bytes(last['size'])}")]
+    return rows + [(p["gpus"], p["nvls"], f"{p['busbw_gbps']:.0f}", p["source"]) for p in NVLS_PUBLISHED]
 
 
 # Multi-node without a cluster: the what-if panel (alphabeta.whatif) over the recorded clusters
