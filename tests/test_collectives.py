@@ -247,3 +247,74 @@ def test_the_notebooks_ring_busbw_is_the_ring_model():
     assert namespace["ring_busbw"](2**20, fit) == pytest.approx(2**20 / ((14 * 3.76 + 1.75 * 2**20 / 377.7e3) * 1e3) * 1.75)
     assert round(namespace["ring_busbw"](2**20, fit), 1) == 31.9
     assert namespace["ring_busbw"](2**40, fit) == pytest.approx(377.7, rel=1e-3)   # large messages: the fitted busbw
+
+
+# --- reading NCCL's log (notebook 4's main path, issue 39 item 3) ---
+# Each expected reading comes from the recorded line itself, read by hand, and NCCL's source.
+
+def test_the_tour_reads_every_line_from_its_recorded_file():
+    tour = {what: (where, message) for what, where, message, _ in collectives.log_tour()}
+    assert tour["version"][1] == "NCCL version 2.28.3+cuda13.0"
+    assert tour["ring order"][1] == "Channel 00/24 : 0 1"
+    assert tour["P2P connection"][1] == "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM"
+    assert tour["SHM connection"][1] == "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"
+    assert tour["NET connection"][1].endswith("[receive] via NET/IB/0/GDRDMA")
+    assert tour["no GPUDirect RDMA"][1] == "GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)"
+    assert tour["per-call choice"][0].endswith("nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt")
+
+
+def test_trees_ring_and_channel_lines_are_decoded():
+    # "Trees [0] 1/-1/-1->0->-1": up to three children / me / parent (src/graph/connect.cc)
+    assert "seen from rank 0: children 1, no parent" in collectives.decode("Trees [0] 1/-1/-1->0->-1 [1] x")
+    assert "rank 1: no child, parent 0" in collectives.decode("Trees [0] -1/-1/-1->1->0")
+    assert "rank 0 -> 1 -> 2 -> 3 -> 0" in collectives.decode("Channel 05/16 :    0   1   2   3")
+    assert "of 16 channels" in collectives.decode("Channel 05/16 :    0   1   2   3")
+    assert collectives.decode("24 coll channels, 24 collnet channels, 0 nvls channels").startswith("24 channels")
+
+
+def test_connection_lines_name_transport_ids_and_gdr():
+    p2p = collectives.decode("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM")
+    assert "channel 0: 0[0] -> 1[1]" in p2p and "cuMem" in p2p and "NCCL 2.19 or later" in p2p
+    assert "one process drives both" in collectives.decode("Channel 01/0 : 1[1] -> 0[0] via P2P/direct pointer")
+    shm = collectives.decode("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct")
+    assert "host shared memory" in shm and shm.count("GPU threads") == 2
+    # SHM/%s/%s is "CE" for a side that copies with cudaMemcpy (src/transport/shm.cc at v2.28.3-1)
+    assert "the copy engine" in collectives.decode("Channel 00 : 0[0] -> 1[1] via SHM/CE/direct")
+    net = collectives.decode("Channel 00 : 4[89000] -> 12[8d000] [send] via NET/IB/0/GDRDMA")
+    assert "plugin IB, NIC 0, GPUDirect RDMA" in net and "NCCL 2.18 or older" in net
+    assert "no GPUDirect RDMA" in collectives.decode("Channel 00/0 : 4[4] -> 12[4] [send] via NET/IBext_v8/3")
+
+
+def test_gdr_distances_are_named_in_the_right_releases_numbering():
+    # topo.h: 2.12-2.25 ... PXB 4, PXN 5, PHB 6, SYS 7; 2.27.5 and 2.28: PXB 5, P2C 6, PXN 7, PHB 8, SYS 9
+    old = collectives.decode("GPU Direct RDMA Disabled for GPU ca000 / HCA 0 (distance 7 > 4)")
+    assert "7 (SYS)" in old and "4 (PXB" in old
+    new = collectives.decode("GPU Direct RDMA Disabled for GPU 3 / HCA 1 (distance 9 > 5)")
+    assert "9 (SYS)" in new and "5 (PXB" in new
+    assert collectives.path_type_name(6, (2, 19)) == "PHB" and collectives.path_type_name(8, (2, 28)) == "PHB"
+    assert collectives.path_type_name(6, (2, 11)) == "SYS" and collectives.path_type_name(12, (2, 28)) == "?12"
+
+
+def test_per_call_lines_of_both_formats_are_decoded():
+    new = collectives.decode("AllReduce: 5,758,372 Bytes -> Algo RING proto LL128  channel{Lo..Hi}={0..23}")
+    assert "5,758,372 B: algorithm Ring, protocol LL128, channels 0..23" in new
+    old = collectives.decode("4 Bytes -> Algo 0 proto 0 time 25.200462")   # 2.20-2.22: 0 Tree, 0 LL
+    assert "algorithm Tree, protocol LL" in old
+    assert collectives.decode("Bootstrap: Using lo") == "(not a line this reader knows)"
+
+
+def test_your_own_log_is_read_before_the_recordings():
+    mine = ("host:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+            "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n")
+    tour = {what: (where, message) for what, where, message, _ in collectives.log_tour(mine)}
+    assert tour["version"] == ("your log", "NCCL version 2.21.5+cuda12.4")
+    assert tour["P2P connection"] == ("your log", "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read")
+    assert tour["trees"][0] != "your log"
+
+
+def test_nvls_rows_put_published_nvls_on_beside_the_courses_nvls_off_run():
+    rows = collectives.nvls_rows()
+    # h200-nvswitch-8gpu/nccl-bench-all_reduce-g8.txt, last row read by hand: 4 GiB, busbw 365.22
+    assert rows[0][:3] == ("8x H200", "off (course default)", "365.2") and "4 GiB" in rows[0][3]
+    assert [(r[0], r[2]) for r in rows[1:]] == [("8x H100", "480"), ("8x H200", "475")]
+    assert "#212" in rows[1][3] and "#272" in rows[2][3] and "2.20.3" in rows[2][3]

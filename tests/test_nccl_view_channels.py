@@ -46,3 +46,15 @@ def test_a_missed_size_without_an_init_table_gives_the_rule_but_no_invented_figu
     assert found["table"] is None   # the published log holds no init table
     line = next(x for x in nccl_view.score({"sizes": {8: ("Tree", "LL")}}, found) if x.startswith("8 B"))
     assert "NCCL chose Ring/LL at 4 B" in line and "tuning.cc" in line and "Init table" not in line
+
+
+def test_the_recorded_capped_run_scores_a_prediction_of_4():
+    # reference_systems/h100-single-gpu/nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt, line 172
+    # read by hand: "NCCL INFO 4 coll channels, ..." under NCCL_MAX_NCHANNELS=4 (the deprecated alias
+    # of NCCL_MAX_CTAS; src/graph/connect.cc lines 490-491 at v2.28.3-1 take min(MAX_NCHANNELS, maxCTAs))
+    capped = (REFERENCE_DIR / "h100-single-gpu" / "nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt").read_text()
+    found = nccl_view.facts(capped)
+    assert found["channels"] == 4 and found["nranks"] == 1
+    assert nccl_view.score({"channels": 4}, found)[0].startswith("channels: 4: right")
+    wrong = nccl_view.score({"channels": 64}, found)[0]
+    assert "the log says 4" in wrong and "NCCL_MAX_CTAS" in wrong and "deprecated" in wrong

@@ -243,3 +243,24 @@ def test_figures_render_to_png(tmp_path):
         path = tmp_path / f"figure-{number}.png"
         figure.savefig(path, dpi=40)
         assert path.stat().st_size > 1000
+
+
+def test_choice_bands_shade_the_published_4_rank_log_and_draw_busbw():
+    # reference_systems/_nccl-dumps/nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt, read by hand:
+    # Ring/LL from 4 B to 182,092 B, Ring/LL128 at 5,758,372 B, Ring/Simple at 182,095,808 B
+    from gputopo.parsers import PARSERS
+
+    text = (reference.REFERENCE_DIR / "_nccl-dumps" / "nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt").read_text()
+    runs = PARSERS["nccl-tuning"](text)["switches"]["AllReduce"]
+    figure = plots.choice_bands(runs, title="published log")
+    assert gid_names(figure, "band:") == ["Ring/LL", "Ring/LL128", "Ring/Simple"]
+    band = artists_with_gid(figure, "band:Ring/LL")[0]
+    # axvspan draws a Rectangle (matplotlib 3.9+) or a Polygon (older)
+    xs = [band.get_x(), band.get_x() + band.get_width()] if hasattr(band, "get_width") else [
+        x for x, _ in band.get_xy()]
+    assert min(xs) == pytest.approx(4 / 1.41) and max(xs) == pytest.approx(182092 * 1.41)
+    assert band.get_hatch() == "//" and artists_with_gid(figure, "band:Ring/Simple")[0].get_hatch() in ("", None)
+    assert not artists_with_gid(figure, "busbw")
+    rows = [{"size": 8, "out_of_place": {"busbw": 0.0}}, {"size": 2**20, "out_of_place": {"busbw": 31.7}}]
+    line = artists_with_gid(plots.choice_bands(runs, rows), "busbw")[0]
+    assert list(line.get_xdata()) == [8, 2**20] and list(line.get_ydata()) == [0.0, 31.7]

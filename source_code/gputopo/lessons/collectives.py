@@ -215,7 +215,7 @@ def _gdr(message: str) -> str:
 
 
 def _choice(message: str) -> str:
-    choice = nccl_tuning.parse(message)["choices"][0]
+    choice = nccl_tuning.parse("NCCL INFO " + message)["choices"][0]   # a message: its prefix put back
     channels = f", channels 0..{choice['channel_hi']}" if choice["channel_hi"] is not None else ""
     return (f"{choice['func'] or 'a call'} of {choice['bytes']:,} B: algorithm {choice['algo']}, "
             f"protocol {choice['proto']}{channels} (rank 0 only, NCCL_DEBUG_SUBSYS=TUNING, 2.20+)")

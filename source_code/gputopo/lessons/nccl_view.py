@@ -183,8 +183,9 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
             lines.append(f"channels: {chans}: right (the log's 'coll channels')." if scored[-1] else
                          f"channels: you said {chans}, the log says {have} coll channels: {searched} "
                          "(src/graph/search.cc keeps as many channels as the links' speed allows), NCCL "
-                         "doubles them after connecting, then caps them at NCCL_MAX_NCHANNELS and raises them "
-                         "to NCCL_MIN_NCHANNELS: min(MAX, 2 x graph), then at least MIN "
+                         "doubles them after connecting, then caps them at NCCL_MAX_CTAS and raises them "
+                         "to NCCL_MIN_CTAS (or their deprecated aliases NCCL_MAX/MIN_NCHANNELS; the more "
+                         "restrictive wins): min(MAX, 2 x graph), then at least MIN "
                          "(src/graph/connect.cc at v2.28.3-1, lines 452 and 490-491).")
     sizes = prediction.get("sizes") if isinstance(prediction.get("sizes"), dict) else {}
     for size, guess in sizes.items():
