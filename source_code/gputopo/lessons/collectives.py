@@ -101,6 +101,29 @@ def verdict_at(t: Dict[str, Any], size: Optional[int] = None):
             verdicts.Verdict("allreduce_busbw", None, verdicts.NOT_COMPARABLE, f"no link to judge against: {why}"))
 
 
+
+def fit_report(fits: List[Dict[str, Any]]) -> str:
+    """Notebook 4's fit table, per system: file, transport, launch, NVLS, GPUs, the fitted alpha per
+    step and busbw (alphabeta.fit_from_table, set by the notebook as alpha_step_us and busbw_gbps),
+    the smallest message's time and the largest message's busbw; then the link and a verdict per
+    table on its largest message's busbw (verdict_at)."""
+    header = ("file", "transport", "launch", "NVLS", "GPUs", "alpha/step us", "busbw GB/s",
+              "smallest msg us", "largest busbw GB/s")
+    out = []
+    for system in dict.fromkeys(f["system"] for f in fits):
+        mine = [f for f in fits if f["system"] == system]
+        rows = []
+        for f in mine:
+            first, last = f["parsed"]["rows"][0], f["parsed"]["rows"][-1]
+            rows.append((f["file"], f["transport"], f["launch"], f["nvls"], f["n"], f"{f['alpha_step_us']:.2f}",
+                         f"{f['busbw_gbps']:.1f}", f"{first['out_of_place']['time_us']:.1f}",
+                         f"{last['out_of_place']['busbw']:.1f} at {format_bytes(last['size'])}"))
+        out += [f"measured on {HERE}:" if system == HERE else f"recorded on {system}:",
+                text_table(rows, header=header),
+                ("link: " if system == HERE else "link recorded on ") + recorded_busbw_link(system)[1]]
+        out += [f"verdict, {f['file']}: {verdict_at(f).text().splitlines()[0]}" for f in mine] + [""]
+    return "\n".join(out)
+
 # Reading NCCL's log (notebook 4's main path): real lines, each taken from a recorded file, and a
 # reader that names their fields. Line formats from NCCL's source at v2.28.3-1 unless said.
 _PAIR_LOG = "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b512-gpus-0-1-default-r1.txt"
