@@ -21,9 +21,15 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 _BYTES_PER_US_PER_GBPS = 1e3
 
 # busbw / algbw of each operation (nccl-tests doc/PERFORMANCE.md), and the ring's steps on n ranks.
-_FACTORS = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-            "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-            "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0}
+_FACTORS = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
 
 
 def _check_ranks(n: Any, what: str = "number of GPUs") -> int:
@@ -85,7 +91,10 @@ def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: 
     import numpy as np
 
     per_byte = 0.0 if math.isinf(beta_gbps) else 1.0 / (beta_gbps * _BYTES_PER_US_PER_GBPS)
-    return ring_steps("all_reduce", n) * alpha_us + busbw_factor("all_reduce", n) * np.asarray(size_bytes, dtype=float) * per_byte
+    return (
+        ring_steps("all_reduce", n) * alpha_us
+        + busbw_factor("all_reduce", n) * np.asarray(size_bytes, dtype=float) * per_byte
+    )
 
 
 def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, float]:
@@ -102,10 +111,15 @@ def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, floa
     steps = ring_steps(op, n)
     if steps == 0:
         raise ValueError("one rank sends nothing: the ring model needs n >= 2")
-    pairs = [(int(r["size"]), float(r["out_of_place"]["time_us"])) for r in parsed.get("rows") or []
-             if r.get("size", 0) > 0 and ((r.get("out_of_place") or {}).get("time_us") or 0) > 0]
+    pairs = [
+        (int(r["size"]), float(r["out_of_place"]["time_us"]))
+        for r in parsed.get("rows") or []
+        if r.get("size", 0) > 0 and ((r.get("out_of_place") or {}).get("time_us") or 0) > 0
+    ]
     if not pairs:
-        raise ValueError("no out-of-place times in the table (pass what gputopo.parsers.nccl_tests.parse returns)")
+        raise ValueError(
+            "no out-of-place times in the table (pass what gputopo.parsers.nccl_tests.parse returns)"
+        )
     a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs])
     return a_us / steps, b_gbps * busbw_factor(op, n)
 
@@ -137,14 +151,28 @@ NCCL_HOP_LATENCY_US = {
 # A ring across nodes posts one network send per step: at least 1 us (Intel CPU or other) or
 # 2 us (AMD) per step, x 3 for Simple (`getNetOverhead`, lines 214-219; lines 371-377).
 _NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
-_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1,
-          "reduce_scatter": lambda n: n - 1, "broadcast": lambda n: n, "reduce": lambda n: n}
+_STEPS = {
+    "all_reduce": lambda n: 2 * (n - 1),
+    "all_gather": lambda n: n - 1,
+    "reduce_scatter": lambda n: n - 1,
+    "broadcast": lambda n: n,
+    "reduce": lambda n: n,
+}
 
 
-def nccl_latency_us(algorithm: str, protocol: str, n_ranks: int, n_nodes: int = 1, link: str = "nvlink",
-                    op: str = "all_reduce", cpu_vendor: str = "intel", latency_inter_us: float = 0.0,
-                    same_channels: bool = True) -> float:
-    """The latency NCCL's tuner gives one call, in us (src/graph/tuning.cc at v2.28.3-1, lines 353-385).
+def nccl_latency_us(
+    algorithm: str,
+    protocol: str,
+    n_ranks: int,
+    n_nodes: int = 1,
+    link: str = "nvlink",
+    op: str = "all_reduce",
+    cpu_vendor: str = "intel",
+    latency_inter_us: float = 0.0,
+    same_channels: bool = True,
+) -> float:
+    """The latency NCCL's tuner gives one call, in us (src/graph/tuning.cc at v2.28.3-1,
+    lines 353-385).
 
     link: what a hop inside a node crosses ("nvlink" when the algorithm's graph is NVLink, else
     "pci"); hops between nodes cost the "net" figures. Ring (lines 361-380): base + (nsteps -
@@ -158,11 +186,20 @@ def nccl_latency_us(algorithm: str, protocol: str, n_ranks: int, n_nodes: int = 
     network hop, twice for Simple (lines 357-359)."""
     _check_ranks(n_ranks)
     _check_ranks(n_nodes, "number of nodes")
-    if algorithm not in NCCL_BASE_LATENCY_US or protocol not in PROTOCOLS or link not in ("nvlink", "pci"):
-        raise ValueError(f"need algorithm ring or tree, protocol {'/'.join(PROTOCOLS)} and link nvlink or pci; "
-                         f"got {algorithm!r}, {protocol!r}, {link!r}")
+    if (
+        algorithm not in NCCL_BASE_LATENCY_US
+        or protocol not in PROTOCOLS
+        or link not in ("nvlink", "pci")
+    ):
+        raise ValueError(
+            f"need algorithm ring or tree, protocol {'/'.join(PROTOCOLS)} and link nvlink or pci; "
+            f"got {algorithm!r}, {protocol!r}, {link!r}"
+        )
     if op not in _STEPS or (algorithm == "tree" and op != "all_reduce"):
-        raise ValueError(f"NCCL's tree runs all_reduce only; ring runs {', '.join(_STEPS)}; got {algorithm} {op!r}")
+        raise ValueError(
+            f"NCCL's tree runs all_reduce only; ring runs {', '.join(_STEPS)}; "
+            f"got {algorithm} {op!r}"
+        )
     if n_ranks % n_nodes:
         raise ValueError(f"{n_ranks} ranks do not split evenly over {n_nodes} nodes")
     p = PROTOCOLS.index(protocol)
@@ -226,29 +263,44 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 TREE_EFFICIENCY = 0.92
 # The band a tuned run's busbw must lie in to match the model: from (1 - TOLERANCE_BELOW) x the
 # estimate up to the line rate of the links the ring crosses (NVLS runs: no line-rate limit, their
-# busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned figures
-# NCCL's developers give for tuned runs (expected figures, not runs), at most about 4 % below the
-# estimate (46 of 48 GB/s per 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400 Gb/s NICs,
-# "above 380 only with extra tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC", up to
-# ~396 GB/s on eight, nccl-tests #319); 0.10 is about 2.5 times that spread (4.2 %), a margin chosen
-# for run-to-run noise. An untuned run can sit further below (MTU, HCAs not named): it is shown
-# beside its tuned figure, which is what is tested. Five recorded clusters are calibration sources
-# of NIC_EFFICIENCY or inferred from their result (notebook 4 gives each one's provenance): they
-# agree by construction, not as independent tests.
+# busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned
+# figures NCCL's developers give for tuned runs (expected figures, not runs), at most about 4 %
+# below the estimate (46 of 48 GB/s per 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400
+# Gb/s NICs, "above 380 only with extra tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC",
+# up to ~396 GB/s on eight, nccl-tests #319); 0.10 is about 2.5 times that spread (4.2 %), a margin
+# chosen for run-to-run noise. An untuned run can sit further below (MTU, HCAs not named): it is
+# shown beside its tuned figure, which is what is tested. Five recorded clusters are calibration
+# sources of NIC_EFFICIENCY or inferred from their result (notebook 4 gives each one's provenance):
+# they agree by construction, not as independent tests.
 TOLERANCE_BELOW = 0.10
 
 
 def tolerance_text() -> str:
     """The band, as notebook 4 prints it."""
-    return (f"{1 - TOLERANCE_BELOW:.2f} x estimate <= busbw of a tuned run <= line-rate bound "
-            "(NVLS runs: no line-rate bound)")
+    return (
+        f"{1 - TOLERANCE_BELOW:.2f} x estimate <= busbw of a tuned run <= line-rate bound "
+        "(NVLS runs: no line-rate bound)"
+    )
 
 
-def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
-           nodes: int, size_bytes: float, algorithm: str = "ring", gdr: bool = True, pxn: bool = True,
-           rails_aligned: bool = True, spine_oversubscription: float = 1.0, nvls: bool = False,
-           nvlink_domain_gpus: Optional[int] = None, in_node_busbw_gbps: Optional[float] = None,
-           nvls_generation: str = "hopper", cpu_vendor: str = "intel") -> Dict[str, Any]:
+def whatif(
+    gpus_per_node: int,
+    in_node_link_gbps: Optional[float],
+    nics_per_node: int,
+    nic_gbit: float,
+    nodes: int,
+    size_bytes: float,
+    algorithm: str = "ring",
+    gdr: bool = True,
+    pxn: bool = True,
+    rails_aligned: bool = True,
+    spine_oversubscription: float = 1.0,
+    nvls: bool = False,
+    nvlink_domain_gpus: Optional[int] = None,
+    in_node_busbw_gbps: Optional[float] = None,
+    nvls_generation: str = "hopper",
+    cpu_vendor: str = "intel",
+) -> Dict[str, Any]:
     """busbw, bound and time of an all-reduce over nodes x gpus_per_node GPUs, and what bounds it.
 
     in_node_link_gbps: one GPU's NVLink line rate per direction (`links.link_table`), None for one GPU
@@ -274,45 +326,87 @@ def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node
     """
     g, nodes = _check_ranks(gpus_per_node), _check_ranks(nodes)
     line = total_nic_gbps(nics_per_node, nic_gbit)
-    if algorithm not in ("ring", "tree") or nvls_generation not in NVLS_EFFICIENCY or not size_bytes > 0:
-        raise ValueError(f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
-                         f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}")
+    if (
+        algorithm not in ("ring", "tree")
+        or nvls_generation not in NVLS_EFFICIENCY
+        or not size_bytes > 0
+    ):
+        raise ValueError(
+            f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
+            f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}"
+        )
     n, notes, bounds, terms = g * nodes, [], {}, {}
     one_domain = nodes == 1 or (nvlink_domain_gpus is not None and n <= nvlink_domain_gpus)
     if (in_node_link_gbps or in_node_busbw_gbps) and (g > 1 or (one_domain and n > 1)):
-        gain = NVLS_GAIN * NVLS_EFFICIENCY[nvls_generation] / NVLS_EFFICIENCY["hopper"] if nvls else 1.0
+        gain = (
+            NVLS_GAIN * NVLS_EFFICIENCY[nvls_generation] / NVLS_EFFICIENCY["hopper"]
+            if nvls
+            else 1.0
+        )
         est = in_node_busbw_gbps or in_node_link_gbps * NVLINK_RING_EFFICIENCY
         # NVLS busbw is not a wire bandwidth and can exceed every link's line rate (480 GB/s on
         # H100s with a 450 GB/s line rate, nccl-tests #212): with NVLS the in-node term is no bound.
         bounds["in-node NVLink"] = math.inf if nvls else in_node_link_gbps or est
         terms["in-node NVLink"] = est * gain
         if nvls:
-            notes.append("NVLS on (opt-in): in-node busbw x 480/370 (nccl-tests #212)"
-                         + (" x 0.74/0.85 (NCCL's nvlsEfficiency, Blackwell/Hopper)" if nvls_generation == "blackwell" else "")
-                         + "; the course's default is NVLS off")
+            notes.append(
+                "NVLS on (opt-in): in-node busbw x 480/370 (nccl-tests #212)"
+                + (
+                    " x 0.74/0.85 (NCCL's nvlsEfficiency, Blackwell/Hopper)"
+                    if nvls_generation == "blackwell"
+                    else ""
+                )
+                + "; the course's default is NVLS off"
+            )
     if not one_domain:
         scale = 1.0
         if not gdr:
-            notes.append("NIC behind the CPU / no GDR: 16 of 25 GB/s per 200 Gb/s NIC, one data point "
-                         "(nccl #412); other platforms lose less (0.80 on GH200, nccl #1579)")
+            notes.append(
+                "NIC behind the CPU / no GDR: 16 of 25 GB/s per 200 Gb/s NIC, one data point "
+                "(nccl #412); other platforms lose less (0.80 on GH200, nccl #1579)"
+            )
         if not rails_aligned and not pxn:
             scale /= spine_oversubscription
-            notes.append(f"rails not aligned, PXN off: ring hops cross the spine ({spine_oversubscription:g}:1)")
+            notes.append(
+                f"rails not aligned, PXN off: ring hops cross the spine ({spine_oversubscription:g}:1)"
+            )
         if algorithm == "tree" and nodes == 2:
             scale *= busbw_factor("all_reduce", n)
             notes.append("tree on two nodes: the network carries each byte once per direction")
         bounds["node's NICs"] = line * scale
         terms["node's NICs"] = line * scale * (NIC_EFFICIENCY if gdr else NIC_EFFICIENCY_NO_GDR)
     if not terms:
-        return {"busbw_gbps": math.inf, "bound_gbps": math.inf, "terms": {}, "bound_by": "nothing (one GPU)",
-                "latency_us": 0.0, "time_us": 0.0, "algbw_gbps": math.inf, "gpus": n, "notes": notes}
+        return {
+            "busbw_gbps": math.inf,
+            "bound_gbps": math.inf,
+            "terms": {},
+            "bound_by": "nothing (one GPU)",
+            "latency_us": 0.0,
+            "time_us": 0.0,
+            "algbw_gbps": math.inf,
+            "gpus": n,
+            "notes": notes,
+        }
     bound_by = min(terms, key=terms.get)
     busbw = terms[bound_by] * (TREE_EFFICIENCY if algorithm == "tree" else 1.0)
     link = "nvlink" if (in_node_link_gbps or in_node_busbw_gbps) else "pci"
-    latency = nccl_latency_us(algorithm, "Simple", n, 1 if one_domain else nodes, link=link, cpu_vendor=cpu_vendor)
-    time_us = latency + busbw_factor("all_reduce", n) * size_bytes / (busbw * _BYTES_PER_US_PER_GBPS)
-    return {"busbw_gbps": busbw, "bound_gbps": min(bounds.values()), "terms": terms, "bound_by": bound_by,
-            "latency_us": latency, "time_us": time_us, "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS), "gpus": n, "notes": notes}
+    latency = nccl_latency_us(
+        algorithm, "Simple", n, 1 if one_domain else nodes, link=link, cpu_vendor=cpu_vendor
+    )
+    time_us = latency + busbw_factor("all_reduce", n) * size_bytes / (
+        busbw * _BYTES_PER_US_PER_GBPS
+    )
+    return {
+        "busbw_gbps": busbw,
+        "bound_gbps": min(bounds.values()),
+        "terms": terms,
+        "bound_by": bound_by,
+        "latency_us": latency,
+        "time_us": time_us,
+        "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS),
+        "gpus": n,
+        "notes": notes,
+    }
 
 
 # The ring all-reduce step by step (notebook 4 runs it on numbers; images/draw_diagrams.py draws it)
@@ -321,5 +415,10 @@ def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
     is cut into n chunks; in reduce-scatter step s (1 ... n-1) GPU i sends chunk (i - s + 1) mod n to
     GPU i+1, which adds it to its copy, so after n-1 steps GPU i holds the sum of chunk (i + 1) mod n;
     all-gather passes the finished chunks on for n-1 more steps. Each step every GPU sends S/n bytes."""
-    return ([(s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)]) for s in range(1, n)]
-            + [(n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)]) for s in range(1, n)])
+    return [
+        (s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)])
+        for s in range(1, n)
+    ] + [
+        (n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)])
+        for s in range(1, n)
+    ]
