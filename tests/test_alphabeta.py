@@ -26,7 +26,9 @@ def test_busbw_factor(op, n, expected):
     assert alphabeta.busbw_factor(op, n) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("op, n", [("all_to_nothing", 2), ("", 2), (None, 2), ("all_reduce", 0), ("all_reduce", 2.5)])
+@pytest.mark.parametrize(
+    "op, n", [("all_to_nothing", 2), ("", 2), (None, 2), ("all_reduce", 0), ("all_reduce", 2.5)]
+)
 def test_busbw_factor_rejects_bad_input(op, n):
     with pytest.raises(ValueError):
         alphabeta.busbw_factor(op, n)
@@ -40,7 +42,7 @@ def test_ring_steps():
 
 
 def _synthetic(alpha_us, beta_gbps, noise, seed=7):
-    sizes = np.array([8 * 2 ** k for k in range(28)], dtype=float)   # 8 B .. 1 GiB
+    sizes = np.array([8 * 2**k for k in range(28)], dtype=float)  # 8 B .. 1 GiB
     times = alpha_us + sizes / (beta_gbps * 1e3)
     rng = np.random.default_rng(seed)
     return sizes, times * (1.0 + noise * rng.standard_normal(sizes.size))
@@ -72,7 +74,9 @@ def test_fit_stays_physical():
     assert a == 0.0 and b == pytest.approx(100.0, rel=0.01)
 
 
-@pytest.mark.parametrize("sizes, times", [([8], [1.0]), ([8, 8], [1.0, 1.1]), ([8, 16], [1.0, -1.0])])
+@pytest.mark.parametrize(
+    "sizes, times", [([8], [1.0]), ([8, 8], [1.0, 1.1]), ([8, 16], [1.0, -1.0])]
+)
 def test_fit_rejects_unusable_data(sizes, times):
     with pytest.raises(ValueError):
         alphabeta.fit(sizes, times)
@@ -91,16 +95,28 @@ def test_ring_allreduce_time_formula():
 def _table(op, n, alpha_us, beta_gbps, sizes):
     rows = []
     for size in sizes:
-        t = alphabeta.ring_steps(op, n) * alpha_us + alphabeta.busbw_factor(op, n) * size / (beta_gbps * 1e3)
+        t = alphabeta.ring_steps(op, n) * alpha_us + alphabeta.busbw_factor(op, n) * size / (
+            beta_gbps * 1e3
+        )
         group = {"time_us": t, "algbw": size / t / 1e3, "busbw": 0.0, "wrong": 0}
-        rows.append({"size": size, "count": size // 4, "type": "float", "redop": "sum",
-                     "out_of_place": group, "in_place": dict(group)})
+        rows.append(
+            {
+                "size": size,
+                "count": size // 4,
+                "type": "float",
+                "redop": "sum",
+                "out_of_place": group,
+                "in_place": dict(group),
+            }
+        )
     return {"rows": rows, "metadata": {}, "devices": []}
 
 
-@pytest.mark.parametrize("op, n", [("all_reduce", 2), ("all_reduce", 8), ("all_gather", 4), ("sendrecv", 2)])
+@pytest.mark.parametrize(
+    "op, n", [("all_reduce", 2), ("all_reduce", 8), ("all_gather", 4), ("sendrecv", 2)]
+)
 def test_fit_from_table_inverts_the_ring_model(op, n):
-    table = _table(op, n, 3.0, 120.0, [8 * 4 ** k for k in range(14)])
+    table = _table(op, n, 3.0, 120.0, [8 * 4**k for k in range(14)])
     alpha_us, beta_gbps = alphabeta.fit_from_table(table, op, n)
     assert alpha_us == pytest.approx(3.0, rel=1e-6)
     assert beta_gbps == pytest.approx(120.0, rel=1e-6)
@@ -123,8 +139,14 @@ def test_fit_on_the_v100_reference_table_is_sane():
     assert 1 < alpha_us < 10
     # busbw reaches 129 GB/s at 128 MiB on V100 NVLink rings.
     assert 60 < beta_gbps < 300
-    rows = [(r["size"], r["out_of_place"]["time_us"], alphabeta.ring_allreduce_time_us(r["size"], 8, alpha_us, beta_gbps))
-            for r in parsed["rows"]]
+    rows = [
+        (
+            r["size"],
+            r["out_of_place"]["time_us"],
+            alphabeta.ring_allreduce_time_us(r["size"], 8, alpha_us, beta_gbps),
+        )
+        for r in parsed["rows"]
+    ]
     small = [predicted / measured for size, measured, predicted in rows if size <= 4096]
     large = [predicted / measured for size, measured, predicted in rows if size >= 32 << 20]
     assert all(0.8 < r < 1.25 for r in small + large)
@@ -160,7 +182,9 @@ def _recorded_tables():
             op = next((o for o in PERFORMANCE_MD if o in name.replace("-", "_")), None)
             n = parsed["metadata"].get("n_gpus") or len(parsed["devices"])
             cluster = reference.system_info(system).get("cluster")
-            if cluster:   # a run of one process per GPU on several nodes: nGpus is 1, the ranks are these
+            if (
+                cluster
+            ):  # a run of one process per GPU on several nodes: nGpus is 1, the ranks are these
                 n = cluster.get("nvlink_domain_gpus") or cluster["nodes"] * cluster["gpus_per_node"]
             if op and n:
                 yield system, name, op, n, parsed
@@ -172,10 +196,13 @@ def test_every_recorded_table_prints_busbw_by_the_nccl_tests_formula():
         for row in parsed["rows"]:
             for place in ("out_of_place", "in_place"):
                 group = row.get(place)
-                if not group or group["algbw"] < 1.0:   # two printed decimals: small values are rounding
+                if (
+                    not group or group["algbw"] < 1.0
+                ):  # two printed decimals: small values are rounding
                     continue
-                assert group["busbw"] == pytest.approx(group["algbw"] * PERFORMANCE_MD[op](n), abs=0.02, rel=2e-3), \
-                    (system, name, row["size"])
+                assert group["busbw"] == pytest.approx(
+                    group["algbw"] * PERFORMANCE_MD[op](n), abs=0.02, rel=2e-3
+                ), (system, name, row["size"])
                 checked += 1
     assert checked > 100
 
@@ -192,7 +219,9 @@ def test_busbw_is_per_gpu_not_per_link():
     all_links = links.peak_gbs("NV6", "V100")
     assert busbw > 5 * one_link and busbw < all_links
     # The fit returns that bus bandwidth (and says so in its docstring), not a link rate.
-    _, beta = alphabeta.fit_from_table(reference.load("v100-sxm2-8gpu-server", "nccl-tests"), "all_reduce", 8)
+    _, beta = alphabeta.fit_from_table(
+        reference.load("v100-sxm2-8gpu-server", "nccl-tests"), "all_reduce", 8
+    )
     assert one_link < beta < all_links
     assert "not the rate of one link" in alphabeta.fit_from_table.__doc__
 
@@ -203,14 +232,16 @@ def test_multinode_ring_is_bounded_by_the_nodes_total_nic_bandwidth():
     # 100 Gb/s adapters reaches about 48 GB/s). Not K x rate / GPUs per node.
     assert alphabeta.total_nic_gbps(4, 100) == 50.0
     assert alphabeta.total_nic_gbps(8, 400) == 400.0
-    # Notebook 4's multi-node cell: the bound from two nodes on is the slower of NVLink and the NICs,
-    # the time the ring model's at that bound (the network's alpha taken equal to the node's).
+    # Notebook 4's multi-node cell: the bound from two nodes on is the slower of NVLink and the
+    # NICs, the time the ring model's at that bound (the network's alpha taken equal to the node's).
     one = alphabeta.ring_allreduce_time_us(2**30, 8, 4.0, 365.0)
     two = alphabeta.ring_allreduce_time_us(2**30, 16, 4.0, min(365.0, 400.0))
     assert one == pytest.approx(14 * 4.0 + 1.75 * 2**30 / 365e3)
     assert two == pytest.approx(30 * 4.0 + (30 / 16) * 2**30 / 365e3)
-    assert two < 1.2 * one          # two HGX nodes: about 1.1 x one node, not 8 x
-    dgx1 = alphabeta.ring_allreduce_time_us(2**30, 16, 4.0, min(113.0, alphabeta.total_nic_gbps(4, 100)))
+    assert two < 1.2 * one  # two HGX nodes: about 1.1 x one node, not 8 x
+    dgx1 = alphabeta.ring_allreduce_time_us(
+        2**30, 16, 4.0, min(113.0, alphabeta.total_nic_gbps(4, 100))
+    )
     assert dgx1 == pytest.approx(30 * 4.0 + (30 / 16) * 2**30 / 50e3)
     for bad in ((0, 400), (8, 0), (True, 400), (2.5, 400)):
         with pytest.raises(ValueError):
@@ -222,3 +253,56 @@ def test_ring_schedule():
         steps = alphabeta.ring_schedule(n)
         assert len(steps) == 2 * (n - 1) == alphabeta.ring_steps("all_reduce", n)
         assert all(len(moves) == n for _, _, moves in steps)
+
+
+# --- NCCL's own latency model (src/graph/tuning.cc at v2.28.3-1), against NCCL's printed numbers
+# ---
+
+
+def test_latencies_match_the_published_2_28_tuning_table():
+    # reference_systems/_nccl-dumps/nccl-tuning-table-2rank-2.28-vllm-28901-excerpt.txt, read by
+    # hand (vllm-project/vllm issue #28901, NCCL 2.28, 2 ranks on NVLink): Broadcast and AllGather,
+    # Ring LL / LL128 / Simple latencies 7.2 / 15.9 / 11.8 us
+    for op in ("broadcast", "all_gather"):
+        got = [
+            round(alphabeta.nccl_latency_us("ring", p, 2, op=op), 1) for p in alphabeta.PROTOCOLS
+        ]
+        assert got == [7.2, 15.9, 11.8], op
+
+
+def test_the_24_rank_tree_line_of_nccl_1453_is_the_models_tree_latency():
+    # reference_systems/_nccl-dumps/nccl-tuning-24rank-h100-1453-excerpt.txt: 24 H100 ranks on 3
+    # nodes of 8 (NVIDIA/nccl #1453) logged "4 Bytes -> Algo 0 proto 0 time 25.200462": Tree, LL.
+    # The model: 6.8 + 2 x (7 x 0.6 + floor(log2 3) x 5.0) = 25.2 us; the 4-byte term is the
+    # 0.000462.
+    tree = alphabeta.nccl_latency_us("tree", "LL", 24, 3)
+    assert tree == pytest.approx(25.2) and 25.200462 - tree < 0.001
+    # and the ring is slower, whatever the host: 6.6 + 42 x 1.0 + 4 x 2.7 = 59.4 (Intel),
+    # 6.6 + 42 x 2.0 + 4 x 2.7 = 101.4 (AMD): NCCL chose the tree
+    assert alphabeta.nccl_latency_us("ring", "LL", 24, 3) == pytest.approx(59.4)
+    assert alphabeta.nccl_latency_us("ring", "LL", 24, 3, cpu_vendor="amd") == pytest.approx(101.4)
+
+
+def test_inside_one_node_the_tree_pays_the_rings_hops():
+    # the audit's M2: ring LL on 8 NVLink GPUs is 6.6 + 14 x 0.6 = 15.0 us, the tree 6.8 + 14 x 0.6
+    ring, tree = (alphabeta.nccl_latency_us(a, "LL", 8) for a in ("ring", "tree"))
+    assert ring == pytest.approx(15.0) and tree == pytest.approx(15.2)
+    # log2 only on the part between nodes: 16 nodes of 8, 6.8 + 2 x (7 x 0.6 + 4 x 5.0) = 55.2
+    assert alphabeta.nccl_latency_us("tree", "LL", 128, 16) == pytest.approx(55.2)
+    # one GPU per node: the network hop is the tree's (line 356) even for the ring: 6.6 + 2 x 5.0
+    assert alphabeta.nccl_latency_us("ring", "LL", 2, 2) == pytest.approx(6.6 + 2 * 5.0)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("tree", "LL", 8, 1, "nvlink", "all_gather"),
+        ("ring", "LL256", 8),
+        ("ring", "LL", 8, 3),
+        ("ring", "LL", 8, 1, "ib"),
+        ("nvls", "Simple", 8),
+    ],
+)
+def test_latency_model_refuses_what_nccl_does_not_model(args):
+    with pytest.raises(ValueError):
+        alphabeta.nccl_latency_us(*args)

@@ -8,6 +8,7 @@ tuner constants 0.74 (Blackwell) / 0.85 (Hopper), src/graph/tuning.cc at v2.28.3
 Blackwell NVLS on/off pair, 8x B300 695 -> 845 GB/s (NVIDIA/nccl issue #2140): its ring is 695 GB/s
 of NVLink 5's 900 (0.77), so its own figures give 0.77 x 900 x 845/695 = 845 GB/s (V1 major 3).
 """
+
 import json
 from pathlib import Path
 
@@ -24,7 +25,11 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "4.Collectives-an
 
 def _run_cell(capsys):
     """(rows, printed) of the notebook's cell wi02, run with the names the notebook gives it."""
-    cell = next(c for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"] if c.get("id") == "wi02")
+    cell = next(
+        c
+        for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+        if c.get("id") == "wi02"
+    )
     namespace = {"alphabeta": alphabeta, "collectives": collectives, "text_table": text_table}
     exec("".join(cell["source"]), namespace)
     return namespace["rows"], capsys.readouterr().out
@@ -44,15 +49,17 @@ def test_b300s_row_is_the_absolute_figure_on_its_own_ring(capsys):
     b300 = _run_cell(capsys)[0][2]
     assert b300[1] == "695" and b300[2] == "1.216" and b300[3] == "845"
     assert round(695 / 900, 2) == 0.77 and 695 / 900 * 900 * 845 / 695 == pytest.approx(845)
-    assert 0.77 * 900 * 1.216 == pytest.approx(845, abs=3)   # the notebook's rounded factors
+    assert 0.77 * 900 * 1.216 == pytest.approx(845, abs=3)  # the notebook's rounded factors
 
 
 def test_the_models_match_is_two_differences_cancelling():
     # the model's ring efficiency is above B300's, its gain below B300's: each alone is off by > 5 %
     tuner_gain = 480 / 370 * 0.74 / 0.85
-    assert tuner_gain == pytest.approx(1.129, abs=1e-3) and 845 / 695 == pytest.approx(1.216, abs=1e-3)
-    assert RACK / (695 * tuner_gain) > 1.05          # B300's ring with the tuner's gain: 1.06
-    assert RACK / (RING * 845 / 695) < 0.95          # Hopper's ring with B300's gain: 0.93
+    assert tuner_gain == pytest.approx(1.129, abs=1e-3) and 845 / 695 == pytest.approx(
+        1.216, abs=1e-3
+    )
+    assert RACK / (695 * tuner_gain) > 1.05  # B300's ring with the tuner's gain: 1.06
+    assert RACK / (RING * 845 / 695) < 0.95  # Hopper's ring with B300's gain: 0.93
     # the model's own estimate for the rack is the second row's
     gb200 = next(c for c in collectives.recorded_clusters() if c["system"] == "gb200-nvl72-rack")
     assert gb200["estimate_gbps"] == pytest.approx(RING * 480 / 370 * 0.74 / 0.85)

@@ -15,7 +15,7 @@ def artists_with_gid(figure, prefix):
 
 
 def gid_names(figure, prefix):
-    return sorted(a.get_gid()[len(prefix):] for a in artists_with_gid(figure, prefix))
+    return sorted(a.get_gid()[len(prefix) :] for a in artists_with_gid(figure, prefix))
 
 
 def synthetic_topo_text(gpu_count, nic_count=0):
@@ -23,17 +23,24 @@ def synthetic_topo_text(gpu_count, nic_count=0):
     half = max(1, gpu_count // 2)
     gpus = [f"GPU{i}" for i in range(gpu_count)]
     nics = [f"NIC{n}" for n in range(nic_count)]
+
     # NIC n sits beside the n-th half of the GPUs (PXB) and far from the rest (SYS).
     def nic_code(gpu_index, nic_index):
         return "PXB" if gpu_index // half == nic_index else "SYS"
 
     lines = ["\t" + "\t".join(gpus + nics) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
     for i in range(gpu_count):
-        cells = ["X" if i == j else "NV18" for j in range(gpu_count)] + [nic_code(i, n) for n in range(nic_count)]
+        cells = ["X" if i == j else "NV18" for j in range(gpu_count)] + [
+            nic_code(i, n) for n in range(nic_count)
+        ]
         node = i // half
-        lines.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{node * 56}-{node * 56 + 55}\t{node}\t\tN/A")
+        lines.append(
+            f"GPU{i}\t" + "\t".join(cells) + f"\t{node * 56}-{node * 56 + 55}\t{node}\t\tN/A"
+        )
     for n in range(nic_count):
-        cells = [nic_code(i, n) for i in range(gpu_count)] + ["X" if n == m else "SYS" for m in range(nic_count)]
+        cells = [nic_code(i, n) for i in range(gpu_count)] + [
+            "X" if n == m else "SYS" for m in range(nic_count)
+        ]
         lines.append(f"NIC{n}\t" + "\t".join(cells))
     lines += ["", "Legend:", "", "  X    = Self", "", "NIC Legend:", ""]
     lines += [f"  NIC{n}: mlx5_{n}" for n in range(nic_count)]
@@ -55,7 +62,11 @@ def test_v100_server_graph_has_every_gpu_pair_coloured_by_link():
         code = topo["links"][first][second]
         assert line.get_color() == plots.LINK_COLOURS[linkcodes.family(code)]
     # NV2 is drawn wider than NV1, and any NVLink wider than the PCIe path (SYS).
-    assert edges["GPU0-GPU3"].get_linewidth() > edges["GPU0-GPU1"].get_linewidth() > edges["GPU0-GPU4"].get_linewidth()
+    assert (
+        edges["GPU0-GPU3"].get_linewidth()
+        > edges["GPU0-GPU1"].get_linewidth()
+        > edges["GPU0-GPU4"].get_linewidth()
+    )
     # One CPU group (every GPU has affinity 0-95), joined to all eight GPUs.
     assert gid_names(figure, "node:CPUs") == [" 0-95"]
     assert len(artists_with_gid(figure, "cpu-edge:")) == 8
@@ -124,7 +135,9 @@ def annotations(figure):
 
 def assert_annotations_match(figure, matrix):
     cells = annotations(figure)
-    expected = {(i, j) for i, row in enumerate(matrix) for j, value in enumerate(row) if value is not None}
+    expected = {
+        (i, j) for i, row in enumerate(matrix) for j, value in enumerate(row) if value is not None
+    }
     assert set(cells) == expected
     for (i, j), text in cells.items():
         decimals = len(text.split(".")[1]) if "." in text else 0
@@ -134,8 +147,14 @@ def assert_annotations_match(figure, matrix):
 def heatmap(matrix, title, unit="GB/s", row_labels=None):
     """plots.p2p_heatmap on a new Axes, labelled as p2p_test.heatmaps labels a full matrix."""
     row_labels = row_labels or [f"GPU{i}" for i in range(len(matrix))]
-    return plots.p2p_heatmap(matrix, title, unit, Figure(layout="constrained").add_subplot(), row_labels,
-                             [f"GPU{j}" for j in range(len(matrix[0]))])
+    return plots.p2p_heatmap(
+        matrix,
+        title,
+        unit,
+        Figure(layout="constrained").add_subplot(),
+        row_labels,
+        [f"GPU{j}" for j in range(len(matrix[0]))],
+    )
 
 
 def test_h100_bandwidth_heatmap_annotates_every_cell():
@@ -206,7 +225,7 @@ def test_nccl_tests_busbw_curve_with_an_alpha_beta_fit():
     (measured,) = artists_with_gid(figure, "measured:")
     assert list(measured.get_xdata()) == sizes and list(measured.get_ydata()) == busbw
     (fitted,) = artists_with_gid(figure, "fit:")
-    expected = fitted.get_xdata() / (48e-6 + fitted.get_xdata() / 130e9) / 1e9   # n / T(n), in GB/s
+    expected = fitted.get_xdata() / (48e-6 + fitted.get_xdata() / 130e9) / 1e9  # n / T(n), in GB/s
     assert fitted.get_ydata() == pytest.approx(expected)
     # The model's bandwidth approaches B for large messages and falls like n / alpha for small.
     assert fitted.get_ydata()[-1] < 130.0
@@ -216,7 +235,9 @@ def test_nccl_tests_busbw_curve_with_an_alpha_beta_fit():
 
 def test_curves_overlay_on_one_axes_and_accept_a_fit_function():
     figure = plots.bandwidth_curve([1024, 2048, 4096], [1.0, 2.0, 3.5], label="a")
-    plots.bandwidth_curve([1024, 4096], [0.5, 1.0], fit=lambda n: n / 4096, label="b", ax=figure.axes[0])
+    plots.bandwidth_curve(
+        [1024, 4096], [0.5, 1.0], fit=lambda n: n / 4096, label="b", ax=figure.axes[0]
+    )
     assert gid_names(figure, "measured:") == ["a", "b"]
     (fitted,) = artists_with_gid(figure, "fit:")
     assert fitted.get_ydata() == pytest.approx(fitted.get_xdata() / 4096)
@@ -226,8 +247,12 @@ def test_bytes_are_labelled_with_binary_prefixes():
     from gputopo import units
 
     assert plots.format_bytes is units.format_bytes  # its cases: tests/test_units.py
-    assert [plots.format_bytes(n) for n in (8, 1024, 3 * 2**20, 2**30)] == ["8 B", "1 KiB", "3 MiB", "1 GiB"]
-
+    assert [plots.format_bytes(n) for n in (8, 1024, 3 * 2**20, 2**30)] == [
+        "8 B",
+        "1 KiB",
+        "3 MiB",
+        "1 GiB",
+    ]
 
 
 def test_figures_render_to_png(tmp_path):
@@ -237,9 +262,42 @@ def test_figures_render_to_png(tmp_path):
         [
             plots.topology_graph(topo),
             heatmap([[1.0, 2.0], [3.0, 4.0]], "m"),
-            plots.bandwidth_curve([8, 64, 512], [0.1, 0.5, 1.0], fit={"alpha_us": 5, "bandwidth_gbs": 2}),
+            plots.bandwidth_curve(
+                [8, 64, 512], [0.1, 0.5, 1.0], fit={"alpha_us": 5, "bandwidth_gbs": 2}
+            ),
         ]
     ):
         path = tmp_path / f"figure-{number}.png"
         figure.savefig(path, dpi=40)
         assert path.stat().st_size > 1000
+
+
+def test_choice_bands_shade_the_published_4_rank_log_and_draw_busbw():
+    # reference_systems/_nccl-dumps/nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt, read by hand:
+    # Ring/LL from 4 B to 182,092 B, Ring/LL128 at 5,758,372 B, Ring/Simple at 182,095,808 B
+    from gputopo.parsers import PARSERS
+
+    text = (
+        reference.REFERENCE_DIR / "_nccl-dumps" / "nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt"
+    ).read_text()
+    runs = PARSERS["nccl-tuning"](text)["switches"]["AllReduce"]
+    figure = plots.choice_bands(runs, title="published log")
+    assert gid_names(figure, "band:") == ["Ring/LL", "Ring/LL128", "Ring/Simple"]
+    band = artists_with_gid(figure, "band:Ring/LL")[0]
+    # axvspan draws a Rectangle (matplotlib 3.9+) or a Polygon (older)
+    xs = (
+        [band.get_x(), band.get_x() + band.get_width()]
+        if hasattr(band, "get_width")
+        else [x for x, _ in band.get_xy()]
+    )
+    assert min(xs) == pytest.approx(4 / 1.41) and max(xs) == pytest.approx(182092 * 1.41)
+    assert band.get_hatch() == "//" and artists_with_gid(figure, "band:Ring/Simple")[
+        0
+    ].get_hatch() in ("", None)
+    assert not artists_with_gid(figure, "busbw")
+    rows = [
+        {"size": 8, "out_of_place": {"busbw": 0.0}},
+        {"size": 2**20, "out_of_place": {"busbw": 31.7}},
+    ]
+    line = artists_with_gid(plots.choice_bands(runs, rows), "busbw")[0]
+    assert list(line.get_xdata()) == [8, 2**20] and list(line.get_ydata()) == [0.0, 31.7]

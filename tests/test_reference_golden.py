@@ -42,6 +42,8 @@ NCCL_TESTS = {
     ("h100-single-gpu", "nccl-bench-torchrun-1rank.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-G.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug.txt"): (18, 8, 1048576, 0.0),
+    # notebook 6's channel check under NCCL_MAX_NCHANNELS=4 (read by hand: 18 rows, 8 B to 1 MiB, busbw 0)
+    ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt"): (18, 8, 1048576, 0.0),
     # published multi-node runs (excerpts; their system.json "cluster" entries say what ran)
     ("a100-hdr-3node", "all_reduce_perf-24ranks-excerpt.txt"): (6, 127926280, 133169160, 95.74),
     ("gb10-spark-pair", "all_gather_perf-16G-before-mtu9000-excerpt.txt"): (1, 17179869184, 17179869184, 18.94),

@@ -21,9 +21,15 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 _BYTES_PER_US_PER_GBPS = 1e3
 
 # busbw / algbw of each operation (nccl-tests doc/PERFORMANCE.md), and the ring's steps on n ranks.
-_FACTORS = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-            "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-            "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0}
+_FACTORS = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
 
 
 def _check_ranks(n: Any, what: str = "number of GPUs") -> int:
@@ -85,7 +91,10 @@ def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: 
     import numpy as np
 
     per_byte = 0.0 if math.isinf(beta_gbps) else 1.0 / (beta_gbps * _BYTES_PER_US_PER_GBPS)
-    return ring_steps("all_reduce", n) * alpha_us + busbw_factor("all_reduce", n) * np.asarray(size_bytes, dtype=float) * per_byte
+    return (
+        ring_steps("all_reduce", n) * alpha_us
+        + busbw_factor("all_reduce", n) * np.asarray(size_bytes, dtype=float) * per_byte
+    )
 
 
 def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, float]:
@@ -102,10 +111,15 @@ def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, floa
     steps = ring_steps(op, n)
     if steps == 0:
         raise ValueError("one rank sends nothing: the ring model needs n >= 2")
-    pairs = [(int(r["size"]), float(r["out_of_place"]["time_us"])) for r in parsed.get("rows") or []
-             if r.get("size", 0) > 0 and ((r.get("out_of_place") or {}).get("time_us") or 0) > 0]
+    pairs = [
+        (int(r["size"]), float(r["out_of_place"]["time_us"]))
+        for r in parsed.get("rows") or []
+        if r.get("size", 0) > 0 and ((r.get("out_of_place") or {}).get("time_us") or 0) > 0
+    ]
     if not pairs:
-        raise ValueError("no out-of-place times in the table (pass what gputopo.parsers.nccl_tests.parse returns)")
+        raise ValueError(
+            "no out-of-place times in the table (pass what gputopo.parsers.nccl_tests.parse returns)"
+        )
     a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs])
     return a_us / steps, b_gbps * busbw_factor(op, n)
 
@@ -118,6 +132,97 @@ def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
     if not gbit_per_nic > 0:
         raise ValueError(f"a NIC's rate (Gb/s) must be positive, not {gbit_per_nic!r}")
     return _check_ranks(nics_per_node, "NICs per node") * gbit_per_nic / 8
+
+
+# ---------------------------------------------------------------------------------------
+# NCCL's own latency model: what the TUNING table NCCL prints at init holds as "latency".
+# src/graph/tuning.cc at v2.28.3-1 (the same constants from v2.23.4-1 to v2.29.2-1): a base cost
+# once per call (`baseLatencies`, lines 143-147) plus one hardware latency per hop, by the link
+# the hop crosses (`hwLatencies`, lines 149-168), per algorithm and protocol; NCCL's time for a
+# call of S bytes is then latency + S / (1000 x bandwidth) (`ncclTopoGetAlgoTime`, lines 584-601).
+NCCL_TUNING_TAG = "v2.28.3-1"
+PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+NCCL_HOP_LATENCY_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
+}
+# A ring across nodes posts one network send per step: at least 1 us (Intel CPU or other) or
+# 2 us (AMD) per step, x 3 for Simple (`getNetOverhead`, lines 214-219; lines 371-377).
+_NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+_STEPS = {
+    "all_reduce": lambda n: 2 * (n - 1),
+    "all_gather": lambda n: n - 1,
+    "reduce_scatter": lambda n: n - 1,
+    "broadcast": lambda n: n,
+    "reduce": lambda n: n,
+}
+
+
+def nccl_latency_us(
+    algorithm: str,
+    protocol: str,
+    n_ranks: int,
+    n_nodes: int = 1,
+    link: str = "nvlink",
+    op: str = "all_reduce",
+    cpu_vendor: str = "intel",
+    latency_inter_us: float = 0.0,
+    same_channels: bool = True,
+) -> float:
+    """The latency NCCL's tuner gives one call, in us (src/graph/tuning.cc at v2.28.3-1,
+    lines 353-385).
+
+    link: what a hop inside a node crosses ("nvlink" when the algorithm's graph is NVLink, else
+    "pci"); hops between nodes cost the "net" figures. Ring (lines 361-380): base + (nsteps -
+    nInterSteps) x the in-node hop + nInterSteps x the network hop, nsteps = 2(n-1) for all_reduce,
+    nInterSteps = 2(nNodes-1); across nodes the in-node hop is at least the network post overhead.
+    Broadcast and reduce on a ring with the same channels everywhere pay one hop (lines 363-369).
+    Tree, all_reduce only (lines 381-385): base + 2 x ((n/nNodes - 1) x in-node hop + floor(log2
+    nNodes) x network hop): inside one node the tree is a chain with as many hops as the ring; only
+    the part between nodes grows with log2. With one rank per node a hop between nodes costs the
+    tree's network figure (line 356); latency_inter_us (the NIC's own latency) is added once per
+    network hop, twice for Simple (lines 357-359)."""
+    _check_ranks(n_ranks)
+    _check_ranks(n_nodes, "number of nodes")
+    if (
+        algorithm not in NCCL_BASE_LATENCY_US
+        or protocol not in PROTOCOLS
+        or link not in ("nvlink", "pci")
+    ):
+        raise ValueError(
+            f"need algorithm ring or tree, protocol {'/'.join(PROTOCOLS)} and link nvlink or pci; "
+            f"got {algorithm!r}, {protocol!r}, {link!r}"
+        )
+    if op not in _STEPS or (algorithm == "tree" and op != "all_reduce"):
+        raise ValueError(
+            f"NCCL's tree runs all_reduce only; ring runs {', '.join(_STEPS)}; "
+            f"got {algorithm} {op!r}"
+        )
+    if n_ranks % n_nodes:
+        raise ValueError(f"{n_ranks} ranks do not split evenly over {n_nodes} nodes")
+    p = PROTOCOLS.index(protocol)
+    base = NCCL_BASE_LATENCY_US[algorithm][p]
+    intra = NCCL_HOP_LATENCY_US[link][algorithm][p]
+    per_node = n_ranks // n_nodes
+    inter = NCCL_HOP_LATENCY_US["net"]["tree" if per_node == 1 else algorithm][p]
+    inter += latency_inter_us * (2 if protocol == "Simple" else 1)
+    if algorithm == "tree":
+        return base + 2 * ((per_node - 1) * intra + (n_nodes.bit_length() - 1) * inter)
+    nsteps = _STEPS[op](n_ranks)
+    hop = intra if n_nodes == 1 else NCCL_HOP_LATENCY_US["net"]["ring"][p]
+    if op in ("broadcast", "reduce"):
+        if same_channels:
+            return base + hop
+        if protocol == "Simple":
+            hop = NCCL_HOP_LATENCY_US[link if n_nodes == 1 else "net"]["tree"][p]
+        return base + nsteps * hop
+    if n_nodes > 1:
+        overhead = _NET_OVERHEAD_US.get(cpu_vendor, 1.0) * (3 if protocol == "Simple" else 1)
+        intra = max(intra, overhead)
+    inter_steps = 0 if n_nodes == 1 else 2 * (n_nodes - 1) if op == "all_reduce" else n_nodes - 1
+    return base + (nsteps - inter_steps) * intra + inter_steps * inter
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,95 +263,150 @@ NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
 TREE_EFFICIENCY = 0.92
 # The band a tuned run's busbw must lie in to match the model: from (1 - TOLERANCE_BELOW) x the
 # estimate up to the line rate of the links the ring crosses (NVLS runs: no line-rate limit, their
-# busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned figures
-# NCCL's developers give for tuned runs (expected figures, not runs), at most about 4 % below the
-# estimate (46 of 48 GB/s per 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400 Gb/s NICs,
-# "above 380 only with extra tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC", up to
-# ~396 GB/s on eight, nccl-tests #319); 0.10 is about 2.5 times that spread (4.2 %), a margin chosen
-# for run-to-run noise. An untuned run can sit further below (MTU, HCAs not named): it is shown
-# beside its tuned figure, which is what is tested. Five recorded clusters are calibration sources
-# of NIC_EFFICIENCY or inferred from their result (notebook 4 gives each one's provenance): they
-# agree by construction, not as independent tests.
+# busbw is not a wire bandwidth, nccl-tests #212). Its one justification: the spread of tuned
+# figures NCCL's developers give for tuned runs (expected figures, not runs), at most about 4 %
+# below the estimate (46 of 48 GB/s per 400 Gb/s NIC, nccl-tests #290; 380-400 GB/s on eight 400
+# Gb/s NICs, "above 380 only with extra tuning", nccl-tests #309; "around 48GB/s from each CX7 NIC",
+# up to ~396 GB/s on eight, nccl-tests #319); 0.10 is about 2.5 times that spread (4.2 %), a margin
+# chosen for run-to-run noise. An untuned run can sit further below (MTU, HCAs not named): it is
+# shown beside its tuned figure, which is what is tested. Five recorded clusters are calibration
+# sources of NIC_EFFICIENCY or inferred from their result (notebook 4 gives each one's provenance):
+# they agree by construction, not as independent tests.
 TOLERANCE_BELOW = 0.10
 
 
 def tolerance_text() -> str:
     """The band, as notebook 4 prints it."""
-    return (f"{1 - TOLERANCE_BELOW:.2f} x estimate <= busbw of a tuned run <= line-rate bound "
-            "(NVLS runs: no line-rate bound)")
+    return (
+        f"{1 - TOLERANCE_BELOW:.2f} x estimate <= busbw of a tuned run <= line-rate bound "
+        "(NVLS runs: no line-rate bound)"
+    )
 
 
-def whatif(gpus_per_node: int, in_node_link_gbps: Optional[float], nics_per_node: int, nic_gbit: float,
-           nodes: int, size_bytes: float, algorithm: str = "ring", gdr: bool = True, pxn: bool = True,
-           rails_aligned: bool = True, spine_oversubscription: float = 1.0, nvls: bool = False,
-           nvlink_domain_gpus: Optional[int] = None, alpha_in_node_us: float = 5.0,
-           alpha_net_us: float = 10.0, in_node_busbw_gbps: Optional[float] = None,
-           nvls_generation: str = "hopper") -> Dict[str, Any]:
+def whatif(
+    gpus_per_node: int,
+    in_node_link_gbps: Optional[float],
+    nics_per_node: int,
+    nic_gbit: float,
+    nodes: int,
+    size_bytes: float,
+    algorithm: str = "ring",
+    gdr: bool = True,
+    pxn: bool = True,
+    rails_aligned: bool = True,
+    spine_oversubscription: float = 1.0,
+    nvls: bool = False,
+    nvlink_domain_gpus: Optional[int] = None,
+    in_node_busbw_gbps: Optional[float] = None,
+    nvls_generation: str = "hopper",
+    cpu_vendor: str = "intel",
+) -> Dict[str, Any]:
     """busbw, bound and time of an all-reduce over nodes x gpus_per_node GPUs, and what bounds it.
 
     in_node_link_gbps: one GPU's NVLink line rate per direction (`links.link_table`), None for one GPU
     per node or a PCIe-only node (no in-node limit); in_node_busbw_gbps: a recorded in-node busbw used
-    as the in-node estimate instead. The alphas (5 and 10 us) are placeholders. The terms (GB/s):
+    as the in-node estimate instead. The terms (GB/s):
       in-node    in_node_link_gbps x NVLINK_RING_EFFICIENCY (x NVLS_GAIN with NVLS on)
       NICs       `total_nic_gbps` x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR for a NIC behind the CPU),
                  / spine_oversubscription when rails are not aligned and PXN is off: a hop from NIC i
                  to another rail's NIC crosses the spine (PXN, on by default, first moves the data over
                  NVLink to the GPU beside the right rail's NIC; NCCL_PXN_DISABLE, src/graph/paths.cc at v2.28.3-1)
-    Ring: busbw = the smallest term; T = NCCL's ring latency (src/graph/tuning.cc at v2.28.3-1:
-    nInterSteps = 2*(nNodes-1) steps at the network's alpha, the other 2(n-1) - nInterSteps at the
-    in-node one) + 2(N-1)/N S / busbw. Tree on two nodes: each node's data crosses the network once
+    Ring: busbw = the smallest term. Tree on two nodes: each node's data crosses the network once
     per direction instead of 2(N-1)/N times, so the NIC term is x 2(N-1)/N (nccl-tests #196, NCCL's
     lead: on two nodes a tree can go beyond the network bottleneck if the intra-node bandwidth
-    sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY, and 2(g-1) in-node plus
-    2 floor(log2 nodes) network alphas (tuning.cc's tree latency at v2.28.3-1: 2 * ((nRanks/nNodes-1) *
-    intraLat + log2i(nNodes) * interLat)). Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72)
-    no NIC is used.
-    Returns {busbw_gbps, bound_gbps, terms, bound_by, time_us, algbw_gbps, gpus, notes}.
+    sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY. Time: NCCL's own
+    latency for the algorithm with the Simple protocol (`nccl_latency_us`: the ring pays 2(N-1) hops,
+    2(nodes-1) of them on the network; the tree 2(g-1) in-node hops plus 2 floor(log2 nodes) network
+    hops) + 2(N-1)/N S / busbw. Simple is NCCL's protocol for large messages; for small ones LL's
+    lower latency would win, so small-message times here are upper bounds. NCCL's per-call plateau
+    correction of a ring across nodes (x 1.4 on sm80+, tuning.cc lines 593-596) is left out.
+    Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used and every hop is
+    an NVLink hop.
+    Returns {busbw_gbps, bound_gbps, terms, bound_by, latency_us, time_us, algbw_gbps, gpus, notes}.
     """
     g, nodes = _check_ranks(gpus_per_node), _check_ranks(nodes)
     line = total_nic_gbps(nics_per_node, nic_gbit)
-    if algorithm not in ("ring", "tree") or nvls_generation not in NVLS_EFFICIENCY or not size_bytes > 0:
-        raise ValueError(f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
-                         f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}")
+    if (
+        algorithm not in ("ring", "tree")
+        or nvls_generation not in NVLS_EFFICIENCY
+        or not size_bytes > 0
+    ):
+        raise ValueError(
+            f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
+            f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}"
+        )
     n, notes, bounds, terms = g * nodes, [], {}, {}
     one_domain = nodes == 1 or (nvlink_domain_gpus is not None and n <= nvlink_domain_gpus)
     if (in_node_link_gbps or in_node_busbw_gbps) and (g > 1 or (one_domain and n > 1)):
-        gain = NVLS_GAIN * NVLS_EFFICIENCY[nvls_generation] / NVLS_EFFICIENCY["hopper"] if nvls else 1.0
+        gain = (
+            NVLS_GAIN * NVLS_EFFICIENCY[nvls_generation] / NVLS_EFFICIENCY["hopper"]
+            if nvls
+            else 1.0
+        )
         est = in_node_busbw_gbps or in_node_link_gbps * NVLINK_RING_EFFICIENCY
         # NVLS busbw is not a wire bandwidth and can exceed every link's line rate (480 GB/s on
         # H100s with a 450 GB/s line rate, nccl-tests #212): with NVLS the in-node term is no bound.
         bounds["in-node NVLink"] = math.inf if nvls else in_node_link_gbps or est
         terms["in-node NVLink"] = est * gain
         if nvls:
-            notes.append("NVLS on (opt-in): in-node busbw x 480/370 (nccl-tests #212)"
-                         + (" x 0.74/0.85 (NCCL's nvlsEfficiency, Blackwell/Hopper)" if nvls_generation == "blackwell" else "")
-                         + "; the course's default is NVLS off")
+            notes.append(
+                "NVLS on (opt-in): in-node busbw x 480/370 (nccl-tests #212)"
+                + (
+                    " x 0.74/0.85 (NCCL's nvlsEfficiency, Blackwell/Hopper)"
+                    if nvls_generation == "blackwell"
+                    else ""
+                )
+                + "; the course's default is NVLS off"
+            )
     if not one_domain:
         scale = 1.0
         if not gdr:
-            notes.append("NIC behind the CPU / no GDR: 16 of 25 GB/s per 200 Gb/s NIC, one data point "
-                         "(nccl #412); other platforms lose less (0.80 on GH200, nccl #1579)")
+            notes.append(
+                "NIC behind the CPU / no GDR: 16 of 25 GB/s per 200 Gb/s NIC, one data point "
+                "(nccl #412); other platforms lose less (0.80 on GH200, nccl #1579)"
+            )
         if not rails_aligned and not pxn:
             scale /= spine_oversubscription
-            notes.append(f"rails not aligned, PXN off: ring hops cross the spine ({spine_oversubscription:g}:1)")
+            notes.append(
+                f"rails not aligned, PXN off: ring hops cross the spine ({spine_oversubscription:g}:1)"
+            )
         if algorithm == "tree" and nodes == 2:
             scale *= busbw_factor("all_reduce", n)
             notes.append("tree on two nodes: the network carries each byte once per direction")
         bounds["node's NICs"] = line * scale
         terms["node's NICs"] = line * scale * (NIC_EFFICIENCY if gdr else NIC_EFFICIENCY_NO_GDR)
     if not terms:
-        return {"busbw_gbps": math.inf, "bound_gbps": math.inf, "terms": {}, "bound_by": "nothing (one GPU)",
-                "time_us": 0.0, "algbw_gbps": math.inf, "gpus": n, "notes": notes}
+        return {
+            "busbw_gbps": math.inf,
+            "bound_gbps": math.inf,
+            "terms": {},
+            "bound_by": "nothing (one GPU)",
+            "latency_us": 0.0,
+            "time_us": 0.0,
+            "algbw_gbps": math.inf,
+            "gpus": n,
+            "notes": notes,
+        }
     bound_by = min(terms, key=terms.get)
     busbw = terms[bound_by] * (TREE_EFFICIENCY if algorithm == "tree" else 1.0)
-    if algorithm == "tree":
-        alphas = 2 * (g - 1) * alpha_in_node_us + 2 * (nodes.bit_length() - 1) * alpha_net_us
-    else:
-        inter = 0 if one_domain else 2 * (nodes - 1)
-        alphas = inter * alpha_net_us + (2 * (n - 1) - inter) * alpha_in_node_us
-    time_us = alphas + busbw_factor("all_reduce", n) * size_bytes / (busbw * _BYTES_PER_US_PER_GBPS)
-    return {"busbw_gbps": busbw, "bound_gbps": min(bounds.values()), "terms": terms, "bound_by": bound_by,
-            "time_us": time_us, "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS), "gpus": n, "notes": notes}
+    link = "nvlink" if (in_node_link_gbps or in_node_busbw_gbps) else "pci"
+    latency = nccl_latency_us(
+        algorithm, "Simple", n, 1 if one_domain else nodes, link=link, cpu_vendor=cpu_vendor
+    )
+    time_us = latency + busbw_factor("all_reduce", n) * size_bytes / (
+        busbw * _BYTES_PER_US_PER_GBPS
+    )
+    return {
+        "busbw_gbps": busbw,
+        "bound_gbps": min(bounds.values()),
+        "terms": terms,
+        "bound_by": bound_by,
+        "latency_us": latency,
+        "time_us": time_us,
+        "algbw_gbps": size_bytes / (time_us * _BYTES_PER_US_PER_GBPS),
+        "gpus": n,
+        "notes": notes,
+    }
 
 
 # The ring all-reduce step by step (notebook 4 runs it on numbers; images/draw_diagrams.py draws it)
@@ -255,5 +415,10 @@ def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
     is cut into n chunks; in reduce-scatter step s (1 ... n-1) GPU i sends chunk (i - s + 1) mod n to
     GPU i+1, which adds it to its copy, so after n-1 steps GPU i holds the sum of chunk (i + 1) mod n;
     all-gather passes the finished chunks on for n-1 more steps. Each step every GPU sends S/n bytes."""
-    return ([(s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)]) for s in range(1, n)]
-            + [(n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)]) for s in range(1, n)])
+    return [
+        (s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)])
+        for s in range(1, n)
+    ] + [
+        (n - 1 + s, "all-gather", [(i, (i + 1) % n, (i - s + 2) % n) for i in range(n)])
+        for s in range(1, n)
+    ]
