@@ -36,12 +36,6 @@ def test_an_h100_node_at_1_gib(busbw, status):
 
 # M2 ------------------------------------------------------------------------------------------
 
-def test_p2p_nvlink_ranges_cite_published_figures():
-    assert "#1264" in V.EFFICIENCY[("p2p_one_way", "nvlink", "ce")].source
-    assert "#1264" in V.EFFICIENCY[("p2p_both_ways", "nvlink", "ce")].source
-    assert "#149" in V.EFFICIENCY[("p2p_one_way", "nvlink", "sm")].source
-
-
 # M3 ------------------------------------------------------------------------------------------
 
 def test_an_unforced_shm_all_reduce_on_nvlink_is_low_with_the_transport_first():
