@@ -89,6 +89,8 @@ def test_the_labs_runs_hold_one_measure_named_for_what_it_is():
     assert latency.time_us(program, 8, "h2d", "pageable") == 5.0   # the first measure: latency
     assert latency.bandwidth_measure(program, "pinned") == "gpu"
     assert latency.bandwidth_measure(program, "pageable") == "latency"
+    assert latency.largest_gbs(_run(2), "d2h", "pageable") == 12.43    # run 2's 1 GiB row
+    assert latency.largest_gbs(program, "d2h", "pinned") is None
 
 
 def test_a_recording_of_the_program_stands_in_once_there_is_one(tmp_path, monkeypatch):

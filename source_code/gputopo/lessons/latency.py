@@ -108,6 +108,12 @@ def _largest(parsed: dict, direction: str, memory: str):
     return (rows[-1], measure) if rows else (None, measure)
 
 
+def largest_gbs(parsed: dict, direction: str, memory: str) -> Optional[float]:
+    """GB/s of the largest copy of one direction and memory kind (bandwidth_measure), or None."""
+    row, _ = _largest(parsed, direction, memory)
+    return row[2] if row else None
+
+
 def largest_verdicts(parsed: dict,
                      link: Optional[verdicts.Link]) -> List[Tuple[str, verdicts.Verdict]]:
     """A verdict on the bandwidth of the largest pinned copy of each direction (gputopo.verdicts:
