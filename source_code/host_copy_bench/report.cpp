@@ -82,7 +82,8 @@ void print_footer(unsigned long long copies, unsigned long long wrong, int gate_
   if (wrong == 0)
     std::printf("# data check: all copies correct (%llu copies checked)\n", copies);
   else
-    std::printf("# data check: %llu wrong bytes in %llu copies\n", wrong, copies);
+    std::printf("# data check: %llu wrong byte%s in %llu copies\n", wrong, wrong == 1 ? "" : "s",
+                copies);
   std::fflush(stdout);
 }
 
