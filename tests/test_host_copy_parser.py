@@ -45,7 +45,8 @@ def test_output_cut_off_before_its_footer_is_incomplete_never_all_correct():
 
 def test_cli_prints_what_a_cut_off_run_holds_says_so_in_one_line_and_exits_2(tmp_path):
     cut = tmp_path / "cut.txt"
-    cut.write_text("\n".join((H100 / "host-device-copy-run1.txt").read_text().splitlines()[:30]) + "\n")
+    lines = (H100 / "host-device-copy-run1.txt").read_text().splitlines()
+    cut.write_text("\n".join(lines[:30]) + "\n")
     done = _cli(str(cut), "--json")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "truncated input" in done.stderr

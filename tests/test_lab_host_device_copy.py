@@ -59,7 +59,8 @@ def test_a_right_copy_has_no_wrong_element_and_a_planted_fault_has_one():
     where = lab.plant_fault(copy)
     assert where == 2048 and copy[2048] == source[2048] ^ 1
     assert lab.wrong_elements(copy, source) == 1
-    assert lab.wrong_elements(np.zeros(4096, np.uint8), source) == 4096 - 16  # 16 zeros in 0..255 x 16
+    # 0..4095 as uint8 is 0..255 sixteen times: sixteen of its bytes are zero
+    assert lab.wrong_elements(np.zeros(4096, np.uint8), source) == 4096 - 16
 
 
 class _Tensor(np.ndarray):
@@ -99,7 +100,8 @@ def _torch_or_stand_in():
 
 
 @pytest.mark.parametrize("direction", ["h2d", "d2h"])
-@pytest.mark.parametrize("torch_module", _torch_or_stand_in(), ids=lambda m: getattr(m, "__name__", "numpy"))
+@pytest.mark.parametrize("torch_module", _torch_or_stand_in(),
+                         ids=lambda m: getattr(m, "__name__", "numpy"))
 def test_one_row_finds_the_planted_fault_and_passes_a_clean_copy(torch_module, direction):
     clean = lab.one_row(torch_module, 1000, direction, "pageable", _copy_once, device="cpu")
     assert clean == (1.0, 0)

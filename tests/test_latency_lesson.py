@@ -79,8 +79,8 @@ def test_the_labs_runs_hold_one_measure_named_for_what_it_is():
     assert latency.measures(_run(1)) == ["queued"]
     assert "queued back to back" in latency.MEASURES["queued"][2]
     # the program's rows carry both times; a pageable row has no time on the GPU
-    rows = [{"bytes": 8, "direction": "h2d", "memory": m, "copies": 20, "gpu_us": g, "gpu_gbs": None,
-             "latency_us": 5.0, "latency_gbs": 0.0, "wrong": 0, "check": "ok"}
+    rows = [{"bytes": 8, "direction": "h2d", "memory": m, "copies": 20, "gpu_us": g,
+             "gpu_gbs": None, "latency_us": 5.0, "latency_gbs": 0.0, "wrong": 0, "check": "ok"}
             for m, g in (("pinned", 1.5), ("pageable", None))]
     program = {"rows": rows}
     assert latency.measures(program) == ["latency", "gpu"]

@@ -113,7 +113,8 @@ def _build_programs(environ):
                           env=dict(environ, PYTHONPATH=str(ROOT / "source_code")), timeout=1800)
     assert done.returncode == 0, "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]
     # notebook 1's copy program: its Makefile takes turns itself (flock), as the notebook runs it
-    done = subprocess.run(["nice", "-n", "10", "make", "-s", "-C", str(ROOT / "source_code" / "host_copy_bench")],
+    done = subprocess.run(["nice", "-n", "10", "make", "-s", "-C",
+                           str(ROOT / "source_code" / "host_copy_bench")],
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, "building host_copy_bench: " + (done.stdout + done.stderr)[-1500:]
 
