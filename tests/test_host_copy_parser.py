@@ -1,4 +1,5 @@
 """The host<->GPU copy lab's output (kind "host-device-copy"): gputopo.parsers.host_copy and the CLI.
+(The course's CUDA program's output, the same kind, is read back in tests/test_host_copy_bench.py.)
 
 Golden values read by hand from source_code/reference_systems/h100-single-gpu/:
 host-device-copy-run1.txt has 28 sizes (8 B to 1 GiB) x 4 rows = 112 measurement lines; its
@@ -29,11 +30,29 @@ def test_recorded_run_parses_with_hand_read_values():
     assert parsed["complete"] is True and parsed["all_correct"] is True
 
 
-def test_output_cut_off_before_its_footer_is_incomplete_not_refused():
+def test_output_cut_off_before_its_footer_is_incomplete_never_all_correct():
     lines = (H100 / "host-device-copy-run1.txt").read_text().splitlines()
     cut = "\n".join(lines[:30])          # the header and 26 rows, no '# data check' line
     parsed = PARSERS["host-device-copy"](cut)
     assert parsed["complete"] is False and len(parsed["rows"]) == 26
+    # every row read says ok, but without the footer the run is not known to be all correct
+    assert all(r["check"] == "ok" for r in parsed["rows"]) and parsed["all_correct"] is False
+    assert parsed["truncated"] is True and parsed["truncated_line"] == 30
+    assert parsed["data_check"].startswith("incomplete")
+    # line 30 of run 1, read by hand: "512 d2h pinned 6.68 0.08 ok"
+    assert parsed["last_complete_section"] == "the row for 512 bytes d2h pinned"
+
+
+def test_cli_prints_what_a_cut_off_run_holds_says_so_in_one_line_and_exits_2(tmp_path):
+    cut = tmp_path / "cut.txt"
+    lines = (H100 / "host-device-copy-run1.txt").read_text().splitlines()
+    cut.write_text("\n".join(lines[:30]) + "\n")
+    done = _cli(str(cut), "--json")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "truncated input" in done.stderr
+    assert done.stderr.rstrip().endswith(f"({cut}:30)")
+    data = json.loads(done.stdout)
+    assert data["truncated"] is True and data["all_correct"] is False and len(data["rows"]) == 26
 
 
 def test_a_stray_line_and_a_wrong_copy_are_kept_apart():

@@ -1,4 +1,6 @@
-"""gputopo.lessons.latency, notebook 1's few lines around the host<->GPU copy lab.
+"""gputopo.lessons.latency, notebook 1's few lines around the host<->GPU copy runs (the course's
+program host_copy_bench, or the PyTorch lab's recorded H100 runs while no recording of the
+program exists).
 
 Expected values: the PCIe link of the recorded H100 read by hand from its
 nvidia-smi-query-pcie.csv (gen 5 of 5, x16 of x16); the 1 GiB pinned copies of
@@ -53,11 +55,54 @@ def test_time_of_one_size_is_the_row_the_lab_printed():
     assert latency.time_us(_run(2), 3, "h2d", "pinned") is None
 
 
-def test_verdicts_on_the_largest_copies_and_a_cut_off_run():
+def test_verdicts_on_the_largest_pinned_copies_and_a_cut_off_run():
     link = latency.pcie_link((H100 / "nvidia-smi-query-pcie.csv").read_text())
-    got = {label: v for label, v in latency.largest_verdicts(_run(1), link)}
+    got = {label.split(" (")[0]: v for label, v in latency.largest_verdicts(_run(1), link)}
+    assert set(got) == {"h2d pinned, 1 GiB", "d2h pinned, 1 GiB"}   # pageable: no verdict
     assert got["h2d pinned, 1 GiB"].status == "as expected" and got["h2d pinned, 1 GiB"].value == 55.16
     assert got["d2h pinned, 1 GiB"].status == "as expected" and got["d2h pinned, 1 GiB"].value == 55.15
     cut = PARSERS["host-device-copy"]("\n".join((H100 / "host-device-copy-run1.txt").read_text().splitlines()[:30]))
     assert {v.status for _, v in latency.largest_verdicts(cut, link)} == {"incomplete"}
 
+
+def test_pageable_copies_get_a_description_not_a_verdict():
+    link = latency.pcie_link((H100 / "nvidia-smi-query-pcie.csv").read_text())
+    h2d, d2h = latency.pageable_descriptions(_run(1), link)
+    # run 1's 1 GiB pageable rows, read by hand: 7.69 and 12.43 GB/s; the gen5 x16 peak after
+    # TLP overhead is 256/280 of 63.02 = 57.6 GB/s (PCIe 5.0 arithmetic), so 0.13 and 0.22 of it
+    assert h2d.startswith("h2d pageable, 1 GiB") and "7.69 GB/s, 0.13 of the 57.6 GB/s peak" in h2d
+    assert "12.43 GB/s, 0.22 of the 57.6 GB/s peak" in d2h
+    assert all(line.endswith("a description, not a verdict") for line in (h2d, d2h))
+
+
+def test_the_labs_runs_hold_one_measure_named_for_what_it_is():
+    assert latency.measures(_run(1)) == ["queued"]
+    assert "queued back to back" in latency.MEASURES["queued"][2]
+    # the program's rows carry both times; a pageable row has no time on the GPU
+    rows = [{"bytes": 8, "direction": "h2d", "memory": m, "copies": 20, "gpu_us": g,
+             "gpu_gbs": None, "latency_us": 5.0, "latency_gbs": 0.0, "wrong": 0, "check": "ok"}
+            for m, g in (("pinned", 1.5), ("pageable", None))]
+    program = {"rows": rows}
+    assert latency.measures(program) == ["latency", "gpu"]
+    assert latency.series(program, "h2d", "pinned", "gpu") == [(8, 1.5, None)]
+    assert latency.series(program, "h2d", "pageable", "gpu") == []
+    assert latency.time_us(program, 8, "h2d", "pageable") == 5.0   # the first measure: latency
+    assert latency.bandwidth_measure(program, "pinned") == "gpu"
+    assert latency.bandwidth_measure(program, "pageable") == "latency"
+    assert latency.largest_gbs(_run(2), "d2h", "pageable") == 12.43    # run 2's 1 GiB row
+    assert latency.largest_gbs(program, "d2h", "pinned") is None
+
+
+def test_a_recording_of_the_program_stands_in_once_there_is_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(latency, "REFERENCE_DIR", tmp_path)
+    assert latency.recorded_copies() == "h100-single-gpu/host-device-copy-run1.txt"
+    assert latency.recorded_copies(2) == "h100-single-gpu/host-device-copy-run2.txt"
+    for name in ("h200-single-gpu/host-device-copy-bench-run2.txt",
+                 "h200-single-gpu/host-device-copy-bench-run1.txt",
+                 "_published/host-device-copy-bench.txt",          # not a system: ignored
+                 "h200-single-gpu/host-device-copy-run1.txt"):     # the lab's: not the program's
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert latency.recorded_copies() == "h200-single-gpu/host-device-copy-bench-run1.txt"
+    assert latency.recorded_copies(2) == "h200-single-gpu/host-device-copy-bench-run2.txt"
+    assert latency.recorded_copies(3) == "h200-single-gpu/host-device-copy-bench-run2.txt"

@@ -5,11 +5,11 @@ box) gets its own stand-in nvidia-smi, results folder and `python -m coursetools
 every notebook; the CUDA driver is asked for real, and here it is absent. Every notebook must run
 without an error output; the commands the stand-in answers (`nvidia-smi`, `-L`, `topo -m`,
 `--query-gpu`, `nvlink -s`, `topo -p2p r`) are read live ("[live] <file>" from gputopo.live.read,
-the machine's own matrix in the command's output), the GPU programs (P2P test, NCCL benchmark,
-horovodrun training, NCCL's dumps) show a recorded run ("[recorded]"), and the course report
-lists recorded cells for notebooks 3 to 6. The machine without GPUs (this one, in CI) runs the
-instructor's way, `make course` with its HTML report, in the same background pool; nbval
-executes its notebooks too.
+the machine's own matrix in the command's output), the GPU programs (host copies, P2P test,
+NCCL benchmark, horovodrun training, NCCL's dumps) show a recorded run ("[recorded]"), and the
+course report lists recorded cells for notebooks 1 and 3 to 6. The machine without GPUs (this
+one, in CI) runs the instructor's way, `make course` with its HTML report, in the same
+background pool; nbval executes its notebooks too.
 
 Cost on the 2-core CI machine: about 30 s of CPU per machine (all 13 alone: 254 s, 432 CPU-s).
 `make test` and `make test-machines` run all 13 (GPUTOPO_MACHINES=quick: four that take four
@@ -20,7 +20,7 @@ them. In a whole `make test` the last run ends well before the other tests do (p
 prints when: "machine matrix: ..."). Notebook 5's live training is switched off
 (GPUTOPO_LIVE_CNN=0): it would be the same two-process CPU job on every machine without a
 usable GPU pair, and nbval and tests/test_nccl_lesson.py run it already. The runs write no HTML
-copies (`--no-html`). Both CUDA programs are built once, before the runs start, where the
+copies (`--no-html`). The three CUDA programs are built once, before the runs start, where the
 notebooks build them and as they do (every architecture nvcc lists): nbval's notebooks and the
 tests of the programs use that same build.
 """
@@ -113,6 +113,11 @@ def _build_programs(environ):
     done = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(environ, PYTHONPATH=str(ROOT / "source_code")), timeout=1800)
     assert done.returncode == 0, "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]
+    # notebook 1's copy program: its Makefile takes turns itself (flock), as the notebook runs it
+    done = subprocess.run(["nice", "-n", "10", "make", "-s", "-C",
+                           str(ROOT / "source_code" / "host_copy_bench")],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, "building host_copy_bench: " + (done.stdout + done.stderr)[-1500:]
 
 
 def _after(first, function, *args):
@@ -230,6 +235,7 @@ NVIDIA_SMI_READS = {
 FIXTURE_OF = {"nvidia-smi-nvlink-s.txt": "nvidia-smi-nvlink-s.txt", "nvidia-smi-topo-p2p-r.txt": "nvidia-smi-topo-p2p-r.txt"}
 # The GPU programs: CUDA is absent on every stand-in, so each read shows a recorded run.
 GPU_PROGRAM_READS = {
+    "1.Latency-and-Bandwidth.ipynb": "host-copy.txt",
     "3.P2P-Bandwidth-Latency-Test.ipynb": "p2pBandwidthLatencyTest.txt",
     "4.Collectives-and-Scaling.ipynb": "nccl-bench-all_reduce.txt",
     "5.NCCL-and-P2P-Levels.ipynb": "horovod-pair-0-1.txt",
@@ -275,6 +281,8 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
         p2p = _outputs_text(cells["3.P2P-Bandwidth-Latency-Test.ipynb"])
         # the P2P test was built here (make ran), could not measure without a GPU, and the recorded run stood in
         assert "make: Entering directory" in p2p and "no CUDA GPU is visible" in p2p
+        copies = _outputs_text(cells["1.Latency-and-Bandwidth.ipynb"])
+        assert "host_copy_bench is built" in copies and "no CUDA GPU is visible" in copies
 
 
 def test_make_course_runs_every_notebook_and_writes_a_report(matrix):

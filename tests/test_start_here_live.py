@@ -13,6 +13,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from gputopo.lessons import latency
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,11 +57,12 @@ def test_notebook1_on_one_gpu_reads_its_own_nvidia_smi_and_falls_back_only_where
     out = run(ROOT / "notebooks" / "1.Latency-and-Bandwidth.ipynb", tmp_path, monkeypatch)
     assert "[live] nvidia-smi.txt" in out["c08b"]
     assert "[live] pcie-link.csv" in out["c08e"]
-    # the stand-in has no CUDA for PyTorch: the copy lab cannot run, the recorded H100 run stands in
-    assert "[recorded]" in out["c10"] and "host-device-copy-run1.txt" in out["c10"]
+    # the stand-in has no CUDA: the copy program cannot run, and the recorded run named by
+    # gputopo.lessons.latency stands in (the PyTorch lab's H100 run 1 until the program's own)
+    assert "[recorded]" in out["c10"] and latency.recorded_copies() in out["c10"]
     assert "256 MiB pinned h2d copy" in out["c18s"]
     # one NUMA node (or no numactl here): no far-node command runs, one line says why (review R1)
     assert "no remote node to compare" in out["c19d"] and "out of range" not in out["c19d"]
     assert out["c19e"].strip() == "No comparison: it needs a second NUMA node."
     saved = json.dumps(sorted(p.name for p in (tmp_path / "results").glob("1-latency-*/*")))
-    assert "host-device-copy.txt" in saved and "nvidia-smi.txt" in saved
+    assert "host-copy.txt" in saved and "nvidia-smi.txt" in saved

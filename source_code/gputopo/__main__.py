@@ -13,7 +13,9 @@ Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and 
 Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
 truncated: `gputopo <kind>: error: truncated input: <what>; last complete section: <name>
 (<file>:<line>)`, exit 2, and with --json stdout also holds {"truncated": true,
-"last_complete_section": ..., "error": ...} so that no partial result passes as whole.
+"last_complete_section": ..., "error": ...} so that no partial result passes as whole. A kind
+whose parser returns what it read of a cut-off output (truncated: true and last_complete_section,
+as host-device-copy) prints that JSON, the same one line on stderr, and exits 2 as well.
 Standard library only: it runs on a bare cluster node before anything is installed.
 """
 import json
@@ -82,6 +84,15 @@ def main(argv=None):
         print(f"{prog}: internal error: {type(error).__name__}: {error} ({where}); please report it",
               file=sys.stderr)
         return 1
+    # A parser that returns what it read of a cut-off output names where it stops
+    # (truncated: true, last_complete_section): printed, but never a whole run's exit status.
+    cut_off = (isinstance(result, dict) and result.get("truncated") is True
+               and "last_complete_section" in result)
+    if cut_off:
+        line = result.get("truncated_line")
+        print(f"{prog}: error: truncated input: the text stops before its end; last complete "
+              f"section: {result.get('last_complete_section') or 'none'} "
+              f"({where if line is None else f'{where}:{line}'})", file=sys.stderr)
     try:
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         sys.stdout.flush()
@@ -89,7 +100,7 @@ def main(argv=None):
         # The reader left early (`| head`): not the input's fault, and no traceback either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    return 0
+    return USAGE_EXIT_STATUS if cut_off else 0
 
 
 def _diagnose(args):
