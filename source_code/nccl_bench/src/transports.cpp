@@ -16,7 +16,8 @@ extern char** environ;
 std::vector<std::string> nccl_environment() {
     std::vector<std::string> found;
     for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-        if (std::strncmp(*entry, "NCCL_", 5) == 0) found.emplace_back(*entry);
+        if (std::strncmp(*entry, "NCCL_", 5) == 0 || std::strncmp(*entry, "CUDA_", 5) == 0)
+            found.emplace_back(*entry);
     }
     return found;
 }

@@ -42,5 +42,5 @@ private:
     std::string reason_;
 };
 
-// NCCL_* variables of the environment as the user gave them, "NAME=value".
+// NCCL_* and CUDA_* variables of the environment as the user gave them, "NAME=value".
 std::vector<std::string> nccl_environment();
