@@ -102,9 +102,15 @@ def test_make_without_nvcc_says_so_in_one_line(tmp_path):
 def test_help(binary):
     done = _run(binary, "--help")
     assert done.returncode == 0 and done.stderr == ""
-    for word in ("usage: nccl_bench", "--op", "all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                 "sendrecv", "-b", "-e", "-f", "-w", "-n", "-d", "-g", "--json", "busbw"):
+    for word in ("usage: nccl_bench [COLLECTIVE]", "all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                 "sendrecv", "--collective NAME", "-b, --minbytes", "-e, --maxbytes", "-f, --stepfactor",
+                 "-i, --stepbytes", "-w, --warmup_iters", "-n, --iters", "-c, --check", "-d, --datatype",
+                 "-g, --ngpus", "-r, --root", "-z, --blocking", "-a, --average", "busbw"):
         assert word in done.stdout
+    # nccl-tests' meanings (src/common.cu v2.19.6): -o the reduction operator, -G a count, -J a file
+    assert "-o, --op OP             reduction operator" in done.stdout
+    assert "-G, --cudagraph N" in done.stdout and "-J, --output_file FILE" in done.stdout
+    assert "--json" not in done.stdout and "--cuda-graph" not in done.stdout
 
 
 def test_no_gpu_is_a_clean_exit_2(binary):
@@ -120,6 +126,12 @@ def test_no_gpu_is_a_clean_exit_2(binary):
     "args",
     [
         ["-o", "alltoall_everything"],
+        ["alltoall_everything"],
+        ["-o", "all_gather"],
+        ["-G", "-b", "8"],
+        ["-J", "out.txt"],
+        ["-c", "0", "--inject-fault"],
+        ["-m", "2"],
         ["-b", "1Q"],
         ["-b", "2G", "-e", "1G"],
         ["-n", "0"],
@@ -151,12 +163,16 @@ def test_bad_arguments_exit_2_with_one_line(binary, args):
         (["--iters=0"], "'0' is outside 1..1000000 (--iters)"),
         (["--iters", "0"], "'0' is outside 1..1000000 (--iters)"),
         (["-n0"], "'0' is outside 1..1000000 (-n)"),
-        (["-Gx"], "option takes no value (-Gx)"),  # a flag stands alone, no -G -x
-        (["--cuda-graph=1"], "option takes no value (--cuda-graph=1)"),
+        (["-hx"], "option takes no value (-hx)"),  # a flag stands alone, no -h -x
+        (["-Gx"], "not an integer: 'x': -G takes the number of graph launches (-G)"),
+        (["--cuda-graph=1"], "--cuda-graph is now -G N: N launches of the captured graph, as nccl-tests "
+                             "(--cuda-graph)"),
         (["--", "-G"], "unknown option '--' (see --help) (arguments)"),
-        (["-G", "stray"], "unknown option 'stray' (see --help) (arguments)"),
-        (["-o", "-b"], "unknown operation '-b' (choose all_reduce, all_gather, reduce_scatter, "
-                       "broadcast or sendrecv) (-o)"),  # a value may start with a dash
+        (["all_reduce", "stray"], "unexpected word 'stray': the collective is already all_reduce (first word) "
+                                  "(arguments)"),
+        (["-o", "-b"], "unknown reduction operator '-b' (choose sum, prod, max, min, avg, or all) (-o)"),
+        (["-z", "1", "-G", "2"], "-z 1 waits inside the iterations, which a CUDA graph (-G) cannot hold; "
+                                 "drop one (-z)"),
     ],
 )
 def test_getopt_long_reads_every_spelling_as_before(binary, args, line):
@@ -171,7 +187,8 @@ def test_wrapper_checks_arguments():
     with pytest.raises(ValueError):
         ncclbench._arguments("all_reduce", None, 16, 8, 2, 1, 0, "float", "x.json")
     args = ncclbench._arguments("all_gather", [0, 3], 8, 1 << 20, 4, 10, 2, "float", "x.json")
-    assert args[:2] == ["-o", "all_gather"] and args[-2:] == ["-g", "2"]
+    assert args[0] == "all_gather" and args[-2:] == ["-g", "2"]   # the collective: the first word
+    assert args[args.index("-J") + 1] == "x.json" and "-o" not in args
 
 
 def test_wrapper_environment_keeps_nvls_off_and_maps_devices(monkeypatch, fake_nvidia_smi):
@@ -254,17 +271,17 @@ needs_two_gpus = pytest.mark.skipif(visible_gpu_count() < 2, reason="needs at le
 @pytest.mark.parametrize("op", ncclbench.OPS)
 def test_every_operation_is_correct_on_gpus(binary, op, tmp_path):
     json_path = tmp_path / "out.json"
-    done = _run(binary, "-o", op, "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "1",
-                "--json", str(json_path), env={"NCCL_NVLS_ENABLE": "0"})
+    done = _run(binary, op, "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "1",
+                "-J", str(json_path), env={"NCCL_NVLS_ENABLE": "0"})
     assert done.returncode == 0, done.stderr
     parsed = nccl_tests.parse(done.stdout)
     assert parsed["metadata"]["collective"] == op
     stored = json.loads(json_path.read_text())
-    assert len(stored["rows"]) == len(parsed["rows"])
-    for row, saved in zip(parsed["rows"], stored["rows"]):
+    assert len(stored["results"]) == len(parsed["rows"])
+    for row, saved in zip(parsed["rows"], stored["results"]):
         assert row["size"] == saved["size"]
-        assert row["out_of_place"]["wrong"] == 0 and saved["out_of_place"]["wrong"] == 0
-        assert row["out_of_place"]["busbw"] == pytest.approx(saved["out_of_place"]["busbw_gbs"], abs=0.006)
+        assert row["out_of_place"]["wrong"] == 0 and saved["out_of_place"]["nwrong"] == 0
+        assert row["out_of_place"]["busbw"] == pytest.approx(saved["out_of_place"]["bus_bw"], abs=0.006)
         if op == "sendrecv":
             assert row["in_place"] is None and saved["in_place"] is None
         else:
@@ -297,13 +314,57 @@ def test_wrapper_runs_and_records(monkeypatch, tmp_path, binary):
 @pytest.mark.parametrize("op", ["all_reduce", "sendrecv"])
 def test_cuda_graph_mode_is_correct_and_not_slower(binary, op, tmp_path):
     times = {}
-    for mode, extra in (("plain", []), ("graph", ["-G"])):
+    for mode, extra in (("plain", []), ("graph", ["-G", "3"])):
         json_path = tmp_path / f"{mode}.json"
-        done = _run(binary, "-o", op, "-b", "8", "-e", "64K", "-f", "8", "-n", "50", "-w", "5",
-                    "--json", str(json_path), *extra, env={"NCCL_NVLS_ENABLE": "0"})
+        done = _run(binary, op, "-b", "8", "-e", "64K", "-f", "8", "-n", "50", "-w", "5",
+                    "-J", str(json_path), *extra, env={"NCCL_NVLS_ENABLE": "0"})
         assert done.returncode == 0, done.stderr
         stored = json.loads(json_path.read_text())
-        assert stored["cuda_graph"] is (mode == "graph")
-        times[mode] = min(row["out_of_place"]["time_us"] for row in stored["rows"])
+        assert stored["config"]["graph"] == (3 if mode == "graph" else 0)
+        times[mode] = min(row["out_of_place"]["time"] for row in stored["results"])
     # Without the host's launch cost a small message cannot take (much) longer.
     assert times["graph"] < times["plain"] * 1.2
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+@pytest.mark.parametrize("op, datatype", [("all_reduce", "float"), ("all_reduce", "int32"),
+                                          ("reduce_scatter", "half"), ("all_reduce", "bfloat16")])
+def test_every_reduction_operator_is_exact(binary, op, datatype):
+    """-o all: sum prod max min avg in turn (nccl-tests' order), each checked bit for bit; avg
+    needs a power-of-two number of ranks for floating-point types, so two GPUs here."""
+    done = _run(binary, op, "-o", "all", "-d", datatype, "-b", "1K", "-e", "1M", "-f", "32", "-n", "2",
+                "-w", "1", "-g", "2", env={"NCCL_NVLS_ENABLE": "0"})
+    assert done.returncode == 0, done.stderr
+    parsed = nccl_tests.parse(done.stdout)
+    assert [r["redop"] for r in parsed["rows"][::3]] == ["sum", "prod", "max", "min", "avg"]
+    assert all(r[g]["wrong"] == 0 for r in parsed["rows"] for g in ("out_of_place", "in_place"))
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+@pytest.mark.parametrize("args", [["-z", "1"], ["-z", "2"], ["-z", "3"], ["-c", "3"], ["-c", "0"],
+                                  ["-G", "4"], ["-f", "1", "-i", "64K"], ["broadcast", "-r", "-1"],
+                                  ["all_gather", "-d", "all"]])
+def test_nccl_tests_options_run_and_stay_correct(binary, args, tmp_path):
+    json_path = tmp_path / "run.json"
+    done = _run(binary, *args, "-b", "64K", "-e", "256K", "-n", "4", "-w", "1", "-J", str(json_path),
+                env={"NCCL_NVLS_ENABLE": "0"})
+    assert done.returncode == 0, done.stderr
+    parsed = nccl_tests.parse(done.stdout)
+    stored = json.loads(json_path.read_text())
+    assert len(stored["results"]) == len(parsed["rows"]) > 0
+    unchecked = args == ["-c", "0"]
+    for row in parsed["rows"]:
+        assert (row["out_of_place"]["wrong"] is None) if unchecked else row["out_of_place"]["wrong"] == 0
+        assert row["out_of_place"]["time_us"] > 0
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+def test_inject_fault_fails_the_check_for_every_collective(binary):
+    for op in ncclbench.OPS:
+        done = _run(binary, op, "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--inject-fault",
+                    env={"NCCL_NVLS_ENABLE": "0"})
+        assert done.returncode == 1, (op, done.stderr)
+        assert "data check failed on rank 0" in done.stderr

@@ -12,15 +12,8 @@
 
 #include "collectives.h"
 #include "options.h"
+#include "plan.h"
 #include "report.h"
-
-// One sweep over the sizes: a data type, a reduction operator and a root (nccl-tests runs
-// one sweep per type of -d all, operator of -o all and root of -r -1).
-struct Variant {
-  DType type;
-  RedOp op;
-  int root;  // -1 for a collective without a root
-};
 
 class Bench {
  public:

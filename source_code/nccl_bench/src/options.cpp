@@ -256,6 +256,12 @@ const std::vector<RedOp> &all_ops() {
   return every;
 }
 
+bool average_is_exact(DType type, int nranks) {
+  const bool floating = type == DType::Half || type == DType::Float || type == DType::Double ||
+                        type == DType::Bfloat16;
+  return !floating || (nranks > 0 && (nranks & (nranks - 1)) == 0);
+}
+
 Options parse_options(int argc, char **argv) {
   Options opt;
   bool min_given = false, max_given = false, factor_given = false, step_given = false;

@@ -37,6 +37,9 @@ const TypeInfo &type_info(DType type);
 const OpInfo &op_info(RedOp op);
 const std::vector<DType> &all_types();
 const std::vector<RedOp> &all_ops();
+// Whether -o avg on this type and number of ranks can be checked bit for bit: NCCL divides
+// the integer sum by n, but multiplies each floating-point input by 1/n, exact for n = 2^k.
+bool average_is_exact(DType type, int nranks);
 
 constexpr int kEveryRoot = -1;  // -r -1: broadcast from every rank in turn (as nccl-tests)
 

@@ -169,10 +169,6 @@ Pattern make_pattern(DType type, RedOp op, int nranks) {
   return Pattern{op, nranks, m};
 }
 
-bool average_is_exact(DType type, int nranks) {
-  return is_integer(type) || (nranks > 0 && (nranks & (nranks - 1)) == 0);
-}
-
 #define NCCL_BENCH_DISPATCH(type, CALL)            \
   switch (type) {                                  \
     case DType::Int8: CALL(int8_t); break;         \

@@ -40,6 +40,3 @@ void launch_fill(DType type, const Pattern &p, void *data, std::size_t count, in
 // first of them.
 void launch_verify(DType type, const Pattern &p, const void *out, const Expectation &expect,
                    unsigned long long *wrong, cudaStream_t stream);
-
-// Whether -o avg on this type and number of ranks can be checked bit for bit.
-bool average_is_exact(DType type, int nranks);
