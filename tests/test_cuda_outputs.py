@@ -141,6 +141,22 @@ def test_p2p_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing
     assert strict_json(out) == data
 
 
+@needs_nvcc
+def test_p2p_diagonal_counts_read_and_write_as_nvidias_sample(tmp_path):
+    """NVIDIA's sample doubles the bytes of a copy inside one GPU in both bandwidth matrices
+    (NVIDIA/cuda-samples at ca37378, Samples/5_Domain_Specific/p2pBandwidthLatencyTest/
+    p2pBandwidthLatencyTest.cu: `if (i == j) gb *= 2; // must count both the read and the
+    write`); the course's test counts them the same way (review item 10). 10^9 bytes in 100 ms
+    is 10 GB/s between two GPUs, 20 GB/s on the diagonal."""
+    harness = _build_harness(tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest",
+                             "report.cpp", "options.cpp")
+    out = tmp_path / "p2p.json"
+    done = subprocess.run([str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "bandwidth pair=10 diagonal=20" in done.stdout.splitlines()
+    assert strict_json(out)["diagonal_bytes"].startswith("read and write (x2)")
+
+
 def test_p2p_parser_reads_na_cells_as_missing():
     from gputopo import reference
 

@@ -77,7 +77,7 @@ struct Runner {
             gpu_v.push_back(br.gpu_ms * 1000.0 / opt.lat_iters);
             cpu_v.push_back(br.host_us / opt.lat_iters);
           } else {
-            gpu_v.push_back((double)br.bytes / (br.gpu_ms * 1e-3) / 1e9);
+            gpu_v.push_back(bandwidth_gbs(br.bytes, br.gpu_ms, a == b));
           }
         }
         m->samples[a][b] = gpu_v;
@@ -193,6 +193,7 @@ int main(int argc, char **argv) {
                 opt.num_elems * 4.0 / 1048576.0, opt.iters, opt.reps, opt.warmup,
                 opt.lat_iters);
   rep.method = method;
+  rep.method += "; diagonal: bytes counted twice (read and write), as NVIDIA's sample";
   if (opt.ce_streams > 1 && !opt.sm_copy)
     rep.method += "; " + std::to_string(opt.ce_streams) + " streams per copy";
   if (opt.sm_copy)
@@ -237,7 +238,9 @@ int main(int argc, char **argv) {
                         "the P2P=Enabled matrices that pair is measured through the staged "
                         "path (through host memory), the same path as P2P=Disabled.");
   rep.notes.push_back("P2P=Disabled cells always use the runtime's staged copy; the diagonal "
-                      "is a copy inside one GPU. GB/s = 10^9 bytes per second.");
+                      "is a copy inside one GPU, whose bytes count twice (each is read and "
+                      "written there), as NVIDIA's sample counts them. GB/s = 10^9 bytes per "
+                      "second.");
   rep.notes.push_back("Staged copies make the host wait, so they are timed without the start "
                       "gate; their intervals include the cost of issuing them.");
   for (const DeviceInfo &d : devs)

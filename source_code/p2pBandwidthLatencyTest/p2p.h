@@ -17,7 +17,7 @@
 #include <vector>
 
 #define P2P_PROG "p2pBandwidthLatencyTest"
-#define P2P_VERSION "1.0"
+#define P2P_VERSION "1.1"  // 1.1: the diagonal counts read and write, as NVIDIA
 
 // Exit codes: 0 all good, 1 a CUDA failure or a data mismatch, 2 bad usage or nothing to measure.
 enum { EXIT_MISMATCH_OR_CUDA = 1, EXIT_USAGE = 2 };
@@ -92,6 +92,14 @@ struct Flow {
   int first_slot = 0, slot_step = 1, copies = 0;  // destination buffers used
   int stream_base = 0;    // streams of the issuer used by this flow
 };
+
+// GB/s (10^9 bytes/s) of a batch whose copies wrote `bytes` in `ms`. A copy inside one GPU
+// (the diagonal) reads and writes that GPU's memory, so its bytes count twice, as NVIDIA's
+// sample counts them (cuda-samples p2pBandwidthLatencyTest.cu, both bandwidth matrices:
+// "if (i == j) gb *= 2", read and write); between two GPUs each byte crosses the link once.
+inline double bandwidth_gbs(unsigned long long bytes, double ms, bool same_gpu) {
+  return (same_gpu ? 2.0 : 1.0) * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
 
 struct BatchResult {
   double gpu_ms = 0;      // start to stop event

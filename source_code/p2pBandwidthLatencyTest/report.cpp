@@ -118,6 +118,8 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
   j << "  \"cuda_driver_version\": " << json::quote(r.cuda_driver) << ",\n";
   j << "  \"cuda_runtime_version\": " << json::quote(r.cuda_runtime) << ",\n";
   j << "  \"method\": " << json::quote(r.method) << ",\n";
+  // How a bandwidth cell on the diagonal counts its bytes (p2p.h bandwidth_gbs).
+  j << "  \"diagonal_bytes\": \"read and write (x2), as NVIDIA's sample\",\n";
   j << "  \"options\": {\"p2p_read\": " << json::boolean(opt.p2p_read)
     << ", \"sm_copy\": " << json::boolean(opt.sm_copy)
     << ", \"num_elems\": " << opt.num_elems
