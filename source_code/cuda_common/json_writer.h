@@ -51,7 +51,9 @@ inline std::string number(double v, const char *format) {
   return buf;
 }
 
-inline std::string boolean(bool b) { return b ? "true" : "false"; }
+inline std::string boolean(bool b) {
+  return b ? "true" : "false";
+}
 
 // What create_new_file() could not do.
 enum class WriteError { None, NotCreated, NotWritten };

@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
   std::printf("bytes=%zu\ncount=%zu\nsend=%zu\nrecv=%zu\nsend_offset=%zu\nrecv_offset=%zu\n",
               k.bytes, k.count, k.send, k.recv, k.send_offset, k.recv_offset);
   std::printf("factor=%.17g\n", c->busbw_factor(nranks));
-  std::printf("check_count=%zu\nreduced=%d\nsource=%d\nfirst=%zu\nblock=%zu\n", e.count,
-              e.reduced, e.source, e.first, e.block);
+  std::printf("check_count=%zu\nreduced=%d\nsource=%d\nfirst=%zu\nblock=%zu\n", e.count, e.reduced,
+              e.source, e.first, e.block);
   return 0;
 }

@@ -146,7 +146,8 @@ std::vector<DeviceInfo> Bench::describe(const std::string &host, long pid) {
   const std::size_t bytes = sizeof(DeviceRecord) * all.size();
   CUDA_CHECK(cudaMalloc(&buffer, bytes));
   try {
-    char *slot = static_cast<char *>(buffer) + sizeof(DeviceRecord) * static_cast<std::size_t>(g.rank);
+    char *slot =
+        static_cast<char *>(buffer) + sizeof(DeviceRecord) * static_cast<std::size_t>(g.rank);
     // All on this rank's stream, in order (the stream does not wait for the default one).
     CUDA_CHECK(cudaMemcpyAsync(slot, &record, sizeof record, cudaMemcpyHostToDevice, g.stream));
     NCCL_CHECK(ncclAllGather(slot, buffer, sizeof(DeviceRecord), ncclUint8, g.comm, g.stream));
@@ -167,8 +168,8 @@ std::vector<DeviceInfo> Bench::describe(const std::string &host, long pid) {
 
 Call Bench::call_for(const Gpu &g, const Variant &v, const Counts &k, bool in_place) const {
   const std::size_t elt = type_info(v.type).bytes;
-  Call c{g.send, g.recv, &k, type_info(v.type).nccl, op_info(v.op).nccl, v.root,
-         g.rank, nranks_, g.comm, g.stream};
+  Call c{g.send,  g.recv, &k,      type_info(v.type).nccl, op_info(v.op).nccl, v.root, g.rank,
+         nranks_, g.comm, g.stream};
   if (in_place) {  // both inside the output buffer, as nccl-tests places them
     c.send = in_place_input(k, g.recv, g.rank, elt);
     c.recv = in_place_output(k, g.recv, g.rank, elt);
@@ -210,7 +211,8 @@ unsigned long long Bench::sum_over_ranks(unsigned long long value) {
   if (!per_rank_) return value;
   Gpu &g = gpus_[0];
   CUDA_CHECK(cudaSetDevice(g.device));
-  unsigned long long *d = reinterpret_cast<unsigned long long *>(static_cast<double *>(g.across) + 2);
+  unsigned long long *d =
+      reinterpret_cast<unsigned long long *>(static_cast<double *>(g.across) + 2);
   CUDA_CHECK(cudaMemcpyAsync(d, &value, sizeof value, cudaMemcpyHostToDevice, g.stream));
   NCCL_CHECK(ncclAllReduce(d, d, 1, ncclUint64, ncclSum, g.comm, g.stream));
   CUDA_CHECK(cudaMemcpyAsync(&value, d, sizeof value, cudaMemcpyDeviceToHost, g.stream));
@@ -231,7 +233,8 @@ void Bench::combine_over_ranks(Measurement *m) {
   const ncclResult_t first =
       opt_.average == 0 ? ncclBroadcast(d, d, 1, ncclFloat64, 0, g.comm, g.stream)
                         : ncclAllReduce(d, d, 1, ncclFloat64, ops[opt_.average], g.comm, g.stream);
-  const ncclResult_t second = ncclAllReduce(d + 1, d + 1, 1, ncclFloat64, ncclMax, g.comm, g.stream);
+  const ncclResult_t second =
+      ncclAllReduce(d + 1, d + 1, 1, ncclFloat64, ncclMax, g.comm, g.stream);
   NCCL_CHECK(ncclGroupEnd());
   NCCL_CHECK(first);
   NCCL_CHECK(second);
@@ -295,7 +298,8 @@ void Bench::inject_fault(const Variant &v, const Counts &k, bool in_place) {
   if (k.recv == 0) return;
   const std::size_t elt = type_info(v.type).bytes;
   const std::size_t element = k.recv / 2;
-  unsigned char *where = static_cast<unsigned char *>(call_for(g, v, k, in_place).recv) + element * elt;
+  unsigned char *where =
+      static_cast<unsigned char *>(call_for(g, v, k, in_place).recv) + element * elt;
   unsigned char byte = 0;  // the lowest byte (little-endian): flipping it changes the value
   CUDA_CHECK(cudaMemcpy(&byte, where, 1, cudaMemcpyDeviceToHost));
   byte ^= 1;

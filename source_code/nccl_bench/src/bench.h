@@ -47,7 +47,7 @@ class Bench {
     void *send = nullptr;
     void *recv = nullptr;
     unsigned long long *wrong = nullptr;  // count, first index (device memory)
-    void *across = nullptr;  // one process per GPU: values reduced over the ranks
+    void *across = nullptr;               // one process per GPU: values reduced over the ranks
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t graph_exec = nullptr;
   };

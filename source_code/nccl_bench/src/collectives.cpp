@@ -37,9 +37,15 @@ Counts scatter(std::size_t bytes, std::size_t element_bytes, int nranks) {
 
 // The factors of doc/PERFORMANCE.md: the bytes each rank's link carries for one byte of
 // the operation's size.
-double twice_n_minus_1_over_n(int n) { return 2.0 * (n - 1) / n; }
-double n_minus_1_over_n(int n) { return static_cast<double>(n - 1) / n; }
-double one(int) { return 1.0; }
+double twice_n_minus_1_over_n(int n) {
+  return 2.0 * (n - 1) / n;
+}
+double n_minus_1_over_n(int n) {
+  return static_cast<double>(n - 1) / n;
+}
+double one(int) {
+  return 1.0;
+}
 
 Expectation reduce_all(const Counts &k, int, int, int) {
   Expectation e;
@@ -105,8 +111,7 @@ ncclResult_t run_sendrecv(const Call &c) {
 
 // name, reduces, rooted, in_place, counts, busbw factor, expectation, run
 const Collective kCollectives[] = {
-    {"all_reduce", true, false, true, whole, twice_n_minus_1_over_n, reduce_all,
-     run_all_reduce},
+    {"all_reduce", true, false, true, whole, twice_n_minus_1_over_n, reduce_all, run_all_reduce},
     {"all_gather", false, false, true, gather, n_minus_1_over_n, blocks_of_every_rank,
      run_all_gather},
     {"reduce_scatter", true, false, true, scatter, n_minus_1_over_n, reduce_my_block,

@@ -94,10 +94,10 @@ int visible_gpus(const char *none_found) {
   int visible = 0;
   const cudaError_t status = cudaGetDeviceCount(&visible);
   if (status != cudaSuccess || visible == 0)
-    throw UsageError(std::string(none_found) +
-                     (status != cudaSuccess ? std::string(": ") + cudaGetErrorString(status)
-                                            : std::string()) +
-                     " (cudaGetDeviceCount)");
+    throw UsageError(
+        std::string(none_found) +
+        (status != cudaSuccess ? std::string(": ") + cudaGetErrorString(status) : std::string()) +
+        " (cudaGetDeviceCount)");
   return visible;
 }
 
@@ -127,8 +127,8 @@ int run(int argc, char **argv) {
         "rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.size) + ": ";
     if (opt.ngpus > 1)
       throw UsageError("-g " + std::to_string(opt.ngpus) +
-                       " asks one process for several GPUs, but " + launch.launcher +
-                       " started " + std::to_string(launch.size) +
+                       " asks one process for several GPUs, but " + launch.launcher + " started " +
+                       std::to_string(launch.size) +
                        " rank(s) of one GPU each; leave -g out or give -g 1 (-g)");
     plan_runs(opt, launch.size);  // a range too small for the ranks: say so before any GPU
   }
@@ -170,8 +170,7 @@ int run(int argc, char **argv) {
       NCCL_CHECK(ncclGetUniqueId(&id));
     } else if (printer) {
       NCCL_CHECK(ncclGetUniqueId(&id));
-      write_id_file(id_path, reinterpret_cast<const unsigned char *>(&id), sizeof id,
-                    launch.size);
+      write_id_file(id_path, reinterpret_cast<const unsigned char *>(&id), sizeof id, launch.size);
       written = id_path;
     } else {
       read_id_file(id_path, reinterpret_cast<unsigned char *>(&id), sizeof id, launch.size,

@@ -40,10 +40,8 @@ const struct {
 };
 
 const OpInfo kOps[] = {
-    {RedOp::Sum, "sum", ncclSum},
-    {RedOp::Prod, "prod", ncclProd},
-    {RedOp::Max, "max", ncclMax},
-    {RedOp::Min, "min", ncclMin},
+    {RedOp::Sum, "sum", ncclSum}, {RedOp::Prod, "prod", ncclProd},
+    {RedOp::Max, "max", ncclMax}, {RedOp::Min, "min", ncclMin},
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
     {RedOp::Avg, "avg", ncclAvg},
 #endif
@@ -54,14 +52,22 @@ const struct {
   int val;
   const char *name;
 } kNotImplemented[] = {
-    {'t', "nthreads"},          {'m', "agg_iters"},
-    {'N', "run_cycles"},        {'p', "parallel_init"},
-    {'y', "stream_null"},       {'T', "timeout"},
-    {'C', "report_cputime"},    {'S', "report_timestamps"},
-    {'R', "local_register"},    {'x', "cta_policy"},
-    {'D', "device_implementation"}, {'V', "device_cta_count"},
-    {'M', "memory"},            {'u', "unalign"},
-    {'I', "per_iter_timing"},   {'K', "per_iter_skip"},
+    {'t', "nthreads"},
+    {'m', "agg_iters"},
+    {'N', "run_cycles"},
+    {'p', "parallel_init"},
+    {'y', "stream_null"},
+    {'T', "timeout"},
+    {'C', "report_cputime"},
+    {'S', "report_timestamps"},
+    {'R', "local_register"},
+    {'x', "cta_policy"},
+    {'D', "device_implementation"},
+    {'V', "device_cta_count"},
+    {'M', "memory"},
+    {'u', "unalign"},
+    {'I', "per_iter_timing"},
+    {'K', "per_iter_skip"},
 };
 
 [[noreturn]] void bad(const std::string &what, const std::string &where) {
@@ -72,17 +78,32 @@ const struct {
 // "1.5M", "2G"; a B after the letter is allowed.
 std::size_t parse_size(const std::string &text, const std::string &where) {
   const std::string hint = " (a number of bytes with K, M or G, e.g. 64K)";
-  if (text.empty() || text[0] < '0' || text[0] > '9') bad("not a size: '" + text + "'" + hint, where);
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    bad("not a size: '" + text + "'" + hint, where);
   errno = 0;
   char *end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   double unit = 1.0;
   switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': unit = 1024.0; ++end; break;
-    case 'm': case 'M': unit = 1048576.0; ++end; break;
-    case 'g': case 'G': unit = 1073741824.0; ++end; break;
-    default: bad("not a size: '" + text + "'" + hint, where);
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      unit = 1024.0;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      unit = 1048576.0;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      unit = 1073741824.0;
+      ++end;
+      break;
+    default:
+      bad("not a size: '" + text + "'" + hint, where);
   }
   if (unit > 1.0 && (*end == 'B' || *end == 'b')) ++end;
   if (*end != '\0' || errno != 0) bad("not a size: '" + text + "'" + hint, where);
@@ -109,9 +130,10 @@ std::vector<RedOp> parse_op(const std::string &text, const std::string &where) {
   for (const OpInfo &entry : kOps) names += std::string(entry.name) + ", ";
   std::string why = "unknown reduction operator '" + text + "' (choose " + names + "or all)";
   if (find_collective(text) != nullptr)  // the old nccl_bench -o all_gather
-    why = "-o is the reduction operator, as in nccl-tests (sum, prod, max, min, avg or all); "
-          "name the collective first: nccl_bench " + std::string(find_collective(text)->name) +
-          " ...";
+    why =
+        "-o is the reduction operator, as in nccl-tests (sum, prod, max, min, avg or all); "
+        "name the collective first: nccl_bench " +
+        std::string(find_collective(text)->name) + " ...";
   bad(why, where);
 }
 
@@ -292,10 +314,18 @@ Options parse_options(int argc, char **argv) {
     const std::string &name = it.spelled;  // where, in messages: -n or --iters, as given
     refuse_not_implemented(it.val, name);
     switch (it.val) {
-      case 'h': opt.help = true; break;
-      case OPT_INJECT_FAULT: opt.inject_fault = true; break;
-      case OPT_PRINT_LAUNCH: opt.print_launch = true; break;
-      case OPT_LAUNCHER: opt.launcher = parse_launcher(value, name); break;
+      case 'h':
+        opt.help = true;
+        break;
+      case OPT_INJECT_FAULT:
+        opt.inject_fault = true;
+        break;
+      case OPT_PRINT_LAUNCH:
+        opt.print_launch = true;
+        break;
+      case OPT_LAUNCHER:
+        opt.launcher = parse_launcher(value, name);
+        break;
       case OPT_ID_DIR:
         if (value.empty()) bad("empty directory name", name);
         opt.id_dir = value;
@@ -303,7 +333,8 @@ Options parse_options(int argc, char **argv) {
       case OPT_ID_TIMEOUT:
         opt.id_timeout = static_cast<double>(parse_int(value, 1, 86400, name));
         break;
-      case OPT_OLD_JSON: bad("--json is now -J FILE (nccl-tests' --output_file)", name);
+      case OPT_OLD_JSON:
+        bad("--json is now -J FILE (nccl-tests' --output_file)", name);
       case OPT_OLD_GRAPH:
         bad("--cuda-graph is now -G N: N launches of the captured graph, as nccl-tests", name);
       case OPT_COLLECTIVE:
@@ -314,8 +345,12 @@ Options parse_options(int argc, char **argv) {
         opt.collective = &parse_collective(value, name);
         collective_from = name;
         break;
-      case 'o': opt.ops = parse_op(value, name); break;
-      case 'd': opt.types = parse_type(value, name); break;
+      case 'o':
+        opt.ops = parse_op(value, name);
+        break;
+      case 'd':
+        opt.types = parse_type(value, name);
+        break;
       case 'b':
         opt.min_bytes = parse_size(value, name);
         min_given = true;
@@ -333,13 +368,27 @@ Options parse_options(int argc, char **argv) {
         if (opt.step_bytes == 0) bad("the step must be at least 1 byte", name);
         step_given = true;
         break;
-      case 'w': opt.warmup = static_cast<int>(parse_int(value, 0, 1000000, name)); break;
-      case 'n': opt.iters = static_cast<int>(parse_int(value, 1, 1000000, name)); break;
-      case 'c': opt.check = static_cast<int>(parse_int(value, 0, 1000, name)); break;
-      case 'g': opt.ngpus = static_cast<int>(parse_int(value, 1, 4096, name)); break;
-      case 'r': opt.root = static_cast<int>(parse_int(value, kEveryRoot, 4095, name)); break;
-      case 'z': opt.blocking = static_cast<int>(parse_int(value, 0, 3, name)); break;
-      case 'a': opt.average = static_cast<int>(parse_int(value, 0, 3, name)); break;
+      case 'w':
+        opt.warmup = static_cast<int>(parse_int(value, 0, 1000000, name));
+        break;
+      case 'n':
+        opt.iters = static_cast<int>(parse_int(value, 1, 1000000, name));
+        break;
+      case 'c':
+        opt.check = static_cast<int>(parse_int(value, 0, 1000, name));
+        break;
+      case 'g':
+        opt.ngpus = static_cast<int>(parse_int(value, 1, 4096, name));
+        break;
+      case 'r':
+        opt.root = static_cast<int>(parse_int(value, kEveryRoot, 4095, name));
+        break;
+      case 'z':
+        opt.blocking = static_cast<int>(parse_int(value, 0, 3, name));
+        break;
+      case 'a':
+        opt.average = static_cast<int>(parse_int(value, 0, 3, name));
+        break;
       case 'G':
         if (value.empty() || value[0] < '0' || value[0] > '9')
           bad("not an integer: '" + value + "': -G takes the number of graph launches", name);

@@ -60,10 +60,10 @@ struct Options {
   int graph_launches = 0;                           // -G: 0: no CUDA graph
   int average = 1;                                  // -a: 0 rank 0, 1 mean, 2 min, 3 max
   std::string json_path;                            // -J: empty: no JSON
-  std::string nccl_log;  // keep NCCL's INFO log here (empty: temporary file); must not exist
+  std::string nccl_log;       // keep NCCL's INFO log here (empty: temporary file); must not exist
   bool inject_fault = false;  // test only: corrupt one output element before the first check
   LauncherChoice launcher = LauncherChoice::Auto;  // one process per GPU: launch.h
-  std::string id_dir;                      // where rank 0 leaves the ncclUniqueId ("": /tmp)
+  std::string id_dir;                     // where rank 0 leaves the ncclUniqueId ("": /tmp)
   double id_timeout = kDefaultIdTimeout;  // seconds the other ranks wait for it
   bool print_launch = false;  // say what the launcher's variables give, touch no GPU, exit
   bool help = false;

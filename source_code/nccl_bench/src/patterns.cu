@@ -73,10 +73,10 @@ __device__ inline uint64_t poison_value<uint64_t>() {
 template <typename T>
 __global__ void fill_kernel(T *data, std::size_t count, int rank, Pattern p) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += stride) {
-    data[i] = rank < 0 ? poison_value<T>()
-                       : from_double<T>(static_cast<double>(input_value(p, rank, i)));
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    data[i] =
+        rank < 0 ? poison_value<T>() : from_double<T>(static_cast<double>(input_value(p, rank, i)));
   }
 }
 
@@ -85,10 +85,18 @@ __device__ inline double reduced_value(const Pattern &p, std::size_t index, bool
   for (int q = 1; q < p.nranks; ++q) {
     const unsigned long long v = input_value(p, q, index);
     switch (p.op) {
-      case RedOp::Prod: acc *= v; break;
-      case RedOp::Max: acc = v > acc ? v : acc; break;
-      case RedOp::Min: acc = v < acc ? v : acc; break;
-      default: acc += v; break;  // sum, avg
+      case RedOp::Prod:
+        acc *= v;
+        break;
+      case RedOp::Max:
+        acc = v > acc ? v : acc;
+        break;
+      case RedOp::Min:
+        acc = v < acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;  // sum, avg
     }
   }
   if (p.op != RedOp::Avg) return static_cast<double>(acc);
@@ -110,8 +118,8 @@ __global__ void verify_kernel(const T *out, Pattern p, Expectation e, bool integ
                               unsigned long long *wrong) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   unsigned long long mine = 0, first = ~0ull;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < e.count; i += stride) {
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < e.count;
+       i += stride) {
     if (to_double(out[i]) != expected_value(p, e, i, integer)) {
       if (mine == 0) first = i;
       ++mine;
@@ -169,18 +177,38 @@ Pattern make_pattern(DType type, RedOp op, int nranks) {
   return Pattern{op, nranks, m};
 }
 
-#define NCCL_BENCH_DISPATCH(type, CALL)            \
-  switch (type) {                                  \
-    case DType::Int8: CALL(int8_t); break;         \
-    case DType::Uint8: CALL(uint8_t); break;       \
-    case DType::Int32: CALL(int32_t); break;       \
-    case DType::Uint32: CALL(uint32_t); break;     \
-    case DType::Int64: CALL(int64_t); break;       \
-    case DType::Uint64: CALL(uint64_t); break;     \
-    case DType::Half: CALL(__half); break;         \
-    case DType::Float: CALL(float); break;         \
-    case DType::Double: CALL(double); break;       \
-    case DType::Bfloat16: CALL(__nv_bfloat16); break; \
+#define NCCL_BENCH_DISPATCH(type, CALL) \
+  switch (type) {                       \
+    case DType::Int8:                   \
+      CALL(int8_t);                     \
+      break;                            \
+    case DType::Uint8:                  \
+      CALL(uint8_t);                    \
+      break;                            \
+    case DType::Int32:                  \
+      CALL(int32_t);                    \
+      break;                            \
+    case DType::Uint32:                 \
+      CALL(uint32_t);                   \
+      break;                            \
+    case DType::Int64:                  \
+      CALL(int64_t);                    \
+      break;                            \
+    case DType::Uint64:                 \
+      CALL(uint64_t);                   \
+      break;                            \
+    case DType::Half:                   \
+      CALL(__half);                     \
+      break;                            \
+    case DType::Float:                  \
+      CALL(float);                      \
+      break;                            \
+    case DType::Double:                 \
+      CALL(double);                     \
+      break;                            \
+    case DType::Bfloat16:               \
+      CALL(__nv_bfloat16);              \
+      break;                            \
   }
 
 void launch_fill(DType type, const Pattern &p, void *data, std::size_t count, int rank,

@@ -23,7 +23,7 @@
 
 // What the inputs of one run are made of.
 struct Pattern {
-  RedOp op;        // the reduction operator the inputs are made for
+  RedOp op;  // the reduction operator the inputs are made for
   int nranks;
   unsigned modulus;  // m above
 };

@@ -35,25 +35,36 @@ void print_measurement(const Measurement &m) {
 
 const char *average_name(int average) {
   switch (average) {
-    case 0: return "rank 0's";
-    case 2: return "the shortest";
-    case 3: return "the longest";
-    default: return "the mean";
+    case 0:
+      return "rank 0's";
+    case 2:
+      return "the shortest";
+    case 3:
+      return "the longest";
+    default:
+      return "the mean";
   }
 }
 
 // nccl-tests writes numbers with "%lf" and its booleans as the strings "true" and "false";
 // this file does the same so that one reader takes both. A number that is not finite is
 // null (JSON has no word for it; nccl-tests writes the string "nan").
-std::string num(double v) { return json::number(v, "%lf"); }
-std::string flag(bool b) { return json::quote(b ? "true" : "false"); }
-std::string integer(long long v) { return std::to_string(v); }
+std::string num(double v) {
+  return json::number(v, "%lf");
+}
+std::string flag(bool b) {
+  return json::quote(b ? "true" : "false");
+}
+std::string integer(long long v) {
+  return std::to_string(v);
+}
 
 std::string json_measurement(const Measurement &m) {
   if (!m.valid) return "null";
   return "{\"time\": " + num(m.time_us) + ", \"alg_bw\": " + num(m.algbw) +
-         ", \"bus_bw\": " + num(m.busbw) + ", \"nwrong\": " +
-         (m.checked ? num(static_cast<double>(m.wrong)) : std::string("null")) + "}";
+         ", \"bus_bw\": " + num(m.busbw) +
+         ", \"nwrong\": " + (m.checked ? num(static_cast<double>(m.wrong)) : std::string("null")) +
+         "}";
 }
 
 std::string string_list(const std::vector<std::string> &items) {
@@ -76,20 +87,23 @@ void print_header(const RunInfo &info) {
   // words gputopo's nccl-tests parser reads.
   if (!info.json_path.empty()) std::printf("# Writing JSON output to %s\n", info.json_path.c_str());
   if (info.per_rank)
-    std::printf("# nccl_bench (gputopo course), one process per GPU: %d rank%s started by %s "
-                "(ncclCommInitRank)\n",
-                info.nranks, info.nranks == 1 ? "" : "s", info.launcher.c_str());
+    std::printf(
+        "# nccl_bench (gputopo course), one process per GPU: %d rank%s started by %s "
+        "(ncclCommInitRank)\n",
+        info.nranks, info.nranks == 1 ? "" : "s", info.launcher.c_str());
   else
-    std::printf("# nccl_bench (gputopo course), one process driving %d GPUs "
-                "(ncclCommInitAll + group calls)\n",
-                info.nranks);
+    std::printf(
+        "# nccl_bench (gputopo course), one process driving %d GPUs "
+        "(ncclCommInitAll + group calls)\n",
+        info.nranks);
   std::printf("# Collective: %s\n", info.collective.c_str());
   // nGpus is per process, as nccl-tests prints it (1 under mpirun -g 1).
-  std::printf("# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
-              "iters: %d agg iters: 1 validation: %d graph: %d\n",
-              info.per_rank ? 1 : info.nranks, info.min_bytes, info.max_bytes, info.step,
-              info.linear_steps ? "bytes" : "factor", info.warmup, info.iters, info.check,
-              info.graph_launches);
+  std::printf(
+      "# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
+      "iters: %d agg iters: 1 validation: %d graph: %d\n",
+      info.per_rank ? 1 : info.nranks, info.min_bytes, info.max_bytes, info.step,
+      info.linear_steps ? "bytes" : "factor", info.warmup, info.iters, info.check,
+      info.graph_launches);
   std::printf("# time: CUDA events around the %d timed iterations on each GPU, divided by %d;",
               info.iters, info.iters);
   if (info.per_rank)
@@ -97,24 +111,27 @@ void print_header(const RunInfo &info) {
   else
     std::printf(" the slowest GPU's\n");
   if (info.per_rank)
-    std::printf("# #wrong: summed over the ranks (ncclAllReduce with ncclSum); every rank "
-                "checks its own output\n");
+    std::printf(
+        "# #wrong: summed over the ranks (ncclAllReduce with ncclSum); every rank "
+        "checks its own output\n");
   if (info.graph_launches > 0)
-    std::printf("# CUDA graph (-G %d): the %d iterations are captured in one graph per GPU, "
-                "launched %d times; the host's launch cost is not in the times\n",
-                info.graph_launches, info.iters, info.graph_launches);
+    std::printf(
+        "# CUDA graph (-G %d): the %d iterations are captured in one graph per GPU, "
+        "launched %d times; the host's launch cost is not in the times\n",
+        info.graph_launches, info.iters, info.graph_launches);
   if (info.blocking == 1 || info.blocking == 2)
     std::printf("# Blocking (-z %d): the host waits for each iteration%s before the next\n",
                 info.blocking, info.blocking == 1 ? ", then a barrier," : "");
   if (info.blocking == 3)
-    std::printf("# Blocking (-z 3): the host waits for each iteration, then a barrier; the "
-                "time is the iterations' own, without the barrier\n");
-  if (info.check == 0)
-    std::printf("# Data check off (-c 0): #wrong is N/A\n");
-  std::printf("# NCCL version %s (library in use; built against nccl.h %s); CUDA driver %s, "
-              "runtime %s\n",
-              info.nccl_version.c_str(), info.nccl_header.c_str(), info.cuda_driver.c_str(),
-              info.cuda_runtime.c_str());
+    std::printf(
+        "# Blocking (-z 3): the host waits for each iteration, then a barrier; the "
+        "time is the iterations' own, without the barrier\n");
+  if (info.check == 0) std::printf("# Data check off (-c 0): #wrong is N/A\n");
+  std::printf(
+      "# NCCL version %s (library in use; built against nccl.h %s); CUDA driver %s, "
+      "runtime %s\n",
+      info.nccl_version.c_str(), info.nccl_header.c_str(), info.cuda_driver.c_str(),
+      info.cuda_runtime.c_str());
   std::printf("# busbw = algbw x %.4g (factor for %s on %d ranks); GB = 10^9 bytes\n", info.factor,
               info.collective.c_str(), info.nranks);
   std::printf("#\n# Using devices\n");
@@ -127,8 +144,8 @@ void print_header(const RunInfo &info) {
   for (const std::string &e : info.environment)
     if (e.compare(0, 5, "NCCL_") == 0 && ++shown) std::printf(" %s", e.c_str());
   if (shown == 0) std::printf(" (no NCCL_* variable set)");
-  std::printf("\n# Transports: %s\n",
-              info.transport_note.empty() ? "from NCCL's INFO log, listed after the table "
+  std::printf("\n# Transports: %s\n", info.transport_note.empty()
+                                          ? "from NCCL's INFO log, listed after the table "
                                             "(connections are made when first needed)"
                                           : info.transport_note.c_str());
   std::printf("#\n");
@@ -137,9 +154,11 @@ void print_header(const RunInfo &info) {
               "          out-of-place", info.in_place ? "              in-place" : "");
   const int groups = info.in_place ? 2 : 1;
   std::printf("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
-  for (int i = 0; i < groups; ++i) std::printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+  for (int i = 0; i < groups; ++i)
+    std::printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
   std::printf("\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
-  for (int i = 0; i < groups; ++i) std::printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+  for (int i = 0; i < groups; ++i)
+    std::printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -204,8 +223,8 @@ std::string json_document(const RunInfo &info, const std::vector<Row> &rows, dou
        ", \"minimum_bytes\": " + integer(static_cast<long long>(info.min_bytes)) +
        ", \"maximum_bytes\": " + integer(static_cast<long long>(info.max_bytes)) + ", " +
        (info.linear_steps ? "\"step_bytes\": " : "\"step_factor\": ") +
-       integer(static_cast<long long>(info.step)) + ", \"warmup_iters\": " +
-       integer(info.warmup) + ", \"iterations\": " + integer(info.iters) +
+       integer(static_cast<long long>(info.step)) + ", \"warmup_iters\": " + integer(info.warmup) +
+       ", \"iterations\": " + integer(info.iters) +
        ", \"aggregated_iterations\": 1, \"validation\": " + integer(info.check) +
        ", \"graph\": " + integer(info.graph_launches) +
        ", \"blocking_collectives\": " + flag(info.blocking != 0) +
@@ -224,16 +243,18 @@ std::string json_document(const RunInfo &info, const std::vector<Row> &rows, dou
     const Row &r = rows[i];
     char root[16];
     std::snprintf(root, sizeof root, "%6d", r.root);  // a string, as nccl-tests writes it
-    s += std::string(i ? ",\n    " : "\n    ") + "{\"size\": " + integer(static_cast<long long>(r.bytes)) +
-         ", \"count\": " + integer(static_cast<long long>(r.count)) + ", \"type\": " +
-         json::quote(r.type) + ", \"redop\": " + json::quote(r.redop) + ", \"root\": " +
-         json::quote(root) + ", \"out_of_place\": " + json_measurement(r.out_of_place) +
+    s += std::string(i ? ",\n    " : "\n    ") +
+         "{\"size\": " + integer(static_cast<long long>(r.bytes)) +
+         ", \"count\": " + integer(static_cast<long long>(r.count)) +
+         ", \"type\": " + json::quote(r.type) + ", \"redop\": " + json::quote(r.redop) +
+         ", \"root\": " + json::quote(root) +
+         ", \"out_of_place\": " + json_measurement(r.out_of_place) +
          ", \"in_place\": " + json_measurement(r.in_place) +
          ", \"actual_iterations\": " + integer(info.iters) + ", \"experiment_name\": \"\"}";
   }
   s += "],\n";
-  s += "  \"out_of_bounds\": {\"count\": " + integer(failed_cells) + ", \"okay\": " +
-       flag(failed_cells == 0) + "},\n";
+  s += "  \"out_of_bounds\": {\"count\": " + integer(failed_cells) +
+       ", \"okay\": " + flag(failed_cells == 0) + "},\n";
   s += "  \"average_bus_bandwidth\": {\"bandwidth\": " + num(avg_busbw) +
        ", \"okay\": \"unchecked\"},\n";
   s += "  \"errors\": [],\n";
@@ -248,9 +269,8 @@ std::string json_document(const RunInfo &info, const std::vector<Row> &rows, dou
        ",\n    \"nccl_version\": " + json::quote(info.nccl_version) +
        ", \"nccl_header_version\": " + json::quote(info.nccl_header) +
        ", \"cuda_driver\": " + json::quote(info.cuda_driver) +
-       ", \"cuda_runtime\": " + json::quote(info.cuda_runtime) +
-       ",\n    \"wrong_elements\": " + (info.check ? integer(static_cast<long long>(wrong)) : "null") +
-       ", \"host_issue_us\": [";
+       ", \"cuda_runtime\": " + json::quote(info.cuda_runtime) + ",\n    \"wrong_elements\": " +
+       (info.check ? integer(static_cast<long long>(wrong)) : "null") + ", \"host_issue_us\": [";
   for (std::size_t i = 0; i < rows.size(); ++i)
     s += std::string(i ? ", " : "") + "[" + num(rows[i].out_of_place.host_us) + ", " +
          (rows[i].in_place.valid ? num(rows[i].in_place.host_us) : "null") + "]";

@@ -52,7 +52,7 @@ struct RunInfo {
   bool linear_steps = false;
   std::size_t step = 0;  // the factor, or the bytes added (linear_steps)
   int warmup = 0, iters = 0, check = 1, graph_launches = 0, blocking = 0, average = 1;
-  std::string start_time;  // "2026-12-04 10:00:00", local time, as nccl-tests writes it
+  std::string start_time;         // "2026-12-04 10:00:00", local time, as nccl-tests writes it
   std::vector<std::string> args;  // the command line
   std::string nccl_version;       // of the library in use
   int nccl_version_code = 0;
