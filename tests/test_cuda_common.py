@@ -15,6 +15,7 @@
 (cli.h, the getopt_long reader, is exercised through the real programs in
 test_p2p_program.py and test_nccl_bench.py.)
 """
+
 import json
 import os
 import shutil
@@ -27,45 +28,65 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+NVCC = shutil.which("nvcc") or (
+    "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
+)
 PROGRAMS = {"p2pBandwidthLatencyTest": "kernels.cu", "nccl_bench": "patterns.cu"}
 # What CUDA 13's nvcc --list-gpu-arch prints (its order: 110 before 103).
-CUDA13 = "compute_75 compute_80 compute_86 compute_87 compute_88 compute_89 compute_90 compute_100 " \
-         "compute_110 compute_103 compute_120 compute_121"
+CUDA13 = (
+    "compute_75 compute_80 compute_86 compute_87 compute_88 compute_89 compute_90 compute_100 "
+    "compute_110 compute_103 compute_120 compute_121"
+)
 # A CUDA 11.8 list: Kepler to Hopper.
-CUDA11 = "compute_35 compute_37 compute_50 compute_52 compute_53 compute_60 compute_61 compute_62 " \
-         "compute_70 compute_72 compute_75 compute_80 compute_86 compute_87 compute_89 compute_90"
+CUDA11 = (
+    "compute_35 compute_37 compute_50 compute_52 compute_53 compute_60 compute_61 compute_62 "
+    "compute_70 compute_72 compute_75 compute_80 compute_86 compute_87 compute_89 compute_90"
+)
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 needs_flock = pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock (util-linux)")
 ROOT = SRC.parent
-CPP_FILES = sorted([*SRC.glob("nccl_bench/src/*"), *SRC.glob("p2pBandwidthLatencyTest/*.cpp"),
-                    *SRC.glob("p2pBandwidthLatencyTest/*.cu"), *SRC.glob("p2pBandwidthLatencyTest/*.h"),
-                    *SRC.glob("cuda_common/*.h"), *(ROOT / "tests" / "cuda_host").glob("*.cpp")])
+CPP_FILES = sorted(
+    [
+        *SRC.glob("nccl_bench/src/*"),
+        *SRC.glob("p2pBandwidthLatencyTest/*.cpp"),
+        *SRC.glob("p2pBandwidthLatencyTest/*.cu"),
+        *SRC.glob("p2pBandwidthLatencyTest/*.h"),
+        *SRC.glob("cuda_common/*.h"),
+        *(ROOT / "tests" / "cuda_host").glob("*.cpp"),
+    ]
+)
 
 
 def _stand_in_nvcc(folder, archs):
     """A script that answers --list-gpu-arch with `archs` and otherwise creates its -o file."""
     script = folder / "nvcc"
     lines = "\\n".join(archs.split())
-    script.write_text("#!/bin/sh\n"
-                      f"if [ \"$1\" = --list-gpu-arch ]; then printf '{lines}\\n'; exit 0; fi\n"
-                      "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && : > \"$2\"; shift; done\n")
+    script.write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$1\" = --list-gpu-arch ]; then printf '{lines}\\n'; exit 0; fi\n"
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && : > "$2"; shift; done\n'
+    )
     script.chmod(0o755)
     return script
 
 
 def _copy(tmp_path, program):
     shutil.copytree(SRC / "cuda_common", tmp_path / "cuda_common")
-    shutil.copytree(SRC / program, tmp_path / program,
-                    ignore=shutil.ignore_patterns("build", "*.o", ".build-flags", program))
+    shutil.copytree(
+        SRC / program,
+        tmp_path / program,
+        ignore=shutil.ignore_patterns("build", "*.o", ".build-flags", program),
+    )
     return tmp_path / program
 
 
 def _make(folder, *args):
     # NCCL named on the command line: find_nccl.sh's answer does not matter here
     nccl = ["NCCL_INC=/opt/nccl/include", "NCCL_LIB=/opt/nccl/lib/libnccl.so"]
-    return subprocess.run(["make", *args, *nccl], cwd=folder, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["make", *args, *nccl], cwd=folder, capture_output=True, text=True, timeout=120
+    )
 
 
 def _device_line(done, program):
@@ -86,7 +107,14 @@ def test_architectures_are_the_known_ones_that_nvcc_lists(tmp_path, program):
     codes = [part.split(",code=")[1] for part in line.split() if ",code=" in part]
     assert codes == ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_120"]
     old = _make(folder, "print-archs", f"NVCC={_stand_in_nvcc(tmp_path, CUDA11)}")
-    assert old.stdout.split() == ["70", "75", "80", "86", "89", "90"]  # no Kepler..Pascal, no Jetson 72/87
+    assert old.stdout.split() == [
+        "70",
+        "75",
+        "80",
+        "86",
+        "89",
+        "90",
+    ]  # no Kepler..Pascal, no Jetson 72/87
 
 
 @needs_make
@@ -113,7 +141,11 @@ def test_sms_override_puts_ptx_on_the_numerically_newest(tmp_path, program):
     nvcc = _stand_in_nvcc(tmp_path, CUDA13)
     plan = _make(folder, "-n", f"NVCC={nvcc}", "SMS=100 90")
     line = _device_line(plan, program)
-    assert [p.split(",code=")[1] for p in line.split() if ",code=" in p] == ["sm_100", "sm_90", "compute_100"]
+    assert [p.split(",code=")[1] for p in line.split() if ",code=" in p] == [
+        "sm_100",
+        "sm_90",
+        "compute_100",
+    ]
 
 
 @needs_make
@@ -150,17 +182,44 @@ def test_a_named_compiler_that_is_missing_is_one_line(tmp_path, program):
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc to compile the host-only harness")
 def test_json_writer_escapes_strings_and_writes_null_for_non_finite_numbers(tmp_path):
     harness = tmp_path / "json_writer_harness"
-    done = subprocess.run([NVCC, "-std=c++17", f"-I{SRC / 'cuda_common'}", "-o", str(harness),
-                           str(HARNESS / "json_writer_harness.cpp")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            NVCC,
+            "-std=c++17",
+            f"-I{SRC / 'cuda_common'}",
+            "-o",
+            str(harness),
+            str(HARNESS / "json_writer_harness.cpp"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "result.json"
     done = subprocess.run([str(harness), str(out)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:8] == ['"plain"', r'"say \"hi\""', r'"C:\\dir"', r'"two\nlines"', r'"a\tb"',
-                         r'"bell\u0007"', r'"\u001fend"', '"GPU é"']
-    assert [json.loads(line) for line in lines[:8]] == ["plain", 'say "hi"', "C:\\dir", "two\nlines", "a\tb",
-                                                         "bell\x07", "\x1fend", "GPU é"]
+    assert lines[:8] == [
+        '"plain"',
+        r'"say \"hi\""',
+        r'"C:\\dir"',
+        r'"two\nlines"',
+        r'"a\tb"',
+        r'"bell\u0007"',
+        r'"\u001fend"',
+        '"GPU é"',
+    ]
+    assert [json.loads(line) for line in lines[:8]] == [
+        "plain",
+        'say "hi"',
+        "C:\\dir",
+        "two\nlines",
+        "a\tb",
+        "bell\x07",
+        "\x1fend",
+        "GPU é",
+    ]
     assert lines[8] == "null null null"
     assert lines[9] == "1.5000 1.23457e+06 0.000125"
     assert lines[10] == "true false"
@@ -172,18 +231,26 @@ def test_json_writer_escapes_strings_and_writes_null_for_non_finite_numbers(tmp_
 def _slow_nvcc(folder, seconds):
     """Like _stand_in_nvcc, but each compile or link takes `seconds`."""
     script = folder / "nvcc"
-    script.write_text("#!/bin/sh\n"
-                      "if [ \"$1\" = --list-gpu-arch ]; then echo compute_90; exit 0; fi\n"
-                      f"sleep {seconds}\n"
-                      "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && : > \"$2\"; shift; done\n")
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --list-gpu-arch ]; then echo compute_90; exit 0; fi\n'
+        f"sleep {seconds}\n"
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && : > "$2"; shift; done\n'
+    )
     script.chmod(0o755)
     return script
 
 
 def _start_make(folder, *args, env=None):
     nccl = ["NCCL_INC=/opt/nccl/include", "NCCL_LIB=/opt/nccl/lib/libnccl.so"]
-    return subprocess.Popen(["make", *args, *nccl], cwd=folder, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        ["make", *args, *nccl],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _compiles(text):
@@ -232,8 +299,14 @@ def test_a_build_that_waits_too_long_gives_up_in_one_line(tmp_path):
     try:
         time.sleep(0.3)
         env = dict(os.environ, MAKE_LOCK_TIMEOUT="1")
-        done = subprocess.run(["make", f"NVCC={_stand_in_nvcc(tmp_path, CUDA13)}"], cwd=folder,
-                              capture_output=True, text=True, timeout=60, env=env)
+        done = subprocess.run(
+            ["make", f"NVCC={_stand_in_nvcc(tmp_path, CUDA13)}"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -245,13 +318,22 @@ def test_a_build_that_waits_too_long_gives_up_in_one_line(tmp_path):
 
 def test_cpp_lines_fit_in_100_columns():
     assert len(CPP_FILES) > 20
-    long_lines = [f"{path.relative_to(ROOT)}:{number}" for path in CPP_FILES
-                  for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 100]
+    long_lines = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in CPP_FILES
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if len(line) > 100
+    ]
     assert long_lines == []
 
 
 @pytest.mark.skipif(shutil.which("clang-format") is None, reason="needs clang-format")
 def test_cpp_files_are_as_clang_format_lays_them_out():
-    done = subprocess.run(["clang-format", "--dry-run", "--Werror", *map(str, CPP_FILES)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["clang-format", "--dry-run", "--Werror", *map(str, CPP_FILES)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -17,6 +17,7 @@
   writeResultFooter, writeErrors), and its "Avg bus bandwidth" leaves out cells that were not
   measured (sendrecv has no in-place cell: review mutation M23).
 """
+
 import json
 import os
 import shutil
@@ -31,29 +32,38 @@ from gputopo.parsers import nccl_tests, p2p as p2p_parser
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+NVCC = shutil.which("nvcc") or (
+    "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
+)
 
 
 def _nccl_include():
-    done = subprocess.run(["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True)
+    done = subprocess.run(
+        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
+    )
     words = done.stdout.split()
     return words[0] if done.returncode == 0 and words else None
 
 
-needs_nvcc = pytest.mark.skipif(NVCC is None or shutil.which("make") is None,
-                                reason="needs make and nvcc (the CUDA toolkit) to compile the programs")
+needs_nvcc = pytest.mark.skipif(
+    NVCC is None or shutil.which("make") is None,
+    reason="needs make and nvcc (the CUDA toolkit) to compile the programs",
+)
 
 
 def strict_json(path):
     """json.load that refuses NaN / Infinity, which Python's json module accepts but JSON lacks."""
+
     def refuse(token):
         raise ValueError(f"{path.name} holds {token}, which is not JSON")
+
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
 @pytest.fixture(scope="module")
 def programs(request):
-    """Both real programs, built in source_code/ once a session (conftest.p2p_program, nccl_program)."""
+    """Both real programs, built in source_code/ once a session (conftest.p2p_program,
+    nccl_program)."""
     if NVCC is None or shutil.which("make") is None:
         pytest.skip("needs make and nvcc")
     built = {"p2p": request.getfixturevalue("p2p_program")}
@@ -64,7 +74,9 @@ def programs(request):
 
 def _run(binary, *args):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [str(binary), *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def _one_error_line(done, prog):
@@ -112,19 +124,28 @@ def _build_harness(tmp_path, source, folder, *extra):
     out = tmp_path / source.replace(".cpp", "")
     sources = [HARNESS / source] + [SRC / folder / f for f in extra]
     include = [f"-I{SRC / folder}", f"-I{SRC / 'cuda_common'}"]
-    done = subprocess.run([NVCC, "-std=c++17", *include, "-o", str(out), *map(str, sources), "-ldl"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [NVCC, "-std=c++17", *include, "-o", str(out), *map(str, sources), "-ldl"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 
 @needs_nvcc
 def test_p2p_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing(tmp_path):
-    harness = _build_harness(tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest",
-                             "report.cpp", "options.cpp")
+    harness = _build_harness(
+        tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest", "report.cpp", "options.cpp"
+    )
     out = tmp_path / "p2p.json"
-    done = subprocess.run([str(harness), "--inject-fault", "--json", str(out)], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [str(harness), "--inject-fault", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "inject_fault=1" in done.stdout  # the real parser took the flag
     data = strict_json(out)
@@ -133,10 +154,14 @@ def test_p2p_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing
     assert data["latency_us"]["write_gpu"] == [[None, 4.0], [5.0, 6.0]]
     assert data["latency_us"]["write_cpu"] == [[7.0, 8.0], [9.0, None]]
     # The table prints N/A there; the course's parser reads a recorded run with such a cell.
-    assert [line.split() for line in done.stdout.splitlines()[-2:]] == [["0", "1.50", "N/A"],
-                                                                         ["1", "N/A", "2.25"]]
+    assert [line.split() for line in done.stdout.splitlines()[-2:]] == [
+        ["0", "1.50", "N/A"],
+        ["1", "N/A", "2.25"],
+    ]
     # A second write to the same file is refused, and the first is kept.
-    again = subprocess.run([str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert again.returncode == 2 and "already exists" in again.stderr
     assert strict_json(out) == data
 
@@ -148,10 +173,13 @@ def test_p2p_diagonal_counts_read_and_write_as_nvidias_sample(tmp_path):
     p2pBandwidthLatencyTest.cu: `if (i == j) gb *= 2; // must count both the read and the
     write`); the course's test counts them the same way (review item 10). 10^9 bytes in 100 ms
     is 10 GB/s between two GPUs, 20 GB/s on the diagonal."""
-    harness = _build_harness(tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest",
-                             "report.cpp", "options.cpp")
+    harness = _build_harness(
+        tmp_path, "p2p_report_harness.cpp", "p2pBandwidthLatencyTest", "report.cpp", "options.cpp"
+    )
     out = tmp_path / "p2p.json"
-    done = subprocess.run([str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(harness), "--json", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "bandwidth pair=10 diagonal=20" in done.stdout.splitlines()
     assert strict_json(out)["diagonal_bytes"].startswith("read and write (x2)")
@@ -168,7 +196,11 @@ def test_p2p_parser_reads_na_cells_as_missing():
     original = float(cells[2])
     lines[row] = lines[row].replace(cells[2], "N/A", 1)  # device 0 -> 1, as the program prints it
     parsed = p2p_parser.parse("\n".join(lines) + "\n")
-    key = next(k for k in parsed["bandwidth_gbs"] if k.startswith("unidirectional_") and "disabled" not in k)
+    key = next(
+        k
+        for k in parsed["bandwidth_gbs"]
+        if k.startswith("unidirectional_") and "disabled" not in k
+    )
     assert parsed["bandwidth_gbs"][key][0][1] is None
     untouched = p2p_parser.parse(text)
     assert untouched["bandwidth_gbs"][key][0][1] == original
@@ -179,18 +211,36 @@ def test_p2p_parser_reads_na_cells_as_missing():
 def _nccl_harness(tmp_path):
     """tests/cuda_host/nccl_report_harness.cpp linked with nccl_bench's options, collectives and
     report files (NCCL is linked, never called)."""
-    done = subprocess.run(["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True)
+    done = subprocess.run(
+        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
+    )
     words = done.stdout.split()
     if done.returncode != 0 or len(words) != 2:
         pytest.skip("NCCL not found (find_nccl.sh)")
     include, library = words
     harness = tmp_path / "nccl_harness"
-    sources = [HARNESS / "nccl_report_harness.cpp"] + [SRC / "nccl_bench/src" / f for f in
-                                                        ("report.cpp", "options.cpp", "collectives.cpp")]
+    sources = [HARNESS / "nccl_report_harness.cpp"] + [
+        SRC / "nccl_bench/src" / f for f in ("report.cpp", "options.cpp", "collectives.cpp")
+    ]
     includes = [f"-I{SRC / 'nccl_bench/src'}", f"-I{SRC / 'cuda_common'}", f"-I{include}"]
-    done = subprocess.run([NVCC, "-std=c++17", *includes, "-o", str(harness), *map(str, sources), library,
-                           "-Xlinker", "-rpath", "-Xlinker", str(Path(library).parent)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            NVCC,
+            "-std=c++17",
+            *includes,
+            "-o",
+            str(harness),
+            *map(str, sources),
+            library,
+            "-Xlinker",
+            "-rpath",
+            "-Xlinker",
+            str(Path(library).parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return harness
 
@@ -206,8 +256,9 @@ def _harness(harness, *args):
     return subprocess.run([str(harness), *args], capture_output=True, text=True, timeout=60)
 
 
-def test_nccl_bench_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing(nccl_harness,
-                                                                                         tmp_path):
+def test_nccl_bench_writes_null_for_non_finite_numbers_and_parsers_read_them_as_missing(
+    nccl_harness, tmp_path
+):
     out = tmp_path / "nccl.json"
     done = _harness(nccl_harness, "--inject-fault", "-J", str(out))
     assert done.returncode == 0, done.stderr
@@ -246,28 +297,69 @@ def test_json_has_nccl_tests_layout(nccl_harness, tmp_path):
     done = _harness(nccl_harness, "all_gather", "-b", "8", "-e", "16", "-c", "2", "-J", str(out))
     assert done.returncode == 0, done.stderr
     data = strict_json(out)
-    assert data["version"] == 3                                   # JSON_FILE_VERSION
-    for key in ("start_time", "args", "env", "nccl_version", "config", "results", "out_of_bounds",
-                "average_bus_bandwidth", "errors", "end_time"):
+    assert data["version"] == 3  # JSON_FILE_VERSION
+    for key in (
+        "start_time",
+        "args",
+        "env",
+        "nccl_version",
+        "config",
+        "results",
+        "out_of_bounds",
+        "average_bus_bandwidth",
+        "errors",
+        "end_time",
+    ):
         assert key in data
     assert data["args"][1:] == ["all_gather", "-b", "8", "-e", "16", "-c", "2", "-J", str(out)]
     config = data["config"]
-    assert {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "warmup_iters", "iterations",
-            "aggregated_iterations", "validation", "graph", "blocking_collectives", "parallel_init",
-            "devices"} <= set(config)
-    assert config["validation"] == 2 and "step_factor" in config   # -c 2; a factor, not step_bytes
-    assert config["blocking_collectives"] == "false"               # jsonBool writes a string
+    assert {
+        "nthreads",
+        "ngpus",
+        "minimum_bytes",
+        "maximum_bytes",
+        "warmup_iters",
+        "iterations",
+        "aggregated_iterations",
+        "validation",
+        "graph",
+        "blocking_collectives",
+        "parallel_init",
+        "devices",
+    } <= set(config)
+    assert config["validation"] == 2 and "step_factor" in config  # -c 2; a factor, not step_bytes
+    assert config["blocking_collectives"] == "false"  # jsonBool writes a string
     device = config["devices"][0]
-    assert set(device) == {"rank", "group", "pid", "hostname", "device", "device_hex", "device_info"}
+    assert set(device) == {
+        "rank",
+        "group",
+        "pid",
+        "hostname",
+        "device",
+        "device_hex",
+        "device_info",
+    }
     row = data["results"][0]
-    assert set(row) == {"size", "count", "type", "redop", "root", "out_of_place", "in_place",
-                        "actual_iterations", "experiment_name"}
-    assert row["redop"] == "none" and row["root"] == "    -1"     # "%6i" as a string
+    assert set(row) == {
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "out_of_place",
+        "in_place",
+        "actual_iterations",
+        "experiment_name",
+    }
+    assert row["redop"] == "none" and row["root"] == "    -1"  # "%6i" as a string
     assert set(row["in_place"]) == {"time", "alg_bw", "bus_bw", "nwrong"}
     assert row["in_place"]["nwrong"] == 0
     assert data["out_of_bounds"] == {"count": 0, "okay": "true"}
     assert data["average_bus_bandwidth"]["okay"] == "unchecked"
-    assert data["nccl_bench"]["collective"] == "all_gather" and data["nccl_bench"]["wrong_elements"] == 0
+    assert (
+        data["nccl_bench"]["collective"] == "all_gather"
+        and data["nccl_bench"]["wrong_elements"] == 0
+    )
 
 
 def test_json_takes_the_next_free_name_as_nccl_tests(nccl_harness, tmp_path):
@@ -287,5 +379,9 @@ def test_no_check_prints_na_and_writes_null(nccl_harness, tmp_path):
     assert done.returncode == 0, done.stderr
     parsed = nccl_tests.parse(done.stdout, strict=False)
     assert parsed["metadata"]["validation"] == 0
-    assert all(row[group]["wrong"] is None for row in parsed["rows"] for group in ("out_of_place", "in_place"))
+    assert all(
+        row[group]["wrong"] is None
+        for row in parsed["rows"]
+        for group in ("out_of_place", "in_place")
+    )
     assert all(row["in_place"]["nwrong"] is None for row in strict_json(out)["results"])

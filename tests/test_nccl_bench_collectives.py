@@ -13,6 +13,7 @@ v2.19.6, commit a0b82b2):
   is max(send, recv) bytes and the count column the per-rank block (common.cu
   writeBenchmarkLinePreamble is given max(sendBytes, expectedBytes) and paramcount).
 """
+
 import shutil
 import subprocess
 from fractions import Fraction
@@ -23,12 +24,14 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host" / "nccl_collectives_harness.cpp"
 NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+)
 
 
 def _nccl():
-    done = subprocess.run(["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
+    )
     words = done.stdout.split()
     return words if done.returncode == 0 and len(words) == 2 else None
 
@@ -41,23 +44,43 @@ def harness(tmp_path_factory):
     include, library = found
     out = tmp_path_factory.mktemp("collectives") / "harness"
     done = subprocess.run(
-        [NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}", f"-I{include}", "-o", str(out),
-         str(HARNESS), str(SRC / "nccl_bench/src/collectives.cpp"), library,
-         "-Xlinker", "-rpath", "-Xlinker", str(Path(library).parent)],
-        capture_output=True, text=True, timeout=600)
+        [
+            NVCC,
+            "-std=c++17",
+            f"-I{SRC / 'nccl_bench/src'}",
+            f"-I{include}",
+            "-o",
+            str(out),
+            str(HARNESS),
+            str(SRC / "nccl_bench/src/collectives.cpp"),
+            library,
+            "-Xlinker",
+            "-rpath",
+            "-Xlinker",
+            str(Path(library).parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 
 def entry(harness, name, size, element, nranks, rank=0, root=0):
-    done = subprocess.run([str(harness), name, str(size), str(element), str(nranks), str(rank),
-                           str(root)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(harness), name, str(size), str(element), str(nranks), str(rank), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.returncode == 3:
         return None
     assert done.returncode == 0, done.stderr
     values = dict(line.split("=", 1) for line in done.stdout.splitlines())
-    return {k: (v if k == "name" else float(v) if k == "factor" else int(v))
-            for k, v in values.items()}
+    return {
+        k: (v if k == "name" else float(v) if k == "factor" else int(v)) for k, v in values.items()
+    }
 
 
 # doc/PERFORMANCE.md's factors, for 2, 3, 4 and 8 ranks, as fractions worked out by hand.
@@ -123,15 +146,22 @@ def test_what_each_rank_must_hold(harness):
     assert (gather["reduced"], gather["source"], gather["block"]) == (0, -1, 87380)
     assert gather["check_count"] == 262140
     assert entry(harness, "broadcast", 64, 4, 4, rank=3, root=1)["source"] == 1
-    assert entry(harness, "sendrecv", 64, 4, 3, rank=0)["source"] == 2   # from the previous rank
+    assert entry(harness, "sendrecv", 64, 4, 3, rank=0)["source"] == 2  # from the previous rank
     assert entry(harness, "sendrecv", 64, 4, 3, rank=2)["source"] == 1
 
 
 def test_flags_and_names(harness):
-    flags = {name: tuple(entry(harness, name, 64, 4, 2)[k] for k in ("reduces", "rooted", "in_place"))
-             for name in FACTORS}
-    assert flags == {"all_reduce": (1, 0, 1), "reduce_scatter": (1, 0, 1), "all_gather": (0, 0, 1),
-                     "broadcast": (0, 1, 1), "sendrecv": (0, 0, 0)}
+    flags = {
+        name: tuple(entry(harness, name, 64, 4, 2)[k] for k in ("reduces", "rooted", "in_place"))
+        for name in FACTORS
+    }
+    assert flags == {
+        "all_reduce": (1, 0, 1),
+        "reduce_scatter": (1, 0, 1),
+        "all_gather": (0, 0, 1),
+        "broadcast": (0, 1, 1),
+        "sendrecv": (0, 0, 0),
+    }
     assert entry(harness, "all_gather_perf", 64, 4, 2)["name"] == "all_gather"  # nccl-tests' name
     assert entry(harness, "reduce-scatter", 64, 4, 2)["name"] == "reduce_scatter"
     assert entry(harness, "alltoall", 64, 4, 2) is None

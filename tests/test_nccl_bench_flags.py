@@ -13,6 +13,7 @@ every rank in turn), src/all_gather.cu AllGatherRunTest (redop "none"), and src/
 writeDeviceReport (the "nGpus ... step: N(factor|bytes) warmup iters: ... validation: N
 graph: N" line).
 """
+
 import os
 import re
 import shutil
@@ -26,23 +27,43 @@ from gputopo.parsers import nccl_tests
 SRC = Path(__file__).resolve().parents[1] / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host" / "nccl_plan_harness.cpp"
 NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+)
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    found = subprocess.run(["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True,
-                           text=True).stdout.split()
+    found = subprocess.run(
+        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
+    ).stdout.split()
     if NVCC is None or len(found) != 2:
         pytest.skip("needs nvcc and NCCL (find_nccl.sh)")
     include, library = found
     out = tmp_path_factory.mktemp("plan") / "harness"
-    sources = [HARNESS] + [SRC / "nccl_bench/src" / f for f in
-                           ("options.cpp", "plan.cpp", "collectives.cpp", "report.cpp", "transports.cpp")]
-    done = subprocess.run([NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}", f"-I{SRC / 'cuda_common'}",
-                           f"-I{include}", "-o", str(out), *map(str, sources), library,
-                           "-Xlinker", "-rpath", "-Xlinker", str(Path(library).parent)],
-                          capture_output=True, text=True, timeout=600)
+    sources = [HARNESS] + [
+        SRC / "nccl_bench/src" / f
+        for f in ("options.cpp", "plan.cpp", "collectives.cpp", "report.cpp", "transports.cpp")
+    ]
+    done = subprocess.run(
+        [
+            NVCC,
+            "-std=c++17",
+            f"-I{SRC / 'nccl_bench/src'}",
+            f"-I{SRC / 'cuda_common'}",
+            f"-I{include}",
+            "-o",
+            str(out),
+            *map(str, sources),
+            library,
+            "-Xlinker",
+            "-rpath",
+            "-Xlinker",
+            str(Path(library).parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -51,8 +72,9 @@ def plan(harness, *args, nranks=2, per_rank=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CUDA_"))}
     if per_rank:
         env["HARNESS_PER_RANK"] = "1"
-    done = subprocess.run([str(harness), str(nranks), *args], capture_output=True, text=True,
-                          timeout=60, env=env)
+    done = subprocess.run(
+        [str(harness), str(nranks), *args], capture_output=True, text=True, timeout=60, env=env
+    )
     assert done.returncode == 0, done.stderr
     sweeps = []
     for line in done.stdout.splitlines():
@@ -67,11 +89,13 @@ def plan(harness, *args, nranks=2, per_rank=False):
 
 
 def refused(harness, *args, nranks=2):
-    done = subprocess.run([str(harness), str(nranks), *args], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(harness), str(nranks), *args], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and done.stdout == "", done.stdout
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("nccl_bench: error: ")
-    return lines[0][len("nccl_bench: error: "):]
+    return lines[0][len("nccl_bench: error: ") :]
 
 
 def sizes(sweeps):
@@ -118,8 +142,9 @@ def test_n_w_c_G_are_echoed_as_nccl_tests_echoes_them(harness):
 
 def test_G_takes_a_count(harness):
     # nccl-tests: -G <num graph launches>; a bare -G swallows the next word as its count
-    assert refused(harness, "-G", "-b", "8") == ("not an integer: '-b': -G takes the number of graph "
-                                                 "launches (-G)")
+    assert refused(harness, "-G", "-b", "8") == (
+        "not an integer: '-b': -G takes the number of graph launches (-G)"
+    )
     assert refused(harness, "-G") == "missing value: -G takes the number of graph launches (-G)"
     assert metadata(plan(harness, "--cudagraph", "0")[1]) is not None
 
@@ -137,8 +162,18 @@ def test_o_is_the_reduction_operator(harness):
 
 def test_d_is_the_data_type(harness):
     every = plan(harness, "-b", "16", "-e", "16", "-d", "all")[0]
-    assert [s["type"] for s in every] == ["int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                          "half", "float", "double", "bfloat16"]
+    assert [s["type"] for s in every] == [
+        "int8",
+        "uint8",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+    ]
     assert [s["rows"] for s in every if s["type"] in ("int8", "double")] == [[(16, 16)], [(16, 2)]]
     assert plan(harness, "--datatype", "bfloat16")[0][0]["type"] == "bfloat16"
 
@@ -151,10 +186,14 @@ def test_r_is_the_root_and_minus_1_every_rank(harness):
 
 
 def test_z_blocking(harness):
-    assert any(h.startswith("# Blocking (-z 1): the host waits for each iteration, then a barrier")
-               for h in plan(harness, "-z", "1")[1])
-    assert any(h.startswith("# Blocking (-z 2): the host waits for each iteration before")
-               for h in plan(harness, "-z", "2")[1])
+    assert any(
+        h.startswith("# Blocking (-z 1): the host waits for each iteration, then a barrier")
+        for h in plan(harness, "-z", "1")[1]
+    )
+    assert any(
+        h.startswith("# Blocking (-z 2): the host waits for each iteration before")
+        for h in plan(harness, "-z", "2")[1]
+    )
     assert any("without the barrier" in h for h in plan(harness, "-z", "3")[1])
     assert not any("Blocking" in h for h in plan(harness, "-z", "0")[1])
     assert "'4' is outside 0..3" in refused(harness, "-z", "4")
@@ -163,7 +202,8 @@ def test_z_blocking(harness):
 def test_a_combines_the_ranks_times(harness):
     def time_line(*args):
         return next(h for h in plan(harness, *args, per_rank=True)[1] if h.startswith("# time:"))
-    assert time_line().endswith("over the ranks the mean (-a 1)")      # nccl-tests' default: 1
+
+    assert time_line().endswith("over the ranks the mean (-a 1)")  # nccl-tests' default: 1
     assert time_line("-a", "0").endswith("over the ranks rank 0's (-a 0)")
     assert time_line("-a", "2").endswith("over the ranks the shortest (-a 2)")
     assert time_line("-a", "3").endswith("over the ranks the longest (-a 3)")
@@ -174,21 +214,26 @@ def test_g_and_J(harness):
     assert options["ngpus"] == "4" and options["json"] == "out.json"
     assert plan(harness, "--output_file", "x.JSON")[2]["json"] == "x.JSON"
     assert "does not end in .json" in refused(harness, "-J", "out.txt")
-    assert refused(harness, "--json", "x.json") == "--json is now -J FILE (nccl-tests' --output_file) (--json)"
+    assert (
+        refused(harness, "--json", "x.json")
+        == "--json is now -J FILE (nccl-tests' --output_file) (--json)"
+    )
 
 
 def test_the_collective_is_the_first_word_or_collective(harness):
     def collective(*args):
         return next(h for h in plan(harness, *args)[1] if h.startswith("# Collective: "))
-    assert collective("-b", "8", "-e", "8") == "# Collective: all_reduce"   # the default
+
+    assert collective("-b", "8", "-e", "8") == "# Collective: all_reduce"  # the default
     assert collective("reduce_scatter_perf", "-b", "8") == "# Collective: reduce_scatter"
     assert collective("--collective", "sendrecv") == "# Collective: sendrecv"
     assert "already all_gather" in refused(harness, "all_gather", "--collective", "broadcast")
 
 
 def test_nccl_tests_options_nccl_bench_lacks_are_named(harness):
-    assert refused(harness, "-m", "4") == ("nccl-tests' -m (--agg_iters) is not implemented in nccl_bench "
-                                           "(see --help) (-m)")
+    assert refused(harness, "-m", "4") == (
+        "nccl-tests' -m (--agg_iters) is not implemented in nccl_bench (see --help) (-m)"
+    )
     assert "(--nthreads)" in refused(harness, "-t", "2")
 
 

@@ -8,8 +8,9 @@
 
 `run` returns {"text", "parsed", "env", "json", "command", "returncode", "mode", "source"}:
 the program's output, the table as `gputopo.parsers.nccl_tests.parse` reads it, the NCCL_*
-settings the run had, the program's -J file (nccl-tests' JSON layout), and where the data came from. Every live
-run is appended to the results store (`results.append_record("nccl_bench", ...)`).
+settings the run had, the program's -J file (nccl-tests' JSON layout), and where the data
+came from. Every live run is appended to the results store
+(`results.append_record("nccl_bench", ...)`).
 
 One process per GPU. run(..., launcher="torchrun") starts one nccl_bench process per GPU with
 PyTorch's launcher (`python -m torch.distributed.run --standalone --nproc_per_node N --no_python
@@ -321,7 +322,8 @@ def run(
         "parsed": parsed,
         "env": nccl_settings(full_env),
         "json": stored,
-        "command": " ".join(command[:len(prefix) + 1] + [a for a in args if a != json_path and a != "-J"]),
+        "command": " ".join(command[:len(prefix) + 1]
+                            + [a for a in args if a != json_path and a != "-J"]),
         "returncode": done.returncode,
         "mode": "live",
         "source": "this machine",
