@@ -110,7 +110,7 @@ else
   verdict p2p-clean no "exit $rc (expected 0 and 'PASSED'); see $(basename "$last_file")"
 fi
 for op in all_reduce all_gather; do
-  if step "nccl-$op-clean" 0 40 "$nccl" -o "$op" "${NCCL_SMALL[@]}" --json "$out/nccl-$op-clean.json" &&
+  if step "nccl-$op-clean" 0 40 "$nccl" "$op" "${NCCL_SMALL[@]}" -J "$out/nccl-$op-clean.json" &&
      grep -q "Wrong elements (all rows, both placements): 0 OK" "$last_file"; then
     verdict "nccl-$op-clean" yes "exit 0, 0 wrong elements"
   else
@@ -128,7 +128,7 @@ else
   verdict p2p-inject-fault no "exit $rc_fault (expected 1); flipped '$flipped', named '$named'"
 fi
 for op in all_reduce all_gather; do
-  step "nccl-$op-inject-fault" 1 40 "$nccl" -o "$op" "${NCCL_SMALL[@]}" --inject-fault
+  step "nccl-$op-inject-fault" 1 40 "$nccl" "$op" "${NCCL_SMALL[@]}" --inject-fault
   rc_fault=$rc
   read -r flipped named <<<"$(nccl_elements "$last_file")"
   if [ "$rc_fault" -eq 1 ] && [ "$flipped" != - ] && [ "$flipped" = "$named" ]; then
@@ -140,7 +140,7 @@ done
 
 # 3. compute-sanitizer: memcheck (with leak check) and racecheck, tiny sizes.
 P2P_TINY=(--numElems=65536 --iters=1 --reps=1 --warmup=0 --lat_iters=4 --timeout_s=2)
-NCCL_TINY=(-o all_reduce -b 1K -e 64K -f 8 -w 1 -n 2)
+NCCL_TINY=(all_reduce -b 1K -e 64K -f 8 -w 1 -n 2)
 if [ -z "$sanitizer" ]; then
   verdict compute-sanitizer no "compute-sanitizer not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda)"
 else

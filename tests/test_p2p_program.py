@@ -22,10 +22,25 @@ from gputopo.parsers import p2p as p2p_parser
 from gpus import visible_gpu_count
 
 SOURCE_DIR = p2ptest.SOURCE_DIR
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-OPTIONS = ["--help", "--p2p_read", "--sm_copy", "--numElems", "--devices", "--iters", "--reps",
-           "--warmup", "--lat_iters", "--ce_streams", "--sm_blocks", "--sm_threads",
-           "--timeout_s", "--json"]
+NVCC = shutil.which("nvcc") or (
+    "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
+)
+OPTIONS = [
+    "--help",
+    "--p2p_read",
+    "--sm_copy",
+    "--numElems",
+    "--devices",
+    "--iters",
+    "--reps",
+    "--warmup",
+    "--lat_iters",
+    "--ce_streams",
+    "--sm_blocks",
+    "--sm_threads",
+    "--timeout_s",
+    "--json",
+]
 SMALL = ["--numElems=16777216", "--iters=4", "--reps=3"]  # 64 MiB copies: quick on any GPU
 
 needs_toolchain = pytest.mark.skipif(
@@ -44,27 +59,36 @@ KNOWN_SMS = [70, 75, 80, 86, 89, 90, 100, 120]
 
 def _supported_archs():
     done = subprocess.run([NVCC, "--list-gpu-arch"], capture_output=True, text=True)
-    numbers = {int(word[8:]) for word in done.stdout.split() if word.startswith("compute_") and word[8:].isdigit()}
+    numbers = {
+        int(word[8:])
+        for word in done.stdout.split()
+        if word.startswith("compute_") and word[8:].isdigit()
+    }
     return sorted(n for n in numbers if n in KNOWN_SMS)
 
 
 def _copy_sources(destination):
     """The program's folder and the shared cuda_common beside it, as in source_code/."""
     shutil.copytree(SOURCE_DIR.parent / "cuda_common", destination / "cuda_common")
-    shutil.copytree(SOURCE_DIR, destination / SOURCE_DIR.name,
-                    ignore=shutil.ignore_patterns("*.o", ".build-flags", "p2pBandwidthLatencyTest"))
+    shutil.copytree(
+        SOURCE_DIR,
+        destination / SOURCE_DIR.name,
+        ignore=shutil.ignore_patterns("*.o", ".build-flags", "p2pBandwidthLatencyTest"),
+    )
     return destination / SOURCE_DIR.name
 
 
 def _make(folder, *args, env=None, timeout=900):
     # cwd rather than -C: -C makes make print "Entering directory" lines
-    return subprocess.run(["make", *args], cwd=str(folder), capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        ["make", *args], cwd=str(folder), capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture(scope="module")
 def binary(p2p_program):
-    """Built with the plain `make` (every architecture nvcc lists) in source_code/, once a session."""
+    """Built with the plain `make` (every architecture nvcc lists) in source_code/, once a
+    session."""
     if NVCC is None:
         pytest.skip("needs nvcc to build the P2P test")
     return p2p_program
@@ -72,7 +96,9 @@ def binary(p2p_program):
 
 def _run(binary, *args):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(
+        [str(binary), *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def _one_line(text):
@@ -82,6 +108,7 @@ def _one_line(text):
 
 
 # ------------------------------------------------------------------ build and CLI (CI)
+
 
 @needs_toolchain
 def test_help_lists_every_option(binary):
@@ -155,24 +182,36 @@ def test_make_sms_override_builds_only_those(tmp_path):
     kernel_line = next(line for line in done.stdout.splitlines() if "kernels.cu" in line)
     codes = sorted(part.split("code=")[1] for part in kernel_line.split() if "code=" in part)
     assert codes == ["compute_90", "sm_80", "sm_90"], kernel_line
-    cuobjdump = shutil.which("cuobjdump") or (str(Path(NVCC).parent / "cuobjdump")
-                                              if (Path(NVCC).parent / "cuobjdump").exists() else None)
+    cuobjdump = shutil.which("cuobjdump") or (
+        str(Path(NVCC).parent / "cuobjdump") if (Path(NVCC).parent / "cuobjdump").exists() else None
+    )
     if cuobjdump:
-        listed = subprocess.run([cuobjdump, "--list-elf", str(folder / "p2pBandwidthLatencyTest")],
-                                capture_output=True, text=True)
+        listed = subprocess.run(
+            [cuobjdump, "--list-elf", str(folder / "p2pBandwidthLatencyTest")],
+            capture_output=True,
+            text=True,
+        )
         assert listed.returncode == 0, listed.stderr
-        arches = sorted({word for word in listed.stdout.replace(".", " ").split() if word.startswith("sm_")})
+        arches = sorted(
+            {word for word in listed.stdout.replace(".", " ").split() if word.startswith("sm_")}
+        )
         assert arches == ["sm_80", "sm_90"], listed.stdout
     # changing SMS rebuilds; clean removes the outputs
     again = _make(folder, "SMS=90")
-    assert again.returncode == 0 and "code=sm_80" not in again.stdout and "kernels.cu" in again.stdout
+    assert (
+        again.returncode == 0 and "code=sm_80" not in again.stdout and "kernels.cu" in again.stdout
+    )
     cleaned = _make(folder, "clean")
     assert cleaned.returncode == 0
     assert not (folder / "p2pBandwidthLatencyTest").exists() and not list(folder.glob("*.o"))
 
 
 def _path_without_nvcc():
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists()]
+    keep = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "nvcc").exists()
+    ]
     return os.pathsep.join(keep)
 
 
@@ -212,6 +251,7 @@ def test_command_for_builds_the_argument_list():
 
 # ------------------------------------------------------------------ recorded runs
 
+
 def test_reference_runs_parse():
     h100 = p2ptest.reference("h100-pcie-nvlink-pair")
     assert h100["mode"] == "reference"
@@ -225,7 +265,9 @@ def test_reference_runs_parse():
 H200 = p2ptest.SOURCE_DIR.parent / "reference_systems" / p2ptest.REFERENCE_SYSTEM
 
 
-@pytest.mark.skipif(not (H200 / "p2pBandwidthLatencyTest.txt").exists(), reason="no recorded H200 run yet")
+@pytest.mark.skipif(
+    not (H200 / "p2pBandwidthLatencyTest.txt").exists(), reason="no recorded H200 run yet"
+)
 def test_recorded_h200_runs_agree_with_their_json():
     for text_file in sorted(H200.glob("p2pBandwidthLatencyTest*.txt")):
         run = p2ptest.reference(p2ptest.REFERENCE_SYSTEM, text_file.name)
@@ -238,7 +280,9 @@ def test_recorded_h200_runs_agree_with_their_json():
 
 
 @pytest.mark.skipif(GPUS > 0, reason="this machine has a GPU, so run() measures")
-@pytest.mark.skipif(not (H200 / "p2pBandwidthLatencyTest.txt").exists(), reason="no recorded H200 run yet")
+@pytest.mark.skipif(
+    not (H200 / "p2pBandwidthLatencyTest.txt").exists(), reason="no recorded H200 run yet"
+)
 def test_run_without_gpu_returns_the_recorded_run(binary, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
     result = p2ptest.run(binary=binary)
@@ -262,6 +306,7 @@ def _assert_text_matches_json(parsed, data):
 
 # ------------------------------------------------------------------ on GPUs
 
+
 @pytest.mark.gpu
 @needs_gpu
 @needs_toolchain
@@ -274,8 +319,12 @@ def test_gpu_run_parses_and_passes_its_data_check(binary, tmp_path):
     data = json.loads(json_path.read_text())
     assert data["verification"]["ok"] is True and data["verification"]["mismatched_elements"] == 0
     _assert_text_matches_json(parsed, data)
-    for key in ("unidirectional_disabled", "unidirectional_write", "bidirectional_disabled",
-                "bidirectional_enabled"):
+    for key in (
+        "unidirectional_disabled",
+        "unidirectional_write",
+        "bidirectional_disabled",
+        "bidirectional_enabled",
+    ):
         assert all(value > 0 for row in parsed["bandwidth_gbs"][key] for value in row)
 
 

@@ -2,6 +2,7 @@
 name it and stop (exit 2) before building or running anything, and the earlier file is kept.
 Runs without a GPU: a stand-in nvidia-smi answers the GPU count, and the build is pointed at a
 missing compiler, so that a script that went on would fail differently (exit 1, build.log)."""
+
 import os
 import subprocess
 from pathlib import Path
@@ -21,10 +22,17 @@ def env(tmp_path):
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
     # Two GPUs, as `nvidia-smi --query-gpu=name --format=csv,noheader` prints them.
-    smi.write_text('#!/bin/sh\ncase "$*" in *query-gpu=name*) printf "NVIDIA H200\\nNVIDIA H200\\n";; esac\n')
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in *query-gpu=name*) printf "NVIDIA H200\\nNVIDIA H200\\n";; esac\n'
+    )
     smi.chmod(0o755)
-    return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                NVCC="/nonexistent/nvcc", CUDA_HOME="/nonexistent", RUN_TIMEOUT="5")
+    return dict(
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        NVCC="/nonexistent/nvcc",
+        CUDA_HOME="/nonexistent",
+        RUN_TIMEOUT="5",
+    )
 
 
 def files_under(folder):
@@ -32,13 +40,18 @@ def files_under(folder):
 
 
 def run(script, *args, env):
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
-@pytest.mark.parametrize("set_name, existing", [
-    ("main", "nccl-bench-broadcast.txt"),                     # the last run of the set
-    ("graph", "extra/nccl-bench-sendrecv-cuda-graph.json"),
-])
+@pytest.mark.parametrize(
+    "set_name, existing",
+    [
+        ("main", "nccl-bench-broadcast.txt"),  # the last run of the set
+        ("graph", "extra/nccl-bench-sendrecv-cuda-graph.json"),
+    ],
+)
 def test_record_runs_refuses_before_running(tmp_path, env, set_name, existing):
     out = tmp_path / "out"
     (out / "extra").mkdir(parents=True)

@@ -8,8 +8,9 @@
 
 `run` returns {"text", "parsed", "env", "json", "command", "returncode", "mode", "source"}:
 the program's output, the table as `gputopo.parsers.nccl_tests.parse` reads it, the NCCL_*
-settings the run had, the program's --json file, and where the data came from. Every live
-run is appended to the results store (`results.append_record("nccl_bench", ...)`).
+settings the run had, the program's -J file (nccl-tests' JSON layout), and where the data
+came from. Every live run is appended to the results store
+(`results.append_record("nccl_bench", ...)`).
 
 One process per GPU. run(..., launcher="torchrun") starts one nccl_bench process per GPU with
 PyTorch's launcher (`python -m torch.distributed.run --standalone --nproc_per_node N --no_python
@@ -123,8 +124,9 @@ def _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, 
             raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
     if max_bytes < min_bytes:
         raise ValueError("max_bytes is below min_bytes")
-    args = ["-o", op, "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(factor),
-            "-n", str(iters), "-w", str(warmup), "-d", datatype, "--json", json_path]
+    # nccl-tests' flags; the collective is the first word (nccl_bench --help)
+    args = [op, "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(factor),
+            "-n", str(iters), "-w", str(warmup), "-d", datatype, "-J", json_path]
     if isinstance(gpus, int):
         args += ["-g", str(gpus)]
     elif gpus is not None:
@@ -230,7 +232,7 @@ def run(
 
     gpus: None (every visible GPU), a count (the first N), or nvidia-smi indices such as
     [0, 3] (set through CUDA_VISIBLE_DEVICES, inside the job's own: coursetools.gpus). env: extra environment, e.g. {"NCCL_P2P_LEVEL": "LOC"};
-    cuda_graph=True times the iterations as one CUDA graph (`-G`: no host launch cost);
+    cuda_graph=True times the iterations as one CUDA graph (`-G 1`: no host launch cost);
     a value of None removes the variable. Builds the program first if it is missing.
     With fewer than two GPUs see the module docstring (reference mode).
     launcher="torchrun": one process per GPU (see the module docstring); gpus then says how
@@ -276,7 +278,7 @@ def run(
                 raise NcclBenchError("could not count the GPUs here: pass gpus=N with launcher='torchrun'")
             prefix = launcher_command(nproc, launcher)
         if cuda_graph:
-            args.append("-G")
+            args += ["-G", "1"]
         if not BINARY.exists():
             try:
                 build()
@@ -320,7 +322,8 @@ def run(
         "parsed": parsed,
         "env": nccl_settings(full_env),
         "json": stored,
-        "command": " ".join(command[:len(prefix) + 1] + [a for a in args if a != json_path and a != "--json"]),
+        "command": " ".join(command[:len(prefix) + 1]
+                            + [a for a in args if a != json_path and a != "-J"]),
         "returncode": done.returncode,
         "mode": "live",
         "source": "this machine",
@@ -336,7 +339,7 @@ def run(
             "metadata": parsed.get("metadata"),
             "devices": parsed.get("devices"),
             "rows": parsed.get("rows"),
-            "transports": (stored or {}).get("transports"),
+            "transports": ((stored or {}).get("nccl_bench") or {}).get("transports"),
             **({"launcher": launcher} if launcher is not None else {}),
         })
     if done.returncode != 0:

@@ -13,6 +13,14 @@
 #   NVCCFLAGS, HOSTFLAGS, CUDA_COMMON (this folder, for -I), the $(STAMP) rule, FORCE,
 #   and `make print-archs` (prints SMS).
 # Goals that need no compiler (clean, help) skip the search: `make clean` works without CUDA.
+#
+# Builds of one folder take turns: a build holds an flock on the folder's .make-lock from the
+# moment make reads its Makefile until make exits (however it exits: the kernel drops the
+# lock with its holder; a helper process holds it and follows make within 0.1 s), so two notebooks or course runs that type `make -C FOLDER` at once
+# never write the same objects together. A build that waits says so on stderr; one that has
+# waited MAKE_LOCK_TIMEOUT seconds (default 900) gives up in one line. Without the flock
+# program (util-linux) the build runs unlocked. CUDA_MAKE_LOCK_HELD=1 (set for make's
+# children) skips it, for a make started by a build that holds the lock already.
 
 CUDA_COMMON := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 CUDA_HOME   ?= /usr/local/cuda
@@ -44,6 +52,27 @@ ifneq ($(strip $(CUDA_BUILD_GOALS))$(if $(MAKECMDGOALS),,all),)
     ifeq ($(SMS),)
       $(error none of the architectures $(KNOWN_SMS) is in `$(NVCC_PATH) --list-gpu-arch` ($(or $(NVCC_ARCHS),nothing)); name some with make SMS="80 90")
     endif
+  endif
+  ifeq ($(CUDA_MAKE_LOCK_HELD),)
+    CUDA_FLOCK := $(shell command -v flock 2>/dev/null)
+  endif
+  ifneq ($(CUDA_FLOCK),)
+    # A helper takes the lock and keeps it while make (its parent, $$PPID) lives; $(shell)
+    # returns once the helper closes its output, that is once the lock is held.
+    CUDA_LOCK_FILE := $(CURDIR)/.make-lock
+    CUDA_LOCKED := $(shell make_pid=$$PPID; ( \
+      exec 9>>'$(CUDA_LOCK_FILE)' || { echo unwritable; exit 0; }; \
+      if ! $(CUDA_FLOCK) -w 1 9; then \
+        echo "make: another build of $(CURDIR) holds .make-lock; waiting for it" >&2; \
+        $(CUDA_FLOCK) -w $(or $(MAKE_LOCK_TIMEOUT),900) 9 || { echo timeout; exit 0; }; \
+      fi; \
+      echo held; exec >/dev/null 2>&1; \
+      while kill -0 $$make_pid 2>/dev/null && ! grep -qs '^[0-9]* [^ ]* Z ' /proc/$$make_pid/stat; do \
+        sleep 0.1; done ) &)
+    ifeq ($(CUDA_LOCKED),timeout)
+      $(error another build of $(CURDIR) held .make-lock for over $(or $(MAKE_LOCK_TIMEOUT),900) s; wait for it or stop it)
+    endif
+    export CUDA_MAKE_LOCK_HELD := 1
   endif
   # Numeric order: a text sort would put 100 before 90.
   NEWEST_SM := $(lastword $(shell echo $(SMS) | tr ' ' '\n' | sort -n))

@@ -8,7 +8,9 @@
 //   number(v, "%.4f")           -> v printed with that printf format; null for NaN and the
 //                                  infinities, which JSON has no word for
 //   boolean(true)               -> true
-// create_new_file() never replaces a file: results of an earlier run are kept.
+// create_new_file() never replaces a file: results of an earlier run are kept;
+// create_first_free() takes the next free name instead (FILE, FILE.0, FILE.1, ...), as
+// nccl-tests' -J does, and fill_created_file() writes into the file it created.
 #pragma once
 
 #include <fcntl.h>
@@ -49,7 +51,9 @@ inline std::string number(double v, const char *format) {
   return buf;
 }
 
-inline std::string boolean(bool b) { return b ? "true" : "false"; }
+inline std::string boolean(bool b) {
+  return b ? "true" : "false";
+}
 
 // What create_new_file() could not do.
 enum class WriteError { None, NotCreated, NotWritten };
@@ -66,6 +70,33 @@ inline WriteError create_new_file(const std::string &path, const std::string &te
     errno = why;
     return WriteError::NotCreated;
   }
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  return ok ? WriteError::None : WriteError::NotWritten;
+}
+
+// Creates an empty file at `path`, or, where that exists, at the first of path.0, path.1, ...
+// that does not (O_EXCL each time: never an existing file). Returns the name created, or ""
+// when none could be (errno says why).
+inline std::string create_first_free(const std::string &path, int tries = 1000) {
+  std::string name = path;
+  for (int i = 0; i <= tries; ++i) {
+    const int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      close(fd);
+      return name;
+    }
+    if (errno != EEXIST) return "";
+    name = path + "." + std::to_string(i);
+  }
+  errno = EEXIST;
+  return "";
+}
+
+// Writes `text` into a file that create_first_free() made (and that is still empty).
+inline WriteError fill_created_file(const std::string &path, const std::string &text) {
+  std::FILE *f = std::fopen(path.c_str(), "r+");
+  if (f == nullptr) return WriteError::NotCreated;
   bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   ok = std::fclose(f) == 0 && ok;
   return ok ? WriteError::None : WriteError::NotWritten;

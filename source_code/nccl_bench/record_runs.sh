@@ -47,7 +47,8 @@ record() {  # name env-assignments... -- arguments...
     local envs=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
-    local cmd=(env "${envs[@]}" "$bench" "$@" --json "$out/extra/$name.json" --nccl-log "$out/extra/$name.nccl-log.txt")
+    local cmd=(env "${envs[@]}" "$bench" "$@" -J "$out/extra/$name.json"
+               --nccl-log "$out/extra/$name.nccl-log.txt")
     local tmp=$out/extra/$name.raw
     local start rc nccl
     start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -68,19 +69,23 @@ record() {  # name env-assignments... -- arguments...
 
 runs() {
 if [ "$set_name" = main ]; then
-    record nccl-bench-all_reduce -- -o all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
-    record nccl-bench-all_reduce-n100 -- -o all_reduce -b 1M -e 2G -f 2 -w 10 -n 100
-    record nccl-bench-all_reduce-P2P_LEVEL-LOC NCCL_P2P_LEVEL=LOC -- -o all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
-    record nccl-bench-all_reduce-sockets NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -o all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
-    record nccl-bench-all_gather -- -o all_gather -b 8 -e 1G -f 2 -w 5 -n 20
-    record nccl-bench-reduce_scatter -- -o reduce_scatter -b 8 -e 2G -f 2 -w 5 -n 20
-    record nccl-bench-sendrecv -- -o sendrecv -b 8 -e 512M -f 2 -w 5 -n 20
-    record nccl-bench-broadcast -- -o broadcast -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce -- all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce-n100 -- all_reduce -b 1M -e 2G -f 2 -w 10 -n 100
+    record nccl-bench-all_reduce-P2P_LEVEL-LOC NCCL_P2P_LEVEL=LOC -- \
+        all_reduce -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce-sockets NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- \
+        all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
+    record nccl-bench-all_gather -- all_gather -b 8 -e 1G -f 2 -w 5 -n 20
+    record nccl-bench-reduce_scatter -- reduce_scatter -b 8 -e 2G -f 2 -w 5 -n 20
+    record nccl-bench-sendrecv -- sendrecv -b 8 -e 512M -f 2 -w 5 -n 20
+    record nccl-bench-broadcast -- broadcast -b 8 -e 2G -f 2 -w 5 -n 20
 else
-    record nccl-bench-all_reduce-cuda-graph -- -o all_reduce -b 8 -e 2G -f 2 -n 20 -G
-    record nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph NCCL_P2P_LEVEL=LOC -- -o all_reduce -b 8 -e 256M -f 2 -n 20 -G
-    record nccl-bench-sendrecv-cuda-graph -- -o sendrecv -b 8 -e 512M -f 2 -n 20 -G
-    record nccl-bench-all_reduce-sockets-run2 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -o all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
+    record nccl-bench-all_reduce-cuda-graph -- all_reduce -b 8 -e 2G -f 2 -n 20 -G 1
+    record nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph NCCL_P2P_LEVEL=LOC -- \
+        all_reduce -b 8 -e 256M -f 2 -n 20 -G 1
+    record nccl-bench-sendrecv-cuda-graph -- sendrecv -b 8 -e 512M -f 2 -n 20 -G 1
+    record nccl-bench-all_reduce-sockets-run2 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- \
+        all_reduce -b 8 -e 1G -f 2 -w 5 -n 20
 fi
 }
 

@@ -59,7 +59,7 @@ n=2
 while ((n <= ngpus)); do
   for op in all_reduce all_gather reduce_scatter; do
     f=$top/nccl-bench-$op-g$n.txt
-    cmd=(./nccl_bench -o "$op" -g "$n" -b 8 -e 4G -f 2 -w 5 -n 20)
+    cmd=(./nccl_bench "$op" -g "$n" -b 8 -e 4G -f 2 -w 5 -n 20)
     preamble "$f" "${cmd[@]}"
     (cd "$here" && timeout 180 "${cmd[@]}" >>"$f" 2>&1); echo "$op on $n GPUs: exit $?"
   done

@@ -156,8 +156,8 @@ void Bench::issue(const Flow &f, int k, bool tiny, bool use_kernel, int chunks) 
     size_t len = (off + piece <= n) ? piece : n - off;
     cudaStream_t st = I.streams[f.stream_base + c];
     if (f.src == f.dst)
-      CUDA_TRY(cudaMemcpyAsync(dst + off, src + off, len * sizeof(int),
-                               cudaMemcpyDeviceToDevice, st));
+      CUDA_TRY(
+          cudaMemcpyAsync(dst + off, src + off, len * sizeof(int), cudaMemcpyDeviceToDevice, st));
     else
       CUDA_TRY(cudaMemcpyPeerAsync(dst + off, D.info.ordinal, src + off, S.info.ordinal,
                                    len * sizeof(int), st));
@@ -206,8 +206,10 @@ void Bench::inject_fault(const Flow &f, bool tiny) {
   value ^= 1;
   CUDA_TRY(cudaMemcpy(where, &value, sizeof value, cudaMemcpyHostToDevice));
   CUDA_TRY(cudaDeviceSynchronize());  // the flipped value is in place before the check
-  std::fprintf(stderr, "%s: --inject-fault: flipped one bit of element %zu in copy 0, "
-               "GPU %d -> GPU %d\n", P2P_PROG, elem, gpus_[f.src].info.ordinal, D.info.ordinal);
+  std::fprintf(stderr,
+               "%s: --inject-fault: flipped one bit of element %zu in copy 0, "
+               "GPU %d -> GPU %d\n",
+               P2P_PROG, elem, gpus_[f.src].info.ordinal, D.info.ordinal);
 }
 
 BatchResult Bench::run(const std::vector<Flow> &flows, bool tiny, bool use_kernel,
@@ -262,8 +264,7 @@ BatchResult Bench::run(const std::vector<Flow> &flows, bool tiny, bool use_kerne
   std::atomic_thread_fence(std::memory_order_seq_cst);
   CUDA_TRY(cudaSetDevice(P.info.ordinal));
   if (r.gated)
-    launch_gate(primary, P.gate_dev, P.timeout_dev,
-                (unsigned long long)(opt_.timeout_s * 1e9));
+    launch_gate(primary, P.gate_dev, P.timeout_dev, (unsigned long long)(opt_.timeout_s * 1e9));
   CUDA_TRY(cudaEventRecord(P.start, primary));
   std::vector<std::pair<int, int>> workers;  // (gpu, stream index) other than primary
   for (const Flow &f : flows)

@@ -72,7 +72,7 @@ __global__ void verify_kernel(const int *buf, size_t n, size_t stride, uint32_t 
 // (the data is touched once). Both pointers must be 16-byte aligned; the last n % 4
 // elements are copied one by one.
 __global__ void __launch_bounds__(1024)
-sm_copy_kernel(int *__restrict__ dst, const int *__restrict__ src, size_t n) {
+    sm_copy_kernel(int *__restrict__ dst, const int *__restrict__ src, size_t n) {
   const size_t n16 = n / 4;
   const int4 *s = reinterpret_cast<const int4 *>(src);
   int4 *d = reinterpret_cast<int4 *>(dst);
@@ -96,8 +96,7 @@ sm_copy_kernel(int *__restrict__ dst, const int *__restrict__ src, size_t n) {
 // Element by element, for unaligned or tiny copies (the latency test moves one element).
 __global__ void sm_copy_scalar_kernel(int *dst, const int *src, size_t n) {
   size_t step = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-    dst[i] = src[i];
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) dst[i] = src[i];
 }
 
 unsigned grid_for(size_t n, unsigned threads) {
@@ -109,7 +108,9 @@ unsigned grid_for(size_t n, unsigned threads) {
 
 }  // namespace
 
-uint32_t pattern_value(size_t index, uint32_t seed) { return mix(index, seed); }
+uint32_t pattern_value(size_t index, uint32_t seed) {
+  return mix(index, seed);
+}
 
 void launch_gate(cudaStream_t stream, const volatile int *flag, int *timed_out,
                  unsigned long long timeout_ns) {

@@ -77,7 +77,7 @@ struct Runner {
             gpu_v.push_back(br.gpu_ms * 1000.0 / opt.lat_iters);
             cpu_v.push_back(br.host_us / opt.lat_iters);
           } else {
-            gpu_v.push_back((double)br.bytes / (br.gpu_ms * 1e-3) / 1e9);
+            gpu_v.push_back(bandwidth_gbs(br.bytes, br.gpu_ms, a == b));
           }
         }
         m->samples[a][b] = gpu_v;
@@ -110,8 +110,8 @@ int main(int argc, char **argv) {
     std::string why = err != cudaSuccess
                           ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
                           : "the runtime reports 0 devices";
-    p2p_die(EXIT_USAGE, "no CUDA GPU is visible, nothing to measure (cudaGetDeviceCount: " +
-                            why + ")");
+    p2p_die(EXIT_USAGE,
+            "no CUDA GPU is visible, nothing to measure (cudaGetDeviceCount: " + why + ")");
   }
   std::vector<int> ordinals = opt.devices;
   if (ordinals.empty())
@@ -142,9 +142,9 @@ int main(int argc, char **argv) {
     if (di.name.find(" MIG ") != std::string::npos) mig = true;
     if (di.compute_mode == cudaComputeModeProhibited)
       p2p_die(EXIT_USAGE, "GPU " + std::to_string(d) +
-                              " is in compute-prohibited mode, so no program may use it "
-                              "(nvidia-smi -i " + std::to_string(d) + " -c DEFAULT, as root, "
-                              "lifts that)");
+                              " is in compute-prohibited mode, so no program may use it (" +
+                              "nvidia-smi -i " + std::to_string(d) +
+                              " -c DEFAULT, as root, lifts that)");
     CUDA_TRY(cudaSetDevice(d));
     cudaError_t e = cudaFree(nullptr);  // creates the context now, to name a busy GPU
     if (e == cudaErrorDevicesUnavailable)
@@ -189,10 +189,10 @@ int main(int argc, char **argv) {
                             : (opt.ce_streams > 1 ? "copy engine (cudaMemcpyPeerAsync, each copy "
                                                     "split over several streams)"
                                                   : "copy engine (cudaMemcpyPeerAsync)"),
-                opt.p2p_read ? "reads" : "writes", opt.num_elems,
-                opt.num_elems * 4.0 / 1048576.0, opt.iters, opt.reps, opt.warmup,
-                opt.lat_iters);
+                opt.p2p_read ? "reads" : "writes", opt.num_elems, opt.num_elems * 4.0 / 1048576.0,
+                opt.iters, opt.reps, opt.warmup, opt.lat_iters);
   rep.method = method;
+  rep.method += "; diagonal: bytes counted twice (read and write), as NVIDIA's sample";
   if (opt.ce_streams > 1 && !opt.sm_copy)
     rep.method += "; " + std::to_string(opt.ce_streams) + " streams per copy";
   if (opt.sm_copy)
@@ -205,8 +205,8 @@ int main(int argc, char **argv) {
   for (const auto &kv : names)
     gpu_list += (gpu_list.empty() ? "" : ", ") + std::to_string(kv.second) + " x " + kv.first;
 
-  std::printf("[" P2P_PROG " " P2P_VERSION " (gputopo course): GPU peer-to-peer bandwidth and "
-              "latency]\n");
+  std::printf("[%s %s (gputopo course): GPU peer-to-peer bandwidth and latency]\n", P2P_PROG,
+              P2P_VERSION);
   std::printf("Versions: NVIDIA driver %s, CUDA driver API %s, CUDA runtime %s; GPUs: %s\n",
               rep.driver_version.c_str(), rep.cuda_driver.c_str(), rep.cuda_runtime.c_str(),
               gpu_list.c_str());
@@ -222,24 +222,32 @@ int main(int argc, char **argv) {
       bool ok = bench.can_access(a, b);
       rep.connectivity[a][b] = ok ? 1 : 0;
       any_staged |= !ok;
-      std::printf("Device=%d %s Access Peer Device=%d\n", devs[a].ordinal,
-                  ok ? "CAN" : "CANNOT", devs[b].ordinal);
+      std::printf("Device=%d %s Access Peer Device=%d\n", devs[a].ordinal, ok ? "CAN" : "CANNOT",
+                  devs[b].ordinal);
     }
   if (!fitted.empty()) rep.notes.push_back(fitted);
   if (mig)
-    rep.notes.push_back("MIG is on: CUDA shows one MIG instance per process and there is no "
-                        "peer access between MIG instances; only local copies are measured.");
+    rep.notes.push_back(
+        "MIG is on: CUDA shows one MIG instance per process and there is no "
+        "peer access between MIG instances; only local copies are measured.");
   if (n < 2)
-    rep.notes.push_back("Only one GPU is selected: P2P needs two GPUs, so every matrix holds "
-                        "the copy inside GPU " + std::to_string(devs[0].ordinal) + " alone.");
+    rep.notes.push_back(
+        "Only one GPU is selected: P2P needs two GPUs, so every matrix holds "
+        "the copy inside GPU " +
+        std::to_string(devs[0].ordinal) + " alone.");
   if (any_staged)
-    rep.notes.push_back("A 0 in the connectivity matrix marks a pair without peer access: in "
-                        "the P2P=Enabled matrices that pair is measured through the staged "
-                        "path (through host memory), the same path as P2P=Disabled.");
-  rep.notes.push_back("P2P=Disabled cells always use the runtime's staged copy; the diagonal "
-                      "is a copy inside one GPU. GB/s = 10^9 bytes per second.");
-  rep.notes.push_back("Staged copies make the host wait, so they are timed without the start "
-                      "gate; their intervals include the cost of issuing them.");
+    rep.notes.push_back(
+        "A 0 in the connectivity matrix marks a pair without peer access: in "
+        "the P2P=Enabled matrices that pair is measured through the staged "
+        "path (through host memory), the same path as P2P=Disabled.");
+  rep.notes.push_back(
+      "P2P=Disabled cells always use the runtime's staged copy; the diagonal "
+      "is a copy inside one GPU, whose bytes count twice (each is read and "
+      "written there), as NVIDIA's sample counts them. GB/s = 10^9 bytes per "
+      "second.");
+  rep.notes.push_back(
+      "Staged copies make the host wait, so they are timed without the start "
+      "gate; their intervals include the cost of issuing them.");
   for (const DeviceInfo &d : devs)
     if (d.compute_mode != cudaComputeModeDefault)
       rep.notes.push_back("GPU " + std::to_string(d.ordinal) +
@@ -286,13 +294,16 @@ int main(int argc, char **argv) {
   rep.bytes_checked = bench.bytes_checked();
   rep.mismatches = bench.mismatches();
   rep.gate_timeouts = bench.gate_timeouts();
-  std::printf("\nData check: %llu copies (%.2f GB) compared with their pattern, %llu "
-              "elements wrong: %s\n",
-              rep.copies_checked, rep.bytes_checked / 1e9, rep.mismatches,
-              rep.mismatches ? "FAILED" : "PASSED");
+  std::printf(
+      "\nData check: %llu copies (%.2f GB) compared with their pattern, %llu "
+      "elements wrong: %s\n",
+      rep.copies_checked, rep.bytes_checked / 1e9, rep.mismatches,
+      rep.mismatches ? "FAILED" : "PASSED");
   if (rep.gate_timeouts)
-    std::printf("Warning: the start gate timed out %d time(s); those timings include the "
-                "cost of issuing the copies.\n", rep.gate_timeouts);
+    std::printf(
+        "Warning: the start gate timed out %d time(s); those timings include the "
+        "cost of issuing the copies.\n",
+        rep.gate_timeouts);
   std::fflush(stdout);
 
   bool json_ok = true;

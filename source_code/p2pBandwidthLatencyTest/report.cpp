@@ -55,8 +55,10 @@ std::string driver_version_string() {
       int dots = 0;
       bool digits = !w.empty();
       for (char ch : w) {
-        if (ch == '.') ++dots;
-        else if (ch < '0' || ch > '9') digits = false;
+        if (ch == '.')
+          ++dots;
+        else if (ch < '0' || ch > '9')
+          digits = false;
       }
       if (digits && dots >= 1) return w;
     }
@@ -81,7 +83,9 @@ std::string driver_version_string() {
 namespace {
 
 // Bandwidths and latencies with four decimals (the text matrices show two).
-std::string jnum(double v) { return json::number(v, "%.4f"); }
+std::string jnum(double v) {
+  return json::number(v, "%.4f");
+}
 
 std::string jmatrix(const std::vector<std::vector<double>> &m) {
   std::string o = "[";
@@ -118,9 +122,10 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
   j << "  \"cuda_driver_version\": " << json::quote(r.cuda_driver) << ",\n";
   j << "  \"cuda_runtime_version\": " << json::quote(r.cuda_runtime) << ",\n";
   j << "  \"method\": " << json::quote(r.method) << ",\n";
+  // How a bandwidth cell on the diagonal counts its bytes (p2p.h bandwidth_gbs).
+  j << "  \"diagonal_bytes\": \"read and write (x2), as NVIDIA's sample\",\n";
   j << "  \"options\": {\"p2p_read\": " << json::boolean(opt.p2p_read)
-    << ", \"sm_copy\": " << json::boolean(opt.sm_copy)
-    << ", \"num_elems\": " << opt.num_elems
+    << ", \"sm_copy\": " << json::boolean(opt.sm_copy) << ", \"num_elems\": " << opt.num_elems
     << ", \"bytes_per_copy\": " << opt.num_elems * 4 << ", \"iters\": " << opt.iters
     << ", \"reps\": " << opt.reps << ", \"warmup\": " << opt.warmup
     << ", \"lat_iters\": " << opt.lat_iters << ", \"ce_streams\": " << opt.ce_streams
@@ -175,8 +180,8 @@ bool write_json(const std::string &path, const Report &r, const Options &opt) {
   j << "\n  },\n  \"notes\": [";
   for (size_t i = 0; i < r.notes.size(); ++i) j << (i ? ", " : "") << json::quote(r.notes[i]);
   j << "],\n  \"verification\": {\"copies_checked\": " << r.copies_checked
-    << ", \"bytes_checked\": " << r.bytes_checked << ", \"mismatched_elements\": "
-    << r.mismatches << ", \"ok\": " << json::boolean(r.mismatches == 0)
+    << ", \"bytes_checked\": " << r.bytes_checked << ", \"mismatched_elements\": " << r.mismatches
+    << ", \"ok\": " << json::boolean(r.mismatches == 0)
     << "},\n  \"gate_timeouts\": " << r.gate_timeouts << "\n}\n";
 
   // A file that appeared while we measured is refused too, never replaced.

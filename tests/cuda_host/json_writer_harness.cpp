@@ -12,8 +12,15 @@ int main(int argc, char **argv) {
   if (argc != 2) return 2;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  const char *strings[] = {"plain", "say \"hi\"", "C:\\dir", "two\nlines", "a\tb", "bell\x07",
-                           "\x1f" "end", "GPU \xc3\xa9"};
+  const char *strings[] = {"plain",
+                           "say \"hi\"",
+                           "C:\\dir",
+                           "two\nlines",
+                           "a\tb",
+                           "bell\x07",
+                           "\x1f"
+                           "end",
+                           "GPU \xc3\xa9"};
   for (const char *s : strings) std::printf("%s\n", json::quote(s).c_str());
   std::printf("%s %s %s\n", json::number(nan, "%.4f").c_str(), json::number(inf, "%.6g").c_str(),
               json::number(-inf, "%.4f").c_str());

@@ -1,7 +1,8 @@
 // Host-only harness for tests/test_cuda_outputs.py: links the P2P test's options.cpp and
 // report.cpp (no CUDA call, no GPU) and writes a report whose numbers include NaN and
 // infinities, to check that the --json file stays valid JSON (null for those) and that the
-// command line is parsed as the real program parses it.
+// command line is parsed as the real program parses it; it also prints what p2p.h's
+// bandwidth_gbs makes of one batch between two GPUs and inside one.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -11,6 +12,9 @@
 int main(int argc, char **argv) {
   Options opt = parse_options(argc, argv);
   std::printf("inject_fault=%d json=%s\n", opt.inject_fault ? 1 : 0, opt.json_path.c_str());
+  // 10^9 bytes in 100 ms between two GPUs, and inside one (the diagonal): p2p.h's counting
+  std::printf("bandwidth pair=%g diagonal=%g\n", bandwidth_gbs(1000000000ull, 100.0, false),
+              bandwidth_gbs(1000000000ull, 100.0, true));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   Report r;

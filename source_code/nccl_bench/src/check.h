@@ -14,25 +14,25 @@
 
 #include "errors.h"
 
-std::string where_text(const char* file, int line);
+std::string where_text(const char *file, int line);
 
-inline void cuda_ok(cudaError_t status, const char* call, const char* file, int line) {
-    if (status != cudaSuccess) {
-        throw RuntimeFailure(std::string(call) + " failed: " + cudaGetErrorString(status) +
-                             " (" + where_text(file, line) + ")");
-    }
+inline void cuda_ok(cudaError_t status, const char *call, const char *file, int line) {
+  if (status != cudaSuccess) {
+    throw RuntimeFailure(std::string(call) + " failed: " + cudaGetErrorString(status) + " (" +
+                         where_text(file, line) + ")");
+  }
 }
 
-inline void nccl_ok(ncclResult_t status, const char* call, const char* file, int line) {
-    if (status != ncclSuccess) {
-        std::string detail = ncclGetErrorString(status);
+inline void nccl_ok(ncclResult_t status, const char *call, const char *file, int line) {
+  if (status != ncclSuccess) {
+    std::string detail = ncclGetErrorString(status);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
-        const char* last = ncclGetLastError(nullptr);
-        if (last != nullptr && last[0] != '\0') detail += std::string("; ") + last;
+    const char *last = ncclGetLastError(nullptr);
+    if (last != nullptr && last[0] != '\0') detail += std::string("; ") + last;
 #endif
-        throw RuntimeFailure(std::string(call) + " failed: " + detail + " (" +
-                             where_text(file, line) + ")");
-    }
+    throw RuntimeFailure(std::string(call) + " failed: " + detail + " (" + where_text(file, line) +
+                         ")");
+  }
 }
 
 #define CUDA_CHECK(call) cuda_ok((call), #call, __FILE__, __LINE__)

@@ -7,9 +7,9 @@
 #include <string>
 
 struct UsageError : std::runtime_error {
-    explicit UsageError(const std::string& what) : std::runtime_error(what) {}
+  explicit UsageError(const std::string &what) : std::runtime_error(what) {}
 };
 
 struct RuntimeFailure : std::runtime_error {
-    explicit RuntimeFailure(const std::string& what) : std::runtime_error(what) {}
+  explicit RuntimeFailure(const std::string &what) : std::runtime_error(what) {}
 };

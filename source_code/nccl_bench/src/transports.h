@@ -17,30 +17,30 @@
 #include <vector>
 
 class NcclLog {
-public:
-    // Call before the first NCCL call. keep_path: where to keep the log
-    // (empty: a temporary file, removed afterwards).
-    explicit NcclLog(const std::string& keep_path);
-    ~NcclLog();
-    NcclLog(const NcclLog&) = delete;
-    NcclLog& operator=(const NcclLog&) = delete;
+ public:
+  // Call before the first NCCL call. keep_path: where to keep the log
+  // (empty: a temporary file, removed afterwards).
+  explicit NcclLog(const std::string &keep_path);
+  ~NcclLog();
+  NcclLog(const NcclLog &) = delete;
+  NcclLog &operator=(const NcclLog &) = delete;
 
-    bool capturing() const { return capturing_; }
-    // Why the log is not read (empty when capturing).
-    const std::string& reason() const { return reason_; }
-    const std::string& path() const { return path_; }
+  bool capturing() const { return capturing_; }
+  // Why the log is not read (empty when capturing).
+  const std::string &reason() const { return reason_; }
+  const std::string &path() const { return path_; }
 
-    // "P2P/CUMEM/read" -> number of connection lines, in order of first appearance.
-    std::vector<std::pair<std::string, int>> transports() const;
-    // NCCL's own "X set by environment to Y" lines.
-    std::vector<std::string> environment_lines() const;
+  // "P2P/CUMEM/read" -> number of connection lines, in order of first appearance.
+  std::vector<std::pair<std::string, int>> transports() const;
+  // NCCL's own "X set by environment to Y" lines.
+  std::vector<std::string> environment_lines() const;
 
-private:
-    bool capturing_ = false;
-    bool temporary_ = false;
-    std::string path_;
-    std::string reason_;
+ private:
+  bool capturing_ = false;
+  bool temporary_ = false;
+  std::string path_;
+  std::string reason_;
 };
 
-// NCCL_* variables of the environment as the user gave them, "NAME=value".
+// NCCL_* and CUDA_* variables of the environment as the user gave them, "NAME=value".
 std::vector<std::string> nccl_environment();
