@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H200 (device tool), from the repository root: the copy program beside nvbandwidth, its
 # recordings for notebook 1, nccl_bench's nccl-tests flags, notebook 7's one-GPU mysteries.
-# Usage: bash evidence/2026-12-04-h200-one-gpu/bench.sh OUTDIR NVBANDWIDTH_BINARY
+# Usage: bash evidence/2026-12-04-h200-one-gpu/bench.sh OUTDIR NVBANDWIDTH [ALL_REDUCE_PERF]
 set -u
 export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_ORDER=PCI_BUS_ID
 out=$1 nvb=$2
@@ -58,3 +58,11 @@ from gputopo.lessons import diagnose as m
 for n in (4, 5, 6):
     print(n, m.run(n, Path('$out/nb7')))" > "$out/nb7/console.txt" 2>&1
 log "done"
+# Real JSON outputs of NVIDIA's tools for the parsers (nccl-tests v2.19.6 built from its public
+# source for sm_90 on a CPU machine; nvbandwidth v0.8 likewise)
+if [ -x "${3:-}" ]; then
+  "$3" -b 8 -e 128M -f 2 -g 1 -J "$out/nccl/nccl-tests-all_reduce_perf-g1.json" \
+    > "$out/nccl/nccl-tests-all_reduce_perf-g1.txt" 2>&1
+fi
+$nvb -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce -b 256 > "$out/bench/nvb-256M.json" 2>&1
+log "done with the JSON outputs"

@@ -55,7 +55,7 @@ _H200 = "h200-nvswitch-pair"
 
 MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
     Mystery(1, "A slow all-reduce", "pair",
-            "../source_code/nccl_bench/nccl_bench -o all_reduce -b 8 -e 128M -f 2 -g 2",
+            "../source_code/nccl_bench/nccl_bench all_reduce -b 8 -e 128M -f 2 -g 2",
             "nccl-tests", f"{_H200}/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
             f"{_H200}/nvidia-smi-topo-m.txt",
             (r"P2P_LEVEL|p2p level",), (r"P2P_DISABLE", r"SHM_DISABLE", r"pageable", r"numa"),
@@ -111,7 +111,7 @@ MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
             "the nodes; where did the job's memory live?"),
     Mystery(6, "Which GPU did it run on?", "gpu",
             "nvidia-smi -L; RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 ../source_code/nccl_bench/nccl_bench "
-            "--launcher torchrun -o all_reduce -b 8 -e 1M -f 2",
+            "all_reduce --launcher torchrun -b 8 -e 1M -f 2",
             None, "_mysteries/cuda-order-1660-3090-koboldcpp-1023.txt", None,
             (r"CUDA_VISIBLE_DEVICES|visible devices|CUDA_DEVICE_ORDER|FASTEST_FIRST|PCI_BUS_ID|"
              r"(device|gpu) (order|numbering|index)|numbering|ordinal",),
