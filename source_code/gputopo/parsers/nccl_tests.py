@@ -14,15 +14,27 @@ INFO lines inside the table are skipped; tables of old versions (an `error` colu
 read the same.
 
 A data row with fewer cells than the header means a run cut short. By default that raises
-ParseError naming the line. With strict=False a cut-off *last* row is left out and the
-result says so (truncated=True, truncated_line=N), so the whole rows can still be shown.
+ParseError naming the line (truncated, with the rows read whole in `partial`). With
+strict=False a cut-off *last* row is left out and the result says so (truncated=True,
+truncated_line=N), so the whole rows can still be shown.
+
+Rows pasted without their header (and without the footer) are recognised by their shape:
+size and count (whole numbers), type and redop (words), then only numbers and N/A, in one of
+the layouts nccl-tests has printed: an optional root, then one or two groups of time, algbw,
+busbw and an optional #wrong/error column (a post may have dropped that column; `wrong` is then
+None). `header_found` says which way the table was read. Lines are read after
+`gputopo.parsers.prepare_lines` (launcher prefixes, an editor's line numbers, escape codes).
 """
 import re
 
-from . import NUMBER, ParseError, nothing_found, only_blank_after
-from .launcher import strip as strip_prefix
+from . import NUMBER, ParseError, nothing_found, only_blank_after, prepare_lines
 
 _LEADING_COLUMNS = ("size", "count", "type", "redop")
+# A data row without its header: size count type redop, then numbers (or N/A) only.
+_BARE_ROW = re.compile(r"^\d+\s+\d+\s+[a-z][a-z0-9_]*\s+[a-z][a-z0-9_]*((?:\s+(?:N/A|" + NUMBER.pattern + r"))+)\s*$")
+# Numbers after redop -> (root column, timed groups, columns per group) for every layout.
+_BARE_LAYOUTS = {9: (True, 2, 4), 8: (False, 2, 4), 7: (True, 2, 3), 6: (False, 2, 3),
+                 5: (True, 1, 4), 3: (False, 1, 3)}
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
 _WRONG_COLUMNS = ("#wrong", "wrong", "error", "#error", "errors")
 _INT = re.compile(r"-?\d+")
@@ -51,7 +63,12 @@ def parse(text, strict=True):
     metadata, devices, rows = {}, [], []
     table = None  # [column layout, header line number, rows read under this header]
     truncated_line = None
-    lines = [strip_prefix(line) for line in text.splitlines()]
+    lines = prepare_lines(text)
+
+    def partial():
+        return {"rows": list(rows), "metadata": dict(metadata), "devices": list(devices),
+                "truncated": True, "truncated_line": None, "last_complete_section": _last_complete(rows),
+                "header_found": True}
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -65,33 +82,67 @@ def parse(text, strict=True):
                     if not only_blank_after(lines, lineno - 1):
                         raise
                     raise ParseError(error.what + ": the text stops inside the header", lineno, truncated=True,
-                                     last_complete=_last_complete(rows)) from None
+                                     last_complete=_last_complete(rows), partial=partial()) from None
             else:
                 _read_comment(stripped, metadata, devices)
             continue
         # Only lines starting with a digit are data; NCCL INFO lines may be interleaved.
         if table is None or not stripped[:1].isdigit():
             continue
-        leading, groups = table[0]
-        width = len(leading) + 4 * groups
+        leading, groups, per_group = table[0]
+        width = len(leading) + per_group * groups
         cells = stripped.split()
         if len(cells) < width:
             if strict or _data_follows(lines, lineno):
+                cut = not _data_follows(lines, lineno)
                 raise ParseError(f"row has {len(cells)} cells but the header has {width} (cut short?): {stripped!r}",
-                                 lineno, truncated=not _data_follows(lines, lineno), last_complete=_last_complete(rows))
+                                 lineno, truncated=cut, last_complete=_last_complete(rows),
+                                 partial=partial() if cut else None)
             truncated_line = lineno
             continue
         if len(cells) > width:
             raise ParseError(f"row has {len(cells)} cells but the header has {width}", lineno)
-        rows.append(_read_row(leading, groups, cells, lineno))
+        rows.append(_read_row(leading, groups, cells, lineno, per_group))
         table[2] += 1
 
     if table is None:
-        raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' line)")
-    _check_has_rows(table, at_end=True)
+        return _bare_rows(text, lines, metadata, devices, strict)
+    _check_has_rows(table, at_end=True, partial=partial())
     return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": truncated_line is not None,
             "truncated_line": truncated_line,
-            "last_complete_section": _last_complete(rows) if truncated_line is not None else None}
+            "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
+            "header_found": True}
+
+
+def _bare_rows(text, lines, metadata, devices, strict):
+    """A table pasted without its header: its rows, read by their shape (module docstring)."""
+    found = [(lineno, line.strip()) for lineno, line in enumerate(lines, start=1) if _BARE_ROW.match(line.strip())]
+    counts = [len(line.split()) - 4 for _, line in found]
+    common = max(set(counts), key=counts.count) if counts else None
+    if common not in _BARE_LAYOUTS:
+        raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' line), "
+                                  "and no lines shaped like its rows")
+    root, groups, per_group = _BARE_LAYOUTS[common]
+    leading = list(_LEADING_COLUMNS) + (["root"] if root else [])
+    rows, truncated_line = [], None
+    for number, (lineno, line) in enumerate(found):
+        cells = line.split()
+        if len(cells) - 4 == common:
+            rows.append(_read_row(leading, groups, cells, lineno, per_group))
+            continue
+        last = number == len(found) - 1 and only_blank_after(lines, lineno - 1)
+        what = f"row has {len(cells)} cells but the rows above it have {common + 4}: {line!r}"
+        if last and not strict:
+            truncated_line = lineno
+            continue
+        partial = {"rows": rows, "metadata": metadata, "devices": devices, "truncated": True,
+                   "truncated_line": lineno, "last_complete_section": _last_complete(rows), "header_found": False}
+        raise ParseError(what, lineno, truncated=last, last_complete=_last_complete(rows),
+                         partial=partial if last else None)
+    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": truncated_line is not None,
+            "truncated_line": truncated_line,
+            "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
+            "header_found": False}
 
 
 def _last_complete(rows):
@@ -100,10 +151,10 @@ def _last_complete(rows):
     return f"the row for {rows[-1]['size']} bytes"
 
 
-def _check_has_rows(table, at_end=False):
+def _check_has_rows(table, at_end=False, partial=None):
     if table is not None and table[2] == 0:
         raise ParseError("table header is followed by no whole rows", table[1], truncated=at_end,
-                         last_complete="the table header" if at_end else None)
+                         last_complete="the table header" if at_end else None, partial=partial if at_end else None)
 
 
 def _data_follows(lines, lineno):
@@ -112,7 +163,8 @@ def _data_follows(lines, lineno):
 
 
 def _read_header(words, lineno):
-    """(leading column names, number of timed groups) from the words of the header line."""
+    """(leading column names, number of timed groups, columns per group) from the words of the
+    header line."""
     leading = list(_LEADING_COLUMNS)
     if words[: len(leading)] != leading:
         raise ParseError(f"unrecognised table header: expected {' '.join(leading)} first", lineno)
@@ -123,10 +175,10 @@ def _read_header(words, lineno):
     if len(groups) not in (1, 2) or not all(timed):
         raise ParseError("unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
                          f"after {' '.join(leading)}", lineno)
-    return leading, len(groups)
+    return leading, len(groups), 4
 
 
-def _read_row(leading, groups, cells, lineno):
+def _read_row(leading, groups, cells, lineno, per_group=4):
     row = {}
     for name, cell in zip(leading, cells):
         if name in ("type", "redop"):
@@ -136,8 +188,8 @@ def _read_row(leading, groups, cells, lineno):
         else:
             raise ParseError(f"{name} should be a whole number, not {cell!r}", lineno)
     timed = cells[len(leading):]
-    row["out_of_place"] = _read_group(timed[:4], lineno)
-    row["in_place"] = _read_group(timed[4:8], lineno) if groups == 2 else None
+    row["out_of_place"] = _read_group(timed[:per_group], lineno)
+    row["in_place"] = _read_group(timed[per_group:2 * per_group], lineno) if groups == 2 else None
     return row
 
 
@@ -149,6 +201,7 @@ def _read_group(cells, lineno):
             raise ParseError(f"{what}, not {cell!r}", lineno)
         # N/A: no number (nccl_bench prints N/A for NaN or infinity): missing. #wrong may be an int.
         numbers[name] = None if cell == "N/A" else int(cell) if _INT.fullmatch(cell) and name == "wrong" else float(cell)
+    numbers.setdefault("wrong", None)  # a table without the error column has no value for it
     return numbers
 
 
