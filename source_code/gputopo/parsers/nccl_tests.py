@@ -37,6 +37,8 @@ _BARE_LAYOUTS = {9: (True, 2, 4), 8: (False, 2, 4), 7: (True, 2, 3), 6: (False, 
                  5: (True, 1, 4), 3: (False, 1, 3)}
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
 _WRONG_COLUMNS = ("#wrong", "wrong", "error", "#error", "errors")
+# Per-iteration statistics after #wrong with -I 1 (src/util.cu writeResultHeader at v2.19.2-v2.19.6).
+_PER_ITERATION_COLUMNS = ("i_min", "i_max", "i_p99", "i_cv%")
 _INT = re.compile(r"-?\d+")
 _RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
                         r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
@@ -52,6 +54,9 @@ _COMMENT_FIELDS = {
     "collective": (re.compile(r"#\s*Collective(?: test starting)?\s*:\s*(\S+)", re.IGNORECASE),
                    lambda name: name[: -len("_perf")] if name.endswith("_perf") else name),
     "nccl_version": (re.compile(r"NCCL version (\S+)"), str),
+    # nccl-tests 2.17 on: "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809"
+    "nccl_tests_version": (re.compile(r"#\s*nccl-tests version (\S+)"), str),
+    "nccl_library": (re.compile(r"nccl-library=(\d+)"), lambda code: version_of_code(int(code))),
     "avg_busbw_gbs": (re.compile(r"#\s*Avg bus bandwidth\s*:\s*(" + NUMBER.pattern + r")\s*$"), float),
     "out_of_bounds": (re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)"), int),
     "out_of_bounds_ok": (re.compile(r"#\s*Out of bounds values\s*:\s*\d+\s+(\S+)"), lambda word: word == "OK"),
@@ -170,12 +175,15 @@ def _read_header(words, lineno):
         raise ParseError(f"unrecognised table header: expected {' '.join(leading)} first", lineno)
     leading += ["root"] if words[len(leading): len(leading) + 1] == ["root"] else []
     rest = words[len(leading):]
-    groups = [rest[start: start + 4] for start in range(0, len(rest), 4)]
-    timed = [len(names) == 4 and tuple(names[:3]) == _TIMED_COLUMNS and names[3] in _WRONG_COLUMNS for names in groups]
+    # -I 1 (nccl-tests 2.19.2 on) adds i_min i_max i_p99 i_cv% after each group's #wrong
+    per_group = 8 if tuple(rest[4:8]) == _PER_ITERATION_COLUMNS else 4
+    groups = [rest[start: start + per_group] for start in range(0, len(rest), per_group)]
+    timed = [len(names) == per_group and names[0] in ("time", "cputime") and tuple(names[1:3]) == _TIMED_COLUMNS[1:]
+             and names[3] in _WRONG_COLUMNS and tuple(names[4:]) in ((), _PER_ITERATION_COLUMNS) for names in groups]
     if len(groups) not in (1, 2) or not all(timed):
         raise ParseError("unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
                          f"after {' '.join(leading)}", lineno)
-    return leading, len(groups), 4
+    return leading, len(groups), per_group
 
 
 def _read_row(leading, groups, cells, lineno, per_group=4):
@@ -202,6 +210,12 @@ def _read_group(cells, lineno):
         # N/A: no number (nccl_bench prints N/A for NaN or infinity): missing. #wrong may be an int.
         numbers[name] = None if cell == "N/A" else int(cell) if _INT.fullmatch(cell) and name == "wrong" else float(cell)
     numbers.setdefault("wrong", None)  # a table without the error column has no value for it
+    if len(cells) == 8:  # -I 1: the per-iteration statistics (us, us, us, %)
+        extra = cells[4:]
+        bad = [cell for cell in extra if not NUMBER.fullmatch(cell)]
+        if bad:
+            raise ParseError(f"per-iteration statistics should be numbers, not {bad[0]!r}", lineno)
+        numbers["per_iteration"] = dict(zip(("min_us", "max_us", "p99_us", "cv_pct"), map(float, extra)))
     return numbers
 
 
@@ -216,3 +230,10 @@ def _read_comment(stripped, metadata, devices):
         found = pattern.search(stripped)
         if found and key not in metadata:
             metadata[key] = convert(found.group(1))
+
+
+def version_of_code(code):
+    """"2.28.9" for NCCL_VERSION_CODE 22809 (from 2.9 on), "2.8.4" for 2804 (before)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"

@@ -35,6 +35,7 @@ import os
 
 from . import ParseError
 from .jsontext import load
+from .nccl_tests import version_of_code
 
 _TIMED = {"alg_bw": "algbw", "bus_bw": "busbw"}
 
@@ -83,7 +84,7 @@ def _read(document, cut):
         program = program[: -len("_mpi")] if program.endswith("_mpi") else program
         metadata["collective"] = program[: -len("_perf")] if program.endswith("_perf") else program
     if isinstance(document.get("nccl_version"), int):
-        metadata["nccl_version"] = _nccl_version(document["nccl_version"])
+        metadata["nccl_version"] = version_of_code(document["nccl_version"])
     bandwidth = document.get("average_bus_bandwidth") or {}
     if isinstance(bandwidth.get("bandwidth"), (int, float)):
         metadata["avg_busbw_gbs"] = float(bandwidth["bandwidth"])
@@ -99,13 +100,6 @@ def _read(document, cut):
             "start_time": document.get("start_time"), "end_time": document.get("end_time"), "args": args,
             "errors": [str(e) for e in document.get("errors") or []],
             "step_factor": config.get("step_factor"), "step_bytes": config.get("step_bytes")}
-
-
-def _nccl_version(code):
-    """"2.27.3" for 22703 (NCCL_VERSION_CODE from 2.9 on), "2.8.4" for 2804 (before)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _row(entry):

@@ -52,7 +52,7 @@ _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 _WAIVING = re.compile(r"^Waiving (\S+?)\.?$")
 _WAIVED = re.compile(r"^Waived:?\s*(.*)$")
 _ERROR = re.compile(r"^(?:ERROR|Error|ASSERT)\b:?\s*(.*)$")
-_SUM = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (-?[\d.]+(?:[eE][-+]?\d+)?)")
+_SUM = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)")
 _TITLE = re.compile(
     r"^(?:memcpy|memory latency|Device to Device Latency)\b.*?"
     r"(?:(CE|SM)\s+)?(?:(GPU|CPU)\(row\)\s*(->|<-|<->)\s*)?(GPU|CPU)\(column\)"
