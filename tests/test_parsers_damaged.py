@@ -250,3 +250,13 @@ def test_p2p_section_title_with_no_matrix_under_it_is_a_cut_off():
     assert error.truncated and error.lineno == 15 and error.last_complete == "P2P Connectivity Matrix"
     assert "'Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)' is followed by no rows" in error.what
     assert error.partial["connectivity"] == [[1, 1], [1, 1]] and len(error.partial["devices"]) == 2
+
+
+def test_every_published_fixture_is_listed_with_its_source():
+    listed = {}
+    for line in (PUBLISHED / "SOURCES.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) > 3 and cells[1].startswith("`"):
+            listed[cells[1].strip("`")] = cells[2]
+    assert set(listed) == {p.name for p in PUBLISHED.iterdir() if p.name != "SOURCES.md"}
+    assert all("https://" in source or "recorded" in source or "the same" in source for source in listed.values())
