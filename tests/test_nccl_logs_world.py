@@ -285,4 +285,5 @@ def test_cli_reads_the_227_log_and_refuses_a_non_log_in_one_line(tmp_path):
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
     # no line to blame: the location is the line where reading stopped, the last one
-    assert bad.stderr == f"gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) ({other}:1)\n"
+    assert bad.stderr == ("gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) "
+                          f"({other}:1)\n")

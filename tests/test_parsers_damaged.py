@@ -1,8 +1,9 @@
-"""Real published outputs, damaged the way pastes are (issue 36): each class read as far as it can be.
+"""Real published outputs, damaged the way pastes are (issue 36): each read as far as it can be.
 
 Every fixture is in tests/fixtures/parsers/published/ with its source in that folder's SOURCES.md;
 every expected value below was read by hand from the fixture (and so from the published text).
 """
+
 import json
 import os
 import subprocess
@@ -27,11 +28,16 @@ def read(name):
 
 def cli(kind, path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
-    return subprocess.run([sys.executable, "-m", "gputopo", kind, str(path), "--json"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", kind, str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
-# ------------------------------------------------------------------ topo -m: the escape typed out
+# --- topo -m: the escape typed out
 
 CARET = "topo-h200-caret-escape-lmdeploy-4953.txt"
 
@@ -44,7 +50,10 @@ def test_topo_header_with_the_underline_escape_typed_as_caret_text():
     assert topo["links"]["GPU0"] == {"NIC0": "SYS", "NIC1": "SYS", "NIC2": "NODE", "NIC3": "NODE"}
     assert topo["links"]["NIC0"]["NIC1"] == "PIX" and topo["links"]["NIC2"]["NIC3"] == "PIX"
     assert (topo["cpu_affinity"], topo["numa_affinity"], topo["gpu_numa_id"]) == (
-        {"GPU0": "169,171,173"}, {"GPU0": "1"}, {"GPU0": "N/A"})
+        {"GPU0": "169,171,173"},
+        {"GPU0": "1"},
+        {"GPU0": "N/A"},
+    )
     assert topo["damage"] == [] and topo["best_pair"] is None
 
 
@@ -61,7 +70,7 @@ def test_without_dropping_the_typed_escape_the_header_is_not_found():
     assert "no topology header" in error.value.what
 
 
-# ------------------------------------------------------------------ topo -m: glued cells
+# --- topo -m: glued cells
 
 GLUED = "topo-b200-glued-cells-nccl-tests-333.txt"
 
@@ -71,13 +80,32 @@ def test_glued_cells_are_split_by_the_link_codes_and_said_so():
     # " X NODE" (a lost tab) in row NIC8
     topo = parse_topo(read(GLUED))
     links = topo["links"]
-    assert (links["GPU2"]["NIC8"], links["GPU2"]["NIC9"], links["GPU2"]["NIC10"]) == ("PXB", "NODE", "SYS")
-    assert (links["GPU4"]["NIC8"], links["GPU4"]["NIC9"], links["GPU4"]["NIC10"]) == ("SYS", "SYS", "PXB")
+    assert (links["GPU2"]["NIC8"], links["GPU2"]["NIC9"], links["GPU2"]["NIC10"]) == (
+        "PXB",
+        "NODE",
+        "SYS",
+    )
+    assert (links["GPU4"]["NIC8"], links["GPU4"]["NIC9"], links["GPU4"]["NIC10"]) == (
+        "SYS",
+        "SYS",
+        "PXB",
+    )
     assert links["NIC8"]["NIC9"] == "NODE" and links["NIC10"]["NIC11"] == "NODE"
     assert topo["cpu_affinity"]["GPU2"] == "0-55,112-167" and topo["numa_affinity"]["GPU7"] == "1"
     damaged = [(d["line"], d["row"]) for d in topo["damage"]]
-    assert damaged == [(5, "GPU2"), (7, "GPU4"), (8, "GPU5"), (9, "GPU6"), (10, "GPU7"), (21, "NIC10"),
-                       (22, "NIC11"), (23, "NIC12"), (24, "NIC13"), (25, "NIC14"), (26, "NIC15")]
+    assert damaged == [
+        (5, "GPU2"),
+        (7, "GPU4"),
+        (8, "GPU5"),
+        (9, "GPU6"),
+        (10, "GPU7"),
+        (21, "NIC10"),
+        (22, "NIC11"),
+        (23, "NIC12"),
+        (24, "NIC13"),
+        (25, "NIC14"),
+        (26, "NIC15"),
+    ]
     assert "read as PXB, NODE" in topo["damage"][0]["what"]
     # topo -m is symmetric: every split put each cell where its mirror cell says it belongs
     devices = list(links)
@@ -98,7 +126,7 @@ def test_glued_cells_cli_exit_0_with_the_damage_listed():
     assert len(json.loads(done.stdout)["damage"]) == 11
 
 
-# ------------------------------------------------------------------ nccl-tests rows without a header
+# --- nccl-tests rows without a header
 
 BARE = "nccl-tests-h200-rows-without-header-blog-ib-perf-drop.txt"
 
@@ -119,7 +147,12 @@ def test_rows_without_header_in_the_usual_layout_keep_root_and_wrong():
     # the same rows with nccl-tests' root and #wrong columns put back, as 2.19 prints them
     def usual(line):
         cells = line.split()
-        return " ".join(cells[:4] + ["-1"] + cells[4:7] + ["0"] + cells[7:] + ["0"]) if len(cells) == 10 else line
+        return (
+            " ".join(cells[:4] + ["-1"] + cells[4:7] + ["0"] + cells[7:] + ["0"])
+            if len(cells) == 10
+            else line
+        )
+
     text = "\n".join(usual(line) for line in read(BARE).splitlines()) + "\n"
     rows = parse_nccl_tests(text)["rows"]
     assert [row["root"] for row in rows] == [-1] * 3 and rows[0]["out_of_place"]["wrong"] == 0
@@ -134,7 +167,7 @@ def test_rows_without_header_cut_in_the_last_row_are_truncated():
     assert len(cut.value.partial["rows"]) == 2
 
 
-# ------------------------------------------------------------------ P2P test: cut before the first matrix
+# --- P2P test: cut before the first matrix
 
 BEFORE = "p2p-7x-mixed-ada-blackwell-device-list-only-aikitoria-5.txt"
 
@@ -147,8 +180,9 @@ def test_p2p_cut_before_its_first_matrix_still_says_which_gpus_and_peers():
     error = cut.value
     assert error.truncated and error.lineno == 28 and error.last_complete == "the peer-access lines"
     read_ = error.partial
-    assert [d["name"] for d in read_["devices"]] == ["NVIDIA GeForce RTX 4090"] * 2 + ["NVIDIA GeForce RTX 5090"] * 2 + [
-        "NVIDIA RTX A6000"] + ["NVIDIA GeForce RTX 3090"] * 2
+    assert [d["name"] for d in read_["devices"]] == ["NVIDIA GeForce RTX 4090"] * 2 + [
+        "NVIDIA GeForce RTX 5090"
+    ] * 2 + ["NVIDIA RTX A6000"] + ["NVIDIA GeForce RTX 3090"] * 2
     assert read_["devices"][5]["pci_bus_id"] == "d" and read_["gpu_count"] == 7
     assert len(read_["peer_access"]) == 18
     can = [(p["from"], p["to"]) for p in read_["peer_access"] if p["can_access"]]
@@ -159,13 +193,19 @@ def test_p2p_cut_before_its_first_matrix_still_says_which_gpus_and_peers():
 def test_p2p_cut_before_its_first_matrix_cli():
     done = cli("p2p", PUBLISHED / BEFORE)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert done.stderr.startswith("gputopo p2p: error: truncated input: no matrix after the device list")
+    assert done.stderr.startswith(
+        "gputopo p2p: error: truncated input: no matrix after the device list"
+    )
     assert done.stderr.rstrip().endswith(f"{BEFORE}:28)")
     answer = json.loads(done.stdout)
-    assert answer["truncated"] is True and answer["truncated_line"] == 28 and len(answer["devices"]) == 7
+    assert (
+        answer["truncated"] is True
+        and answer["truncated_line"] == 28
+        and len(answer["devices"]) == 7
+    )
 
 
-# ------------------------------------------------------------------ P2P test: an editor's line numbers
+# --- P2P test: an editor's line numbers
 
 NUMBERED = "p2p-4gpu-latency-editor-line-numbers-cuda-samples-230.txt"
 
@@ -199,7 +239,7 @@ def test_p2p_without_the_device_list_counts_gpus_from_the_matrices():
     assert p2p["devices"] == [] and p2p["gpu_count"] == 6
 
 
-# ------------------------------------------------------------------ P2P test: cut inside a matrix
+# --- P2P test: cut inside a matrix
 
 INSIDE = "p2p-2x-rtx4090-cut-in-matrix-tinygrad-44.txt"
 
@@ -237,7 +277,7 @@ def test_a_last_table_shorter_than_the_tables_before_it_is_cut():
     assert cut.value.truncated and "has 1 rows where the tables before it had 2" in cut.value.what
 
 
-# ------------------------------------------------------------------ P2P test: a title with no matrix
+# --- P2P test: a title with no matrix
 
 TITLE = "p2p-2x-rtx3090-title-without-matrix-tinygrad-16.txt"
 
@@ -247,8 +287,12 @@ def test_p2p_section_title_with_no_matrix_under_it_is_a_cut_off():
     with pytest.raises(ParseError) as cut:
         parse_p2p(read(TITLE))
     error = cut.value
-    assert error.truncated and error.lineno == 15 and error.last_complete == "P2P Connectivity Matrix"
-    assert "'Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)' is followed by no rows" in error.what
+    assert (
+        error.truncated and error.lineno == 15 and error.last_complete == "P2P Connectivity Matrix"
+    )
+    assert (
+        "'Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)' is followed by no rows" in error.what
+    )
     assert error.partial["connectivity"] == [[1, 1], [1, 1]] and len(error.partial["devices"]) == 2
 
 
@@ -259,4 +303,7 @@ def test_every_published_fixture_is_listed_with_its_source():
         if len(cells) > 3 and cells[1].startswith("`"):
             listed[cells[1].strip("`")] = cells[2]
     assert set(listed) == {p.name for p in PUBLISHED.iterdir() if p.name != "SOURCES.md"}
-    assert all("https://" in source or "recorded" in source or "the same" in source for source in listed.values())
+    assert all(
+        "https://" in source or "recorded" in source or "the same" in source
+        for source in listed.values()
+    )

@@ -1,4 +1,4 @@
-"""Fuzz the parsers with the fixtures, damaged at random (seeded): no traceback, no hang, 1 s a file.
+"""Fuzz the parsers with the fixtures, damaged at random (seeded): no traceback, no hang, 1 s each.
 
 Every fixture of tests/fixtures/parsers is cut at random points, has random bytes inserted and
 lines duplicated, and each damaged copy goes through the CLI (`gputopo.__main__.main`, in this
@@ -7,6 +7,7 @@ the file and a line (a truncated text also prints what was read). Never exit 1 (
 shown as "internal error") and never a traceback. Every undamaged fixture also goes through
 every other kind, which must refuse it the same way or read it.
 """
+
 import contextlib
 import faulthandler
 import io
@@ -28,12 +29,19 @@ ONE_ERROR_LINE = re.compile(r"gputopo [\w-]+: error: [^\n]* \(\S+:\d+\)\n")
 
 # The kind of each fixture, by folder and name (first match wins).
 RULES = (
-    ("nccl-xml/topo-", "nccl-topo"), ("nccl-xml/graph-", "nccl-graph"),
-    ("nccl-logs/nccl-tuning-", "nccl-tuning"), ("nccl-logs/", "nccl-log"),
+    ("nccl-xml/topo-", "nccl-topo"),
+    ("nccl-xml/graph-", "nccl-graph"),
+    ("nccl-logs/nccl-tuning-", "nccl-tuning"),
+    ("nccl-logs/", "nccl-log"),
     ("horovod-timeline/", "horovod-timeline"),
-    ("published/nccl-tests-json", "nccl-tests-json"), ("published/nvbandwidth-json", "nvbandwidth-json"),
-    ("/topo-", "topo"), ("/p2p-status-", "p2p-status"), ("/p2p-", "p2p"), ("/nccl-tests-", "nccl-tests"),
-    ("/nvbandwidth-", "nvbandwidth"), ("/nccl-", "nccl-log"),
+    ("published/nccl-tests-json", "nccl-tests-json"),
+    ("published/nvbandwidth-json", "nvbandwidth-json"),
+    ("/topo-", "topo"),
+    ("/p2p-status-", "p2p-status"),
+    ("/p2p-", "p2p"),
+    ("/nccl-tests-", "nccl-tests"),
+    ("/nvbandwidth-", "nvbandwidth"),
+    ("/nccl-", "nccl-log"),
 )
 
 
@@ -42,7 +50,9 @@ def kind_of(path):
     return next(kind for part, kind in RULES if part in name)
 
 
-FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".txt", ".xml", ".json"))
+FILES = sorted(
+    p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".txt", ".xml", ".json")
+)
 
 
 def damaged_copies(text, seed):
@@ -54,7 +64,9 @@ def damaged_copies(text, seed):
         copies.append(text[: rng.randrange(len(text) + 1)])
     for _ in range(4):
         at = rng.randrange(len(text) + 1)
-        copies.append(text[:at] + "".join(rng.choice(noise) for _ in range(rng.randint(1, 12))) + text[at:])
+        copies.append(
+            text[:at] + "".join(rng.choice(noise) for _ in range(rng.randint(1, 12))) + text[at:]
+        )
     lines = text.splitlines(keepends=True) or [text]
     for _ in range(4):
         changed = list(lines)

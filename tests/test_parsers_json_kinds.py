@@ -6,6 +6,7 @@ was kept beside its JSON, so every JSON value below is checked against the same 
 read by hand. The published nvbandwidth JSON of NVIDIA/nvbandwidth#54 is cut where the post's
 excerpt stops.
 """
+
 import json
 import os
 import subprocess
@@ -32,27 +33,56 @@ def read(name):
 
 def cli(kind, path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
-    return subprocess.run([sys.executable, "-m", "gputopo", kind, str(path), "--json"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", kind, str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
-# ------------------------------------------------------------------ nccl-tests -J
+# --- nccl-tests -J
+
 
 def test_nccl_tests_json_reads_the_recorded_run():
     table = parse_nccl_json(read(NCCL_JSON))
     # the text of the same run: "# nThread 1 nGpus 1 minBytes 8 maxBytes 67108864 step: 4(factor)
     # warmup iters: 1 iters: 20", twelve rows from 8 to 33554432 bytes, NCCL 2.28.9 (22809)
-    assert [row["size"] for row in table["rows"]] == [8 * 4 ** k for k in range(12)]
+    assert [row["size"] for row in table["rows"]] == [8 * 4**k for k in range(12)]
     meta = table["metadata"]
-    assert (meta["n_threads"], meta["n_gpus"], meta["min_bytes"], meta["max_bytes"]) == (1, 1, 8, 67108864)
+    assert (meta["n_threads"], meta["n_gpus"], meta["min_bytes"], meta["max_bytes"]) == (
+        1,
+        1,
+        8,
+        67108864,
+    )
     assert (meta["warmup_iters"], meta["iters"], meta["validation"]) == (1, 20, 1)
-    assert (meta["collective"], meta["nccl_version"], meta["avg_busbw_gbs"]) == ("all_reduce", "2.28.9", 0.0)
+    assert (meta["collective"], meta["nccl_version"], meta["avg_busbw_gbs"]) == (
+        "all_reduce",
+        "2.28.9",
+        0.0,
+    )
     assert (meta["out_of_bounds"], meta["out_of_bounds_ok"]) == (0, True)
-    assert table["devices"] == [{"rank": 0, "pid": 536, "host": "vm", "device": 0, "bus_id": "0000:00:06",
-                                 "name": "NVIDIA H200", "group": 0}]
+    assert table["devices"] == [
+        {
+            "rank": 0,
+            "pid": 536,
+            "host": "vm",
+            "device": 0,
+            "bus_id": "0000:00:06",
+            "name": "NVIDIA H200",
+            "group": 0,
+        }
+    ]
     first = table["rows"][0]
     assert (first["type"], first["redop"], first["root"]) == ("float", "sum", -1)
-    assert first["out_of_place"] == {"time_us": 6.92275, "algbw": 0.001156, "busbw": 0.0, "wrong": 0}
+    assert first["out_of_place"] == {
+        "time_us": 6.92275,
+        "algbw": 0.001156,
+        "busbw": 0.0,
+        "wrong": 0,
+    }
     assert (table["json_version"], table["step_factor"], table["truncated"]) == (3, 4, False)
     assert table["start_time"] == "2026-12-04 20:41:45" and table["errors"] == [""]
 
@@ -66,7 +96,11 @@ def test_nccl_tests_json_and_the_same_runs_table_agree():
             printed, exact = text_row[place], json_row[place]
             assert printed["wrong"] == exact["wrong"] == 0
             for key in ("time_us", "algbw", "busbw"):  # the table prints "%7.2f" (or fewer digits)
-                assert abs(printed[key] - exact[key]) <= max(0.0051, 0.0051 * exact[key]), (key, printed, exact)
+                assert abs(printed[key] - exact[key]) <= max(0.0051, 0.0051 * exact[key]), (
+                    key,
+                    printed,
+                    exact,
+                )
     # "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809" in the text
     assert table["metadata"]["nccl_library"] == from_json["metadata"]["nccl_version"] == "2.28.9"
     assert table["metadata"]["nccl_tests_version"] == "2.19.6"
@@ -79,7 +113,9 @@ def test_nccl_tests_json_per_iteration_statistics():
     assert row["per_iteration"]["out_of_place"]["times_us"] == [8.512, 6.56, 6.304, 5.76, 7.392]
     assert row["per_iteration"]["out_of_place"]["min_us"] == 5.76
     assert round(row["per_iteration"]["in_place"]["cv_pct"], 2) == 28.35
-    printed = parse_table(read("nccl-tests-2.19.6-h200-g1-per-iter.txt"))["rows"][0]["in_place"]["per_iteration"]
+    printed = parse_table(read("nccl-tests-2.19.6-h200-g1-per-iter.txt"))["rows"][0]["in_place"][
+        "per_iteration"
+    ]
     assert printed == {"min_us": 1.28, "max_us": 2.5, "p99_us": 2.5, "cv_pct": 28.35}
 
 
@@ -89,7 +125,7 @@ def test_a_json_file_cut_while_being_written_keeps_its_whole_rows():
     with pytest.raises(ParseError) as error:
         parse_nccl_json(cut)
     assert error.value.truncated and error.value.last_complete == "the row for 131072 bytes"
-    assert [row["size"] for row in error.value.partial["rows"]] == [8 * 4 ** k for k in range(8)]
+    assert [row["size"] for row in error.value.partial["rows"]] == [8 * 4**k for k in range(8)]
 
 
 def test_a_run_that_ended_before_its_summary_is_truncated():
@@ -103,18 +139,24 @@ def test_a_run_that_ended_before_its_summary_is_truncated():
 
 
 def test_printf_words_for_non_finite_numbers_read_as_missing():
-    text = read(NCCL_JSON).replace('"alg_bw":0.001156', '"alg_bw":inf', 1).replace(
-        '"bus_bw":0.000000', '"bus_bw":"nan"', 1)
+    text = (
+        read(NCCL_JSON)
+        .replace('"alg_bw":0.001156', '"alg_bw":inf', 1)
+        .replace('"bus_bw":0.000000', '"bus_bw":"nan"', 1)
+    )
     row = parse_nccl_json(text)["rows"][0]["out_of_place"]
     assert row["algbw"] is None and row["busbw"] is None and row["time_us"] == 6.92275
 
 
-@pytest.mark.parametrize("text,what", [
-    ("", "empty input"),
-    ('{"nvbandwidth": {}}', "not an nccl-tests JSON file"),
-    ('{"version": 3, "results": [}', "not well-formed JSON"),
-    ('{"version": 3, "results": [{"size": "big"}], "average_bus_bandwidth": {}}', "wrong kind"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("", "empty input"),
+        ('{"nvbandwidth": {}}', "not an nccl-tests JSON file"),
+        ('{"version": 3, "results": [}', "not well-formed JSON"),
+        ('{"version": 3, "results": [{"size": "big"}], "average_bus_bandwidth": {}}', "wrong kind"),
+    ],
+)
 def test_what_is_not_nccl_tests_json_is_refused_in_one_line(text, what):
     with pytest.raises(ParseError) as error:
         parse_nccl_json(text)
@@ -127,19 +169,35 @@ def test_nccl_tests_json_cli():
     assert json.loads(done.stdout) == json.loads(json.dumps(parse_nccl_json(read(NCCL_JSON))))
 
 
-# ------------------------------------------------------------------ nvbandwidth -j
+# --- nvbandwidth -j
+
 
 def test_nvbandwidth_json_reads_the_recorded_run():
     run = parse_nvbandwidth_json(read("nvbandwidth-json-0.8-h200.json"))
-    assert (run["version"], run["git_version"], run["cuda_runtime_version"], run["driver_version"]) == (
-        "v0.8", "", 13000, "580.159.04")
-    assert run["devices"] == [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06", "host": "vm"}]
+    assert (
+        run["version"],
+        run["git_version"],
+        run["cuda_runtime_version"],
+        run["driver_version"],
+    ) == ("v0.8", "", 13000, "580.159.04")
+    assert run["devices"] == [
+        {"index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06", "host": "vm"}
+    ]
     names = [test["name"] for test in run["tests"]]
-    assert names == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
-                     "host_to_device_bidirectional_memcpy_ce", "device_local_copy"]
+    assert names == [
+        "host_to_device_memcpy_ce",
+        "device_to_host_memcpy_ce",
+        "host_to_device_bidirectional_memcpy_ce",
+        "device_local_copy",
+    ]
     assert {test["status"] for test in run["tests"]} == {"ran"}
     first = run["tests"][0]["matrices"][0]
-    assert (first["rows"], first["arrow"], first["columns"], first["method"]) == ("CPU", "->", "GPU", "CE")
+    assert (first["rows"], first["arrow"], first["columns"], first["method"]) == (
+        "CPU",
+        "->",
+        "GPU",
+        "CE",
+    )
     assert first["values"] == [[55.5146]] and round(first["sum"], 4) == 55.5146
     local = run["tests"][3]["matrices"][0]
     assert local["values"] == [[2077.37]] and local["columns"] == "GPU"
@@ -151,7 +209,8 @@ def test_nvbandwidth_json_and_text_of_the_same_build_name_the_same_tests():
     run = parse_nvbandwidth_json(read("nvbandwidth-json-0.8-h200.json"))
     assert [t["name"] for t in text["tests"]] == [t["name"] for t in run["tests"]]
     assert [[m["title"] for m in t["matrices"]] for t in text["tests"]] == [
-        [m["title"] for m in t["matrices"]] for t in run["tests"]]
+        [m["title"] for m in t["matrices"]] for t in run["tests"]
+    ]
     assert text["tests"][0]["matrices"][0]["values"] == [[55.50]]
 
 
@@ -162,15 +221,23 @@ def test_published_nvbandwidth_json_cut_where_the_post_stops():
     cut = error.value
     assert cut.truncated and cut.lineno == 19 and cut.last_complete is None
     run = cut.partial
-    assert [d["pci_bus_id"] for d in run["devices"]] == ["00000008:06:00", "00000009:06:00", "00000018:06:00",
-                                                         "00000019:06:00"]
-    assert {d["host"] for d in run["devices"]} == {"n179-067-085"} and run["driver_version"] == "580.105.08"
+    assert [d["pci_bus_id"] for d in run["devices"]] == [
+        "00000008:06:00",
+        "00000009:06:00",
+        "00000018:06:00",
+        "00000019:06:00",
+    ]
+    assert {d["host"] for d in run["devices"]} == {"n179-067-085"} and run[
+        "driver_version"
+    ] == "580.105.08"
     assert run["git_version"] == "v0.8" and run["cuda_runtime_version"] == 13000
     assert run["tests"] == [{"name": None, "status": None, "message": None, "matrices": []}]
 
 
 def test_nvbandwidth_json_cli_cut_is_exit_2_with_what_was_read():
-    done = cli("nvbandwidth-json", PUBLISHED / "nvbandwidth-json-0.8-4x-gb200-cut-nvbandwidth-54.txt")
+    done = cli(
+        "nvbandwidth-json", PUBLISHED / "nvbandwidth-json-0.8-4x-gb200-cut-nvbandwidth-54.txt"
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     answer = json.loads(done.stdout)
     assert answer["truncated"] is True and len(answer["devices"]) == 4
@@ -178,12 +245,26 @@ def test_nvbandwidth_json_cli_cut_is_exit_2_with_what_was_read():
 
 def test_several_matrices_of_one_test_keep_their_rows_apart():
     # nvbandwidth appends every matrix of a test to one bandwidth_matrix (json_output.cpp)
-    document = {"nvbandwidth": {"testcases": [{
-        "name": "host_to_device_bidirectional_memcpy_ce", "status": "Passed", "sum": 1.0,
-        "bandwidth_description": "memcpy CE CPU(row) <-> GPU(column) Total bandwidth (GB/s)",
-        "bandwidth_matrix": [["1.5", "2.5"], ["3.5", "4.5"], ["5.5", "6.5"]]}]}}
+    document = {
+        "nvbandwidth": {
+            "testcases": [
+                {
+                    "name": "host_to_device_bidirectional_memcpy_ce",
+                    "status": "Passed",
+                    "sum": 1.0,
+                    "bandwidth_description": "memcpy CE CPU(row) <-> GPU(column) Total bandwidth"
+                    " (GB/s)",
+                    "bandwidth_matrix": [["1.5", "2.5"], ["3.5", "4.5"], ["5.5", "6.5"]],
+                }
+            ]
+        }
+    }
     found = parse_nvbandwidth_json(json.dumps(document))["tests"][0]["matrices"][0]
-    assert found["rows_per_matrix"] == 1 and found["row_labels"] == [0, 0, 0] and found["variant"] == "Total"
+    assert (
+        found["rows_per_matrix"] == 1
+        and found["row_labels"] == [0, 0, 0]
+        and found["variant"] == "Total"
+    )
 
 
 def test_what_is_not_nvbandwidth_json_is_refused():

@@ -33,7 +33,8 @@ def test_importing_the_registry_loads_no_parser():
     ("nccl-tuning", ["gputopo.parsers.launcher", "gputopo.parsers.nccl_log", "gputopo.parsers.nccl_tuning"]),
     # the two JSON kinds share the reader of JSON as tools write it, and each reuses a piece of
     # its text parser (the version code, the title pattern)
-    ("nccl-tests-json", ["gputopo.parsers.jsontext", "gputopo.parsers.nccl_tests", "gputopo.parsers.nccl_tests_json"]),
+    ("nccl-tests-json", ["gputopo.parsers.jsontext", "gputopo.parsers.nccl_tests",
+                         "gputopo.parsers.nccl_tests_json"]),
     ("nvbandwidth-json", ["gputopo.parsers.jsontext", "gputopo.parsers.nvbandwidth",
                           "gputopo.parsers.nvbandwidth_json"]),
 ])

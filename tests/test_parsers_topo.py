@@ -204,7 +204,8 @@ def test_malformed_input_raises_with_a_location(text, expected, lineno):
 
 @pytest.mark.parametrize("text,row,cells,what", [
     # a code no driver prints: that cell is unknown, the rest of the matrix is read
-    ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None}, "'QPI' in column GPU1"),
+    ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None},
+     "'QPI' in column GPU1"),
     # a row whose own column is not X does not line up: all its cells are unknown
     ("\tGPU0\tGPU1\nGPU0\tNV1\tNV1\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None}, "not X"),
     # a row with a cell missing in the middle of the text: the missing one is unknown

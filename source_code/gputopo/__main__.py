@@ -59,8 +59,8 @@ def main(argv=None):
         result = PARSERS[args.kind](text)
     except ParseError as error:
         if error.truncated:
-            return _truncated(prog, where, args.json, error.partial, error.what, error.lineno or last_line,
-                              error.last_complete)
+            return _truncated(prog, where, args.json, error.partial, error.what,
+                              error.lineno or last_line, error.last_complete)
         what = " ".join(error.what.splitlines())
         print(f"{prog}: error: {what} ({where}:{error.lineno or last_line})", file=sys.stderr)
         return USAGE_EXIT_STATUS
@@ -70,8 +70,9 @@ def main(argv=None):
         return 1
     if isinstance(result, dict) and result.get("truncated") is True:
         line = result.get("truncated_line") or last_line
-        return _truncated(prog, where, args.json, result, f"the text stops inside line {line}", line,
-                          result.get("last_complete_section") or (f"line {line - 1}" if line > 1 else None))
+        last = result.get("last_complete_section") or (f"line {line - 1}" if line > 1 else None)
+        what = f"the text stops inside line {line}"
+        return _truncated(prog, where, args.json, result, what, line, last)
     return 0 if _print(result, args.json) else 1
 
 
@@ -79,8 +80,8 @@ def _truncated(prog, where, compact, partial, what, line, last_complete):
     """The one rule for a cut-off output of any kind: what was read on stdout with
     "truncated": true, one line on stderr, exit status 2."""
     what = " ".join(str(what).splitlines())
-    print(f"{prog}: error: truncated input: {what}; last complete section: {last_complete or 'none'} "
-          f"({where}:{line})", file=sys.stderr)
+    print(f"{prog}: error: truncated input: {what}; last complete section: "
+          f"{last_complete or 'none'} ({where}:{line})", file=sys.stderr)
     read = dict(partial) if isinstance(partial, dict) else {}
     read.update({"truncated": True, "truncated_line": line, "last_complete_section": last_complete,
                  "error": what})

@@ -62,7 +62,8 @@ def numbered_lines(lines):
                 return False
             numbers.append(int(found.group(1)))
             rests.append(line[found.end():].strip())
-    if len(numbers) < 3 or numbers[0] < 1 or numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+    counting = list(range(numbers[0], numbers[0] + len(numbers))) if numbers else []
+    if len(numbers) < 3 or numbers[0] < 1 or numbers != counting:
         return False
     return any(not rest or not rest[0].isdigit() for rest in rests)
 
@@ -109,14 +110,15 @@ KINDS = {
     "p2p": ("p2p", "parse", "p2pBandwidthLatencyTest output"),
     "nccl-log": ("nccl_log", "parse", "NCCL_DEBUG=INFO output"),
     "nccl-tests": ("nccl_tests", "parse", "nccl-tests / course NCCL benchmark table"),
-    "nccl-tests-json": ("nccl_tests_json", "parse", "nccl-tests' JSON file (-J FILE, nccl-tests 2.19; the "
-                        "course NCCL benchmark's -J writes the same)"),
+    "nccl-tests-json": ("nccl_tests_json", "parse", "nccl-tests' JSON file (-J FILE, nccl-tests "
+                        "2.19; the course NCCL benchmark's -J writes the same)"),
     "horovod": ("horovod_log", "parse", "throughput lines of a Horovod CNN run"),
     "horovod-timeline": ("horovod_timeline", "parse", "Horovod's timeline (the Chrome-trace JSON file "
                          "HOROVOD_TIMELINE names; a cut-off file reads as incomplete)"),
     "p2p-status": ("p2p_status", "parse", "nvidia-smi topo -p2p r|w|rw|n|a|p"),
     "nvbandwidth": ("nvbandwidth", "parse", "NVIDIA nvbandwidth's text output (every test and matrix in it)"),
-    "nvbandwidth-json": ("nvbandwidth_json", "parse", "NVIDIA nvbandwidth's JSON output (nvbandwidth -j)"),
+    "nvbandwidth-json": ("nvbandwidth_json", "parse",
+                         "NVIDIA nvbandwidth's JSON output (nvbandwidth -j)"),
     "nccl-topo": ("nccl_xml", "parse_topology", "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)"),
     "nccl-graph": ("nccl_xml", "parse_graphs", "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)"),
     "nccl-tuning": ("nccl_tuning", "parse", "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO "

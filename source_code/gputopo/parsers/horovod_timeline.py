@@ -182,6 +182,7 @@ def parse(text):
             break
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
-    return {"incomplete": cut_off, "truncated": cut_off, "records": len(records), "ignored": ignored,
+    return {"incomplete": cut_off, "truncated": cut_off, "records": len(records),
+            "ignored": ignored,
             "open_at_end": sum(len(s) for s in stacks.values()),
             "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors, "per_step": per_step}}

@@ -6,6 +6,7 @@ that stops early (a run killed while writing, a paste cut short), the document a
 was written, every container closed after its last whole member, and the line where the text
 stops. A file that is not JSON raises ParseError naming the line. Standard library only.
 """
+
 import json
 import re
 
@@ -68,8 +69,10 @@ def load(text):
     start = start if start >= 0 else len(text.lstrip())
     body = text[start:].rstrip()
     if not body:
-        raise ParseError("empty input" if not text.strip() else "not a JSON file: no '{' found",
-                         None if not text.strip() else max(1, len(text.splitlines())))
+        raise ParseError(
+            "empty input" if not text.strip() else "not a JSON file: no '{' found",
+            None if not text.strip() else max(1, len(text.splitlines())),
+        )
     fixed, boundaries = _finite_words(body)
     try:
         value, stop = json.JSONDecoder().raw_decode(fixed)
@@ -85,5 +88,8 @@ def load(text):
             return json.loads(candidate), max(1, len(text.rstrip().splitlines()))
         except json.JSONDecodeError:
             continue
-    raise ParseError("the JSON stops before its first whole value", max(1, len(text.rstrip().splitlines())),
-                     truncated=True)
+    raise ParseError(
+        "the JSON stops before its first whole value",
+        max(1, len(text.rstrip().splitlines())),
+        truncated=True,
+    )

@@ -127,7 +127,10 @@ _KINDS = (
     ("gin", re.compile(r"^GIN\b|\bGIN[/ ]|^Elastic GIN|\bgin\b|GDAKI")),
     ("mnnvl", re.compile(r"^MNNVL\b|\bMNNVL\b|IMEX|[Cc]lique|nvlDomainSize|NVL domain")),
     ("symmetric", re.compile(r"[Ss]ymmetric|\bwindow\b|^NCCL_SYM_|symKernel")),
-    ("topology", re.compile(r"^=== System|^\s*\+ \w+\[|^(?:CPU|GPU|NET|NIC|NVS|PCI|DEV)/[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)? ?[:(]"
+    # node ids: "GPU/1b000" up to 2.28, "GPU/0-1b000" (system and local id) in 2.30
+    ("topology", re.compile(r"^=== System|^\s*\+ \w+\["
+                            r"|^(?:CPU|GPU|NET|NIC|NVS|PCI|DEV)/[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)?"
+                            r" ?[:(]"
                             r"|^={10,}|^\s*\d+ : (?:NET|GPU)/|^Pattern \d+, crossNic")),
     ("network_setup", re.compile(r"^NET/|^(?:IB|Socket|OFI)\b|^Failed to (?:open|initialize)|NET plugin")),
     ("plugin", re.compile(r"[Pp]lugin")),
@@ -141,12 +144,15 @@ _KINDS = (
     ("device", re.compile(r"^cudaDriverVersion|^CC |^Comm config|[Cc]uda|NVLS|GDR")),
 )
 # What the 2.29-2.31 lines tell (`features`).
-_PROFILER_PLUGIN = re.compile(r"^PROFILER/Plugin: Loaded (\S+) \(v\d+\)|loaded external profiler plugin (\S+)")
+_PROFILER_PLUGIN = re.compile(r"^PROFILER/Plugin: Loaded (\S+) \(v\d+\)"
+                              r"|loaded external profiler plugin (\S+)")
 _TUNER_PLUGIN = re.compile(r"^TUNER/Plugin: Using (\S+?)\.? \(v\d+\)|^TUNER/Plugin: Using (\S+)\s*$"
                            r"|[Uu]sing (internal) tuner")
-_GIN_PLUGIN = re.compile(r"^GIN/Plugin: Assigned plugin (\S+) type|^GIN/Plugin: Loaded gin plugin (\S+)")
+_GIN_PLUGIN = re.compile(r"^GIN/Plugin: Assigned plugin (\S+) type"
+                         r"|^GIN/Plugin: Loaded gin plugin (\S+)")
 _MNNVL_STATE = re.compile(r"^MNNVL (\d+) cliqueId|^comm 0x[0-9a-f]+ .* MNNVL (\d+)\s*$")
-_SYMMETRIC_USED = re.compile(r"^Symmetric VA size|\[Symmetric\]|symmetric (?:kernel|registration)", re.IGNORECASE)
+_SYMMETRIC_USED = re.compile(r"^Symmetric VA size|\[Symmetric\]|symmetric (?:kernel|registration)",
+                             re.IGNORECASE)
 
 
 def transport_named_by_via(via):
@@ -224,9 +230,10 @@ def _prefix_start(text, floor, end):
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
     result = {"nccl_version": None, "p2p_level": None, "channels": [], "transports": [], "warnings": [],
-              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False, "truncated_line": None,
-              "kinds": {}, "features": {"ras": False, "profiler_plugin": None, "tuner_plugin": None,
-                                        "gin_plugin": None, "mnnvl": None, "symmetric": False}}
+              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False,
+              "truncated_line": None, "kinds": {},
+              "features": {"ras": False, "profiler_plugin": None, "tuner_plugin": None,
+                           "gin_plugin": None, "mnnvl": None, "symmetric": False}}
     state = {"extra_transports": set(), "nranks": []}
     lines = text.splitlines()
     last, nccl_lines = last_nonblank(lines), 0

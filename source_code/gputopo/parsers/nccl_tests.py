@@ -31,13 +31,14 @@ from . import NUMBER, ParseError, nothing_found, only_blank_after, prepare_lines
 
 _LEADING_COLUMNS = ("size", "count", "type", "redop")
 # A data row without its header: size count type redop, then numbers (or N/A) only.
-_BARE_ROW = re.compile(r"^\d+\s+\d+\s+[a-z][a-z0-9_]*\s+[a-z][a-z0-9_]*((?:\s+(?:N/A|" + NUMBER.pattern + r"))+)\s*$")
+_BARE_ROW = re.compile(r"^\d+\s+\d+\s+[a-z][a-z0-9_]*\s+[a-z][a-z0-9_]*"
+                       r"((?:\s+(?:N/A|" + NUMBER.pattern + r"))+)\s*$")
 # Numbers after redop -> (root column, timed groups, columns per group) for every layout.
 _BARE_LAYOUTS = {9: (True, 2, 4), 8: (False, 2, 4), 7: (True, 2, 3), 6: (False, 2, 3),
                  5: (True, 1, 4), 3: (False, 1, 3)}
 _TIMED_COLUMNS = ("time", "algbw", "busbw")
 _WRONG_COLUMNS = ("#wrong", "wrong", "error", "#error", "errors")
-# Per-iteration statistics after #wrong with -I 1 (src/util.cu writeResultHeader at v2.19.2-v2.19.6).
+# Per-iteration statistics after #wrong with -I 1 (src/util.cu writeResultHeader, v2.19.2-v2.19.6).
 _PER_ITERATION_COLUMNS = ("i_min", "i_max", "i_p99", "i_cv%")
 _INT = re.compile(r"-?\d+")
 _RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
@@ -71,9 +72,7 @@ def parse(text, strict=True):
     lines = prepare_lines(text)
 
     def partial():
-        return {"rows": list(rows), "metadata": dict(metadata), "devices": list(devices),
-                "truncated": True, "truncated_line": None, "last_complete_section": _last_complete(rows),
-                "header_found": True}
+        return _result(list(rows), dict(metadata), list(devices), None, True, truncated=True)
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -86,8 +85,9 @@ def parse(text, strict=True):
                 except ParseError as error:
                     if not only_blank_after(lines, lineno - 1):
                         raise
-                    raise ParseError(error.what + ": the text stops inside the header", lineno, truncated=True,
-                                     last_complete=_last_complete(rows), partial=partial()) from None
+                    raise ParseError(error.what + ": the text stops inside the header", lineno,
+                                     truncated=True, last_complete=_last_complete(rows),
+                                     partial=partial()) from None
             else:
                 _read_comment(stripped, metadata, devices)
             continue
@@ -100,8 +100,9 @@ def parse(text, strict=True):
         if len(cells) < width:
             if strict or _data_follows(lines, lineno):
                 cut = not _data_follows(lines, lineno)
-                raise ParseError(f"row has {len(cells)} cells but the header has {width} (cut short?): {stripped!r}",
-                                 lineno, truncated=cut, last_complete=_last_complete(rows),
+                what = f"row has {len(cells)} cells but the header has {width} (cut short?)"
+                raise ParseError(f"{what}: {stripped!r}", lineno, truncated=cut,
+                                 last_complete=_last_complete(rows),
                                  partial=partial() if cut else None)
             truncated_line = lineno
             continue
@@ -113,20 +114,27 @@ def parse(text, strict=True):
     if table is None:
         return _bare_rows(text, lines, metadata, devices, strict)
     _check_has_rows(table, at_end=True, partial=partial())
-    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": truncated_line is not None,
+    return _result(rows, metadata, devices, truncated_line, True)
+
+
+def _result(rows, metadata, devices, truncated_line, header_found, truncated=None):
+    """The parser's result; `truncated` defaults to whether a last row was left out."""
+    cut = truncated_line is not None if truncated is None else truncated
+    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": cut,
             "truncated_line": truncated_line,
-            "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
-            "header_found": True}
+            "last_complete_section": _last_complete(rows) if cut else None,
+            "header_found": header_found}
 
 
 def _bare_rows(text, lines, metadata, devices, strict):
     """A table pasted without its header: its rows, read by their shape (module docstring)."""
-    found = [(lineno, line.strip()) for lineno, line in enumerate(lines, start=1) if _BARE_ROW.match(line.strip())]
+    found = [(lineno, line.strip()) for lineno, line in enumerate(lines, start=1)
+             if _BARE_ROW.match(line.strip())]
     counts = [len(line.split()) - 4 for _, line in found]
     common = max(set(counts), key=counts.count) if counts else None
     if common not in _BARE_LAYOUTS:
-        raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' line), "
-                                  "and no lines shaped like its rows")
+        raise nothing_found(text, "no nccl-tests table header found (a '# size count type ...' "
+                                  "line), and no lines shaped like its rows")
     root, groups, per_group = _BARE_LAYOUTS[common]
     leading = list(_LEADING_COLUMNS) + (["root"] if root else [])
     rows, truncated_line = [], None
@@ -140,14 +148,10 @@ def _bare_rows(text, lines, metadata, devices, strict):
         if last and not strict:
             truncated_line = lineno
             continue
-        partial = {"rows": rows, "metadata": metadata, "devices": devices, "truncated": True,
-                   "truncated_line": lineno, "last_complete_section": _last_complete(rows), "header_found": False}
+        partial = _result(rows, metadata, devices, lineno, False) if last else None
         raise ParseError(what, lineno, truncated=last, last_complete=_last_complete(rows),
-                         partial=partial if last else None)
-    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": truncated_line is not None,
-            "truncated_line": truncated_line,
-            "last_complete_section": _last_complete(rows) if truncated_line is not None else None,
-            "header_found": False}
+                         partial=partial)
+    return _result(rows, metadata, devices, truncated_line, False)
 
 
 def _last_complete(rows):
@@ -159,7 +163,8 @@ def _last_complete(rows):
 def _check_has_rows(table, at_end=False, partial=None):
     if table is not None and table[2] == 0:
         raise ParseError("table header is followed by no whole rows", table[1], truncated=at_end,
-                         last_complete="the table header" if at_end else None, partial=partial if at_end else None)
+                         last_complete="the table header" if at_end else None,
+                         partial=partial if at_end else None)
 
 
 def _data_follows(lines, lineno):
@@ -178,8 +183,9 @@ def _read_header(words, lineno):
     # -I 1 (nccl-tests 2.19.2 on) adds i_min i_max i_p99 i_cv% after each group's #wrong
     per_group = 8 if tuple(rest[4:8]) == _PER_ITERATION_COLUMNS else 4
     groups = [rest[start: start + per_group] for start in range(0, len(rest), per_group)]
-    timed = [len(names) == per_group and names[0] in ("time", "cputime") and tuple(names[1:3]) == _TIMED_COLUMNS[1:]
-             and names[3] in _WRONG_COLUMNS and tuple(names[4:]) in ((), _PER_ITERATION_COLUMNS) for names in groups]
+    timed = [len(names) == per_group and names[0] in ("time", "cputime")
+             and tuple(names[1:3]) == _TIMED_COLUMNS[1:] and names[3] in _WRONG_COLUMNS
+             and tuple(names[4:]) in ((), _PER_ITERATION_COLUMNS) for names in groups]
     if len(groups) not in (1, 2) or not all(timed):
         raise ParseError("unrecognised table header: expected one or two groups of 'time algbw busbw #wrong' "
                          f"after {' '.join(leading)}", lineno)
@@ -215,7 +221,8 @@ def _read_group(cells, lineno):
         bad = [cell for cell in extra if not NUMBER.fullmatch(cell)]
         if bad:
             raise ParseError(f"per-iteration statistics should be numbers, not {bad[0]!r}", lineno)
-        numbers["per_iteration"] = dict(zip(("min_us", "max_us", "p99_us", "cv_pct"), map(float, extra)))
+        names = ("min_us", "max_us", "p99_us", "cv_pct")
+        numbers["per_iteration"] = dict(zip(names, map(float, extra)))
     return numbers
 
 

@@ -31,6 +31,7 @@ had them. A file that stops early (a run killed while writing it) or a run that 
 its summary (no average_bus_bandwidth) raises ParseError(truncated=True) with the rows read
 whole in `partial`.
 """
+
 import os
 
 from . import ParseError
@@ -44,7 +45,7 @@ def parse(text):
     """Parse an nccl-tests `-J` JSON file; see the module docstring."""
     document, cut_line = load(text)
     if not isinstance(document, dict) or not ({"results", "config"} & set(document)):
-        raise ParseError("not an nccl-tests JSON file (no \"config\" or \"results\" at its top)", 1)
+        raise ParseError('not an nccl-tests JSON file (no "config" or "results" at its top)', 1)
     try:
         result = _read(document, cut_line is not None)
     except (TypeError, ValueError, AttributeError, KeyError) as error:
@@ -52,14 +53,24 @@ def parse(text):
     last = result["last_complete_section"] = _last(result["rows"])
     if cut_line is not None:
         result.update(truncated=True, truncated_line=cut_line)
-        raise ParseError("the JSON file stops before its end (a run killed while writing it?)", cut_line,
-                         truncated=True, last_complete=last, partial=result)
+        raise ParseError(
+            "the JSON file stops before its end (a run killed while writing it?)",
+            cut_line,
+            truncated=True,
+            last_complete=last,
+            partial=result,
+        )
     if "average_bus_bandwidth" not in document:
         errors = "; ".join(str(e) for e in result["errors"]) or "no error recorded"
         line = max(1, len(text.rstrip().splitlines()))
         result.update(truncated=True, truncated_line=line)
-        raise ParseError(f"the run ended before its summary ({errors})", line, truncated=True,
-                         last_complete=last, partial=result)
+        raise ParseError(
+            f"the run ended before its summary ({errors})",
+            line,
+            truncated=True,
+            last_complete=last,
+            partial=result,
+        )
     result["last_complete_section"] = None
     return result
 
@@ -70,12 +81,21 @@ def _last(rows):
 
 def _read(document, cut):
     config = document.get("config") or {}
-    rows = [_row(entry) for entry in document.get("results") or []
-            if not cut or ("in_place" in entry and "actual_iterations" in entry)]
+    rows = [
+        _row(entry)
+        for entry in document.get("results") or []
+        if not cut or ("in_place" in entry and "actual_iterations" in entry)
+    ]
     metadata = {}
-    for key, name in (("nthreads", "n_threads"), ("ngpus", "n_gpus"), ("minimum_bytes", "min_bytes"),
-                      ("maximum_bytes", "max_bytes"), ("warmup_iters", "warmup_iters"),
-                      ("iterations", "iters"), ("validation", "validation")):
+    for key, name in (
+        ("nthreads", "n_threads"),
+        ("ngpus", "n_gpus"),
+        ("minimum_bytes", "min_bytes"),
+        ("maximum_bytes", "max_bytes"),
+        ("warmup_iters", "warmup_iters"),
+        ("iterations", "iters"),
+        ("validation", "validation"),
+    ):
         if isinstance(config.get(key), (int, float)):
             metadata[name] = int(config[key])
     args = [str(arg) for arg in document.get("args") or []]
@@ -92,25 +112,53 @@ def _read(document, cut):
     if isinstance(bounds.get("count"), int):
         metadata["out_of_bounds"] = bounds["count"]
         metadata["out_of_bounds_ok"] = str(bounds.get("okay")).lower() == "true"
-    devices = [{"rank": d.get("rank"), "pid": d.get("pid"), "host": d.get("hostname"), "device": d.get("device"),
-                "bus_id": d.get("device_hex"), "name": d.get("device_info"), "group": d.get("group")}
-               for d in config.get("devices") or [] if isinstance(d, dict)]
-    return {"rows": rows, "metadata": metadata, "devices": devices, "truncated": False, "truncated_line": None,
-            "last_complete_section": None, "header_found": True, "json_version": document.get("version"),
-            "start_time": document.get("start_time"), "end_time": document.get("end_time"), "args": args,
-            "errors": [str(e) for e in document.get("errors") or []],
-            "step_factor": config.get("step_factor"), "step_bytes": config.get("step_bytes")}
+    devices = [
+        {
+            "rank": d.get("rank"),
+            "pid": d.get("pid"),
+            "host": d.get("hostname"),
+            "device": d.get("device"),
+            "bus_id": d.get("device_hex"),
+            "name": d.get("device_info"),
+            "group": d.get("group"),
+        }
+        for d in config.get("devices") or []
+        if isinstance(d, dict)
+    ]
+    return {
+        "rows": rows,
+        "metadata": metadata,
+        "devices": devices,
+        "truncated": False,
+        "truncated_line": None,
+        "last_complete_section": None,
+        "header_found": True,
+        "json_version": document.get("version"),
+        "start_time": document.get("start_time"),
+        "end_time": document.get("end_time"),
+        "args": args,
+        "errors": [str(e) for e in document.get("errors") or []],
+        "step_factor": config.get("step_factor"),
+        "step_bytes": config.get("step_bytes"),
+    }
 
 
 def _row(entry):
-    row = {"size": int(entry["size"]), "count": int(entry["count"]), "type": str(entry["type"]),
-           "redop": str(entry["redop"])}
+    row = {
+        "size": int(entry["size"]),
+        "count": int(entry["count"]),
+        "type": str(entry["type"]),
+        "redop": str(entry["redop"]),
+    }
     if entry.get("root") is not None:
         row["root"] = int(str(entry["root"]).strip())
     row["out_of_place"] = _timed(entry.get("out_of_place"))
     row["in_place"] = _timed(entry.get("in_place"))
-    per_iteration = {place: entry[f"{place}_per_iter"] for place in ("out_of_place", "in_place")
-                     if isinstance(entry.get(f"{place}_per_iter"), dict)}
+    per_iteration = {
+        place: entry[f"{place}_per_iter"]
+        for place in ("out_of_place", "in_place")
+        if isinstance(entry.get(f"{place}_per_iter"), dict)
+    }
     if per_iteration:
         row["per_iteration"] = per_iteration
     return row

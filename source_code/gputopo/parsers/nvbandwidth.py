@@ -105,7 +105,8 @@ def parse(text):
             return
         if test["status"] == "ran" and not test["matrices"]:
             if at_end:
-                raise cut(f"test {test['name']} started but printed no matrix: the text stops there", lineno)
+                raise cut(f"test {test['name']} started but printed no matrix: the text stops "
+                          "there", lineno)
             test["status"], test["message"] = "error", test["message"] or "no matrix printed"
         done.append(test["name"])
         test = None
@@ -125,8 +126,8 @@ def parse(text):
             if len(tokens) >= 2 and all(_CELL.match(t) for t in tokens[1:]) and not _SUM.match(line):
                 if len(tokens) - 1 != len(found["column_labels"]):
                     at_end = only_blank_after(lines, lineno - 1)
-                    what = (f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells but "
-                            f"its header has {len(found['column_labels'])}")
+                    what = (f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells "
+                            f"but its header has {len(found['column_labels'])}")
                     if at_end:
                         raise cut(what + ": the text stops there", lineno)
                     raise ParseError(what, lineno)

@@ -18,7 +18,7 @@ Lines may carry an editor's line numbers, quote marks or escape codes (`prepare_
 import copy
 import re
 
-from . import NUMBER, ParseError, last_nonblank, nothing_found, only_blank_after, prepare_lines
+from . import NUMBER, ParseError, last_nonblank, nothing_found, prepare_lines
 
 # "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
 _TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
@@ -62,8 +62,9 @@ def parse(text):
         """The ParseError for a text that stops here, with what was read before."""
         partial = copy.deepcopy(result)
         partial["gpu_count"] = _gpu_count(partial)
+        last_whole = done[-1] if done else _before_matrices(result)
         return ParseError(f"{what}: the text stops there", lineno, truncated=True,
-                          last_complete=done[-1] if done else _before_matrices(result), partial=partial)
+                          last_complete=last_whole, partial=partial)
 
     def close(section, table, at_end=False):
         """A section must hold at least one table, and every table at least one row."""
@@ -103,12 +104,14 @@ def parse(text):
                         raise stop(error.what, lineno) from None
                     raise
                 continue
-            # the text's last line, a table header cut short ("   D\\"), ends the text inside the section
-            cut_header = lineno == last and any(corner.startswith(tokens[0]) for corner in _TABLE_CORNERS)
+            # the text's last line, a table header cut short ("   D\\"), ends it inside the section
+            cut_header = lineno == last and any(c.startswith(tokens[0]) for c in _TABLE_CORNERS)
             close(section, table, at_end=cut_header)
             section = table = None
         _read_device_line(result, stripped)
-    cut_row = _last_cell_cut(result, section, table, lines, last) if table is not None and table[3] else None
+    cut_row = None
+    if table is not None and table[3]:
+        cut_row = _last_cell_cut(result, section, table, lines, last)
     if cut_row is not None:
         raise stop(f"the last cell of row {cut_row} of {table[0]} is cut off", last)
     if table is not None and table[3] < min(len(table[1]), max(rows_seen, default=0)):
@@ -135,7 +138,8 @@ def _gpu_count(result):
     """GPUs in the run: the device list's, else the most devices a matrix's header names."""
     if result["devices"]:
         return len(result["devices"])
-    widths = [len(rows[0]) for group in ("bandwidth_gbs", "latency_us") for rows in result[group].values() if rows]
+    widths = [len(rows[0]) for group in ("bandwidth_gbs", "latency_us")
+              for rows in result[group].values() if rows]
     widths += [len(result["connectivity"][0])] if result["connectivity"] else []
     return max(widths, default=0)
 

@@ -11,7 +11,8 @@ matrix returned as if whole. Lines are read after `gputopo.parsers.prepare_lines
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after, prepare_lines
+from . import (ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after,
+               prepare_lines)
 
 _GPU = re.compile(r"GPU\d+")
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -65,7 +66,8 @@ def parse(text):
             raise ParseError(f"matrix has no row for {', '.join(missing)}", header_index + 1)
         raise ParseError(f"matrix has rows for {len(status)} of {len(header)} GPUs (missing "
                          f"{', '.join(missing)}): the text stops", len(lines), truncated=True,
-                         last_complete=_last(status), partial={"status": status, "gpus": header, "legend": legend})
+                         last_complete=_last(status),
+                         partial={"status": status, "gpus": header, "legend": legend})
     return {"status": status, "gpus": header, "legend": legend}
 
 

@@ -91,7 +91,8 @@ def _find_header(lines, text):
         # A row also starts with GPU0, but its next token is a link cell (X).
         if tokens and tokens[0] == "GPU0" and (len(tokens) == 1 or not _CODE.match(tokens[1])):
             return index
-    raise nothing_found(text, "no topology header found (a line of column names starting with GPU0)")
+    raise nothing_found(text, "no topology header found (a line of column names starting with "
+                              "GPU0)")
 
 
 def _read_header(line, lineno):
@@ -130,8 +131,10 @@ def _read_rows(lines, header_index, columns, trailing, damage):
         damage += [{"line": index + 1, "row": tokens[0], "what": note} for note in notes]
         if tokens[0] in rows:
             if found != rows[tokens[0]]:
-                raise ParseError(f"second row for {tokens[0]}, with other cells than the first", index + 1)
-            damage.append({"line": index + 1, "row": tokens[0], "what": "the row printed twice: read once"})
+                raise ParseError(f"second row for {tokens[0]}, with other cells than the first",
+                                 index + 1)
+            damage.append({"line": index + 1, "row": tokens[0],
+                           "what": "the row printed twice: read once"})
         rows[tokens[0]] = found
         index += 1
     missing = [name for name in columns if name not in rows]
@@ -169,14 +172,15 @@ def _read_row(line, columns, trailing, lineno):
         elif token[:1].isdigit() or token == "N/A":
             break  # the link cells ran out: this is the CPU affinity column or after
         else:
-            notes.append(f"{token!r} in column {columns[len(cells)]} is no link code: read as unknown")
+            notes.append(f"{token!r} in column {columns[len(cells)]} is no link code: "
+                         "read as unknown")
             cells.append(None)
         used += 1
     short = len(cells) if len(cells) < len(columns) else None
     if short is not None:
         missing = len(columns) - len(cells)
-        notes.append(f"row has {len(cells)} link cells but the header names {len(columns)} devices: "
-                     f"the last {missing} read as unknown")
+        notes.append(f"row has {len(cells)} link cells but the header names {len(columns)} "
+                     f"devices: the last {missing} read as unknown")
         cells += [None] * missing
     own = columns.index(label)
     if cells[own] != "X" and short is None:
