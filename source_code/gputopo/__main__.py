@@ -7,6 +7,8 @@
     python -m gputopo nccl-graph graph.xml --json    # NCCL_GRAPH_DUMP_FILE=graph.xml
     python -m gputopo nccl-tuning run.log --json     # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING
     python -m gputopo horovod-timeline tl.json --json  # HOROVOD_TIMELINE=tl.json (rank 0 writes it)
+    python -m gputopo nccl-tests-json ar.json --json   # all_reduce_perf ... -J ar.json (2.19)
+    nvbandwidth -j | python -m gputopo nvbandwidth-json - --json
 
 Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2; the
 line is where the parser found the fault, or the last line when the whole text was read in vain.
