@@ -90,9 +90,12 @@ def _cli(*args, stdin=None):
 
 
 def test_cli_reads_a_cut_off_file_from_stdin(tmp_path):
+    # the one rule of every kind (gputopo.__main__): what was read, marked truncated, exit 2
     done = _cli("-", "--json", stdin=TEXT[:60000])
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["incomplete"] is True
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("gputopo horovod-timeline: error: truncated input: ")
+    read = json.loads(done.stdout)
+    assert read["incomplete"] is True and read["truncated"] is True and read["steps"]["count"] >= 1
 
 
 def test_cli_bad_input_one_line(tmp_path):

@@ -273,11 +273,17 @@ def test_cli_reads_the_227_log_and_refuses_a_non_log_in_one_line(tmp_path):
     good = subprocess.run([sys.executable, "-m", "gputopo", "nccl-log",
                            str(LOGS / "nccl-2.27-mpirun-aiplatform-1713.txt"), "--json"],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert good.returncode == 0 and good.stderr == ""
-    assert json.loads(good.stdout)["truncated_line"] == 11
+    # the log's last line stops inside a record: the one rule of every kind (gputopo.__main__),
+    # what was read on stdout marked truncated, one line on stderr, exit 2
+    assert good.returncode == 2 and good.stderr.count("\n") == 1
+    assert good.stderr.startswith("gputopo nccl-log: error: truncated input: ")
+    read = json.loads(good.stdout)
+    assert read["truncated"] is True and read["truncated_line"] == 11 and read["channels"]
     other = tmp_path / "notes.txt"
     other.write_text("nothing from NCCL here\n")
     bad = subprocess.run([sys.executable, "-m", "gputopo", "nccl-log", str(other), "--json"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr == f"gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) ({other})\n"
+    # no line to blame: the location is the line where reading stopped, the last one
+    assert bad.stderr == ("gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) "
+                          f"({other}:1)\n")

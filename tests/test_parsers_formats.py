@@ -183,7 +183,12 @@ def test_truncated_output_is_reported_as_truncated(tmp_path, kind, text, last):
     assert f"last complete section: {caught.value.last_complete}" in done.stderr
     answer = json.loads(done.stdout)
     assert answer["truncated"] is True and answer["last_complete_section"] == caught.value.last_complete
-    assert "status" not in answer and "rows" not in answer and "links" not in answer
+    assert answer["truncated_line"] == caught.value.lineno
+    # what was read before the cut comes with it, never more
+    flags = ("truncated", "truncated_line", "last_complete_section", "error")
+    read = json.loads(json.dumps(caught.value.partial or {}))
+    assert {k: v for k, v in answer.items() if k not in flags} == {
+        k: v for k, v in read.items() if k not in flags}
 
 
 def test_nccl_tests_lenient_mode_says_where_it_stopped():

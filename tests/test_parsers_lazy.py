@@ -31,6 +31,12 @@ def test_importing_the_registry_loads_no_parser():
     ("nccl-graph", ["gputopo.parsers.nccl_xml"]),
     # the tuning parser reads NCCL's lines with the log parser, which takes launcher prefixes off
     ("nccl-tuning", ["gputopo.parsers.launcher", "gputopo.parsers.nccl_log", "gputopo.parsers.nccl_tuning"]),
+    # the two JSON kinds share the reader of JSON as tools write it, and each reuses a piece of
+    # its text parser (the version code, the title pattern)
+    ("nccl-tests-json", ["gputopo.parsers.jsontext", "gputopo.parsers.nccl_tests",
+                         "gputopo.parsers.nccl_tests_json"]),
+    ("nvbandwidth-json", ["gputopo.parsers.jsontext", "gputopo.parsers.nvbandwidth",
+                          "gputopo.parsers.nvbandwidth_json"]),
 ])
 def test_looking_up_a_kind_loads_its_module_only(kind, modules):
     assert parser_modules_after(f"from gputopo.parsers import PARSERS\nPARSERS[{kind!r}]") == modules
@@ -39,18 +45,20 @@ def test_looking_up_a_kind_loads_its_module_only(kind, modules):
 def test_the_cli_loads_only_the_parser_it_runs():
     code = ("import io, contextlib\nfrom gputopo.__main__ import main\n"
             f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['topo', {str(TOPO)!r}, '--json']) == 0")
-    assert parser_modules_after(code) == ["gputopo.parsers.topo"]
+    # every text parser takes launcher prefixes off (gputopo.parsers.prepare_lines)
+    assert parser_modules_after(code) == ["gputopo.parsers.launcher", "gputopo.parsers.topo"]
 
 
 def test_notebooks_import_names_still_work():
     modules = parser_modules_after("from gputopo.parsers import PARSERS, ParseError, nccl_tests, nvidia_smi")
-    assert modules == ["gputopo.parsers.launcher", "gputopo.parsers.nccl_tests", "gputopo.parsers.nvidia_smi"]
+    assert modules == ["gputopo.parsers.nccl_tests", "gputopo.parsers.nvidia_smi"]
 
 
 def test_the_registry_lists_every_kind_and_each_is_a_function():
     from gputopo.parsers import PARSERS
 
-    assert len(PARSERS) == 12 and "nvbandwidth" in PARSERS and "no-such-kind" not in PARSERS
+    assert len(PARSERS) == 14 and "nvbandwidth" in PARSERS and "no-such-kind" not in PARSERS
+    assert "nccl-tests-json" in PARSERS and "nvbandwidth-json" in PARSERS
     assert all(callable(PARSERS[kind]) for kind in PARSERS)
     with pytest.raises(KeyError):
         PARSERS["no-such-kind"]

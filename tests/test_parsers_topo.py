@@ -191,8 +191,6 @@ def test_driver_error_message_is_named():
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV1\t0-7\n\nLegend:\n", "missing GPU1", 3),
         # a row cut short
         ("\tGPU0\tGPU1\nGPU0\t X \tNV1\nGPU1\tNV1\n", "1 link cells", 3),
-        ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tQPI\t X \n", "unknown link code 'QPI'", 2),
-        ("\tGPU0\tGPU1\nGPU0\tNV1\tNV1\nGPU1\tNV1\t X \n", "itself with X", 2),
         ("\tGPU0\tGPU1\nGPU0\t X \tNV1\t0-7\nGPU1\tNV1\t X \n", "after the links", 2),
         ("\tGPU0\tGPU1\nGPU0\t X \tNV1\nGPU0\tNV1\t X \n", "second row for GPU0", 3),
     ],
@@ -202,6 +200,32 @@ def test_malformed_input_raises_with_a_location(text, expected, lineno):
         parse_topo(text)
     assert expected in str(error.value)
     assert error.value.lineno == lineno
+
+
+@pytest.mark.parametrize("text,row,cells,what", [
+    # a code no driver prints: that cell is unknown, the rest of the matrix is read
+    ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None},
+     "'QPI' in column GPU1"),
+    # a row whose own column is not X does not line up: all its cells are unknown
+    ("\tGPU0\tGPU1\nGPU0\tNV1\tNV1\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None}, "not X"),
+    # a row with a cell missing in the middle of the text: the missing one is unknown
+    ("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\nGPU1\tNV1\t X \tNV2\nGPU2\tNV1\tNV2\t X \n", "GPU0",
+     {"GPU1": "NV1", "GPU2": None}, "row has 2 link cells"),
+])
+def test_a_damaged_row_is_read_with_unknown_cells_not_refused(text, row, cells, what):
+    topo = parse_topo(text)
+    assert topo["links"][row] == cells
+    assert [d["row"] for d in topo["damage"]] == [row] and what in topo["damage"][0]["what"]
+    assert topo["damage"][0]["line"] == 2
+
+
+def test_a_row_printed_twice_is_read_once_and_two_different_ones_refused():
+    text = "\tGPU0\tGPU1\nGPU0\t X \tNV1\nGPU0\t X \tNV1\nGPU1\tNV1\t X \n"
+    topo = parse_topo(text)
+    assert topo["links"]["GPU0"] == {"GPU1": "NV1"} and topo["damage"][0]["line"] == 3
+    with pytest.raises(ParseError) as error:
+        parse_topo(text.replace("GPU0\t X \tNV1\nGPU1", "GPU0\t X \tNV2\nGPU1"))
+    assert "second row for GPU0, with other cells" in error.value.what and error.value.lineno == 3
 
 
 def test_parse_error_is_a_value_error():

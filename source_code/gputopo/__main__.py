@@ -8,14 +8,17 @@
     python -m gputopo nccl-tuning run.log --json     # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING
     python -m gputopo horovod-timeline tl.json --json  # HOROVOD_TIMELINE=tl.json (rank 0 writes it)
     python -m gputopo diagnose run.log --topo topo-m.txt  # NCCL's silent fallbacks (diagnose.py)
+    python -m gputopo nccl-tests-json ar.json --json   # all_reduce_perf ... -J ar.json (2.19)
+    nvbandwidth -j | python -m gputopo nvbandwidth-json - --json
 
-Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2.
-Output that stops inside a matrix or table (a run cut short, a paste cut off) is reported as
-truncated: `gputopo <kind>: error: truncated input: <what>; last complete section: <name>
-(<file>:<line>)`, exit 2, and with --json stdout also holds {"truncated": true,
-"last_complete_section": ..., "error": ...} so that no partial result passes as whole. A kind
-whose parser returns what it read of a cut-off output (truncated: true and last_complete_section,
-as host-device-copy) prints that JSON, the same one line on stderr, and exits 2 as well.
+Bad input prints one line, `gputopo <kind>: error: <what> (<file>:<line>)`, and exits 2; the
+line is where the parser found the fault, or the last line when the whole text was read in vain.
+Output that stops inside a matrix, table or record (a run cut short, a paste cut off), of every
+kind, follows one rule: stderr says `gputopo <kind>: error: truncated input: <what>; last
+complete section: <name> (<file>:<line>)`, the exit status is 2, and stdout still holds what was
+read, as the JSON object of a whole output plus "truncated": true, "truncated_line" (where the
+text stops), "last_complete_section" and "error", so that nothing read is lost and no partial
+result passes as whole.
 Standard library only: it runs on a bare cluster node before anything is installed.
 """
 import json
@@ -68,39 +71,53 @@ def main(argv=None):
     except OSError as error:
         print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})", file=sys.stderr)
         return USAGE_EXIT_STATUS
+    last_line = max(1, len(text.splitlines()))
     try:
         result = PARSERS[args.kind](text)
     except ParseError as error:
-        location = where if error.lineno is None else f"{where}:{error.lineno}"
-        what = error.what
         if error.truncated:
-            what = f"truncated input: {what}; last complete section: {error.last_complete or 'none'}"
-        print(f"{prog}: error: {what} ({location})", file=sys.stderr)
-        if error.truncated and args.json:
-            print(json.dumps({"truncated": True, "last_complete_section": error.last_complete,
-                              "error": error.what, "line": error.lineno}))
+            return _truncated(prog, where, args.json, error.partial, error.what,
+                              error.lineno or last_line, error.last_complete)
+        what = " ".join(error.what.splitlines())
+        print(f"{prog}: error: {what} ({where}:{error.lineno or last_line})", file=sys.stderr)
         return USAGE_EXIT_STATUS
     except Exception as error:  # a parser bug: still one line, but not blamed on the input
-        print(f"{prog}: internal error: {type(error).__name__}: {error} ({where}); please report it",
-              file=sys.stderr)
+        what = " ".join(f"{type(error).__name__}: {error}".splitlines())
+        print(f"{prog}: internal error: {what} ({where}); please report it", file=sys.stderr)
         return 1
-    # A parser that returns what it read of a cut-off output names where it stops
-    # (truncated: true, last_complete_section): printed, but never a whole run's exit status.
-    cut_off = (isinstance(result, dict) and result.get("truncated") is True
-               and "last_complete_section" in result)
-    if cut_off:
-        line = result.get("truncated_line")
-        print(f"{prog}: error: truncated input: the text stops before its end; last complete "
-              f"section: {result.get('last_complete_section') or 'none'} "
-              f"({where if line is None else f'{where}:{line}'})", file=sys.stderr)
+    if isinstance(result, dict) and result.get("truncated") is True:
+        line = result.get("truncated_line") or last_line
+        last = result.get("last_complete_section") or (f"line {line - 1}" if line > 1 else None)
+        what = f"the text stops inside line {line}"
+        return _truncated(prog, where, args.json, result, what, line, last)
+    return 0 if _print(result, args.json) else 1
+
+
+def _truncated(prog, where, compact, partial, what, line, last_complete):
+    """The one rule for a cut-off output of any kind: what was read on stdout with
+    "truncated": true, one line on stderr, exit status 2."""
+    what = " ".join(str(what).splitlines())
+    print(f"{prog}: error: truncated input: {what}; last complete section: "
+          f"{last_complete or 'none'} ({where}:{line})", file=sys.stderr)
+    read = dict(partial) if isinstance(partial, dict) else {}
+    read.update({"truncated": True, "truncated_line": line, "last_complete_section": last_complete,
+                 "error": what})
+    _print(read, compact)
+    return USAGE_EXIT_STATUS
+
+
+def _print(result, compact):
+    """Print one JSON object; False when the reader left early (`| head`)."""
     try:
-        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        print(json.dumps(result) if compact else json.dumps(result, indent=2))
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader left early (`| head`): not the input's fault, and no traceback either.
+        # Not the input's fault, and no traceback either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return USAGE_EXIT_STATUS if cut_off else 0
+        return False
+    return True
+        return False
+    return True
 
 
 def _diagnose(args):

@@ -7,11 +7,12 @@ Reads two formats:
 - the old lab's Keras output: `Epoch 4/8` followed later by `Images/sec: 98121.52`.
 
 Returns {format, epochs: [{epoch, epochs_total, images_per_sec, ...}], summary: {...} or None}.
-`format` is "cnn-script" or "old-lab". Values that read as numbers become numbers.
+`format` is "cnn-script" or "old-lab". Values that read as numbers become numbers. Lines are
+read after `gputopo.parsers.prepare_lines` (escape codes, line numbers, launcher prefixes).
 """
 import re
 
-from . import NUMBER, ParseError, nothing_found
+from . import NUMBER, ParseError, nothing_found, prepare_lines
 
 _EPOCH_LINE = re.compile(r"EPOCH (\d+)/(\d+)((?: \S+=\S+)+)\s*$")
 _SUMMARY_LINE = re.compile(r"SUMMARY()()((?: \S+=\S+)+)\s*$")
@@ -27,7 +28,7 @@ def parse(text):
     epochs, summary = [], None
     formats = set()
     old_epoch = None  # (epoch, total) of the last Keras "Epoch n/m" line not yet paired
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(prepare_lines(text), start=1):
         stripped = _RANK_TAG.sub("", line.strip())
         if stripped.startswith("EPOCH"):
             epochs.append(_read_line(stripped, lineno, _EPOCH_LINE, "epoch", "images_per_sec"))

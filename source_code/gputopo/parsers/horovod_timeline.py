@@ -18,7 +18,9 @@ What Horovod 0.28.1 writes (horovod/common/timeline.cc at tag v0.28.1; names in 
 - timestamps are microseconds since Horovod started (timeline.cc TimeSinceStartMicros).
 Horovod ends every record with "}]" and seeks back over the "]" before the next one
 (timeline.cc DoWriteEvent), so a whole file is valid JSON; a run killed mid-write leaves it cut
-off. A cut-off file is read up to its last whole record and reported with "incomplete": true.
+off. A cut-off file is read up to its last whole record and reported with "incomplete": true
+(and "truncated": true, the key every parser of this package uses for a cut-off text: the CLI
+then prints what was read and exits 2).
 
 Steps. The gradient tensors are all-reduced once per training step each, so the "step tensors"
 are the ALLREDUCE tensors with the highest count of completed operations (at least 2) that two or
@@ -180,6 +182,7 @@ def parse(text):
             break
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
-    return {"incomplete": cut_off, "records": len(records), "ignored": ignored,
+    return {"incomplete": cut_off, "truncated": cut_off, "records": len(records),
+            "ignored": ignored,
             "open_at_end": sum(len(s) for s in stacks.values()),
             "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors, "per_step": per_step}}

@@ -25,10 +25,24 @@ in tests/fixtures/parsers/nccl-logs/, listed in its SOURCES.md):
 - a log may start or stop mid-way (a paste, a run killed): `truncated` is True when the last
   line stops inside a record (`truncated_line` names it); what was read is still returned;
 - Windows line ends and terminal colour codes are harmless;
-- an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text}).
+- an NCCL line of a kind not listed in `_KINDS` is kept in `unrecognised` ({line, text});
+  `kinds` counts the records of each known kind.
 Only a text holding no NCCL line at all (or nothing) raises ParseError.
 
 `nranks` is the largest communicator size printed.
+
+NCCL 2.29 to 2.31 (src/ at tags v2.29.2-1 to v2.30.7-1 and the dev branch's 2.31.0) print
+lines of their own for RAS (src/ras/*.cc: "RAS ..."), the profiler and tuner plugins
+(src/plugin/profiler*.cc, tuner*.cc: "PROFILER/Plugin: Loaded %s (v6)", "TUNER/Plugin: Using %s
+(v6)"), symmetric memory (src/dev_runtime.cc: "Symmetric VA size=%ldGB", the symmetric kernels
+and window registration), multi-node NVLink (src/mnnvl.cc, init.cc: "MNNVL %d cliqueId ...",
+"MNNVL busId ... fabric UUID ...") and GIN, the GPU-initiated network (src/plugin/gin.cc,
+src/gin/*.cc: "GIN/Plugin: Assigned plugin %s type %d to comm"); each is a kind of its own
+(ras, profiler, tuner, symmetric, mnnvl, gin), and `features` says what they tell:
+{ras, profiler_plugin, tuner_plugin, gin_plugin, mnnvl, symmetric}. Their connection lines read
+as before: "via P2P/MNNVL" (a P2P connection over MNNVL, p2p.cc), 2.30's SHM line without the
+connection index ("Channel 00 : 0[0] -> 1[1] via SHM/direct", shm.cc) and a proxy's NIC in
+"via NET/IB/0(1)/GDRDMA" (net.cc).
 """
 import re
 
@@ -102,11 +116,21 @@ _KINDS = (
     ("environment", re.compile(r"set by environment to|^NCCL_\w+ set ")),
     ("coll", re.compile(r"^\w+: opCount ")),
     ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
-    ("tuning", re.compile(r"Bytes -> (?:Algo|Kernel) ")),
+    ("tuning", re.compile(r"Bytes -> (?:Algo|Kernel|cudaMemcpy|RMA proxy)|^Best tuning, ")),
     ("tuning_table", re.compile(r"^\s*(?:Algorithm|Protocol|Max NThreads|Latency/AlgBw)\s*\|"
                                 r"|^\s*\w+ \|\s*-?[\d.]+/")),
     ("error_path", re.compile(r"^\S+\.(?:cc|cu|h):\d+ -> \d+")),  # "transport/net_ib.cc:852 -> 3"
-    ("topology", re.compile(r"^=== System|^\s*\+ \w+\[|^(?:CPU|GPU|NET|NIC|NVS|PCI)/[0-9A-Fa-f]+ ?[:(]"
+    # NCCL 2.29-2.31's lines of their own (module docstring).
+    ("ras", re.compile(r"^RAS\b")),
+    ("profiler", re.compile(r"^PROFILER/|^Profiler |profiler plugin")),
+    ("tuner", re.compile(r"^TUNER/|\btuner\b")),
+    ("gin", re.compile(r"^GIN\b|\bGIN[/ ]|^Elastic GIN|\bgin\b|GDAKI")),
+    ("mnnvl", re.compile(r"^MNNVL\b|\bMNNVL\b|IMEX|[Cc]lique|nvlDomainSize|NVL domain")),
+    ("symmetric", re.compile(r"[Ss]ymmetric|\bwindow\b|^NCCL_SYM_|symKernel")),
+    # node ids: "GPU/1b000" up to 2.28, "GPU/0-1b000" (system and local id) in 2.30
+    ("topology", re.compile(r"^=== System|^\s*\+ \w+\["
+                            r"|^(?:CPU|GPU|NET|NIC|NVS|PCI|DEV)/[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)?"
+                            r" ?[:(]"
                             r"|^={10,}|^\s*\d+ : (?:NET|GPU)/|^Pattern \d+, crossNic")),
     ("network_setup", re.compile(r"^NET/|^(?:IB|Socket|OFI)\b|^Failed to (?:open|initialize)|NET plugin")),
     ("plugin", re.compile(r"[Pp]lugin")),
@@ -117,8 +141,18 @@ _KINDS = (
     ("timings", re.compile(r"[Tt]imings")),
     ("p2p", re.compile(r"P2P|DMA-BUF|cuMem|CUMEM")),
     ("memory", re.compile(r"Alloc|[Rr]egister|[Bb]uffer")),
-    ("device", re.compile(r"^cudaDriverVersion|^MNNVL|^CC |^Comm config|^RAS|[Cc]uda|NVLS|GDR")),
+    ("device", re.compile(r"^cudaDriverVersion|^CC |^Comm config|[Cc]uda|NVLS|GDR")),
 )
+# What the 2.29-2.31 lines tell (`features`).
+_PROFILER_PLUGIN = re.compile(r"^PROFILER/Plugin: Loaded (\S+) \(v\d+\)"
+                              r"|loaded external profiler plugin (\S+)")
+_TUNER_PLUGIN = re.compile(r"^TUNER/Plugin: Using (\S+?)\.? \(v\d+\)|^TUNER/Plugin: Using (\S+)\s*$"
+                           r"|[Uu]sing (internal) tuner")
+_GIN_PLUGIN = re.compile(r"^GIN/Plugin: Assigned plugin (\S+) type"
+                         r"|^GIN/Plugin: Loaded gin plugin (\S+)")
+_MNNVL_STATE = re.compile(r"^MNNVL (\d+) cliqueId|^comm 0x[0-9a-f]+ .* MNNVL (\d+)\s*$")
+_SYMMETRIC_USED = re.compile(r"^Symmetric VA size|\[Symmetric\]|symmetric (?:kernel|registration)",
+                             re.IGNORECASE)
 
 
 def transport_named_by_via(via):
@@ -196,7 +230,10 @@ def _prefix_start(text, floor, end):
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
     result = {"nccl_version": None, "p2p_level": None, "channels": [], "transports": [], "warnings": [],
-              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False, "truncated_line": None}
+              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False,
+              "truncated_line": None, "kinds": {},
+              "features": {"ras": False, "profiler_plugin": None, "tuner_plugin": None,
+                           "gin_plugin": None, "mnnvl": None, "symmetric": False}}
     state = {"extra_transports": set(), "nranks": []}
     lines = text.splitlines()
     last, nccl_lines = last_nonblank(lines), 0
@@ -209,6 +246,9 @@ def parse(text):
                 result["warnings"].append(message)
             kind = _read_record(message, level is not None, lineno, result, state)
             counted, cut = counted or level is not None or kind is not None, cut or kind == "cut"
+            if kind not in (None, "empty", "cut", "unrecognised"):
+                result["kinds"][kind] = result["kinds"].get(kind, 0) + 1
+                _read_features(kind, message, result["features"])
         nccl_lines += counted
         if lineno == last and (cut or _CUT_HEADER.search(line[-600:]) or _cut_tail(line)):
             result["truncated"], result["truncated_line"] = True, lineno
@@ -253,6 +293,23 @@ def _read_record(message, has_header, lineno, result, state):
         return "cut"
     result["unrecognised"].append({"line": lineno, "text": message})
     return "unrecognised"
+
+
+def _read_features(kind, message, features):
+    """What a record of a 2.29-2.31 kind (or a connection over MNNVL) tells `features`."""
+    if kind == "ras":
+        features["ras"] = True
+    plugin = {"profiler": _PROFILER_PLUGIN, "tuner": _TUNER_PLUGIN, "gin": _GIN_PLUGIN}.get(kind)
+    found = plugin.search(message) if plugin else None
+    if found:
+        features[f"{kind}_plugin"] = next(name for name in found.groups() if name)
+    state = _MNNVL_STATE.search(message) if kind in ("mnnvl", "comm") else None
+    if state:
+        features["mnnvl"] = next(flag for flag in state.groups() if flag) != "0"
+    if kind == "connection" and "MNNVL" in message:
+        features["mnnvl"] = True
+    if _SYMMETRIC_USED.search(message):
+        features["symmetric"] = True
 
 
 def _cut_tail(line):

@@ -38,15 +38,16 @@ _NAME.update({"COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain"
 # sizes may carry thousands separators and padding where an author re-typed a log for a page
 # ("AllReduce:   5,758,372 Bytes -> Algo RING proto LL128  channel{Lo..Hi}={0..23}")
 _NEW = re.compile(r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
-_OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?[\d.]+)")
+_DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)"  # "12", "12.5", ".5": never a bare "." that float() refuses
+_OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?" + _DECIMAL + ")")
 _SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
                         r"(?: nWorks (\d+))?")
 _OLD_HEADER = re.compile(r"^Latency/AlgBw \|")
 _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|")
 _PROTO_HEADER = re.compile(r"^\s*Protocol\s*\|")
 _NTHREADS = re.compile(r"^\s*Max NThreads\s*\|")
-_ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?[\d.]+/\s*-?[\d.]+ \|)*)(.*)$")
-_PAIR = re.compile(r"(-?[\d.]+)/\s*(-?[\d.]+)")
+_ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?" + _DECIMAL + r"/\s*-?" + _DECIMAL + r" \|)*)(.*)$")
+_PAIR = re.compile(r"(-?" + _DECIMAL + r")/\s*(-?" + _DECIMAL + ")")
 
 
 def parse(text):

@@ -28,16 +28,19 @@ which), and `sum` is the SUM line (None without one).
 
 A run cut off inside a matrix (fewer rows than columns in a GPU x GPU matrix, a row with
 fewer cells than the header, a test announced by "Running" with nothing after it) raises
-ParseError(truncated=True); the last test read whole is named.
+ParseError(truncated=True); the last test read whole is named, and `partial` holds what was read
+(the matrix being read keeps its whole rows). Lines are read after
+`gputopo.parsers.prepare_lines` (escape codes in any spelling, line numbers, prefixes).
 
 Data direction in the device-to-device tests (testcases_ce.cpp and testcases_sm.cpp, v0.1 to
 v0.8): in a *_read_* test the cell (row r, column c) is a copy from GPU c into GPU r, issued
 in GPU r's context; in a *_write_* test it is a copy from GPU r into GPU c, issued in GPU r's
 context. `pair_gbs()` applies this.
 """
+import copy
 import re
 
-from . import ParseError, clean_lines, only_blank_after
+from . import ParseError, only_blank_after, prepare_lines
 
 # The header lines: "nvbandwidth Version: v0.8", "CUDA Runtime Version: 13000", ...
 _HEADER = re.compile(r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)"
@@ -49,7 +52,7 @@ _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 _WAIVING = re.compile(r"^Waiving (\S+?)\.?$")
 _WAIVED = re.compile(r"^Waived:?\s*(.*)$")
 _ERROR = re.compile(r"^(?:ERROR|Error|ASSERT)\b:?\s*(.*)$")
-_SUM = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (-?[\d.]+(?:[eE][-+]?\d+)?)")
+_SUM = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)")
 _TITLE = re.compile(
     r"^(?:memcpy|memory latency|Device to Device Latency)\b.*?"
     r"(?:(CE|SM)\s+)?(?:(GPU|CPU)\(row\)\s*(->|<-|<->)\s*)?(GPU|CPU)\(column\)"
@@ -62,12 +65,22 @@ def parse(text):
     """Parse nvbandwidth's text output; ParseError on empty, matrix-less or cut-off input."""
     result = {"version": None, "git_version": None, "cuda_runtime_version": None,
               "cuda_driver_version": None, "driver_version": None, "devices": [], "tests": []}
-    lines = [line.rstrip() for line in clean_lines(text)]
+    lines = [line.rstrip() for line in prepare_lines(text)]
     if not any(line.strip() for line in lines):
         raise ParseError("empty input")
     test = None  # the test being read
     matrix = None  # the matrix being read
     done = []  # names of the tests read whole
+
+    def cut(what, lineno):
+        """The ParseError for a text that stops here, with what was read."""
+        partial = copy.deepcopy(result)
+        for found_test in partial["tests"]:
+            found_test["matrices"] = [m for m in found_test["matrices"] if m["values"]]
+            for found in found_test["matrices"]:
+                _settle(found)
+        return ParseError(what, lineno, truncated=True, last_complete=done[-1] if done else None,
+                          partial=partial)
 
     def finish_matrix(lineno, at_end=False):
         nonlocal matrix
@@ -79,8 +92,7 @@ def parse(text):
         expected = len(found["column_labels"]) if square else None
         if at_end and (rows == 0 or (expected is not None and rows < expected)):
             have = f"{rows} of its {expected} rows" if expected is not None else f"{rows} rows"
-            raise ParseError(f"matrix {found['title']!r} has {have}: the text stops there", lineno,
-                             truncated=True, last_complete=done[-1] if done else None)
+            raise cut(f"matrix {found['title']!r} has {have}: the text stops there", lineno)
         if rows == 0:  # a title and nothing under it: said in the test's message, not a matrix
             test["matrices"].remove(found)
             test["status"], test["message"] = "error", f"{found['title']!r} printed without rows"
@@ -93,8 +105,8 @@ def parse(text):
             return
         if test["status"] == "ran" and not test["matrices"]:
             if at_end:
-                raise ParseError(f"test {test['name']} started but printed no matrix: the text stops there",
-                                 lineno, truncated=True, last_complete=done[-1] if done else None)
+                raise cut(f"test {test['name']} started but printed no matrix: the text stops "
+                          "there", lineno)
             test["status"], test["message"] = "error", test["message"] or "no matrix printed"
         done.append(test["name"])
         test = None
@@ -114,10 +126,11 @@ def parse(text):
             if len(tokens) >= 2 and all(_CELL.match(t) for t in tokens[1:]) and not _SUM.match(line):
                 if len(tokens) - 1 != len(found["column_labels"]):
                     at_end = only_blank_after(lines, lineno - 1)
-                    raise ParseError(f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells but "
-                                     f"its header has {len(found['column_labels'])}"
-                                     + (": the text stops there" if at_end else ""), lineno,
-                                     truncated=at_end, last_complete=done[-1] if done else None)
+                    what = (f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells "
+                            f"but its header has {len(found['column_labels'])}")
+                    if at_end:
+                        raise cut(what + ": the text stops there", lineno)
+                    raise ParseError(what, lineno)
                 found["row_labels"].append(tokens[0])
                 found["values"].append([None if t == "N/A" else float(t) for t in tokens[1:]])
                 continue

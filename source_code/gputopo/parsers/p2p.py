@@ -1,13 +1,24 @@
 """Parser for p2pBandwidthLatencyTest-style output (NVIDIA's sample and the course's own).
 
-Returns {devices, peer_access, connectivity, bandwidth_gbs, latency_us, row_indices}.
-`bandwidth_gbs` and `latency_us` hold only the matrices present in the text; each matrix is
-a list of rows. An excerpt with only some rows is valid, so `row_indices` says which device
-each row belongs to (same keys as the matrices, plus "connectivity").
+Returns {devices, peer_access, connectivity, bandwidth_gbs, latency_us, row_indices,
+gpu_count}. `bandwidth_gbs` and `latency_us` hold only the matrices present in the text; each
+matrix is a list of rows. An excerpt with only some rows is valid, so `row_indices` says which
+device each row belongs to (same keys as the matrices, plus "connectivity"). `gpu_count` is the
+length of the device list, or, in a paste without one, the number of devices the matrices' headers
+name.
+
+Cut-off output (ParseError with truncated=True, and `partial` holding what was read):
+- the text stops after the device list and the peer-access lines, before the first matrix;
+- a section title (or a table header) with nothing under it at the end of the text;
+- the last table stops early: a row with fewer cells than its header, a last cell cut inside its
+  number (the test prints every bandwidth and latency with two decimals), or fewer rows than the
+  tables before it had.
+Lines may carry an editor's line numbers, quote marks or escape codes (`prepare_lines`).
 """
+import copy
 import re
 
-from . import NUMBER, ParseError, nothing_found, only_blank_after
+from . import NUMBER, ParseError, last_nonblank, nothing_found, prepare_lines
 
 # "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
 _TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
@@ -37,22 +48,36 @@ def _section_of(title):
 
 
 def parse(text):
-    """Parse p2pBandwidthLatencyTest output; raise ParseError on a title or header without rows."""
+    """Parse p2pBandwidthLatencyTest output; see the module docstring for what raises."""
     result = {"devices": [], "peer_access": [], "connectivity": None, "bandwidth_gbs": {}, "latency_us": {},
               "row_indices": {}}
     section = None  # (group, key prefix, title, line number) of the section being read
     table = None  # (key, column labels, header line number, rows read) of the table being read
-    lines = text.splitlines()
+    lines = prepare_lines(text)
+    last = last_nonblank(lines)
     done = []  # titles of the sections read whole, in order
+    rows_seen = []  # rows of each table read whole, in order
+
+    def stop(what, lineno):
+        """The ParseError for a text that stops here, with what was read before."""
+        partial = copy.deepcopy(result)
+        partial["gpu_count"] = _gpu_count(partial)
+        last_whole = done[-1] if done else _before_matrices(result)
+        return ParseError(f"{what}: the text stops there", lineno, truncated=True,
+                          last_complete=last_whole, partial=partial)
 
     def close(section, table, at_end=False):
         """A section must hold at least one table, and every table at least one row."""
-        stops = {"truncated": True, "last_complete": done[-1] if done else None} if at_end else {}
-        end = ": the text stops there" if at_end else ""
         if table is not None and table[3] == 0:
-            raise ParseError(f"table header for {table[0]} is followed by no rows{end}", table[2], **stops)
+            if at_end:
+                raise stop(f"table header for {table[0]} is followed by no rows", last)
+            raise ParseError(f"table header for {table[0]} is followed by no rows", table[2])
         if section is not None and table is None:
-            raise ParseError(f"section {section[2]!r} is followed by no rows{end}", section[3], **stops)
+            if at_end:
+                raise stop(f"section {section[2]!r} is followed by no rows", last)
+            raise ParseError(f"section {section[2]!r} is followed by no rows", section[3])
+        if table is not None:
+            rows_seen.append(table[3])
         if section is not None and (not done or done[-1] != section[2]):
             done.append(section[2])
 
@@ -75,19 +100,70 @@ def parse(text):
                 try:
                     table = _add_row(result, section, table, tokens, lineno)
                 except ParseError as error:
-                    if "cells but its header has" in error.what and only_blank_after(lines, lineno - 1):
-                        raise ParseError(error.what + ": the text stops there", lineno, truncated=True,
-                                         last_complete=done[-1] if done else None) from None
+                    if "cells but its header has" in error.what and lineno >= last:
+                        raise stop(error.what, lineno) from None
                     raise
                 continue
-            close(section, table)
+            # the text's last line, a table header cut short ("   D\\"), ends it inside the section
+            cut_header = lineno == last and any(c.startswith(tokens[0]) for c in _TABLE_CORNERS)
+            close(section, table, at_end=cut_header)
             section = table = None
         _read_device_line(result, stripped)
+    cut_row = None
+    if table is not None and table[3]:
+        cut_row = _last_cell_cut(result, section, table, lines, last)
+    if cut_row is not None:
+        raise stop(f"the last cell of row {cut_row} of {table[0]} is cut off", last)
+    if table is not None and table[3] < min(len(table[1]), max(rows_seen, default=0)):
+        raise stop(f"table {table[0]} has {table[3]} rows where the tables before it had "
+                   f"{max(rows_seen)}", last)
     close(section, table, at_end=True)
 
     if not result["row_indices"]:
+        if result["devices"] or result["peer_access"]:
+            raise stop("no matrix after the device list", last)
         raise nothing_found(text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
+    result["gpu_count"] = _gpu_count(result)
     return result
+
+
+def _before_matrices(result):
+    """What a text cut before its first whole section still said."""
+    if result["peer_access"]:
+        return "the peer-access lines"
+    return "the device list" if result["devices"] else None
+
+
+def _gpu_count(result):
+    """GPUs in the run: the device list's, else the most devices a matrix's header names."""
+    if result["devices"]:
+        return len(result["devices"])
+    widths = [len(rows[0]) for group in ("bandwidth_gbs", "latency_us")
+              for rows in result[group].values() if rows]
+    widths += [len(result["connectivity"][0])] if result["connectivity"] else []
+    return max(widths, default=0)
+
+
+def _shape(cell):
+    """Digits after the decimal point as printed, -1 without one: how the test formats a cell."""
+    return len(cell) - cell.index(".") - 1 if "." in cell else -1
+
+
+def _last_cell_cut(result, section, table, lines, last):
+    """The row label when the text ends in the table's last row and that row's last cell is
+    printed differently from every other cell of the table (the test prints "%6.02f": a cut
+    "924"); that row is then taken out of `result`. None otherwise."""
+    tokens = lines[last - 1].split() if last else []
+    if not tokens or not tokens[0].isdigit() or section[0] == "connectivity":
+        return None
+    cells = [cell for line in lines[table[2]:last - 1] for cell in line.split()[1:]
+             if line.split() and line.split()[0].isdigit()] + tokens[1:-1]
+    shapes = {_shape(cell) for cell in cells if cell != "N/A"}
+    if len(shapes) != 1 or tokens[-1] == "N/A" or _shape(tokens[-1]) in shapes:
+        return None
+    key = table[0]
+    del result[section[0]][key][-1]
+    return result["row_indices"][key].pop()
 
 
 def _start_table(result, section, tokens, lineno):

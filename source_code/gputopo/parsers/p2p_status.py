@@ -6,11 +6,13 @@ GNS, TNS, NS, U, and any code a newer driver adds); `legend` maps each code of t
 legend to its meaning ({"CNS": "Chipset not supported", ...}), {} when none is printed.
 
 A matrix with fewer rows than its header has columns, at the end of the text, is a cut-off
-output: ParseError with truncated=True, never a partial matrix returned as if whole.
+output: ParseError with truncated=True, the rows read whole in its `partial`, never a partial
+matrix returned as if whole. Lines are read after `gputopo.parsers.prepare_lines`.
 """
 import re
 
-from . import ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after
+from . import (ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after,
+               prepare_lines)
 
 _GPU = re.compile(r"GPU\d+")
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -19,7 +21,8 @@ _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+?)\s*$")
 
 def parse(text):
     """Parse the text of `nvidia-smi topo -p2p <capability>`; ParseError if it is not a whole matrix."""
-    lines = [ANSI_ESCAPE.sub(" ", line) for line in text.splitlines()]
+    # An escape code may be all that separates two column names: it becomes a space.
+    lines = prepare_lines(ANSI_ESCAPE.sub(" ", text))
     check_driver_trouble(lines)
     header, header_index = None, None
     status, legend = {}, {}
@@ -46,7 +49,8 @@ def parse(text):
         if len(cells) != len(header):
             if len(cells) < len(header) and only_blank_after(lines, index):
                 raise ParseError(f"row {tokens[0]} stops after {len(cells)} of {len(header)} cells",
-                                 index + 1, truncated=True, last_complete=_last(status))
+                                 index + 1, truncated=True, last_complete=_last(status),
+                                 partial={"status": status, "gpus": header, "legend": legend})
             raise ParseError(f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns", index + 1)
         bad = [cell for cell in cells if not _CODE.fullmatch(cell)]
         if bad:
@@ -62,7 +66,8 @@ def parse(text):
             raise ParseError(f"matrix has no row for {', '.join(missing)}", header_index + 1)
         raise ParseError(f"matrix has rows for {len(status)} of {len(header)} GPUs (missing "
                          f"{', '.join(missing)}): the text stops", len(lines), truncated=True,
-                         last_complete=_last(status))
+                         last_complete=_last(status),
+                         partial={"status": status, "gpus": header, "legend": legend})
     return {"status": status, "gpus": header, "legend": legend}
 
 
