@@ -78,7 +78,7 @@ def test_live_series_first_failed_runs_left_out_and_one_worker_only(tmp_path):
     failed = dict(ones[0], rc=1, step_ms=None)
     write(tmp_path, ones + [failed])
     series = training.step_series(tmp_path)
-    assert series[0][0] == "this machine: tensorflow, 1 worker at most, 2 rounds"
+    assert series[0][0] == "the machine that ran this cell: tensorflow, 1 worker at most, 2 rounds"
     assert [r["rc"] for r in series[0][1]] == [0, 0]
     text = training.step_table(series[:1], 4_799_528, {"transport": "P2P", "alpha_us": 11.4, "busbw_gbps": 312.2})
     rows_out = text.splitlines()[3:]
