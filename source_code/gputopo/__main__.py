@@ -116,8 +116,6 @@ def _print(result, compact):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return False
     return True
-        return False
-    return True
 
 
 def _diagnose(args):
