@@ -22,12 +22,11 @@ The runners are arguments, so tests feed recorded outputs without a GPU. Standar
 
 from __future__ import annotations
 
-import re
 from typing import Callable, List, Optional
 
+from coursetools import ncclbench, p2ptest
+from coursetools.findings import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
 from gputopo import linkcodes, links, verdicts
-from gputopo.lessons import p2p_test
-from coursetools.check import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
 
 OPT_IN = "make check LADDER=1 (python -m coursetools.check --ladder)"
 P2P_ELEMENTS = 16 << 20  # 4-byte elements: 64 MiB per copy, above the plateau of verdicts.PLATEAU_BYTES
@@ -40,16 +39,12 @@ def _item(n: int) -> str:
 
 
 def default_p2p_runner(pair):
-    from coursetools import p2ptest
-
     return p2ptest.run(devices=list(pair), extra=[f"--numElems={P2P_ELEMENTS}", "--iters=2", "--reps=3",
                                                   "--lat_iters=20"],
                        timeout=180, reference=False, record=False)
 
 
 def default_nccl_runner(pair):
-    from coursetools import ncclbench
-
     return ncclbench.run("all_reduce", gpus=list(pair), min_bytes=8, max_bytes=NCCL_MAX_BYTES, factor=4,
                          iters=5, warmup=2, timeout=180, reference=False, record=False)
 
@@ -179,35 +174,9 @@ def climb(machine, run_gpu: bool = False, p2p_runner: Optional[Callable] = None,
                             NONE_NEEDED))
     # Rung 4: the numbers against the expected range.
     link = machine_link(machine, pair)
-    judged = [judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(nccl.get("text") or "", link)]
+    judged = [verdicts.judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(nccl.get("text") or "", link)]
     findings.append(rung4(name, judged))
     return findings
-
-
-def judge_p2p_output(text: str, link: verdicts.Link, src: int = 0, dst: int = 1) -> verdicts.Verdict:
-    """The verdict on a P2P test output's one-way bandwidth src -> dst (ordinals as printed; the
-    course's program or NVIDIA's sample); a cut-off output is "incomplete"."""
-    from gputopo.parsers import ParseError
-    from gputopo.parsers import p2p as p2p_parser
-
-    why = p2p_test.cut_off(text)
-    if why:
-        return verdicts.Verdict("p2p_one_way", None, verdicts.INCOMPLETE, why)
-    try:
-        parsed = p2p_parser.parse(text)
-    except ParseError as error:
-        return verdicts.Verdict("p2p_one_way", None, verdicts.NOT_COMPARABLE,
-                                f"the output could not be read whole: {error.what}")
-    connectivity = parsed.get("connectivity") or [[1, 1], [1, 1]]
-    if src == dst or max(src, dst) >= len(connectivity):
-        return verdicts.Verdict("p2p_one_way", None, verdicts.NOT_COMPARABLE,
-                                f"the output has {len(connectivity)} GPU(s): no pair {src} -> {dst} to judge (a copy "
-                                "inside one GPU crosses no link between GPUs)")
-    method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
-    bandwidth = parsed["bandwidth_gbs"]
-    matrix = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
-    return verdicts.judge("p2p_one_way", matrix[src][dst] if matrix else None, link,
-                          method=method if connectivity[src][dst] else "staged")
 
 
 def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
