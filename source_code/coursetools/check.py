@@ -1,17 +1,13 @@
-"""Preflight check for the course: `python -m coursetools.check [--json] [--skip-smoke] [--ladder]`.
+"""Preflight check: `python -m coursetools.check [--json] [--skip-smoke] [--ladder]` (make check).
 
-Prints one page of findings, one line each (coursetools.findings):
-
-    PASS|WARN|FAIL  <item>: <finding> — fix: <fix>
-
-and exits 0 when the course can run (live, or in reference mode on a machine without GPUs),
-1 when something stops it, 2 on bad command-line input. FAIL is kept for what stops the course
-or makes a live lesson teach the wrong thing: no peer access between the pair the course uses,
-a Horovod that cannot run the CNN or all-reduce, no JupyterLab, a damaged dataset, a full disk.
-What sends a part of the course to recorded data (no GPU, no nvcc, no Horovod, a Horovod without
-NCCL operations: the CNN then trains on the CPU) is a WARN. The machine doctor (coursetools.doctor)
-and the P2P ladder (coursetools.ladder) add their lines. Standard library only: it runs on a bare
-cluster node before anything is installed.
+One page, one line per finding (`PASS|WARN|FAIL  <item>: <finding> — fix: <fix>`), the machine
+doctor's and the P2P ladder's lines among them; exit 0 when the course can run (live, or from
+recorded data without GPUs), 1 when something stops it, 2 on bad command-line input. FAIL is for
+what stops the course or makes a live lesson teach the wrong thing (no peer access between the
+course's pair, a Horovod that cannot run the CNN or all-reduce, no JupyterLab, a damaged dataset,
+a full disk); what sends a part to recorded data (no GPU, no nvcc, no Horovod, a Horovod without
+NCCL operations: the CNN trains on the CPU) is a WARN. Standard library only: it runs on a bare
+node before anything is installed.
 """
 
 import argparse
@@ -32,7 +28,7 @@ from coursetools import doctor, proctree
 from coursetools import ladder as p2p_ladder
 from coursetools import gpus as gpu_model
 from coursetools.detect import detect
-from coursetools.findings import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
+from coursetools.findings import FAIL, PASS, WARN, Finding, peer_status
 from coursetools.machine import Machine
 from gputopo import fmnist, linkcodes
 from gputopo.cliutil import OneLineParser, parse_args_or_exit
@@ -44,6 +40,7 @@ DISK_WARN_BYTES = 2 * GiB
 SMOKE_TIMEOUT_S = 120  # ~10 s on a quiet node; TensorFlow's import dominates on small CPUs
 
 _ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/coursetools/check.py)
+UNREADABLE = "see the topology line"
 
 # What `nvidia-smi topo -p2p` codes mean (its legend).
 P2P_MEANING = {"OK": "peer access", "CNS": "chipset not supported", "GNS": "GPU not supported",
@@ -55,19 +52,17 @@ def _gib(n):
     return f"{n / GiB:.1f} GiB"
 
 
-# One function per item; each takes plain inputs (a Machine, sizes) and returns Findings, so
-# tests feed them recorded machines without running anything.
+# One function per item: plain inputs (a Machine, sizes) in, Findings out.
 
 
 def check_gpus(machine):
     count, item = machine.gpu_count or 0, "GPUs and driver"
     if machine.mode == "reference" or count == 0:
-        return [Finding(WARN, item,
-                        f"reference mode ({machine.reason or 'no NVIDIA GPU visible'}); every "
-                        "notebook runs and shows the recorded reference systems instead of live "
-                        "measurements",
-                        "none needed for reference mode; for live runs use a node with "
-                        "NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: --gres=gpu:2)")]
+        return [Finding(WARN, item, f"reference mode ({machine.reason or 'no NVIDIA GPU visible'});"
+                        " every notebook runs and shows the recorded reference systems instead of "
+                        "live measurements", "none needed for reference mode; for live runs use a "
+                        "node with NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: "
+                        "--gres=gpu:2)")]
     names = machine.gpu_names or []
     what = ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names))) or f"{count} GPU(s)"
     finding = f"{what}, driver {machine.driver_version or 'version unknown'}"
@@ -77,36 +72,34 @@ def check_gpus(machine):
         if machine.visible_gpu_count != count:
             finding += f" ({machine.visible_gpu_count} visible under CUDA_VISIBLE_DEVICES)"
         return [Finding(WARN, item, f"{finding}; one GPU: pair and collective experiments use the "
-                        "reference systems", "for live pair experiments use a node with 2 or more GPUs")]
-    return [Finding(PASS, item, f"{finding} (mode {machine.mode})", NONE_NEEDED)]
+                        "reference systems", "for live pair experiments use a node with 2 or more "
+                        "GPUs")]
+    return [Finding(PASS, item, f"{finding} (mode {machine.mode})")]
 
 
 def check_cuda(machine):
-    if machine.nvcc_path:
-        nvcc = f"nvcc {machine.nvcc_version or '(version unknown)'} at {machine.nvcc_path}"
-    else:
-        nvcc = "no nvcc"
+    nvcc = f"nvcc {machine.nvcc_version or '(version unknown)'} at {machine.nvcc_path}" \
+        if machine.nvcc_path else "no nvcc"
     if machine.mode == "reference":
-        return [Finding(PASS, "CUDA and nvcc", f"not needed in reference mode ({nvcc})", NONE_NEEDED)]
-    cuda = machine.cuda_version
-    cuda = f"driver supports CUDA {cuda}" if cuda else "CUDA version not reported"
+        return [Finding(PASS, "CUDA and nvcc", f"not needed in reference mode ({nvcc})")]
+    cuda = f"driver supports CUDA {machine.cuda_version}" if machine.cuda_version else \
+        "CUDA version not reported"
     if not machine.nvcc_path:
-        return [Finding(WARN, "CUDA and nvcc",
-                        f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build the P2P test and the NCCL "
-                        "benchmark and show reference data",
-                        "install the CUDA toolkit (or use the course container) and put "
-                        "nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH")]
-    return [Finding(PASS, "CUDA and nvcc", f"{cuda}; {nvcc}", NONE_NEEDED)]
+        return [Finding(WARN, "CUDA and nvcc", f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build "
+                        "the P2P test and the NCCL benchmark and show reference data", "install "
+                        "the CUDA toolkit (or use the course container) and put nvcc on PATH, e.g. "
+                        "export PATH=/usr/local/cuda/bin:$PATH")]
+    return [Finding(PASS, "CUDA and nvcc", f"{cuda}; {nvcc}")]
 
 
 def check_topology(machine):
     if machine.mode == "reference":
         return [Finding(PASS, "topology", "reference mode: notebook 2 reads the recorded "
-                        "topologies in source_code/reference_systems/", NONE_NEEDED)]
+                        "topologies in source_code/reference_systems/")]
     if machine.topology is None:
         return [Finding(WARN, "topology", "`nvidia-smi topo -m` gave no matrix; notebook 2 falls "
-                        "back to reference systems", "run `nvidia-smi topo -m` by hand and see what "
-                        "it prints; update the driver if the subcommand is missing")]
+                        "back to reference systems", "run `nvidia-smi topo -m` by hand and see "
+                        "what it prints; update the driver if the subcommand is missing")]
     # The pairs among the GPUs this job may use (CUDA_VISIBLE_DEVICES applied), as notebooks do.
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
@@ -117,22 +110,23 @@ def check_topology(machine):
         text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({machine.link_between(*worst) or '?'})"
     else:
         text += "; every pair has the same link, so best and worst are the same pair"
-    return [Finding(PASS, "topology", text, NONE_NEEDED)]
+    return [Finding(PASS, "topology", text)]
 
 
 def check_peer_access(machine):
     item = "peer access"
     if machine.mode != "multi-gpu":
         return [Finding(PASS, item, "not applicable without 2 GPUs; notebook 3 shows the "
-                        "reference P2P matrices", NONE_NEEDED)]
+                        "reference P2P matrices")]
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
-        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", "see the topology line")]
+        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", UNREADABLE)]
     cell, name = peer_status(machine.p2p_matrix, *best), f"GPU{best[0]},GPU{best[1]}"
     if cell is None:
-        why = machine.notes.get("p2p_read") or machine.notes.get("p2p_write") or "no cell for the pair"
-        return [Finding(WARN, item, f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair "
-                        f"({why}); notebook 3's P2P test will show it",
+        notes = machine.notes
+        why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
+        return [Finding(WARN, item, "`nvidia-smi topo -p2p r/w` gave no answer for the chosen "
+                        f"pair ({why}); notebook 3's P2P test will show it",
                         "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
     if cell.upper() == "GNS":  # the GPUs themselves offer no peer access (GeForce cards do this)
         return [Finding(WARN, item, f"no peer access between the chosen pair {name} (topo -p2p rw "
@@ -146,12 +140,12 @@ def check_peer_access(machine):
                         "every transfer through host memory and the P2P lessons show nothing",
                         "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU "
                         "passthrough, PCIe ACS off for the GPUs' switch), or pick another node")]
-    found = [Finding(PASS, item, f"chosen pair {name}: read/write peer access OK", NONE_NEEDED)]
+    found = [Finding(PASS, item, f"chosen pair {name}: read/write peer access OK")]
     worst_cell = peer_status(machine.p2p_matrix, *worst) if worst and worst != best else None
     if worst_cell is not None and worst_cell.upper() != "OK":
         found.append(Finding(PASS, item, f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access "
                              f"({worst_cell}); expected across CPU sockets, NCCL will use SHM "
-                             "there, which notebook 5 shows", NONE_NEEDED))
+                             "there, which notebook 5 shows"))
     return found
 
 
@@ -165,7 +159,7 @@ def check_nvlink(machine):
     """
     item = "NVLink"
     if machine.mode != "multi-gpu":
-        return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
+        return [Finding(PASS, item, "not applicable without 2 GPUs")]
     counts, best = machine.nvlink, machine.best_pair
     nv = linkcodes.nvlink_count(machine.link_between(*best)) if best else 0
     if counts is None:
@@ -174,11 +168,11 @@ def check_nvlink(machine):
             return [Finding(WARN, item, f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` failed "
                             f"({why})", "run `nvidia-smi nvlink -s` by hand")]
         return [Finding(PASS, item, f"NVLink state unknown ({why}); topo -m shows no NVLink "
-                        "between the chosen pair", NONE_NEEDED)]
+                        "between the chosen pair")]
     if not any(c["active"] or c["inactive"] for c in counts.values()):
-        return [Finding(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe", NONE_NEEDED)]
+        return [Finding(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe")]
     if best is None:
-        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", "see the topology line")]
+        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", UNREADABLE)]
     names = [f"GPU{g}" for g in best]
     active = [counts.get(n, {}).get("active", 0) for n in names]
     slots = [active[k] + counts.get(n, {}).get("inactive", 0) for k, n in enumerate(names)]
@@ -196,19 +190,19 @@ def check_nvlink(machine):
     if max(slots) - active[0]:
         finding += (f"; the other {max(slots) - active[0]} link slots per GPU are <inactive>, not "
                     "wired by this board or bridge")
-    return [Finding(PASS, item, finding, NONE_NEEDED)]
+    return [Finding(PASS, item, finding)]
 
 
 def check_nccl(machine):
     version = machine.nccl_version
     if machine.mode == "reference":
         found = "NCCL " + version if version else "not found"
-        return [Finding(PASS, "NCCL", f"not needed in reference mode ({found})", NONE_NEEDED)]
+        return [Finding(PASS, "NCCL", f"not needed in reference mode ({found})")]
     if not version:
         return [Finding(WARN, "NCCL", "NCCL library not found; live NCCL benchmarks fall back to "
                         "reference data", "install NCCL (apt install libnccl2 libnccl-dev, or the "
                         "nvidia-nccl-cu12 wheel) or use the course container")]
-    return [Finding(PASS, "NCCL", f"NCCL {version}", NONE_NEEDED)]
+    return [Finding(PASS, "NCCL", f"NCCL {version}")]
 
 
 def check_horovod(machine, installed_here, flavour=None):
@@ -216,8 +210,8 @@ def check_horovod(machine, installed_here, flavour=None):
     then trains on two CPU workers (Gloo), and the line gives the command for the GPU build."""
     flavour = flavour_of() if flavour is None else flavour
     build, item, gpu_node = machine.horovod, "Horovod build", machine.mode == "multi-gpu"
-    install = flavour.install_command() + (" --gpu" if gpu_node and flavour.framework == "tensorflow"
-                                           else "")
+    tensorflow_gpu = gpu_node and flavour.framework == "tensorflow"
+    install = flavour.install_command() + (" --gpu" if tensorflow_gpu else "")
     if not flavour.installed:
         # The course's venv is not this Python: make course installs (or reuses) Horovod there.
         return [Finding(WARN, item,
@@ -256,27 +250,26 @@ def check_horovod(machine, installed_here, flavour=None):
            + ("" if flavour.framework == "pytorch" else "; the PyTorch flavour: "
               + Flavour("pytorch", default_venv("pytorch")).install_command()) + ")")
     if problems:
-        problems += ["no NCCL operations: gradients would go through host memory"] if no_nccl else []
+        problems += ["no NCCL operations: gradients would go through host memory"] * no_nccl
         return [Finding(FAIL, item, f"{text}; " + "; ".join(problems), f"rebuild: {fix}")]
     if no_nccl:
         return [Finding(WARN, item, f"{text}; no NCCL operations: the CNN trains on two CPU "
                         "workers (Gloo) here and multi-GPU training shows recorded runs",
                         f"for the CNN on GPUs, the GPU build: {fix}")]
     text += "" if gpu_node or build.get("nccl") else " (NCCL not needed without GPUs)"
-    return [Finding(PASS, item, text, NONE_NEEDED)]
+    return [Finding(PASS, item, text)]
 
 
 def check_shm(size_bytes, path="/dev/shm"):
     fix = ("start the container with --ipc=host (or --shm-size=8g); on Slurm/Apptainer "
            "/dev/shm is the host's")
     if size_bytes is None:
-        return [Finding(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport cannot work",
-                        fix)]
+        return [Finding(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport fails", fix)]
     if size_bytes < doctor.SHM_WARN_BYTES:
         return [Finding(WARN, "/dev/shm", f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: "
                         "NCCL's SHM transport (pairs without P2P) can fail with 'unhandled system "
                         "error'", fix)]
-    return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}", NONE_NEEDED)]
+    return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}")]
 
 
 def check_dataset(has=None, flavour=None):
@@ -293,14 +286,14 @@ def check_dataset(has=None, flavour=None):
                         "or set FASHION_MNIST_DIR to a folder with the four files")]
     if not has("numpy"):
         return [Finding(PASS, "dataset", f"Fashion-MNIST files in {where} (content not verified: "
-                        "numpy missing)", NONE_NEEDED)]
+                        "numpy missing)")]
     try:
         fmnist.verify(where)
     except fmnist.DatasetError as exc:
         return [Finding(FAIL, "dataset", f"Fashion-MNIST in {where} is damaged: "
                         f"{str(exc).splitlines()[0]}", "delete the folder's four files and fetch "
                         "them again (python -m gputopo.fmnist --download)")]
-    return [Finding(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK", NONE_NEEDED)]
+    return [Finding(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK")]
 
 
 def check_disk(path=None, free_bytes=None):
@@ -315,7 +308,7 @@ def check_disk(path=None, free_bytes=None):
         return [Finding(FAIL, "free disk", text + ": results and builds will not fit", fix)]
     if free_bytes < DISK_WARN_BYTES:
         return [Finding(WARN, "free disk", text + ": tight for builds and executed notebooks", fix)]
-    return [Finding(PASS, "free disk", text, NONE_NEEDED)]
+    return [Finding(PASS, "free disk", text)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,8 +387,7 @@ def check_jupyter(has=importable, flavour=None):
     if missing:
         return [Finding(FAIL, "JupyterLab", "JupyterLab importable, but notebooks need: "
                         + ", ".join(missing), flavour.install_command())]
-    return [Finding(PASS, "JupyterLab", "JupyterLab, ipykernel, nbclient, nbconvert, numpy and "
-                    "matplotlib import", NONE_NEEDED)]
+    return [Finding(PASS, "JupyterLab", ", ".join(needed[:-1]) + " and matplotlib import")]
 
 
 # The smoke run: two Horovod workers all-reduce one tensor. The worker is this module
@@ -475,7 +467,7 @@ def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.r
         return [Finding(FAIL, item, f"2-worker all-reduce failed (exit {proc.returncode}): "
                         f"{tail or 'no output'}", "run the command by hand: " + " ".join(cmd[2:]))]
     return [Finding(PASS, item, f"2 workers all-reduced on {lines[0].group(4)} in "
-                    f"{time.monotonic() - start:.1f} s", NONE_NEEDED)]
+                    f"{time.monotonic() - start:.1f} s")]
 
 
 def _detect():
@@ -503,9 +495,10 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
     findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(doctor.shm_size() if shm_size is None else shm_size)
     runners = {f"{k}_runner": v for k, v in (ladder_runners or {}).items()}
-    for name, part in (("machine doctor", lambda: doctor.findings(
-            machine, doctor.gather(machine) if host is None else host)),
-                       ("P2P ladder", lambda: p2p_ladder.climb(machine, run_gpu=ladder, **runners))):
+    parts = (("machine doctor", lambda: doctor.findings(
+        machine, doctor.gather(machine) if host is None else host)),
+             ("P2P ladder", lambda: p2p_ladder.climb(machine, run_gpu=ladder, **runners)))
+    for name, part in parts:
         try:
             findings += part()
         except Exception as exc:  # a reader's bug must not take the preflight down with it
@@ -513,7 +506,7 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
                                     "please report it; the other lines stand"))
     findings += check_dataset(has, flavour) + check_disk() + check_jupyter(has, flavour)
     if skip_smoke:
-        findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)", NONE_NEEDED))
+        findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)"))
     else:
         findings += check_smoke(machine, hvd_here, run=smoke_runner)
     return machine, findings

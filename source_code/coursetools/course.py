@@ -1,19 +1,11 @@
-"""Run the whole course headless: `python -m coursetools.course [--notebooks NB ...] [--timeout S]
-[--no-html] [--out DIR]` (`make course`).
-
-nbclient executes Start_Here.ipynb, then notebooks/*.ipynb by their leading number, each in its
-own folder with a fresh ipykernel on this interpreter, and nbconvert writes each as HTML, into
-a new dated folder `results/course-<UTC time>/` (gputopo.live.new_run_dir, never reused):
-index.html (this machine, then per notebook the seconds, the status and which cells ran live
-or showed recorded data), <name>.html and <name>.ipynb per notebook, and summary.json (the
-index's table as data); one line goes to results/course.jsonl. One progress line per notebook.
-Exit status 0 when every notebook ran; 1 when one failed (naming the first, its cell and the
-cell's first line); 2 on bad command-line input.
-
-Live or recorded is the line gputopo.live.read prints in a cell's stdout, never the notebooks'
-wording: one starting with live.LIVE_MARK ("[live] ...") counts the cell as live, one starting
-with live.RECORDED_MARK ("[recorded] ...") as showing recorded data, both kinds as both; a
-"[not live]" line (nothing shown) counts as neither.
+"""`make course`: `python -m coursetools.course [--notebooks NB ...] [--timeout S] [--no-html]
+[--out DIR]` runs Start_Here.ipynb, then notebooks/*.ipynb by number, each with nbclient in its
+folder on a fresh ipykernel of this interpreter, into a new dated folder results/course-<time>/:
+each executed .ipynb and its .html (nbconvert), index.html (this machine; per notebook the
+seconds, the status, which cells ran live or showed recorded data) and summary.json; a line
+goes to results/course.jsonl. One progress line per notebook. Exit 0 when every notebook ran,
+1 when one failed (naming it, its cell and the cell's first line), 2 on bad input. Live or
+recorded is the line gputopo.live.read printed ("[live] ..." or "[recorded] ..."), never wording.
 """
 
 import argparse
@@ -69,7 +61,8 @@ def live_and_reference(nb):
             if output.get("output_type") == "stream":
                 text = output.get("text", "")
                 streams[output.get("name")] = streams.get(output.get("name"), "") + "".join(text)
-        lines = [line.strip() for text in streams.values() for line in plain_text(text).splitlines()]
+        lines = [line.strip() for text in streams.values()
+                 for line in plain_text(text).splitlines()]
         for kind, mark in (("live", LIVE_MARK), ("recorded", RECORDED_MARK)):
             line = next((line for line in lines if line.startswith(mark)), None)
             if line:
@@ -151,8 +144,9 @@ def write_index(run_dir, rows, machine_line, started):
     lines = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
              f"<title>Course run {esc(run_dir.name)}</title>",
              "<style>body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:"
-             "collapse}td,th{border:1px solid #999;padding:.3em .6em;vertical-align:top;text-align:"
-             "left}.failed{background:#fdd}.ok{background:#dfd}small{color:#555}</style></head><body>",
+             "collapse}td,th{border:1px solid #999;padding:.3em .6em;vertical-align:top;"
+             "text-align:left}.failed{background:#fdd}.ok{background:#dfd}small{color:#555}"
+             "</style></head><body>",
              f"<h1>Course run {esc(run_dir.name)}</h1>",
              f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
              f"{esc(machine_line)}</p>", "<table><tr><th>notebook</th><th>seconds</th><th>status"
@@ -168,9 +162,9 @@ def write_index(run_dir, rows, machine_line, started):
                      f"<td>{row['seconds']:.1f}</td><td>{esc(row['status'])}</td>"
                      f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>")
     lines += [f"</table><p>Total {sum(row['seconds'] for row in rows):.1f} s.</p>",
-              "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in the "
-              "cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]</code> "
-              "line, nothing shown, is in neither column).</small></p>", "</body></html>"]
+              "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in "
+              "the cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]"
+              "</code> line, nothing shown, is in neither column).</small></p>", "</body></html>"]
     (run_dir / "index.html").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -61,8 +61,8 @@ def text_inventory(smi: str, timeout: float):
         return [], None, why
     if not rows:
         return [], None, "nvidia-smi found no GPUs"
-    listing = run_tool([smi, "-L"], timeout) if "Enabled" in (r.get("mig.mode.current") for r in rows) \
-        else None  # MIG instances' UUIDs, which CUDA_VISIBLE_DEVICES may name
+    mig = "Enabled" in (row.get("mig.mode.current") for row in rows)  # instances' UUIDs, which
+    listing = run_tool([smi, "-L"], timeout) if mig else None  # CUDA_VISIBLE_DEVICES may name
     instances = parse_mig_list(listing.stdout) if listing and listing.ok else {}
     gpus = [gpu_model.Gpu(
         index=int(row["index"]), name=row["name"] or "", bus_id=row["pci.bus_id"], uuid=row["uuid"],
@@ -123,8 +123,8 @@ def _nvml_details(machine: Machine, lib) -> None:
             machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
                                 "numa_affinity": {}, "source": "NVML", "best_pair": best,
                                 "worst_pair": worst}
-            machine.notes["topology"] = (machine.notes.get("topology", "") +
-                                         " (PCIe paths from NVML's common ancestors instead)").strip()
+            machine.notes["topology"] = (machine.notes.get("topology", "") + " (PCIe paths from "
+                                         "NVML's common ancestors instead)").strip()
     except Exception as error:  # what the texts did not say stays unknown, with this note
         machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
 

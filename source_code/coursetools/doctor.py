@@ -1,30 +1,10 @@
-"""The machine doctor: what on this host makes GPU peer-to-peer slow or broken, in `make check`.
+"""The machine doctor in `make check`: what on this host makes GPU peer-to-peer slow or broken.
 
-One Finding per item (coursetools.findings), never a FAIL: nothing here stops a notebook; it
-explains a slow or missing P2P path before the first hour of a workshop goes to it.
-
-- ACS on PCIe bridges above the GPUs (`lspci -vvv`): ReqRedir+ / CmpltRedir+ in a bridge's
-  ACSCtl send every peer-to-peer request up to the root complex (and its IOMMU) instead of
-  across the switch: NCCL's troubleshooting guide, "PCI Access Control Services (ACS)", and
-  NVIDIA/nccl#2079 (a hang fixed by clearing ACSCtl on AMD GPP bridges). Without root, lspci
-  prints `Capabilities: <access denied>` for the extended capabilities, ACS included;
-- the IOMMU mode: /sys/class/iommu, the IOMMU groups' default domain type, the kernel command
-  line (iommu=pt, intel_iommu=, amd_iommu=);
-- a virtual machine (`virtualization`: three signs, each read without root);
-- a container (/.dockerenv, /run/.containerenv, Apptainer's variables, the cgroup path), its
-  /dev/shm (NCCL's SHM transport allocates there) and its IPC namespace: the host's initial IPC
-  namespace has the fixed inode 4026531839 (PROC_IPC_INIT_INO in include/linux/proc_ns.h);
-- GPUDirect RDMA: the peer-memory module as NCCL looks for it (PEERMEM_FILES:
-  ibGdrSupportInitOnce in src/transport/net_ib.cc, NCCL v2.28.3-1), or DMA-BUF likely (Linux
-  5.12+, whose RDMA core registers dma-buf memory, with NVIDIA's open kernel module); NCCL
-  decides DMA-BUF itself with a trial registration (src/init.cc, net_ib.cc), which needs a NIC;
-- MIG mode, persistence and clocks (NVML where it loads, else `nvidia-smi --query-gpu`) and
-  the throttle reasons (nvml.h's nvmlClocksThrottleReason* bits);
-- GPU numbering: which nvidia-smi GPU each CUDA ordinal is, under CUDA_VISIBLE_DEVICES and
-  CUDA_DEVICE_ORDER.
-
-Every reader takes text, so tests feed it recorded or published text; `gather()` reads this
-host. Standard library only (pynvml where it loads).
+One Finding per item, never a FAIL (nothing here stops a notebook; it explains a slow or missing
+P2P path before a workshop's first hour goes to it): PCIe ACS above the GPUs, the IOMMU mode, a
+virtual machine, a container and its /dev/shm and IPC namespace, GPUDirect RDMA, MIG, persistence
+and clocks, GPU numbering. Each reader takes text (tests feed it recorded or published text, with
+the source of each fact beside it); `gather()` reads this host without root. Standard library only.
 """
 
 from __future__ import annotations
@@ -37,16 +17,23 @@ from typing import Dict, List, Optional
 
 from coursetools import gpus as gpu_model
 from coursetools import nvml
-from coursetools.findings import NONE_NEEDED, PASS, WARN, Finding, peer_status
+from coursetools.findings import PASS, WARN, Finding, peer_status
 from coursetools.proctree import run_tool
 from gputopo.parsers.nvidia_smi import parse_gpu_query
 
 GiB = 2**30
 SHM_WARN_BYTES = 1 * GiB  # below this NCCL's SHM transport can fail to allocate its buffers
 HOST_IPC_NAMESPACE_INODE = 4026531839  # PROC_IPC_INIT_INO (include/linux/proc_ns.h)
+# GPUDirect RDMA: a peer-memory module as NCCL looks for it (ibGdrSupportInitOnce in
+# src/transport/net_ib.cc, v2.28.3-1), or DMA-BUF likely: Linux 5.12+ (its RDMA core registers
+# dma-buf memory) with NVIDIA's open kernel module; NCCL decides with a trial registration.
 DMABUF_KERNEL = (5, 12)
 PEERMEM_FILES = ("/sys/kernel/mm/memory_peers/nv_mem/version",
-                 "/sys/kernel/mm/memory_peers/nv_mem_nc/version", "/sys/module/nvidia_peermem/version")
+                 "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+                 "/sys/module/nvidia_peermem/version")
+# ACSCtl ReqRedir+ / CmpltRedir+ on a bridge sends peer-to-peer requests up to the root complex (and
+# its IOMMU) instead of across the switch (NCCL's troubleshooting guide; NVIDIA/nccl#2079, a hang
+# fixed by clearing ACSCtl on AMD GPP bridges); without root, lspci prints "<access denied>".
 NCCL_ACS_DOC = ("NCCL's troubleshooting guide, 'PCI Access Control Services (ACS)': "
                 "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 # nvml.h: nvmlClocksThrottleReason* (the bits nvidia-smi's clocks_throttle_reasons.active shows)
@@ -135,10 +122,10 @@ def acs_above_gpus(parsed: Dict[str, object], gpu_bus_ids: Optional[List[str]] =
         below = [f"{dom}:{bus:02x}" for dom, bus in gpus
                  if dom == device["domain"] and secondary <= bus <= subordinate]
         if below:
-            ctl = device["acs_ctl"]
+            ctl = device["acs_ctl"] or {}
             bridges.append({"bdf": device["bdf"], "port": device["port"], "gpus": below,
-                            "acs_ctl": ctl,
-                            "redirect": bool(ctl and (ctl.get("ReqRedir") or ctl.get("CmpltRedir")))})
+                            "acs_ctl": device["acs_ctl"],
+                            "redirect": bool(ctl.get("ReqRedir") or ctl.get("CmpltRedir"))})
     return {"gpus": [f"{d}:{b:02x}" for d, b in gpus], "bridges": bridges,
             "unreadable": [b["bdf"] for b in bridges if b["acs_ctl"] is None]}
 
@@ -249,7 +236,7 @@ def throttle_reasons(value: Optional[str]) -> List[str]:
 def check_acs(machine, lspci_text: Optional[str], problem: Optional[str] = None) -> List[Finding]:
     item = "PCIe ACS"
     if machine.mode != "multi-gpu":
-        return [Finding(PASS, item, "not applicable without 2 GPUs", NONE_NEEDED)]
+        return [Finding(PASS, item, "not applicable without 2 GPUs")]
     if lspci_text is None:
         return [Finding(WARN, item, f"ACS state unknown: {problem or 'lspci gave nothing'}",
                         "install pciutils and run `sudo lspci -vvv | grep -i acsctl`")]
@@ -273,9 +260,9 @@ def check_acs(machine, lspci_text: Optional[str], problem: Optional[str] = None)
                         "CmpltRedir+ on a bridge above a GPU means ACS redirects P2P)")]
     if not found["bridges"]:
         return [Finding(PASS, item, "no PCIe bridge above the GPUs in lspci's answer (GPUs on the "
-                        "root bus, or a VM's flat PCI tree)", NONE_NEEDED)]
+                        "root bus, or a VM's flat PCI tree)")]
     return [Finding(PASS, item, f"no redirect bits in ACSCtl of the {len(found['bridges'])} "
-                    "bridge(s) above the GPUs", NONE_NEEDED)]
+                    "bridge(s) above the GPUs")]
 
 
 def check_iommu(machine, class_entries, group_types, cmdline, vm=None) -> List[Finding]:
@@ -286,17 +273,16 @@ def check_iommu(machine, class_entries, group_types, cmdline, vm=None) -> List[F
                         "GPU peer-to-peer (see the peer access and bandwidth lines)",
                         "boot with iommu=pt (passthrough), or turn VT-d/AMD-Vi off in the BIOS "
                         "if no VM needs it")]
-    return [Finding(PASS, "IOMMU", text, NONE_NEEDED)]
+    return [Finding(PASS, "IOMMU", text)]
 
 
 def check_vm(machine, found: dict) -> List[Finding]:
     item, multi = "virtual machine", machine.mode == "multi-gpu"
     if found["vm"] is None:
         return [Finding(PASS, item, "unknown: none of systemd-detect-virt, /proc/cpuinfo or the "
-                        "firmware's names could be read", NONE_NEEDED)]
+                        "firmware's names could be read")]
     if not found["vm"]:
-        return [Finding(PASS, item, "bare metal (no hypervisor CPU flag, no VM vendor in DMI)",
-                        NONE_NEEDED)]
+        return [Finding(PASS, item, "bare metal (no hypervisor CPU flag, no VM vendor in DMI)")]
     text = f"running under {found['name'] or 'a hypervisor'} ({'; '.join(found['evidence'])})"
     status = peer_status(machine.p2p_matrix, *machine.best_pair) if multi and machine.best_pair \
         else None
@@ -307,35 +293,35 @@ def check_vm(machine, found: dict) -> List[Finding]:
                         "switch and ACS/ATS settings", "ask the cloud or hypervisor admin for GPU "
                         "peer-to-peer (e.g. a bare-metal or NVLink instance type)")]
     text += "; peer access between the chosen pair is on the peer access line" if multi else ""
-    return [Finding(PASS, item, text, NONE_NEEDED)]
+    return [Finding(PASS, item, text)]
 
 
-def check_container(kind: Optional[str], shm: Optional[int], ipc_link: Optional[str]) -> List[Finding]:
+def check_container(kind: Optional[str], shm: Optional[int], ipc_link: Optional[str]):
     if not kind:
-        return [Finding(PASS, "container", "not in a container", NONE_NEEDED)]
+        return [Finding(PASS, "container", "not in a container")]
     inode = re.match(r"ipc:\[(\d+)\]", ipc_link or "")
     ipc = ("IPC namespace unknown" if not inode else "the host's IPC namespace (--ipc=host)"
            if int(inode.group(1)) == HOST_IPC_NAMESPACE_INODE else "its own IPC namespace")
     text = f"in a {kind} container, " + (
         "no /dev/shm" if shm is None else f"/dev/shm {shm / GiB:.2f} GiB") + f", {ipc}"
     if shm is None or shm < SHM_WARN_BYTES:
-        return [Finding(WARN, "container", text + ": NCCL's SHM transport (pairs without P2P) needs "
-                        "room in /dev/shm", "start it with --ipc=host or --shm-size=8g (Apptainer "
-                        "uses the host's /dev/shm)")]
-    return [Finding(PASS, "container", text, NONE_NEEDED)]
+        return [Finding(WARN, "container", text + ": NCCL's SHM transport (pairs without P2P) "
+                        "needs room in /dev/shm", "start it with --ipc=host or --shm-size=8g "
+                        "(Apptainer uses the host's /dev/shm)")]
+    return [Finding(PASS, "container", text)]
 
 
 def check_rdma(machine, modules: str, release: str, driver_text: str,
                peer_files: Optional[Dict[str, bool]] = None) -> List[Finding]:
     item = "GPUDirect RDMA"
     if machine.mode == "reference":
-        return [Finding(PASS, item, "not applicable without GPUs", NONE_NEEDED)]
+        return [Finding(PASS, item, "not applicable without GPUs")]
     found = rdma_paths(modules, release, driver_text, peer_files)
     if found["peermem"]:
-        return [Finding(PASS, item, f"nvidia-peermem loaded ({found['why']})", NONE_NEEDED)]
+        return [Finding(PASS, item, f"nvidia-peermem loaded ({found['why']})")]
     if found["dmabuf"]:
         return [Finding(PASS, item, f"DMA-BUF likely ({found['why']}; NCCL confirms it with its "
-                        "NIC at start-up); nvidia-peermem not loaded", NONE_NEEDED)]
+                        "NIC at start-up); nvidia-peermem not loaded")]
     nics = (machine.topology or {}).get("nics") or {}
     text = f"neither nvidia-peermem nor DMA-BUF ({found['why']})"
     if nics:
@@ -343,13 +329,13 @@ def check_rdma(machine, modules: str, release: str, driver_text: str,
                         "would stage through host memory (the course itself runs on one node)",
                         "sudo modprobe nvidia-peermem, or use the open kernel module on Linux "
                         "5.12+ for DMA-BUF")]
-    return [Finding(PASS, item, text + "; not needed on one node", NONE_NEEDED)]
+    return [Finding(PASS, item, text + "; not needed on one node")]
 
 
 def check_mig(machine) -> List[Finding]:
     on = [g.index for g in machine.gpus if (g.mig_mode or "").lower() == "enabled"]
     if not on:
-        return [Finding(PASS, "MIG", "MIG off (or not supported) on every GPU", NONE_NEEDED)]
+        return [Finding(PASS, "MIG", "MIG off (or not supported) on every GPU")]
     return [Finding(WARN, "MIG", f"MIG on for {', '.join(f'GPU{i}' for i in on)}: each instance "
                     "is its own CUDA device, with no P2P or NVLink between instances, so pair "
                     "lessons use whole GPUs or recorded data", f"sudo nvidia-smi -i {on[0]} -mig 0 "
@@ -359,10 +345,10 @@ def check_mig(machine) -> List[Finding]:
 def check_clocks(machine, rows: List[Dict[str, Optional[str]]], source: str) -> List[Finding]:
     item = "persistence and clocks"
     if machine.mode == "reference":
-        return [Finding(PASS, item, "not applicable without GPUs", NONE_NEEDED)]
+        return [Finding(PASS, item, "not applicable without GPUs")]
     known = [r for r in rows if r.get("persistence_mode")]
     if not known:
-        return [Finding(PASS, item, f"not reported ({source})", NONE_NEEDED)]
+        return [Finding(PASS, item, f"not reported ({source})")]
     off = [f"GPU{r['index']}" for r in known if r["persistence_mode"].lower() == "disabled"]
     parts, held = [], []
     for row in known:
@@ -381,13 +367,13 @@ def check_clocks(machine, rows: List[Dict[str, Optional[str]]], source: str) -> 
         return [Finding(WARN, item, text + f" ({source}): without persistence the driver starts "
                         "afresh for each program, adding seconds to every first CUDA call",
                         "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service")]
-    return [Finding(PASS, item, f"{text} ({source})", NONE_NEEDED)]
+    return [Finding(PASS, item, f"{text} ({source})")]
 
 
 def check_numbering(machine, environ: Dict[str, str]) -> List[Finding]:
     item = "GPU numbering"
     if machine.mode == "reference" or not machine.gpus:
-        return [Finding(PASS, item, "not applicable without GPUs", NONE_NEEDED)]
+        return [Finding(PASS, item, "not applicable without GPUs")]
     allowed = gpu_model.allowed(machine.gpus)
     value = machine.cuda_visible_devices
     text = (f"CUDA_VISIBLE_DEVICES={value}: " if value is not None else
@@ -407,7 +393,7 @@ def check_numbering(machine, environ: Dict[str, str]) -> List[Finding]:
                         "nvidia-smi's first GPU (the course sets PCI_BUS_ID for every program it "
                         "starts)", "export CUDA_DEVICE_ORDER=PCI_BUS_ID")]
     return [Finding(PASS, item, text + " (the course starts every program with CUDA_DEVICE_ORDER="
-                    "PCI_BUS_ID, so these are nvidia-smi's indices)", NONE_NEEDED)]
+                    "PCI_BUS_ID, so these are nvidia-smi's indices)")]
 
 
 def findings(machine, host: Dict[str, object]) -> List[Finding]:
@@ -423,7 +409,8 @@ def findings(machine, host: Dict[str, object]) -> List[Finding]:
             + check_rdma(machine, host.get("modules", ""), host.get("kernel_release", ""),
                          host.get("driver_version_text", ""), host.get("peermem_files"))
             + check_mig(machine)
-            + check_clocks(machine, host.get("clock_rows", []), host.get("clock_source", "not asked"))
+            + check_clocks(machine, host.get("clock_rows", []),
+                           host.get("clock_source", "not asked"))
             + check_numbering(machine, host.get("environ", {})))
 
 
@@ -449,7 +436,7 @@ def shm_size(path: str = "/dev/shm") -> Optional[int]:
 
 
 def clock_rows(machine, timeout: float = 20):
-    """(rows of CLOCK_FIELDS, source): NVML through pynvml when it loads, else nvidia-smi's query."""
+    """(rows of CLOCK_FIELDS, source): NVML when pynvml loads, else nvidia-smi's query."""
     if machine.mode == "reference":
         return [], "no GPU"
     lib, _ = nvml.load()

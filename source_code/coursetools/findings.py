@@ -9,7 +9,7 @@ from collections import namedtuple
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
 
-Finding = namedtuple("Finding", "status item finding fix")
+Finding = namedtuple("Finding", "status item finding fix", defaults=(NONE_NEEDED,))
 
 
 def peer_status(p2p_matrix, i, j):

@@ -82,7 +82,8 @@ class Machine:
             return (f"No NVIDIA GPU is visible here ({self.reason}): this notebook shows recorded "
                     "data from real systems (reference mode).")
         names = sorted(set(self.gpu_names))
-        what = f"{len(self.gpu_names)} x {names[0]}" if len(names) == 1 else ", ".join(self.gpu_names)
+        what = f"{len(self.gpu_names)} x {names[0]}" if len(names) == 1 else \
+            ", ".join(self.gpu_names)
         if self.cuda_visible_devices is not None:
             what += (f"; the course may use {self.visible_gpu_count} of {self.gpu_count}: "
                      + gpu_model.describe_allowed(*gpu_model.from_machine(self)))

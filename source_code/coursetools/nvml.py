@@ -74,7 +74,8 @@ def inventory(lib) -> List[Gpu]:
         if mig and mig[0] == 1:  # its instances, each a CUDA device named by its MIG- UUID
             slots = range(ask(lib.nvmlDeviceGetMaxMigDeviceCount, handle) or 0)
             found = [ask(lib.nvmlDeviceGetMigDeviceHandleByIndex, handle, i) for i in slots]
-            gpus[-1].mig_uuids = [text(ask(lib.nvmlDeviceGetUUID, h)) for h in found if h is not None]
+            gpus[-1].mig_uuids = [text(ask(lib.nvmlDeviceGetUUID, h))
+                                  for h in found if h is not None]
     return gpus
 
 

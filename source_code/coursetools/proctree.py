@@ -147,7 +147,8 @@ def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", errors="replace")
         message = first_line(stderr) or first_line(stdout) or "no message"
-        return ToolRun(False, stdout, f"{program} failed (exit status {done.returncode}): {message}")
+        return ToolRun(False, stdout,
+                       f"{program} failed (exit status {done.returncode}): {message}")
     return ToolRun(True, stdout, None)
 
 

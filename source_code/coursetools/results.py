@@ -1,12 +1,8 @@
 """Results that are never lost: `append_record(kind, record)` adds one JSON line to
-results/<kind>.jsonl (gputopo.live.results_dir; GPUTOPO_RESULTS_DIR moves it) with where and when
-it was measured. The course writes these files and never reads them back: they are the lab book.
-
-Each line is one write under filelock's lock on <kind>.jsonl.lock beside the file (an exclusive
-flock, which the kernel drops when a holder dies, so no lock goes stale), to a file opened for
-appending after the lock is taken and closed before it is released: writers on one machine never
-interleave (tests/test_results_lock.py), nothing is truncated or replaced. On NFS this holds
-where the mount has a lock manager (Linux emulates flock as a whole-file fcntl lock, flock(2)).
+results/<kind>.jsonl (gputopo.live.results_dir) with where and when it was measured; the course
+never reads them back. Each line is one write, under filelock's lock on <kind>.jsonl.lock (an
+exclusive flock, dropped by the kernel when a holder dies), to a file opened for appending after
+the lock is taken: writers never interleave, nothing is truncated (tests/test_results_lock.py).
 """
 
 from __future__ import annotations
@@ -48,7 +44,8 @@ def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
         return None
     if head.returncode != 0:
         return None
-    return head.stdout.strip() + ("-dirty" if status.returncode == 0 and status.stdout.strip() else "")
+    dirty = status.returncode == 0 and status.stdout.strip()
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def environment(machine: Optional[Any] = None) -> Dict[str, Any]:
