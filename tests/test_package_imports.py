@@ -1,11 +1,12 @@
-"""What a notebook's `import` costs: the modules notebooks may import load only each other.
+"""What a notebook's `import` costs, and no import cycle in gputopo or coursetools.
 
-The course's rule (CONTRIBUTING, issue "teach through the real tools", item 4): notebooks import
-gputopo.live, gputopo.parsers, reference, alphabeta, ncclpaths, links, linkcodes, plots, verdicts,
-selfcheck, units and their lesson module. Each is imported here in a fresh interpreter with only
-source_code/ on the path; the gputopo modules then loaded must stay inside that set, and
-`import gputopo` alone must load nothing but the package file (it used to pull in discovery,
-4,000 lines). tools/package_lines.py is run on a notebook written here.
+The course's rule (CONTRIBUTING): notebooks import gputopo.live, gputopo.parsers (and its
+modules), reference, alphabeta, ncclpaths, links, linkcodes, plots, verdicts, selfcheck, units, at
+most one lesson module and cnn_model, never coursetools; every notebook's import statements are
+read here. Each allowed module is imported in a fresh interpreter with only source_code/ on the
+path; the gputopo modules then loaded must stay inside that set, and `import gputopo` alone must
+load nothing but the package file (it used to pull in discovery, 4,000 lines).
+tools/package_lines.py is run on a notebook written here.
 """
 import json
 import os
@@ -38,6 +39,56 @@ def test_allowed_module_loads_only_allowed_modules(module):
     outside = [m for m in _loaded(f"import {module}")
                if m not in ALLOWED and not m.startswith("gputopo.parsers.")]
     assert outside == [], f"{module} loads {outside}"
+
+
+def _notebook_imports(path):
+    """The modules of source_code/ that a notebook's code cells import (any depth; `from a import
+    b` names a.b where that is a module), read after IPython turns its `!` lines into Python."""
+    import ast
+
+    transform = pytest.importorskip("IPython.core.inputtransformer2").TransformerManager().transform_cell
+    source = ROOT / "source_code"
+
+    def ours(name):
+        top = source / name.split(".")[0]
+        return top.is_dir() or top.with_suffix(".py").is_file()
+
+    def is_module(name):
+        where = source.joinpath(*name.split("."))
+        return where.is_dir() or where.with_suffix(".py").is_file()
+
+    found = set()
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for node in ast.walk(ast.parse(transform("".join(cell["source"])))):
+                if isinstance(node, ast.Import):
+                    found.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    found.update(f"{node.module}.{alias.name}" if is_module(f"{node.module}.{alias.name}")
+                                 else node.module for alias in node.names)
+    return {name for name in found if ours(name)}
+
+
+NOTEBOOK_FILES = [ROOT / "Start_Here.ipynb"] + sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=[p.name for p in NOTEBOOK_FILES])
+def test_notebooks_import_only_what_the_rule_allows(notebook):
+    names = _notebook_imports(notebook)
+    lessons = {n for n in names if n.startswith("gputopo.lessons.")}
+    outside = names - ALLOWED - lessons - {"gputopo.lessons", "cnn_model"}
+    assert not {n for n in outside if not n.startswith("gputopo.parsers.")}, outside
+    assert len(lessons) <= 1, lessons
+
+
+def test_the_notebook_rule_catches_a_coursetools_import(tmp_path):
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": "!nvidia-smi -L\nif True:\n    !echo {x}\n    from coursetools import detect\n"
+                        "from gputopo import live, reference\nfrom gputopo.parsers import PARSERS\n"}]
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert _notebook_imports(notebook) == {"coursetools.detect", "gputopo.live", "gputopo.reference",
+                                           "gputopo.parsers"}
 
 
 def test_cli_still_parses_after_a_bare_import(tmp_path):
