@@ -29,8 +29,8 @@ from coursetools import nvml
 from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
 from coursetools.proctree import first_line, run_tool
 from gputopo.parsers import ParseError, p2p_status
-from gputopo.parsers.nvidia_smi import (nvlink_link_counts, nvlink_speeds, parse_gpu_query,
-                                        parse_mig_list, parse_smi_banner)
+from gputopo.parsers.nvidia_smi import (nvlink_link_counts, parse_gpu_query, parse_mig_list,
+                                        parse_smi_banner)
 from gputopo.parsers.topo import extreme_pairs
 from gputopo.parsers.topo import parse as parse_topology
 
@@ -75,11 +75,6 @@ def text_inventory(smi: str, timeout: float):
     return gpus, rows[0]["driver_version"], None
 
 
-def _speeds(machine: Machine, speeds: Dict[str, float]) -> None:
-    for gpu in machine.gpus:
-        gpu.nvlink_gbs_per_link = speeds.get(gpu.label, gpu.nvlink_gbs_per_link)
-
-
 def _text_details(machine: Machine, smi: str, timeout: float) -> None:
     """The banner's versions, NVLink and peer access from nvidia-smi's texts."""
     plain = run_tool([smi], timeout)
@@ -92,18 +87,17 @@ def _text_details(machine: Machine, smi: str, timeout: float) -> None:
     nvlink = run_tool([smi, "nvlink", "-s"], timeout)
     if nvlink.ok:
         machine.nvlink = nvlink_link_counts(nvlink.stdout)
-        _speeds(machine, nvlink_speeds(nvlink.stdout))
     else:
         machine.notes["nvlink"] = nvlink.problem or ""
     matrices = {}
     for capability in ("read", "write"):
         done = run_tool([smi, "topo", "-p2p", capability[0]], timeout)
         try:
-            matrices[capability] = p2p_status.parse(done.stdout)["status"] if done.ok else None
+            if done.ok:
+                matrices[capability] = p2p_status.parse(done.stdout)["status"]
         except ValueError as error:
             done.problem = f"nvidia-smi topo -p2p {capability[0]} not understood: {error}"
-        if matrices.get(capability) is None:
-            matrices.pop(capability, None)
+        if capability not in matrices:
             machine.notes[f"p2p_{capability}"] = done.problem or ""
     machine.p2p_matrix = matrices or None
 
@@ -114,7 +108,6 @@ def _nvml_details(machine: Machine, lib) -> None:
         version = nvml.ask(lib.nvmlSystemGetCudaDriverVersion)
         machine.cuda_version = f"{version // 1000}.{version % 1000 // 10}" if version else None
         machine.nvlink = nvml.nvlink_counts(lib)
-        _speeds(machine, nvml.nvlink_speeds(lib))
         machine.p2p_matrix = {c: nvml.p2p_status(lib, c) for c in nvml.P2P_CAPABILITY_INDEX}
         paths = nvml.pcie_paths(lib) if machine.topology is None else {}
         if paths and all(code for row in paths.values() for code in row.values()):
@@ -125,7 +118,7 @@ def _nvml_details(machine: Machine, lib) -> None:
                                 "worst_pair": worst}
             machine.notes["topology"] = (machine.notes.get("topology", "") + " (PCIe paths from "
                                          "NVML's common ancestors instead)").strip()
-    except Exception as error:  # what the texts did not say stays unknown, with this note
+    except Exception as error:  # what NVML did not answer stays unknown, with this note
         machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
 
 
@@ -173,14 +166,12 @@ def detect(nvidia_smi: str = "nvidia-smi", timeout: float = 20, *, check_horovod
         machine.mode, machine.reason = MODE_REFERENCE, problem
     else:
         machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
-    machine.nccl_version, machine.nccl_library, problems = find_nccl()
-    machine.nvcc_path, machine.nvcc_version, nvcc_problem = find_nvcc(timeout)
-    problems = {"nccl": problems, "nvcc": nvcc_problem}
-    if check_horovod:
-        machine.horovod, problems["horovod"] = find_horovod(horovod_timeout, horovodrun)
-    else:
-        problems["horovod"] = "not checked"
-    machine.notes.update((k, v) for k, v in problems.items() if v)
+    machine.nccl_version, nccl = find_nccl()
+    machine.nvcc_path, machine.nvcc_version, nvcc = find_nvcc(timeout)
+    machine.horovod, horovod = find_horovod(horovod_timeout, horovodrun) if check_horovod \
+        else (None, "not checked")
+    machine.notes.update((k, v) for k, v in (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod))
+                         if v)
     return machine
 
 
@@ -195,8 +186,8 @@ def decode_nccl_version(code: int) -> str:
     return f"{major}.{rest // 100}.{rest % 100}"
 
 
-def find_nccl() -> Tuple[Optional[str], Optional[str], Optional[str]]:
-    """(version, library, problem): ask the NCCL library itself (ncclGetVersion)."""
+def find_nccl() -> Tuple[Optional[str], Optional[str]]:
+    """(version, problem): ask the NCCL library itself (ncclGetVersion)."""
     candidates = ["libnccl.so.2", ctypes.util.find_library("nccl")]
     for entry in sys.path:  # pip's nvidia-nccl-cu12 is not on the loader's path
         candidates += sorted(glob.glob(os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so*")))
@@ -204,10 +195,10 @@ def find_nccl() -> Tuple[Optional[str], Optional[str], Optional[str]]:
         try:
             code = ctypes.c_int(0)
             if ctypes.CDLL(candidate).ncclGetVersion(ctypes.byref(code)) == 0:
-                return decode_nccl_version(code.value), candidate, None
+                return decode_nccl_version(code.value), None
         except (OSError, AttributeError):
             continue
-    return None, None, "no NCCL library (libnccl.so.2) could be loaded"
+    return None, "no NCCL library (libnccl.so.2) could be loaded"
 
 
 def parse_nvcc_version(text: str) -> Optional[str]:

@@ -48,7 +48,6 @@ class Gpu:
     pcie_width_max: Optional[int] = None
     pcie_gen_current: Optional[int] = None  # what it runs now (idle GPUs drop to gen1)
     pcie_width_current: Optional[int] = None
-    nvlink_gbs_per_link: Optional[float] = None  # speed of its active links (nvlink -s)
 
     @property
     def label(self) -> str:

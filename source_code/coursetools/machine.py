@@ -36,7 +36,6 @@ class Machine:
     nvlink: Optional[Dict[str, Dict[str, int]]] = None  # {"GPU0": {"active": 12, "inactive": 6}}
     p2p_matrix: Optional[Dict[str, Dict[str, Dict[str, str]]]] = None  # {"read": {"GPU0": {...}}}
     nccl_version: Optional[str] = None
-    nccl_library: Optional[str] = None
     horovod: Optional[dict] = None  # {"version", "tensorflow", "pytorch", "nccl", "gloo", "mpi"}
     nvcc_path: Optional[str] = None
     nvcc_version: Optional[str] = None

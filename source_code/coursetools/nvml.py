@@ -4,7 +4,6 @@ nvidia-smi text parsers give, so coursetools.detect treats both paths alike.
     load()                    (initialised pynvml, None) or (None, why not); GPUTOPO_NVML=0: text
     inventory(lib)            [gpus.Gpu(index, name, bus_id, uuid, pcie_*, mig_*)], None: unknown
     nvlink_counts(lib)        {"GPU0": {"active": 12, "inactive": 6}}
-    nvlink_speeds(lib)        {"GPU0": 26.562}                  GB/s per link, as `nvlink -s` prints
     p2p_status(lib, "read")   {"GPU0": {"GPU1": "OK"}}          codes of `nvidia-smi topo -p2p`
     pcie_paths(lib)           {"GPU0": {"GPU1": "PHB"}}         codes of `nvidia-smi topo -m`
 """
@@ -23,7 +22,6 @@ P2P_CAPABILITY_INDEX = {"read": 0, "write": 1}  # NVML_P2P_CAPS_INDEX_READ, _WRI
 # NVML_TOPOLOGY_* -> the code `nvidia-smi topo -m` prints for that common ancestor.
 ANCESTOR_CODES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 12.575
-FIELD_NVLINK_SPEED_MBPS_COMMON = 90  # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
 
 
 def load() -> Tuple[Optional[Any], Optional[str]]:
@@ -93,16 +91,6 @@ def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:
         if states:
             counts[f"GPU{index}"] = {"active": sum(states), "inactive": len(states) - sum(states)}
     return counts
-
-
-def nvlink_speeds(lib) -> Dict[str, float]:
-    """The common speed of each GPU's NVLinks in GB/s (NVML reports MB/s); no NVLink: left out."""
-    speeds = {}
-    for index, handle in enumerate(_handles(lib)):
-        values = ask(lib.nvmlDeviceGetFieldValues, handle, [FIELD_NVLINK_SPEED_MBPS_COMMON])
-        if values and getattr(values[0], "nvmlReturn", 1) == 0 and values[0].value.uiVal:
-            speeds[f"GPU{index}"] = values[0].value.uiVal / 1000
-    return speeds
 
 
 def _pairs(lib, call, codes, *extra) -> Dict[str, Dict[str, Optional[str]]]:
