@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from coursetools import check
-from coursetools.detect import detect
+from coursetools import check, doctor
+from coursetools.detect import detect, parse_horovod_check_build
+from coursetools.findings import peer_status
+from coursetools.machine import Machine
 
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"
@@ -155,7 +157,7 @@ def test_v100_worst_pair_without_peer_access_is_expected(fake_nvidia_smi):
 def test_small_dev_shm_warns_with_the_container_fix(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_OK, "topo -p2p w": PAIR_OK})
     monkeypatch.setattr(check, "_detect", lambda: (machine, None))
-    monkeypatch.setattr(check, "shm_bytes", lambda path="/dev/shm": 64 * MiB)  # docker's default
+    monkeypatch.setattr(doctor, "shm_size", lambda path="/dev/shm": 64 * MiB)  # docker's default
     check.main(["--skip-smoke"])
     out = capsys.readouterr().out
     shm = [ln for ln in out.splitlines() if "/dev/shm:" in ln]
@@ -166,8 +168,8 @@ def test_small_dev_shm_warns_with_the_container_fix(fake_nvidia_smi, monkeypatch
 def test_shm_size_is_read_from_the_filesystem(tmp_path):
     import shutil
 
-    assert check.shm_bytes(str(tmp_path)) == shutil.disk_usage(tmp_path).total > 0
-    assert check.shm_bytes(str(tmp_path / "absent")) is None
+    assert doctor.shm_size(str(tmp_path)) == shutil.disk_usage(tmp_path).total > 0
+    assert doctor.shm_size(str(tmp_path / "absent")) is None
     assert check.check_shm(None, "/nowhere")[0].status == "WARN"
     assert check.check_shm(2 * 2**30)[0].status == "PASS"
 
@@ -195,26 +197,33 @@ def test_pcie_only_pair_is_not_an_nvlink_problem(fake_nvidia_smi):
     assert "(PXB)" in line(check.check_topology(machine), "topology").finding
 
 
-def test_horovod_without_nccl_blocks_a_gpu_node_but_not_a_cpu_one(fake_nvidia_smi):
+def test_horovod_without_nccl_is_a_warn_on_a_gpu_node_and_a_pass_on_a_cpu_one(fake_nvidia_smi):
+    # the default (CPU) install's Horovod: TensorFlow and Gloo, no NCCL operations (issue 38)
     build = {"version": "0.28.1", "tensorflow": True, "nccl": False, "gloo": True, "mpi": False}
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = build
-    gpu = check.check_horovod(machine, installed_here=True)[0]
-    assert gpu.status == "FAIL" and "no NCCL operations" in gpu.finding
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix
-    cpu = check.check_horovod({"mode": "reference", "horovod": build}, installed_here=True)[0]
+    tensorflow = check.Flavour("tensorflow", ".venv", True)
+    gpu = check.check_horovod(machine, installed_here=True, flavour=tensorflow)[0]
+    assert gpu.status == "WARN" and "no NCCL operations: the CNN trains on two CPU workers" in gpu.finding
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix and "environment/install.sh --venv .venv --gpu" in gpu.fix
+    cpu = check.check_horovod(Machine(mode="reference", horovod=build), installed_here=True)[0]
     assert cpu.status == "PASS" and "NCCL not needed without GPUs" in cpu.finding
-    missing = check.check_horovod({"mode": "reference", "horovod": None}, installed_here=False)
+    missing = check.check_horovod(Machine(mode="reference", horovod=None), installed_here=False)
     assert missing[0].status == "WARN"
-    broken = {"mode": "reference", "horovod": None,
-              "notes": {"horovod": "python failed (exit status 1): ImportError: undefined symbol"}}
+    broken = Machine(mode="reference", horovod=None,
+                     notes={"horovod": "python failed (exit status 1): ImportError: undefined symbol"})
     found = check.check_horovod(broken, installed_here=True)[0]
     assert found.status == "FAIL" and "installed but broken" in found.finding
     assert "undefined symbol" in found.finding
+    # what stops the CNN is still a FAIL on a GPU node, and names the missing NCCL operations too
+    machine.horovod = dict(build, gloo=False)
+    stopped = check.check_horovod(machine, True, tensorflow)[0]
+    assert stopped.status == "FAIL" and "neither Gloo nor MPI" in stopped.finding
+    assert "no NCCL operations" in stopped.finding
 
 
 def test_failed_smoke_run_is_a_fail_with_the_output_tail():
-    machine = {"mode": "reference", "horovod": {"gloo": True}}
+    machine = Machine(mode="reference", horovod={"gloo": True})
 
     def crashed(cmd, **kwargs):
         assert cmd[1:3] == ["-m", "horovod.runner.launch"] and "--gloo" in cmd
@@ -255,8 +264,8 @@ def test_smoke_run_on_a_gpu_node_uses_the_chosen_pair(fake_nvidia_smi):
 def test_one_direction_denied_is_no_peer_access():
     matrix = {"read": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "CNS"}},
               "write": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}}
-    assert check.peer_status(matrix, 0, 1) == "CNS"
-    assert check.peer_status(matrix, 0, 2) is None
+    assert peer_status(matrix, 0, 1) == "CNS"
+    assert peer_status(matrix, 0, 2) is None
 
 
 def test_damaged_dataset_fails_and_names_the_file(tmp_path, monkeypatch):
@@ -296,7 +305,7 @@ def test_json_is_one_object(fake_nvidia_smi, monkeypatch, capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="Horovod not installed")
 def test_smoke_run_all_reduces_with_two_workers():
-    machine = {"mode": "reference", "horovod": detect().horovod}
+    machine = Machine(mode="reference", horovod=detect().horovod)
     smoke = check.check_smoke(machine, True)[0]
     assert smoke.status == "PASS", smoke
     assert smoke.finding.startswith("2 workers all-reduced on CPU in ")
@@ -308,7 +317,6 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
             "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
             "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n")
-    from coursetools.probes import parse_horovod_check_build
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = parse_horovod_check_build(text)
     found = check.check_horovod(machine, installed_here=True)[0]

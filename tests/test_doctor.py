@@ -10,6 +10,7 @@ from pathlib import Path
 from coursetools import check, doctor
 from coursetools.gpus import Gpu
 from coursetools.machine import Machine
+from gputopo.parsers.nvidia_smi import parse_gpu_query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "doctor"
 GiB = 2**30
@@ -97,17 +98,27 @@ CPU_FLAGS_VM = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae hypervisor
 CPU_FLAGS_METAL = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae lahf_lm\n"
 
 
+KVM = {"vm": True, "name": "kvm", "evidence": ["systemd-detect-virt --vm: kvm"]}
+
+
 def test_virtual_machine_and_its_peer_access():
-    assert doctor.virtualization(CPU_FLAGS_METAL, "Supermicro", "SYS-4029GP-TRT") is None
-    assert doctor.virtualization(CPU_FLAGS_VM, "QEMU", "Standard PC (Q35 + ICH9, 2009)") == "QEMU"
-    assert doctor.virtualization(CPU_FLAGS_VM) == "a hypervisor (CPU flag 'hypervisor')"
+    assert doctor.virtualization(cpuinfo=CPU_FLAGS_METAL, sys_vendor="Supermicro",
+                                 product_name="SYS-4029GP-TRT")["vm"] is False
+    qemu = doctor.virtualization(cpuinfo=CPU_FLAGS_VM, sys_vendor="QEMU",
+                                 product_name="Standard PC (Q35 + ICH9, 2009)")
+    assert qemu["vm"] is True and qemu["name"] == "qemu" and len(qemu["evidence"]) == 2
+    assert doctor.virtualization(cpuinfo=CPU_FLAGS_VM) == {
+        "vm": True, "name": None, "evidence": ["the CPU flag 'hypervisor' in /proc/cpuinfo"]}
     denied = {"read": {"GPU0": {"GPU1": "NS"}, "GPU1": {"GPU0": "NS"}},
               "write": {"GPU0": {"GPU1": "NS"}, "GPU1": {"GPU0": "NS"}}}
-    warn = doctor.check_vm(pair(p2p_matrix=denied), "KVM")[0]
+    warn = doctor.check_vm(pair(p2p_matrix=denied), KVM)[0]
     assert warn.status == "WARN" and "peer access between the chosen pair is NS" in warn.finding
-    assert doctor.check_vm(pair(), None)[0].status == "PASS"
+    assert warn.finding.startswith("running under kvm (systemd-detect-virt --vm: kvm)")
+    assert doctor.check_vm(pair(), {"vm": False, "name": None, "evidence": []})[0].status == "PASS"
     gns = {c: {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}} for c in ("read", "write")}
-    assert doctor.check_vm(pair(p2p_matrix=gns), "KVM")[0].status == "PASS"  # consumer GPUs: not the VM's doing
+    assert doctor.check_vm(pair(p2p_matrix=gns), KVM)[0].status == "PASS"  # consumer GPUs: not the VM's doing
+    unknown = doctor.check_vm(pair(), {"vm": None, "name": None, "evidence": []})[0]
+    assert unknown.status == "PASS" and unknown.finding.startswith("unknown: none of systemd-detect-virt")
 
 
 def test_container_shm_and_ipc_namespace():
@@ -163,17 +174,21 @@ CLOCKS = ("0, Disabled, 210 MHz, 1980 MHz, 0x0000000000000001\n"
           "1, Enabled, 1410 MHz, 1980 MHz, 0x0000000000000040\n")
 
 
+def clock_rows(text):
+    return parse_gpu_query(text, doctor.CLOCK_FIELDS)
+
+
 def test_clocks_persistence_and_throttling():
-    rows = doctor.parse_clock_rows(CLOCKS)
+    rows = clock_rows(CLOCKS)
     assert [r["persistence_mode"] for r in rows] == ["Disabled", "Enabled"]
     assert doctor.throttle_reasons("0x0000000000000001") == ["GPU idle"]
     assert doctor.throttle_reasons("0x0000000000000044") == ["software power cap", "hardware thermal slowdown"]
     hot = doctor.check_clocks(pair(), rows, "nvidia-smi --query-gpu")[0]
     assert hot.status == "WARN" and "GPU1 slowed by heat or power" in hot.finding
-    idle = doctor.parse_clock_rows("0, Disabled, 210 MHz, 1980 MHz, 0x0000000000000001\n")
+    idle = clock_rows("0, Disabled, 210 MHz, 1980 MHz, 0x0000000000000001\n")
     off = doctor.check_clocks(pair(), idle, "nvidia-smi --query-gpu")[0]
     assert off.status == "WARN" and "persistence off on GPU0" in off.finding and "nvidia-smi -pm 1" in off.fix
-    unknown = doctor.check_clocks(pair(), doctor.parse_clock_rows("0, [N/A], [N/A], [N/A], [N/A]\n"), "stand-in")[0]
+    unknown = doctor.check_clocks(pair(), clock_rows("0, [N/A], [N/A], [N/A], [N/A]\n"), "stand-in")[0]
     assert unknown.status == "PASS" and "not reported" in unknown.finding
 
 
@@ -200,7 +215,7 @@ BARE_METAL = {"environ": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "lspci": text("lsp
               "iommu_units": [], "iommu_group_types": [], "cmdline": "ro quiet", "cpuinfo": CPU_FLAGS_METAL,
               "dmi_vendor": "Supermicro", "markers": {}, "cgroup": "0::/init.scope\n", "ipc_namespace": "ipc:[4026531839]",
               "shm_size": 64 * GiB, "modules": "", "kernel_release": "6.8.0-31-generic",
-              "driver_version_text": OPEN_DRIVER, "clock_rows": doctor.parse_clock_rows(
+              "driver_version_text": OPEN_DRIVER, "clock_rows": clock_rows(
                   "0, Enabled, 1980 MHz, 1980 MHz, 0x0000000000000000\n1, Enabled, 1980 MHz, 1980 MHz, 0x0\n"),
               "clock_source": "nvidia-smi --query-gpu"}
 DOCTOR_ITEMS = ["PCIe ACS", "IOMMU", "virtual machine", "container", "GPUDirect RDMA", "MIG",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from coursetools import horovod_cnn, gpus, ncclbench, p2ptest
+from coursetools import gpus, ncclbench, p2ptest
 from coursetools import check
 from coursetools.detect import detect
 from coursetools.machine import Machine
@@ -130,22 +130,6 @@ def test_pcie_link_facts_come_from_the_machine(fake_nvidia_smi):
 
 
 # ---------------------------------------------------------------- the launchers
-
-
-def test_runner_refuses_a_gpu_outside_the_job_and_passes_the_inherited_names(eight_v100, tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
-    seen = tmp_path / "seen.json"
-    launcher = tmp_path / "launch.py"
-    launcher.write_text("import json, os, sys\n"
-                        f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('CUDA_')}}, open({str(seen)!r}, 'w'))\n"
-                        "sys.exit(1)\n")
-    machine = detected(V100, "4,5,6,7")
-    bad = horovod_cnn.run_experiment(gpus=(0, 1), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
-    assert bad.category == horovod_cnn.BAD_GPU and "GPU 0 is not one this job may use" in bad.reason
-    assert not seen.exists()
-    horovod_cnn.run_experiment(gpus=(5, 7), machine=machine, launcher=[sys.executable, str(launcher)], timeout=60)
-    env = json.loads(seen.read_text())
-    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("5,7", "PCI_BUS_ID")
 
 
 def test_p2ptest_translates_nvidia_smi_indices_to_cuda_ordinals(eight_v100, tmp_path, monkeypatch):

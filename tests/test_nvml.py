@@ -4,7 +4,6 @@ A fake `pynvml` module answers from the same recorded machine the stand-in nvidi
 replays; detection through NVML and through nvidia-smi's text must then agree.
 """
 
-import re
 import sys
 import types
 
@@ -12,7 +11,8 @@ import pytest
 
 from coursetools import nvml
 from gputopo import reference
-from coursetools.detect import detect, parse_p2p_status
+from coursetools.detect import detect
+from gputopo.parsers import p2p_status
 from gputopo.parsers.nvidia_smi import nvlink_link_counts
 from gputopo.parsers.topo import parse as parse_topo
 
@@ -54,6 +54,7 @@ def fake_pynvml(names, bus_ids, nvlink_text=None, p2p=None, ancestors=None, init
     module.nvmlDeviceGetCount = lambda: len(names)
     module.nvmlDeviceGetHandleByIndex = lambda i: i
     module.nvmlSystemGetDriverVersion = lambda: "570.86.15"
+    module.nvmlSystemGetCudaDriverVersion = lambda: 12080
     module.nvmlDeviceGetName = lambda h: names[h]
     module.nvmlDeviceGetUUID = lambda h: f"GPU-{h:08d}-0000-0000-0000-000000000000"
     module.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=bus_ids[h].encode())
@@ -64,14 +65,6 @@ def fake_pynvml(names, bus_ids, nvlink_text=None, p2p=None, ancestors=None, init
     module.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 16
     module.nvmlDeviceGetNvLinkState = nvlink_state
 
-    def field_values(handle, fields):
-        # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON in MB/s, from the speed `nvlink -s` printed
-        speeds = re.findall(r"Link \d+: ([\d.]+) GB/s", (nvlink_text or "").split(f"GPU {handle}:")[-1].split("GPU ")[0])
-        if not speeds:
-            return [types.SimpleNamespace(nvmlReturn=3, value=types.SimpleNamespace(uiVal=0))]
-        return [types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(uiVal=round(float(speeds[0]) * 1000)))]
-
-    module.nvmlDeviceGetFieldValues = field_values
     module.nvmlDeviceGetP2PStatus = p2p_status
     module.nvmlDeviceGetTopologyCommonAncestor = ancestor
     return module
@@ -95,17 +88,18 @@ def test_nvml_and_text_give_one_result(fake_nvidia_smi, monkeypatch):
     assert by_text.facts_from == "nvidia-smi"
 
     use_nvml(monkeypatch, fake_pynvml(NAMES, BUS_IDS, reference.read_text(H200, "nvidia-smi-nvlink-s.txt"),
-                                      parse_p2p_status(p2p_text)))
+                                      p2p_status.parse(p2p_text)["status"]))
     by_nvml = detect(check_horovod=False, environ={})
     assert by_nvml.facts_from == "NVML"
-    for field in ("mode", "gpu_count", "visible_gpu_count", "gpu_names", "gpu_bus_ids", "nvlink_active_links",
+    for field in ("mode", "gpu_count", "visible_gpu_count", "gpu_names", "gpu_bus_ids", "nvlink",
                   "p2p_matrix", "best_pair", "worst_pair"):
         assert getattr(by_nvml, field) == getattr(by_text, field), field
     assert [g.uuid for g in by_nvml.gpus] == [g.uuid for g in by_text.gpus]
-    assert [g.nvlink_gbs_per_link for g in by_nvml.gpus] == [g.nvlink_gbs_per_link for g in by_text.gpus] == [26.562] * 8
     assert by_nvml.nvlink_active_links["GPU3"] == 18
     assert by_nvml.gpus[0].pcie_gen_max == 5 and by_nvml.gpus[0].pcie_width_max == 16
     assert by_nvml.banner() == by_text.banner()
+    # nvml.h: the CUDA driver version is 1000 * major + 10 * minor (CUDA 9.2 is 9020)
+    assert by_nvml.cuda_version == "12.8"
 
 
 def test_nvml_common_ancestors_stand_in_for_a_missing_topo_matrix(fake_nvidia_smi, monkeypatch):

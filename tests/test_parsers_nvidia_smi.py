@@ -1,20 +1,18 @@
-"""The parsers of nvidia-smi's small texts that discovery reads (coursetools.detect, gputopo.parsers.nvidia_smi)."""
+"""The parsers of nvidia-smi's small texts that discovery reads (gputopo.parsers.nvidia_smi, p2p_status)."""
 
 import pytest
 
 from conftest import DRIVER_ERROR
 from gputopo import reference
 from gputopo.parsers import ParseError
-from coursetools.detect import (
-    LINK_QUERY_FIELDS,
-    known,
-    parse_gpu_query,
-    parse_mig_list,
-    parse_p2p_status,
-    parse_smi_banner,
-)
-from gputopo.parsers.nvidia_smi import nvlink_link_counts, nvlink_speeds
-from coursetools.probes import parse_nvcc_version
+from coursetools.detect import LINK_FIELDS, QUERY_FIELDS, parse_nvcc_version
+from gputopo.parsers import p2p_status
+from gputopo.parsers.nvidia_smi import (nvlink_link_counts, nvlink_speeds, parse_gpu_query, parse_mig_list,
+                                        parse_smi_banner)
+
+
+def parse_p2p_status(text):
+    return p2p_status.parse(text)["status"]
 
 # The layout `nvidia-smi topo -p2p r` prints: a GPU header, one row per GPU, a legend.
 P2P_READ_TWO_GPUS = (
@@ -70,15 +68,15 @@ def test_nvlink_link_counts_tells_active_from_inactive_slots():
 
 def test_parse_gpu_query_reads_rows_and_says_which_line_is_bad():
     text = "0, NVIDIA H100 PCIe, 550.54.15, 00000000:17:00.0, GPU-aaa\n\n1, NVIDIA H100 PCIe, 550.54.15, [N/A], GPU-bbb\n"
-    rows = parse_gpu_query(text)
+    rows = parse_gpu_query(text, QUERY_FIELDS)
     assert [row["index"] for row in rows] == ["0", "1"]
-    assert rows[0]["name"] == "NVIDIA H100 PCIe" and rows[1]["pci.bus_id"] == "[N/A]"
-    assert known(rows[1]["pci.bus_id"]) is None and known(rows[0]["uuid"]) == "GPU-aaa"
+    assert rows[0]["name"] == "NVIDIA H100 PCIe" and rows[0]["uuid"] == "GPU-aaa"
+    assert rows[1]["pci.bus_id"] is None  # [N/A]: nvidia-smi has no value
     with pytest.raises(ParseError, match=r"^expected 5 comma-separated fields, got 2 \(line 2\)$"):
-        parse_gpu_query("0, a, b, c, d\n1, short\n")
+        parse_gpu_query("0, a, b, c, d\n1, short\n", QUERY_FIELDS)
     with pytest.raises(ValueError, match=r"^GPU index 'x' is not a number \(line 1\)$"):
-        parse_gpu_query("x, a, b, c, d\n")
-    link = parse_gpu_query("3, 5, 16, 4, 8, Disabled\n", LINK_QUERY_FIELDS)
+        parse_gpu_query("x, a, b, c, d\n", QUERY_FIELDS)
+    link = parse_gpu_query("3, 5, 16, 4, 8, Disabled\n", ("index",) + LINK_FIELDS)
     assert link == [{"index": "3", "pcie.link.gen.max": "5", "pcie.link.width.max": "16",
                      "pcie.link.gen.current": "4", "pcie.link.width.current": "8", "mig.mode.current": "Disabled"}]
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from coursetools import check, proctree
+from coursetools.machine import Machine
 
 psutil = pytest.importorskip("psutil")
 
@@ -96,7 +97,7 @@ def test_smoke_run_whose_worker_ignores_sigterm_leaves_nothing(tmp_path, monkeyp
     """make check's Horovod smoke run, with a launcher that hangs like a stuck NCCL job."""
     cmd, pidfile = launcher(tmp_path)
     monkeypatch.setattr(check, "smoke_command", lambda machine: (cmd, dict(os.environ)))
-    machine = {"mode": "multi-gpu", "horovod": {"nccl": True}}
+    machine = Machine(mode="multi-gpu", horovod={"nccl": True})
     finding = check.check_smoke(machine, True, timeout=5)[0]
     assert finding.status == "FAIL" and "did not finish within 5 s" in finding.finding
     assert_gone(worker_pids(pidfile))

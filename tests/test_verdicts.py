@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coursetools.ladder import judge_p2p_output
+from gputopo.verdicts import judge_p2p_output
 from gputopo import reference
 from gputopo import verdicts as V
 

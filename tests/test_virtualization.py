@@ -1,4 +1,4 @@
-"""Is this machine a VM? (notebook 2 says so, since a VM's PCIe tree and affinity are made up.)
+"""Is this machine a VM? (make check's doctor says so: a VM's PCIe tree and affinity are made up.)
 
 Expected answers come from the fixtures themselves, read by hand: the KVM guest's flags line
 carries `hypervisor` and systemd-detect-virt printed `kvm`; the bare-metal EPYC's does not.
@@ -7,14 +7,12 @@ The DMI names are the ones the hypervisors write (QEMU's q35 machine type descri
 Machine"); an EC2 bare-metal instance ("i3.metal") is not a VM.
 """
 
-import importlib
 from pathlib import Path
 
 import pytest
 
-detect_module = importlib.import_module("coursetools.detect")
-from coursetools.machine import Machine  # noqa: E402
-from coursetools.banner import virtualization_sentence  # noqa: E402
+from coursetools import doctor
+from coursetools.machine import Machine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "virt"
 KVM_CPUINFO = (FIXTURES / "cpuinfo-kvm-guest.txt").read_text()
@@ -23,20 +21,19 @@ KVM_DETECT_VIRT = (FIXTURES / "systemd-detect-virt-kvm.txt").read_text()
 
 
 def test_the_kvm_guest_is_a_vm_by_both_signs():
-    found = detect_module.virtualization_from(detect_virt=KVM_DETECT_VIRT, cpuinfo=KVM_CPUINFO)
+    found = doctor.virtualization(detect_virt=KVM_DETECT_VIRT, cpuinfo=KVM_CPUINFO)
     assert found["vm"] is True and found["name"] == "kvm"
     assert found["evidence"] == ["systemd-detect-virt --vm: kvm", "the CPU flag 'hypervisor' in /proc/cpuinfo"]
 
 
 def test_the_cpu_flag_alone_is_enough():
-    found = detect_module.virtualization_from(cpuinfo=KVM_CPUINFO)
+    found = doctor.virtualization(cpuinfo=KVM_CPUINFO)
     assert found["vm"] is True and found["name"] is None
 
 
 def test_bare_metal_is_not_a_vm():
-    assert "hypervisor" not in detect_module.cpu_flags(BARE_CPUINFO)
-    assert "svm" in detect_module.cpu_flags(BARE_CPUINFO)  # the flags line was read at all
-    found = detect_module.virtualization_from(cpuinfo=BARE_CPUINFO, detect_virt="none\n",
+    assert doctor.virtualization(cpuinfo=BARE_CPUINFO)["vm"] is False  # its flags line was read
+    found = doctor.virtualization(cpuinfo=BARE_CPUINFO, detect_virt="none\n",
                                               sys_vendor="Dell Inc.\n", product_name="PowerEdge R650\n")
     assert found == {"vm": False, "name": None, "evidence": []}
 
@@ -51,57 +48,51 @@ def test_bare_metal_is_not_a_vm():
     ("OpenStack Foundation", "OpenStack Nova", "openstack"),
 ])
 def test_firmware_names_of_hypervisors(vendor, product, name):
-    found = detect_module.virtualization_from(sys_vendor=vendor + "\n", product_name=product + "\n")
+    found = doctor.virtualization(sys_vendor=vendor + "\n", product_name=product + "\n")
     assert found["vm"] is True and found["name"] == name
     assert vendor in found["evidence"][0]
 
 
 def test_firmware_of_bare_metal_clouds_is_not_taken_for_a_vm():
-    assert detect_module.virtualization_from(sys_vendor="Amazon EC2", product_name="i3.metal")["vm"] is False
-    assert detect_module.virtualization_from(sys_vendor="Microsoft Corporation",
+    assert doctor.virtualization(sys_vendor="Amazon EC2", product_name="i3.metal")["vm"] is False
+    assert doctor.virtualization(sys_vendor="Microsoft Corporation",
                                              product_name="Surface Laptop 5")["vm"] is False
 
 
 def test_nothing_readable_is_unknown_not_bare_metal():
-    assert detect_module.virtualization_from() == {"vm": None, "name": None, "evidence": []}
-    assert detect_module.virtualization_from(cpuinfo="processor\t: 0\n")["vm"] is None
-    assert detect_module.cpu_flags("") == []
+    assert doctor.virtualization() == {"vm": None, "name": None, "evidence": []}
+    assert doctor.virtualization(cpuinfo="processor\t: 0\n")["vm"] is None
 
 
-def test_detect_virtualization_reads_the_files_and_survives_a_missing_tool(tmp_path, monkeypatch):
+def host_signs(host):
+    return doctor.virtualization(host["detect_virt"], host["cpuinfo"], host["dmi_vendor"], host["dmi_product"])
+
+
+def test_gather_reads_the_signs_and_survives_a_missing_tool(tmp_path, monkeypatch):
     dmi = tmp_path / "dmi"
     dmi.mkdir()
     (dmi / "sys_vendor").write_text("QEMU\n")
     (dmi / "product_name").write_text("Standard PC (Q35 + ICH9, 2009)\n")
-    monkeypatch.setattr(detect_module, "DMI_DIR", str(dmi))
-    monkeypatch.setattr(detect_module, "CPUINFO", str(FIXTURES / "cpuinfo-kvm-guest.txt"))
+    monkeypatch.setattr(doctor, "DMI_DIR", str(dmi))
+    monkeypatch.setattr(doctor, "CPUINFO", str(FIXTURES / "cpuinfo-kvm-guest.txt"))
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no systemd-detect-virt
-    found = detect_module.detect_virtualization()
+    found = host_signs(doctor.gather(Machine(mode="reference")))
     assert found["vm"] is True and found["name"] == "qemu"
     assert len(found["evidence"]) == 2 and not any("systemd" in e for e in found["evidence"])
 
-    monkeypatch.setattr(detect_module, "DMI_DIR", str(tmp_path / "gone"))
-    monkeypatch.setattr(detect_module, "CPUINFO", str(tmp_path / "gone" / "cpuinfo"))
-    assert detect_module.detect_virtualization()["vm"] is None
-
-
-def test_detect_records_it_on_the_machine(tmp_path, monkeypatch):
-    monkeypatch.setattr(detect_module, "CPUINFO", str(FIXTURES / "cpuinfo-epyc7742-bare-metal.txt"))
-    monkeypatch.setattr(detect_module, "DMI_DIR", str(tmp_path / "gone"))
-    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
-    machine = detect_module.detect(check_horovod=False, environ={}, use_nvml=False)
-    assert machine.mode == "reference"  # no nvidia-smi either: a VM check needs no GPU
-    assert machine.virtualization == {"vm": False, "name": None, "evidence": []}
+    monkeypatch.setattr(doctor, "DMI_DIR", str(tmp_path / "gone"))
+    monkeypatch.setattr(doctor, "CPUINFO", str(tmp_path / "gone" / "cpuinfo"))
+    assert host_signs(doctor.gather(Machine(mode="reference")))["vm"] is None
 
 
 @pytest.mark.parametrize("virtualization, expected", [
     ({"vm": True, "name": "kvm", "evidence": ["systemd-detect-virt --vm: kvm"]},
-     "This machine is a virtual machine (kvm): systemd-detect-virt --vm: kvm."),
-    ({"vm": False, "name": None, "evidence": []}, "No sign of a virtual machine here"),
-    ({"vm": None, "name": None, "evidence": []}, "Could not tell whether this machine is a virtual machine"),
-    (None, "Not checked whether this machine is a virtual machine"),
+     "running under kvm (systemd-detect-virt --vm: kvm)"),
+    ({"vm": True, "name": None, "evidence": ["the CPU flag 'hypervisor' in /proc/cpuinfo"]},
+     "running under a hypervisor (the CPU flag 'hypervisor' in /proc/cpuinfo)"),
+    ({"vm": False, "name": None, "evidence": []}, "bare metal"),
+    ({"vm": None, "name": None, "evidence": []}, "unknown: none of systemd-detect-virt"),
 ])
-def test_the_sentence_says_what_was_found(virtualization, expected):
-    sentence = virtualization_sentence(Machine(virtualization=virtualization))
-    assert sentence.startswith(expected)
-    assert "None" not in sentence
+def test_the_doctor_line_says_what_was_found(virtualization, expected):
+    line = doctor.check_vm(Machine(mode="reference"), virtualization)[0]
+    assert line.status == "PASS" and line.finding.startswith(expected) and "None" not in line.finding

@@ -41,7 +41,8 @@ def make_program(source_dir: Path, binary: Path, sms: Architectures = None, time
     except ValueError as bad:
         raise error(str(bad)) from None
     if shutil.which("make") is None:
-        raise error(f"make is not installed, so {source_dir.name} cannot be built (needs make and nvcc)")
+        raise error(f"make is not installed, so {source_dir.name} cannot be built (needs make "
+                    "and nvcc)")
     command = ["make", "-C", str(source_dir)] + ([f"SMS={sms_text}"] if sms_text else [])
     deadline = time.monotonic() + timeout
     try:
@@ -49,12 +50,14 @@ def make_program(source_dir: Path, binary: Path, sms: Architectures = None, time
             done = proctree.run(command, capture_output=True, text=True,
                                 timeout=max(1.0, deadline - time.monotonic()))
     except TimeoutError:
-        raise error(f"another build of {source_dir} held its lock ({LOCK_NAME}) for over {timeout:.0f} s") from None
+        raise error(f"another build of {source_dir} held its lock ({LOCK_NAME}) for over "
+                    f"{timeout:.0f} s") from None
     except subprocess.TimeoutExpired:
         raise error(f"make did not finish within {timeout:.0f} s in {source_dir}") from None
     if done.returncode != 0 or not binary.exists():
         tail = "\n".join((done.stdout + "\n" + done.stderr).strip().splitlines()[-15:])
-        raise error(f"building {source_dir.name} failed (make exit status {done.returncode}):\n{tail}")
+        raise error(f"building {source_dir.name} failed (make exit status {done.returncode}):"
+                    f"\n{tail}")
     return binary
 
 

@@ -1,423 +1,285 @@
-"""What this machine has: GPUs, how they are linked, NCCL, Horovod and nvcc.
+"""What this machine has, as a coursetools.machine.Machine: `detect()`, and `detect_once()`, which
+asks once per process (the CUDA programs' wrappers and the results store reuse its answer).
 
-`detect()` asks the tools a cluster node already has (NVML or `nvidia-smi`, the NCCL
-library, Horovod's `--check-build`, `nvcc`) and returns a `Machine`. Having no GPU is a
-normal outcome: a missing, failing, hanging or garbled `nvidia-smi` gives a Machine in
-"reference" mode whose `reason` says why, never an exception, because a notebook must
-keep going and show recorded data instead. `detect_once()` detects once per
-process.
-
-Where the parts live: the Machine record in coursetools.machine, the readers of nvidia-smi's
-small texts below (`nvlink -s`: gputopo.parsers.nvidia_smi), the NCCL/nvcc/Horovod probes in coursetools.probes,
-running a tool in coursetools.proctree (`run_tool`), the sentences for people in
-coursetools.banner (through Machine). Import each name from its own module.
-
-Standard library only: this runs on a bare node before anything is installed.
+GPUs: NVML (coursetools.nvml) answers the inventory, PCIe links, MIG, NVLink state and peer
+access where it loads; where it does not (not installed, no driver, GPUTOPO_NVML=0 as in the
+tests) nvidia-smi's texts answer, read by gputopo.parsers. Both paths read `nvidia-smi topo -m`
+(NV# bonds, affinity, NICs), NVML's PCIe common ancestors standing in when it prints none. Then
+the CUDA driver's device count (coursetools.gpus), NCCL (ncclGetVersion), nvcc and Horovod's
+`--check-build`. No GPU is a normal outcome: a missing, failing, hanging or garbled tool gives
+reference mode and its reason, never an exception. Standard library only (pynvml if it loads).
 """
 
 from __future__ import annotations
 
-import csv
+import ctypes
+import ctypes.util
+import glob
+import hashlib
+import importlib.util
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Tuple
 
 from coursetools import gpus as gpu_model
 from coursetools import nvml
-from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine, extreme_pairs
-from gputopo.parsers import ParseError, p2p_status
-from gputopo.parsers.nvidia_smi import nvlink_link_counts, nvlink_speeds
-from gputopo.parsers.topo import parse as parse_topology
-from coursetools.probes import (
-    HOROVOD_TIMEOUT_S,
-    find_horovod,
-    find_nccl,
-    find_nvcc,
-)
+from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
 from coursetools.proctree import first_line, run_tool
+from gputopo.parsers import ParseError, p2p_status
+from gputopo.parsers.nvidia_smi import (nvlink_link_counts, parse_gpu_query, parse_mig_list,
+                                        parse_smi_banner)
+from gputopo.parsers.topo import extreme_pairs
+from gputopo.parsers.topo import parse as parse_topology
 
-
-# `nvidia-smi topo -p2p` takes one capability letter; these two decide whether CUDA peer
-# copies work, which is what the course's P2P experiments need.
-P2P_CAPABILITIES = {"read": "r", "write": "w"}
-
-
-# ---------------------------------------------------------------------------------------
-# nvidia-smi
-
-# The per-GPU facts asked of `nvidia-smi --query-gpu`; the CSV columns come back in this order.
+HOROVOD_TIMEOUT_S = 90  # Horovod's check-build imports TensorFlow: many seconds on a cold cache
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
-# Asked in a second query, so that a driver that lacks one of them still gives the inventory.
-LINK_QUERY_FIELDS = ("index", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
-                     "pcie.link.width.current", "mig.mode.current")
-# How nvidia-smi fills a query field it has no value for.
-_NO_VALUE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
+# Asked with QUERY_FIELDS; a driver that refuses one of them is asked QUERY_FIELDS alone.
+LINK_FIELDS = ("pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
+               "pcie.link.width.current", "mig.mode.current")
 
 
-def known(value: Optional[str]) -> Optional[str]:
-    """value, or None for nvidia-smi's placeholders such as [N/A]."""
-    return None if value is None or value.strip() in _NO_VALUE else value
+def _number(value: Optional[str]) -> Optional[int]:
+    return int(value) if value and value.isdigit() else None
 
 
-def number(value: Optional[str]) -> Optional[int]:
-    """A whole-number field as an int; None for a placeholder or anything else."""
-    value = known(value)
-    return int(value) if value is not None and value.strip().isdigit() else None
-
-
-def parse_gpu_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> List[Dict[str, str]]:
-    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader`; ParseError for a bad row."""
-    gpus = []
-    for line_number, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
-        if not cells or not "".join(cells).strip():
-            continue
-        if len(cells) != len(fields):
-            raise ParseError(f"expected {len(fields)} comma-separated fields, got {len(cells)}", line_number)
-        row = dict(zip(fields, (cell.strip() for cell in cells)))
-        if not row["index"].isdigit():
-            raise ParseError(f"GPU index {row['index']!r} is not a number", line_number)
-        gpus.append(row)
-    return gpus
-
-
-def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
-    """Driver and CUDA versions from the header box of plain `nvidia-smi`."""
-    driver = re.search(r"Driver Version:\s*([0-9][\w.\-]*)", text)
-    cuda = re.search(r"CUDA Version:\s*([0-9][\d.]*)", text)
-    return {
-        "driver_version": driver.group(1) if driver else None,
-        "cuda_version": cuda.group(1) if cuda else None,
-    }
-
-
-def parse_p2p_status(text: str) -> Dict[str, Dict[str, str]]:
-    """The matrix of `nvidia-smi topo -p2p <r|w|n|a|p>`: {"GPU0": {"GPU1": "OK", ...}, ...}:
-    the `p2p-status` parser's "status"; ParseError (a ValueError) for text it cannot read."""
-    return p2p_status.parse(text)["status"]
-
-
-def parse_mig_list(text: str) -> Dict[int, List[str]]:
-    """MIG instance UUIDs per GPU index from `nvidia-smi -L`: {0: ["MIG-...", ...]}."""
-    found: Dict[int, List[str]] = {}
-    current: Optional[int] = None
-    for line in text.splitlines():
-        gpu = re.match(r"\s*GPU (\d+):", line)
-        if gpu:
-            current = int(gpu.group(1))
-            found.setdefault(current, [])
-            continue
-        mig = re.search(r"\bMIG\b.*\(UUID:\s*(MIG-[^\s)]+)\)", line)
-        if mig and current is not None:
-            found[current].append(mig.group(1))
-    return found
-
-
-def gpu_inventory(nvidia_smi: str = "nvidia-smi", timeout: float = 20) -> Tuple[List[nvml.GpuFacts], Optional[str]]:
-    """(GPUs, problem) from one `nvidia-smi --query-gpu` call; problem is None on success.
-    The PCIe link fields are asked for later (gpu_models), in a query of their own."""
-    query = [nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader"]
-    result = run_tool(query, timeout)
-    if not result.ok:
-        if "No devices were found" in (result.problem or ""):
-            return [], "nvidia-smi found no GPUs"
-        return [], result.problem
+def text_inventory(smi: str, timeout: float):
+    """(GPUs, driver version, problem) from `nvidia-smi --query-gpu`; problem None on success."""
+    for fields in (QUERY_FIELDS + LINK_FIELDS, QUERY_FIELDS):
+        done = run_tool([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader"], timeout)
+        if done.ok or "exit status" not in (done.problem or ""):
+            break
+    if not done.ok:
+        no_gpu = "No devices were found" in (done.problem or "")
+        return [], None, "nvidia-smi found no GPUs" if no_gpu else done.problem
     try:
-        rows = parse_gpu_query(result.stdout)
+        rows = parse_gpu_query(done.stdout, fields)
     except ValueError as error:
-        return [], f"nvidia-smi printed something unexpected: {error}: {first_line(result.stdout)}"
+        why = f"nvidia-smi printed something unexpected: {error}: {first_line(done.stdout)}"
+        return [], None, why
     if not rows:
-        return [], "nvidia-smi found no GPUs"
-    return [nvml.GpuFacts(index=int(row["index"]), name=row.get("name", ""),
-                          driver_version=known(row.get("driver_version")),
-                          bus_id=known(row.get("pci.bus_id")), uuid=known(row.get("uuid")))
-            for row in rows], None
+        return [], None, "nvidia-smi found no GPUs"
+    mig = "Enabled" in (row.get("mig.mode.current") for row in rows)  # instances' UUIDs, which
+    listing = run_tool([smi, "-L"], timeout) if mig else None  # CUDA_VISIBLE_DEVICES may name
+    instances = parse_mig_list(listing.stdout) if listing and listing.ok else {}
+    gpus = [gpu_model.Gpu(
+        index=int(row["index"]), name=row["name"] or "", bus_id=row["pci.bus_id"], uuid=row["uuid"],
+        pcie_gen_max=_number(row.get("pcie.link.gen.max")),
+        pcie_width_max=_number(row.get("pcie.link.width.max")),
+        pcie_gen_current=_number(row.get("pcie.link.gen.current")),
+        pcie_width_current=_number(row.get("pcie.link.width.current")),
+        mig_mode=row.get("mig.mode.current"), mig_uuids=instances.get(int(row["index"]), []))
+        for row in rows]
+    return gpus, rows[0]["driver_version"], None
 
 
-def _text_link_facts(nvidia_smi: str, timeout: float, by_index: Dict[int, nvml.GpuFacts],
-                     notes: Dict[str, str]) -> None:
-    """The PCIe link and MIG fields from nvidia-smi's second query, into `by_index`."""
-    result = run_tool([nvidia_smi, "--query-gpu=" + ",".join(LINK_QUERY_FIELDS), "--format=csv,noheader"],
-                      timeout)
-    if not result.ok:
-        notes["pcie"] = result.problem or ""
-        return
-    try:
-        rows = parse_gpu_query(result.stdout, LINK_QUERY_FIELDS)
-    except ValueError as error:
-        notes["pcie"] = f"nvidia-smi's PCIe link query not understood: {error}"
-        return
-    for row in rows:
-        facts = by_index.get(int(row["index"]))
-        if facts is not None:
-            facts.pcie_gen_max = number(row["pcie.link.gen.max"])
-            facts.pcie_width_max = number(row["pcie.link.width.max"])
-            facts.pcie_gen_current = number(row["pcie.link.gen.current"])
-            facts.pcie_width_current = number(row["pcie.link.width.current"])
-            facts.mig_mode = known(row["mig.mode.current"])
-
-
-def gpu_models(facts: Sequence[nvml.GpuFacts], nvidia_smi: str, timeout: float,
-               notes: Dict[str, str], *, from_nvml: bool = False) -> List[gpu_model.Gpu]:
-    """coursetools.gpus.Gpu objects from the inventory, with PCIe link facts and MIG UUIDs
-    (NVML answered the link facts already; the text path asks nvidia-smi for them)."""
-    if not from_nvml:
-        _text_link_facts(nvidia_smi, timeout, {gpu.index: gpu for gpu in facts}, notes)
-    models = [gpu_model.Gpu(index=gpu.index, name=gpu.name, bus_id=gpu.bus_id, uuid=gpu.uuid,
-                            pcie_gen_max=gpu.pcie_gen_max, pcie_width_max=gpu.pcie_width_max,
-                            pcie_gen_current=gpu.pcie_gen_current, pcie_width_current=gpu.pcie_width_current,
-                            mig_mode=gpu.mig_mode)
-              for gpu in facts]
-    by_index = {gpu.index: gpu for gpu in models}
-    if any((gpu.mig_mode or "").lower() == "enabled" for gpu in models):
-        listing = run_tool([nvidia_smi, "-L"], timeout)
-        if listing.ok:
-            for index, uuids in parse_mig_list(listing.stdout).items():
-                if index in by_index:
-                    by_index[index].mig_uuids = uuids
-        else:
-            notes["mig"] = listing.problem or ""
-    return models
-
-
-def _read_nvidia_smi_details(machine: Machine, nvidia_smi: str, timeout: float) -> None:
-    """Fill in banner versions, topology, NVLink and P2P; each failure becomes a note."""
-    plain = run_tool([nvidia_smi], timeout)
+def _text_details(machine: Machine, smi: str, timeout: float) -> None:
+    """The banner's versions, NVLink and peer access from nvidia-smi's texts."""
+    plain = run_tool([smi], timeout)
     if plain.ok:
         versions = parse_smi_banner(plain.stdout)
         machine.cuda_version = versions["cuda_version"]
         machine.driver_version = machine.driver_version or versions["driver_version"]
     else:
         machine.notes["cuda_version"] = plain.problem or ""
-
-    topo = run_tool([nvidia_smi, "topo", "-m"], timeout)
-    if topo.ok:
-        machine.topology_text = topo.stdout
-        try:
-            machine.topology = parse_topology(topo.stdout)
-        except Exception as error:  # a parser bug must not break discovery in a notebook
-            machine.notes["topology"] = f"nvidia-smi topo -m not understood: {error}"
-    else:
-        machine.notes["topology"] = topo.problem or ""
-
-    nvlink = run_tool([nvidia_smi, "nvlink", "-s"], timeout)
+    nvlink = run_tool([smi, "nvlink", "-s"], timeout)
     if nvlink.ok:
-        machine.nvlink_status_text = nvlink.stdout
-        machine.nvlink_active_links = {gpu: c["active"] for gpu, c in nvlink_link_counts(nvlink.stdout).items()}
+        machine.nvlink = nvlink_link_counts(nvlink.stdout)
     else:
         machine.notes["nvlink"] = nvlink.problem or ""
-
-    texts, matrices = [], {}
-    for capability, letter in P2P_CAPABILITIES.items():
-        p2p = run_tool([nvidia_smi, "topo", "-p2p", letter], timeout)
-        if not p2p.ok:
-            machine.notes[f"p2p_{capability}"] = p2p.problem or ""
-            continue
-        texts.append(f"# nvidia-smi topo -p2p {letter}\n{p2p.stdout}")
+    matrices = {}
+    for capability in ("read", "write"):
+        done = run_tool([smi, "topo", "-p2p", capability[0]], timeout)
         try:
-            matrices[capability] = parse_p2p_status(p2p.stdout)
+            if done.ok:
+                matrices[capability] = p2p_status.parse(done.stdout)["status"]
         except ValueError as error:
-            machine.notes[f"p2p_{capability}"] = f"nvidia-smi topo -p2p {letter} not understood: {error}"
-    machine.p2p_rw_text = "\n".join(texts) or None
+            done.problem = f"nvidia-smi topo -p2p {capability[0]} not understood: {error}"
+        if capability not in matrices:
+            machine.notes[f"p2p_{capability}"] = done.problem or ""
     machine.p2p_matrix = matrices or None
 
 
-def _read_nvml_details(machine: Machine, lib) -> None:
-    """NVLink state, P2P status and (when topo -m gave none) the PCIe topology from NVML."""
+def _nvml_details(machine: Machine, lib) -> None:
+    """CUDA version, NVLink, peer access and (when topo -m gave none) PCIe paths from NVML."""
     try:
-        counts = nvml.nvlink_counts(lib)
-        machine.nvlink_active_links = {gpu: links["active"] for gpu, links in counts.items()} or \
-            machine.nvlink_active_links
-        for label, speed in nvml.nvlink_speeds(lib).items():
-            for gpu in machine.gpus:
-                if gpu.label == label:
-                    gpu.nvlink_gbs_per_link = speed
-        machine.p2p_matrix = {capability: nvml.p2p_status(lib, capability) for capability in P2P_CAPABILITIES}
-        for capability in P2P_CAPABILITIES:
-            machine.notes.pop(f"p2p_{capability}", None)
-        if machine.topology is None:
-            paths = nvml.pcie_paths(lib)
-            names = [f"GPU{gpu.index}" for gpu in machine.gpus]
-            if all(code for row in paths.values() for code in row.values()):
-                machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
-                                    "numa_affinity": {}, "gpu_numa_id": {}, "legend": {}, "source": "NVML"}
-                machine.topology["best_pair"], machine.topology["worst_pair"] = extreme_pairs(
-                    machine.topology, [gpu.index for gpu in machine.gpus])
-                machine.notes["topology"] = (machine.notes.get("topology", "") +
-                                             " (PCIe paths from NVML's common ancestors instead)").strip()
-    except Exception as error:  # the text answers stay
+        version = nvml.ask(lib.nvmlSystemGetCudaDriverVersion)
+        machine.cuda_version = f"{version // 1000}.{version % 1000 // 10}" if version else None
+        machine.nvlink = nvml.nvlink_counts(lib)
+        machine.p2p_matrix = {c: nvml.p2p_status(lib, c) for c in nvml.P2P_CAPABILITY_INDEX}
+        paths = nvml.pcie_paths(lib) if machine.topology is None else {}
+        if paths and all(code for row in paths.values() for code in row.values()):
+            names = [gpu.label for gpu in machine.gpus]
+            best, worst = extreme_pairs(names, paths)
+            machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
+                                "numa_affinity": {}, "source": "NVML", "best_pair": best,
+                                "worst_pair": worst}
+            machine.notes["topology"] = (machine.notes.get("topology", "") + " (PCIe paths from "
+                                         "NVML's common ancestors instead)").strip()
+    except Exception as error:  # what NVML did not answer stays unknown, with this note
         machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
 
 
-def detect(
-    nvidia_smi: str = "nvidia-smi",
-    timeout: float = 20,
-    *,
-    check_horovod: bool = True,
-    horovod_timeout: float = HOROVOD_TIMEOUT_S,
-    horovodrun: Optional[str] = None,
-    environ: Optional[Dict[str, str]] = None,
-    use_nvml: bool = True,
-) -> Machine:
-    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes.
-
-    NVML (pynvml) answers the inventory, NVLink state and P2P status when it loads; the
-    text of nvidia-smi answers otherwise, and is read for the lesson either way.
-    """
+def detect(nvidia_smi: str = "nvidia-smi", timeout: float = 20, *, check_horovod: bool = True,
+           horovod_timeout: float = HOROVOD_TIMEOUT_S, horovodrun: Optional[str] = None,
+           environ: Optional[Dict[str, str]] = None, use_nvml: bool = True) -> Machine:
+    """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
     environ = os.environ if environ is None else environ
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
-
-    lib, nvml_problem = nvml.load() if use_nvml else (None, "not asked")
-    gpus: List[nvml.GpuFacts] = []
-    problem: Optional[str] = None
+    lib, why = nvml.load() if use_nvml else (None, "not asked")
     if lib is not None:
         try:
-            gpus = nvml.inventory(lib)
-            machine.facts_from = "NVML"
-        except Exception as error:  # fall back to the text path below
-            lib, nvml_problem = None, f"NVML inventory failed ({type(error).__name__}: {error})"
+            gpus, machine.facts_from = nvml.inventory(lib), "NVML"
+            machine.driver_version = nvml.text(nvml.ask(lib.nvmlSystemGetDriverVersion))
+            problem = None if gpus else "NVML found no GPUs"
+        except Exception as error:  # the text path below answers instead
+            lib, why = None, f"NVML inventory failed ({type(error).__name__}: {error})"
     if lib is None:
-        machine.notes["nvml"] = nvml_problem or ""
-        gpus, problem = gpu_inventory(nvidia_smi, timeout)
-    elif not gpus:
-        problem = "NVML found no GPUs"
+        machine.notes["nvml"] = why or ""
+        gpus, machine.driver_version, problem = text_inventory(nvidia_smi, timeout)
     if problem is None:
-        machine.gpu_count = len(gpus)
+        machine.gpus, machine.gpu_count = gpus, len(gpus)
         machine.gpu_names = [gpu.name for gpu in gpus]
         machine.gpu_bus_ids = [gpu.bus_id or "unknown" for gpu in gpus]
-        machine.driver_version = gpus[0].driver_version
-        machine.gpus = gpu_models(gpus, nvidia_smi, timeout, machine.notes, from_nvml=lib is not None)
-        machine.visibility_problem = gpu_model.apply_visibility(machine.gpus, machine.cuda_visible_devices)
-        machine.visible_gpu_count = len(gpu_model.allowed(machine.gpus))
-        _read_nvidia_smi_details(machine, nvidia_smi, timeout)
+        machine.visibility_problem = gpu_model.apply_visibility(gpus, machine.cuda_visible_devices)
+        machine.visible_gpu_count = len(gpu_model.allowed(gpus))
+        topo = run_tool([nvidia_smi, "topo", "-m"], timeout)
+        try:
+            machine.topology = parse_topology(topo.stdout) if topo.ok else None
+        except Exception as error:  # a parser bug must not break discovery
+            topo.problem = f"nvidia-smi topo -m not understood: {error}"
+        if machine.topology is None:
+            machine.notes["topology"] = topo.problem or ""
         if lib is not None:
-            _read_nvml_details(machine, lib)
-        for label, speed in nvlink_speeds(machine.nvlink_status_text or "").items():
-            for gpu in machine.gpus:
-                if gpu.label == label and gpu.nvlink_gbs_per_link is None:
-                    gpu.nvlink_gbs_per_link = speed
+            _nvml_details(machine, lib)
+        else:
+            _text_details(machine, nvidia_smi, timeout)
         machine.cuda_devices, cuda_problem = gpu_model.cuda_device_count(environ)
-        if cuda_problem:
-            machine.notes["cuda"] = cuda_problem
-        elif machine.cuda_devices == 0:
-            machine.notes["cuda"] = "the CUDA driver reports no device for this job"
+        if cuda_problem or machine.cuda_devices == 0:
+            machine.notes["cuda"] = cuda_problem or "the CUDA driver reports no device for this job"
         if machine.visible_gpu_count == 0:
             problem = f"CUDA_VISIBLE_DEVICES={machine.cuda_visible_devices!r} hides every GPU"
-            if machine.visibility_problem:
-                problem += f" ({machine.visibility_problem})"
+            problem += f" ({machine.visibility_problem})" if machine.visibility_problem else ""
     if problem is not None:
         machine.mode, machine.reason = MODE_REFERENCE, problem
     else:
         machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
-
-    try:
-        machine.virtualization = detect_virtualization(min(timeout, 5))
-    except Exception as error:  # never a reason to stop discovery
-        machine.notes["virtualization"] = f"not read ({type(error).__name__}: {error})"
-    machine.nccl_version, machine.nccl_library, nccl_problem = find_nccl()
-    if nccl_problem:
-        machine.notes["nccl"] = nccl_problem
-    machine.nvcc_path, machine.nvcc_version, nvcc_problem = find_nvcc(timeout)
-    if nvcc_problem:
-        machine.notes["nvcc"] = nvcc_problem
-    if check_horovod:
-        machine.horovod, horovod_problem = find_horovod(horovod_timeout, horovodrun)
-        if horovod_problem:
-            machine.notes["horovod"] = horovod_problem
-    else:
-        machine.notes["horovod"] = "not checked"
+    machine.nccl_version, nccl = find_nccl()
+    machine.nvcc_path, machine.nvcc_version, nvcc = find_nvcc(timeout)
+    machine.horovod, horovod = find_horovod(horovod_timeout, horovodrun) if check_horovod \
+        else (None, "not checked")
+    machine.notes.update((k, v) for k, v in (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod))
+                         if v)
     return machine
 
 
 # ---------------------------------------------------------------------------------------
-# Virtual machine or not
-#
-# Inside a VM the PCIe tree, the CPU and NUMA affinity and the bus ids (00:06.0) that
-# nvidia-smi prints are the ones the hypervisor made up for the guest, not the host's. Three
-# signs, each read without root and each enough on its own:
-# - `systemd-detect-virt --vm` prints the hypervisor's name ("kvm", "microsoft", "vmware",
-#   ...) or "none" (systemd-detect-virt(1); --vm leaves containers out);
-# - the CPU flag "hypervisor" in /proc/cpuinfo: the CPUID bit a hypervisor sets for its
-#   guests (Intel SDM vol. 2A, CPUID leaf 1 ECX bit 31, "not used, always 0" on bare metal;
-#   Linux names it X86_FEATURE_HYPERVISOR);
-# - the firmware's (DMI/SMBIOS) system vendor and product name in /sys/class/dmi/id/, which
-#   hypervisors fill with their own names (the names below are those systemd's
-#   src/basic/virt.c recognises). "Amazon EC2" alone is not one: EC2 also sells bare metal.
-DMI_HYPERVISOR_NAMES = (
-    ("qemu", r"\bQEMU\b"), ("kvm", r"\bKVM\b"), ("vmware", r"VMware|\bVMW\b"),
-    ("oracle", r"VirtualBox|innotek"), ("xen", r"\bXen\b|HVM domU"), ("bochs", r"\bBochs\b"),
-    ("parallels", r"Parallels"), ("bhyve", r"\bBHYVE\b"), ("microsoft", r"Hyper-V|Virtual Machine"),
-    ("google", r"Google Compute Engine"), ("openstack", r"OpenStack"), ("kubevirt", r"KubeVirt"),
-    ("apple", r"Apple Virtualization"),
-)
-DMI_DIR = "/sys/class/dmi/id"
-CPUINFO = "/proc/cpuinfo"
+# NCCL, nvcc and Horovod as found here
 
 
-def cpu_flags(cpuinfo: str) -> List[str]:
-    """The flags of the first CPU in a /proc/cpuinfo text ("flags : fpu vme ..."); [] if none."""
-    for line in cpuinfo.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return value.split()
-    return []
+def decode_nccl_version(code: int) -> str:
+    # NCCL 2.9 changed the encoding from major*1000+minor*100+patch to major*10000+minor*100+patch
+    # (NCCL_VERSION_CODE in nccl.h).
+    major, rest = divmod(code, 10000 if code >= 10000 else 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
 
 
-def virtualization_from(*, detect_virt: Optional[str] = None, cpuinfo: Optional[str] = None,
-                        sys_vendor: Optional[str] = None, product_name: Optional[str] = None) -> dict:
-    """{"vm", "name", "evidence"} from what the three signs said (None: that sign was unreadable).
-
-    vm is True when any sign says VM, False when at least one sign was read and none does,
-    None when nothing could be read. Each piece of evidence is one short phrase for people.
-    """
-
-    evidence: List[str] = []
-    name: Optional[str] = None
-    read_any = False
-    answer = (detect_virt or "").strip().splitlines()
-    if answer:
-        read_any = True
-        word = answer[0].strip()
-        if word and word != "none":
-            name = word
-            evidence.append(f"systemd-detect-virt --vm: {word}")
-    if cpuinfo:
-        flags = cpu_flags(cpuinfo)
-        if flags:
-            read_any = True
-            if "hypervisor" in flags:
-                evidence.append("the CPU flag 'hypervisor' in /proc/cpuinfo")
-    firmware = " ".join(part.strip() for part in (sys_vendor, product_name) if part and part.strip())
-    if firmware:
-        read_any = True
-        for hypervisor, pattern in DMI_HYPERVISOR_NAMES:
-            if re.search(pattern, firmware, re.IGNORECASE):
-                name = name or hypervisor
-                evidence.append(f"firmware (DMI) names {firmware!r}")
-                break
-    vm: Optional[bool] = True if evidence else (False if read_any else None)
-    return {"vm": vm, "name": name, "evidence": evidence}
+def find_nccl() -> Tuple[Optional[str], Optional[str]]:
+    """(version, problem): ask the NCCL library itself (ncclGetVersion)."""
+    candidates = ["libnccl.so.2", ctypes.util.find_library("nccl")]
+    for entry in sys.path:  # pip's nvidia-nccl-cu12 is not on the loader's path
+        candidates += sorted(glob.glob(os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so*")))
+    for candidate in filter(None, candidates):
+        try:
+            code = ctypes.c_int(0)
+            if ctypes.CDLL(candidate).ncclGetVersion(ctypes.byref(code)) == 0:
+                return decode_nccl_version(code.value), None
+        except (OSError, AttributeError):
+            continue
+    return None, "no NCCL library (libnccl.so.2) could be loaded"
 
 
-def _read_small(path: str) -> Optional[str]:
+def parse_nvcc_version(text: str) -> Optional[str]:
+    """The release of `nvcc --version` ("12.4"), or None if the text names none."""
+    release = re.search(r"release\s+([\d.]+)", text)
+    return release.group(1) if release else None
+
+
+def find_nvcc(timeout: float) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(path, version, problem); /usr/local/cuda/bin is tried because it is often off PATH."""
+    path = shutil.which("nvcc")
+    if path is None and os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+        path = "/usr/local/cuda/bin/nvcc"
+    if path is None:
+        return None, None, "nvcc not found on PATH or in /usr/local/cuda/bin"
+    done = run_tool([path, "--version"], timeout)
+    return path, parse_nvcc_version(done.stdout) if done.ok else None, done.problem
+
+
+def parse_horovod_check_build(text: str) -> dict:
+    """`horovodrun --check-build` as {"version", "tensorflow", "pytorch", "nccl", "gloo", "mpi",
+    "sections"}: a feature counts as built when any section marks it [X] (MPI and Gloo are
+    listed as controllers and as tensor operations). ParseError when no [X] / [ ] line is found."""
+    sections: Dict[str, Dict[str, bool]] = {}
+    current = "Available"
+    for line in text.splitlines():
+        entry = re.match(r"\s*\[([ xX])\]\s+(\S.*?)\s*$", line)
+        if entry:
+            sections.setdefault(current, {})[entry.group(2)] = entry.group(1) in "xX"
+        elif line.strip().endswith(":") and not line.strip().startswith("Horovod"):
+            current = line.strip()[:-1]
+    if not sections:
+        raise ParseError("no [X] / [ ] lines in Horovod's check-build output")
+    flags = dict.fromkeys(("tensorflow", "pytorch", "nccl", "gloo", "mpi"), False)
+    for entries in sections.values():
+        for name, built in entries.items():
+            flags[name.lower()] = flags.get(name.lower(), False) or built
+    version = re.search(r"Horovod\s+v?(\d[\w.+\-]*)", text)
+    return {"version": version.group(1) if version else None, **flags, "sections": sections}
+
+
+def find_horovod(timeout: float, horovodrun: Optional[str] = None):
+    """(check-build as parsed, None) or (None, why): the given horovodrun, this Python's Horovod
+    (its answer kept in ~/.cache/gputopo, keyed by the package's path and time, since asking
+    imports TensorFlow), or horovodrun on PATH."""
+    cache = None
+    if horovodrun is not None:
+        command = [horovodrun, "--check-build"]
+    elif importlib.util.find_spec("horovod") is not None:
+        command = [sys.executable, "-m", "horovod.runner.launch", "--check-build"]
+        origin = Path(importlib.util.find_spec("horovod").origin or ".")
+        if origin.is_file():
+            key = f"{origin.parent}:{origin.stat().st_mtime_ns}".encode()
+            cache = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputopo"
+                     / f"horovod-check-build-{hashlib.sha256(key).hexdigest()[:16]}.txt")
+    elif shutil.which("horovodrun"):
+        command = [shutil.which("horovodrun"), "--check-build"]
+    else:
+        return None, "Horovod is not installed for this Python and horovodrun is not on PATH"
+    if cache is not None and cache.is_file():
+        stdout = cache.read_text()
+    else:
+        done = run_tool(command, timeout)
+        if not done.ok:
+            return None, done.problem
+        stdout = done.stdout
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(65536)
-    except OSError:
-        return None
-
-
-def detect_virtualization(timeout: float = 5) -> dict:
-    """virtualization_from() for this machine; never raises (an unreadable sign is skipped)."""
-    found = run_tool(["systemd-detect-virt", "--vm"], timeout)
-    # "none" comes with exit status 1; a missing tool gives no output at all.
-    detect_virt = found.stdout if found.stdout.strip() else None
-    return virtualization_from(detect_virt=detect_virt, cpuinfo=_read_small(CPUINFO),
-                               sys_vendor=_read_small(os.path.join(DMI_DIR, "sys_vendor")),
-                               product_name=_read_small(os.path.join(DMI_DIR, "product_name")))
+        parsed = parse_horovod_check_build(stdout)
+    except ValueError as error:
+        return None, f"Horovod's check-build output was not understood: {error}"
+    if cache is not None and not cache.is_file():
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(stdout)
+        except OSError:
+            pass  # a read-only home only costs the next caller the slow path
+    return parsed, None
 
 
 # ---------------------------------------------------------------------------------------
-# One detection per process for banners and result records
+# One detection per process
 
 _cached: Optional[Machine] = None
 
@@ -433,4 +295,3 @@ def detect_once(**options) -> Machine:
 def cached_machine() -> Optional[Machine]:
     """The Machine detect_once() found, or None if nothing has been detected yet (runs nothing)."""
     return _cached
-

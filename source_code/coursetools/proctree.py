@@ -1,156 +1,81 @@
 """Run a command with a timeout and leave none of its processes behind.
 
-`run(args, timeout=S, ...)` is a drop-in for `subprocess.run` (same keywords, returns a
-`subprocess.CompletedProcess`, raises `subprocess.TimeoutExpired`) with one difference: when the
-time is up, when the caller is interrupted (Ctrl-C in a notebook), and after a normal exit, it
-stops every process the command started, not just the command itself. That matters for the
-programs this course starts: Horovod's launcher puts each worker in a session of its own, so
-killing the launcher (what `subprocess.run` does) or its process group leaves the workers
-holding the GPUs, often exactly in the NCCL hang that made the run time out.
+`run(args, timeout=S, ...)` is `subprocess.run` (same keywords, a CompletedProcess, TimeoutExpired
+with the output so far) that, on a timeout, on an interrupt (Ctrl-C in a notebook) and after a
+normal exit, stops every process the command started. Horovod's launcher puts each worker in a
+session of its own, and a worker whose parent has exited is a child of init: neither the
+command's process group nor psutil's `children(recursive=True)` reaches it. So the command
+starts in a new session with a mark in its environment (GPUTOPO_PROCTREE, appended to an outer
+one) that its descendants inherit, and psutil finds the session's processes, the descendants and
+the marked ones; they get SIGTERM, `grace` seconds (`psutil.wait_procs`), then SIGKILL. Without
+psutil (a bare node before the install) the command's session alone is signalled.
 
-How the tree is found. The command starts in a new session, and its environment carries a mark
-(`GPUTOPO_PROCTREE`, a random id per run, appended to any outer mark) that every descendant
-inherits. At the end, the tree is the union of the command's live descendants (psutil's
-parent links), every process in its session, and every process of this user whose environment
-holds the mark. The mark is what finds a worker that moved to its own session and whose parent
-already exited (it is then a child of init, not of anything we know). A process that clears its
-environment and leaves the session and loses its parent escapes; none of the programs here do.
-
-How it is stopped. SIGTERM to all of them, up to `grace` seconds for them to exit, then SIGKILL
-to whatever is left (found again, since a dying launcher may start something), repeated until
-nothing is left. psutil (pinned in environment/requirements-common.txt) does the process
-bookkeeping; where it is missing (a bare node before the install, as for `make check`'s
-discovery of nvidia-smi) only the command's session is signalled, which is what tools such as
-nvidia-smi and nvcc need.
-
-`run_tool(argv, timeout)` is the same run for a tool whose failure is an answer, not an error
-(discovery asking nvidia-smi, nvcc, Horovod): it never raises and turns every failure (missing,
-not executable, non-zero exit, timeout) into one line of text.
+`run_tool(argv, timeout)` never raises: a tool's failure (missing, not executable, non-zero
+exit, timeout) is one line of text, for discovery asking nvidia-smi, nvcc or Horovod.
 """
+
+import contextlib
 import dataclasses
 import os
 import signal
 import subprocess
 import time
 import uuid
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
+
+try:
+    import psutil
+except ImportError:  # a bare node before the install: the session kill alone
+    psutil = None
 
 MARK = "GPUTOPO_PROCTREE"
 GRACE_S = 5.0
-_POLL_S = 0.1
-_KILL_ROUNDS = 5
-# A failing tool's message is quoted in one line (run_tool); longer ones are cut here.
-MAX_REASON_CHARS = 160
+MAX_REASON_CHARS = 160  # a failing tool's message is quoted in one line, cut here
 
 
-def _psutil():
-    try:
-        import psutil
-    except ImportError:  # a bare node before the install: the session kill alone
-        return None
-    return psutil
-
-
-def _new_mark(env: Optional[dict]) -> Tuple[str, dict]:
-    env = dict(os.environ if env is None else env)
-    mark = uuid.uuid4().hex
-    outer = env.get(MARK)
-    env[MARK] = f"{outer}:{mark}" if outer else mark
-    return mark, env
-
-
-def members(root_pid: int, mark: Optional[str]) -> List:
-    """Live (not zombie) psutil.Process objects of the tree started as `root_pid`, root excluded."""
-    psutil = _psutil()
-    if psutil is None:
-        return []
+def _tree(root: int, mark: str) -> List:
+    """Live psutil.Process objects the command started (itself excluded)."""
     found = {}
-    try:
-        for child in psutil.Process(root_pid).children(recursive=True):
-            found[child.pid] = child
-    except psutil.Error:
-        pass
-    me = os.getpid()
+    with contextlib.suppress(psutil.Error):
+        found = {p.pid: p for p in psutil.Process(root).children(recursive=True)}
     for proc in psutil.process_iter():
-        if proc.pid in (me, root_pid) or proc.pid in found:
-            continue
         try:
-            if os.getsid(proc.pid) == root_pid:
-                found[proc.pid] = proc
-            elif mark and mark in proc.environ().get(MARK, "").split(":"):
-                found[proc.pid] = proc
+            if os.getsid(proc.pid) == root or mark in proc.environ().get(MARK, "").split(":"):
+                found.setdefault(proc.pid, proc)
         except (psutil.Error, OSError):
-            continue  # gone, or another user's process (its environment is not ours to read)
+            continue  # gone, or another user's (its environment is not ours to read)
     live = []
-    for proc in found.values():
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
+    for pid, proc in found.items():
+        with contextlib.suppress(psutil.Error):
+            if pid not in (root, os.getpid()) and proc.status() != psutil.STATUS_ZOMBIE:
                 live.append(proc)
-        except psutil.Error:
-            pass
     return live
 
 
-def _signal(process: subprocess.Popen, procs: List, sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)  # the command's own session (start_new_session=True)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if process.poll() is None:
-        try:
-            process.send_signal(sig)
-        except ProcessLookupError:
-            pass
-    for proc in procs:
-        try:
-            proc.send_signal(sig)
-        except Exception:  # psutil.NoSuchProcess / AccessDenied: gone or not ours
-            pass
-
-
-def kill_tree(process: subprocess.Popen, mark: Optional[str] = None, grace: float = GRACE_S) -> None:
-    """Stop `process` and everything it started: SIGTERM, up to `grace` s, then SIGKILL until none is left."""
-    procs = members(process.pid, mark)
-    if process.poll() is not None and not procs:
-        return
-    _signal(process, procs, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if process.poll() is None or any(p.is_running() and _not_zombie(p) for p in procs):
-            time.sleep(_POLL_S)
-            continue
-        procs = members(process.pid, mark)  # anything started meanwhile
-        if not procs:
-            break
-    for _ in range(_KILL_ROUNDS):
-        procs = members(process.pid, mark)
+def kill_tree(process: subprocess.Popen, mark: str, grace: float = GRACE_S) -> None:
+    """SIGTERM to the command and its tree, up to `grace` s, then SIGKILL until none is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
+        procs = _tree(process.pid, mark) if psutil else []
         if process.poll() is not None and not procs:
-            break
-        _signal(process, procs, signal.SIGKILL)
-        psutil = _psutil()
-        if psutil is not None and procs:
-            psutil.wait_procs(procs, timeout=2)
-        try:
-            process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-
-
-def _not_zombie(proc) -> bool:
-    psutil = _psutil()
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)  # the command's own session (start_new_session=True)
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        wait = grace if sig == signal.SIGTERM else 2.0
+        if procs:
+            psutil.wait_procs(procs, timeout=wait)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait)
 
 
 def _communicate(process, input, timeout, mark, grace):
-    """process.communicate, except that it returns soon after the command itself exits.
-
-    A worker that outlives its launcher holds the launcher's stdout open, so a plain
-    communicate() would wait for it (until the timeout, or forever); here the leftovers are
-    stopped as soon as the command is gone, which closes the pipes.
-    """
+    """process.communicate, except that it returns soon after the command itself exits: a worker
+    that outlives its launcher holds the launcher's stdout open, and is stopped then."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         step = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
@@ -168,17 +93,14 @@ def run(args, *, timeout: Optional[float], grace: float = GRACE_S, input=None,
         capture_output: bool = False, check: bool = False, env: Optional[dict] = None,
         **popen_kwargs) -> subprocess.CompletedProcess:
     """subprocess.run that stops the command's whole process tree (see the module docstring).
-
-    On timeout raises subprocess.TimeoutExpired (with the output so far) after the tree is gone;
-    the exception's `returncode` attribute holds the command's exit status after the kill.
-    """
+    A TimeoutExpired's `returncode` is the command's exit status after the kill."""
     if capture_output:
-        popen_kwargs["stdout"] = subprocess.PIPE
-        popen_kwargs["stderr"] = subprocess.PIPE
+        popen_kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if input is not None:
         popen_kwargs["stdin"] = subprocess.PIPE
     popen_kwargs.pop("start_new_session", None)
-    mark, env = _new_mark(env)
+    env, mark = dict(os.environ if env is None else env), uuid.uuid4().hex
+    env[MARK] = f"{env[MARK]}:{mark}" if env.get(MARK) else mark
     with subprocess.Popen(args, env=env, start_new_session=True, **popen_kwargs) as process:
         try:
             stdout, stderr = _communicate(process, input, timeout, mark, grace)
@@ -194,9 +116,7 @@ def run(args, *, timeout: Optional[float], grace: float = GRACE_S, input=None,
         except BaseException:  # KeyboardInterrupt in a notebook: leave nothing running
             kill_tree(process, mark, grace)
             raise
-        # A launcher that exited may leave workers behind (a worker in its own session, a
-        # daemonised helper): they go too, so that nothing keeps a GPU after the call.
-        kill_tree(process, mark, grace)
+        kill_tree(process, mark, grace)  # a launcher that exited may leave workers behind
     done = subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
     if check:
         done.check_returncode()
@@ -214,8 +134,6 @@ def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
     """Run argv, capture its output, and turn every failure into one line of text."""
     program = os.path.basename(argv[0])
     try:
-        # run() stops the tool and every process it started on a timeout (psutil where
-        # installed; the tool's session alone on a bare node).
         done = run(list(argv), timeout=timeout, stdin=subprocess.DEVNULL, capture_output=True)
     except FileNotFoundError:
         return ToolRun(False, "", f"{program} not found")
@@ -226,10 +144,11 @@ def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
     except subprocess.TimeoutExpired:
         return ToolRun(False, "", f"{program} did not answer within {timeout:g} s")
     stdout = done.stdout.decode("utf-8", errors="replace")
-    stderr = done.stderr.decode("utf-8", errors="replace")
     if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", errors="replace")
         message = first_line(stderr) or first_line(stdout) or "no message"
-        return ToolRun(False, stdout, f"{program} failed (exit status {done.returncode}): {message}")
+        return ToolRun(False, stdout,
+                       f"{program} failed (exit status {done.returncode}): {message}")
     return ToolRun(True, stdout, None)
 
 

@@ -351,3 +351,47 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
                  cuda_graph=graph, processes=processes)
 
 
+
+
+def p2p_cut_off(text: str) -> Optional[str]:
+    """Why a P2P test output stops before its end (inside a matrix, a matrix with missing rows, the
+    course's program without its data check line), else None."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import p2p as p2p_parser
+
+    try:
+        parsed = p2p_parser.parse(text)
+    except ParseError as error:
+        return f"the output could not be read whole: {error.what}" if error.truncated else None
+    matrices = list(parsed["bandwidth_gbs"].values()) + list(parsed["latency_us"].values())
+    if any(m and len(m) < max(len(row) for row in m) for m in matrices) or (
+            "(gputopo course)" in text and "Data check:" not in text):
+        return ("the output stops before its end (a matrix with missing rows, or no data check "
+                "line): not judged")
+    return None
+
+
+def judge_p2p_output(text: str, link: Link, src: int = 0, dst: int = 1) -> Verdict:
+    """The verdict on a P2P test output's one-way bandwidth src -> dst (ordinals as printed; the
+    course's program or NVIDIA's sample); a cut-off output is "incomplete"."""
+    from gputopo.parsers import ParseError
+    from gputopo.parsers import p2p as p2p_parser
+
+    why = p2p_cut_off(text)
+    if why:
+        return Verdict("p2p_one_way", None, INCOMPLETE, why)
+    try:
+        parsed = p2p_parser.parse(text)
+    except ParseError as error:
+        return Verdict("p2p_one_way", None, NOT_COMPARABLE,
+                       f"the output could not be read whole: {error.what}")
+    connectivity = parsed.get("connectivity") or [[1, 1], [1, 1]]
+    if src == dst or max(src, dst) >= len(connectivity):
+        return Verdict("p2p_one_way", None, NOT_COMPARABLE,
+                       f"the output has {len(connectivity)} GPU(s): no pair {src} -> {dst} to judge "
+                       "(a copy inside one GPU crosses no link between GPUs)")
+    method = "sm" if re.search(r"Method: .*copy kernel|--sm_copy|SM copy", text) else "ce"
+    bandwidth = parsed["bandwidth_gbs"]
+    matrix = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")
+    return judge("p2p_one_way", matrix[src][dst] if matrix else None, link,
+                 method=method if connectivity[src][dst] else "staged")

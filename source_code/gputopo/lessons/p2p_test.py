@@ -10,8 +10,6 @@ from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gputopo import links, reference, verdicts
-from gputopo.parsers import ParseError
-from gputopo.parsers import p2p as p2p_parser
 from gputopo.parsers.p2p import matrix_labels
 
 # parser key -> (label, factor of the one-way peak: both ways is twice, P2P path? else staged)
@@ -143,18 +141,7 @@ def efficiency_rows(parsed: Dict[str, Any], link: Callable, gpu: Optional[str] =
     return out
 
 
-def cut_off(text: str) -> Optional[str]:
-    """Why a P2P test output stops before its end (inside a matrix, a matrix with missing rows, the
-    course's program without its data check line), else None."""
-    try:
-        parsed = p2p_parser.parse(text)
-    except ParseError as error:
-        return f"the output could not be read whole: {error.what}" if error.truncated else None
-    matrices = list(parsed["bandwidth_gbs"].values()) + list(parsed["latency_us"].values())
-    if any(m and len(m) < max(len(row) for row in m) for m in matrices) or (
-            "(gputopo course)" in text and "Data check:" not in text):
-        return "the output stops before its end (a matrix with missing rows, or no data check line): not judged"
-    return None
+cut_off = verdicts.p2p_cut_off  # why a P2P test output stops before its end, else None
 
 
 def report(parsed: Dict[str, Any], link: Callable, text: str = "", system: Optional[str] = None,

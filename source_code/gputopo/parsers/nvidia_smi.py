@@ -1,10 +1,12 @@
-"""Parsers for `nvidia-smi nvlink -s`: `nvlink_link_counts` and `nvlink_speeds`.
-
-nvidia-smi's other small texts (`--query-gpu`, the banner, `topo -p2p`, `-L`) are read where
-discovery asks for them, in coursetools.detect.
+"""Parsers for nvidia-smi's small texts: `nvlink -s` (`nvlink_link_counts`, `nvlink_speeds`),
+`--query-gpu` (`parse_gpu_query`), the plain banner (`parse_smi_banner`) and `-L`
+(`parse_mig_list`). `topo -m` and `topo -p2p` have parsers of their own (topo, p2p_status).
 """
+import csv
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
+
+from . import ParseError
 
 _GPU_LINE = re.compile(r"\s*GPU (\d+):")
 _ACTIVE_LINK = re.compile(r"\s*Link \d+:\s*([\d.]+)\s*GB/s")
@@ -38,3 +40,46 @@ def nvlink_speeds(text: str) -> Dict[str, float]:
     These are signalling rates, not data rates (gputopo.links)."""
     return {gpu: min(speed for speed in links if speed is not None)
             for gpu, links in _nvlinks(text).items() if any(speed is not None for speed in links)}
+
+
+# How `nvidia-smi --query-gpu` fills a field it has no value for.
+NO_VALUE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
+
+
+def parse_gpu_query(text: str, fields: Sequence[str]) -> List[Dict[str, Optional[str]]]:
+    """Rows of `nvidia-smi --query-gpu=<fields> --format=csv,noheader` (fields start with
+    "index") as {field: text}, None for a placeholder such as [N/A]; ParseError for a bad row."""
+    rows = []
+    for line, cells in enumerate(csv.reader(text.splitlines(), skipinitialspace=True), 1):
+        if not "".join(cells).strip():
+            continue
+        if len(cells) != len(fields):
+            raise ParseError(f"expected {len(fields)} comma-separated fields, got {len(cells)}", line)
+        row = {field: cell.strip() for field, cell in zip(fields, cells)}
+        if not row["index"].isdigit():
+            raise ParseError(f"GPU index {row['index']!r} is not a number", line)
+        rows.append({field: None if value in NO_VALUE else value for field, value in row.items()})
+    return rows
+
+
+def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
+    """Driver and CUDA versions from the header box of plain `nvidia-smi`."""
+    driver = re.search(r"Driver Version:\s*([0-9][\w.\-]*)", text)
+    cuda = re.search(r"CUDA Version:\s*([0-9][\d.]*)", text)
+    return {"driver_version": driver.group(1) if driver else None,
+            "cuda_version": cuda.group(1) if cuda else None}
+
+
+def parse_mig_list(text: str) -> Dict[int, List[str]]:
+    """MIG instance UUIDs per GPU index from `nvidia-smi -L`: {0: ["MIG-...", ...]}."""
+    found: Dict[int, List[str]] = {}
+    current: Optional[int] = None
+    for line in text.splitlines():
+        gpu = re.match(r"\s*GPU (\d+):", line)
+        mig = re.search(r"\bMIG\b.*\(UUID:\s*(MIG-[^\s)]+)\)", line)
+        if gpu:
+            current = int(gpu.group(1))
+            found.setdefault(current, [])
+        elif mig and current is not None:
+            found[current].append(mig.group(1))
+    return found

@@ -249,3 +249,6 @@ def _extreme_pairs(gpus, links):
         return None, None
     # max and min keep the first of equal ranks: the lowest (i, j).
     return max(pairs, key=lambda pair: pair[0])[1], min(pairs, key=lambda pair: pair[0])[1]
+
+
+extreme_pairs = _extreme_pairs  # coursetools.machine: the pairs among the GPUs a job may use
