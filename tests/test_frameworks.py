@@ -10,10 +10,10 @@ def test_framework_option_and_its_error():
 
 
 def test_nvls_state_labels(monkeypatch):
-    from gputopo.lessons.collectives import table
+    from gputopo.lessons.collectives import HERE, table
 
     def nvls(text):
-        return table("this machine", "t.txt", text, {})["nvls"]
+        return table(HERE, "t.txt", text, {})["nvls"]
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     assert nvls("NCCL_NVLS_ENABLE=0") == "NVLS off (course default)"
     assert nvls("NCCL_NVLS_ENABLE set by environment to 1") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
