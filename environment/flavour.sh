@@ -75,7 +75,9 @@ probe_gpus() {
   if ((gpu_count == 0)); then gpu_note="no GPU (nvidia-smi lists none)"; return; fi
   gpu_name=$(head -1 <<<"$out" | sed 's/,[^,]*$//; s/^ *//; s/ *$//')
   driver=$(head -1 <<<"$out" | sed 's/.*, *//; s/ *$//')
-  gpu_note="$gpu_count GPU$( ((gpu_count > 1)) && echo s || true) ($gpu_name, driver $driver)"
+  local plural=''
+  ((gpu_count == 1)) || plural=s
+  gpu_note="$gpu_count GPU$plural ($gpu_name, driver $driver)"
 }
 
 # $PYTHON, else the first of python3, python, if it imports torch: torch_python, torch_version,
@@ -85,7 +87,7 @@ probe_torch() {
   local c facts candidates=(python3 python)
   [[ -z ${PYTHON:-} ]] || candidates=("$PYTHON")  # PYTHON=... names the one to use
   for c in "${candidates[@]}"; do
-    [[ -n $c ]] && command -v "$c" >/dev/null 2>&1 || continue
+    if [[ -z $c ]] || ! command -v "$c" >/dev/null 2>&1; then continue; fi
     facts=$(timeout 120 "$c" -c 'import sys, torch
 print(torch.__version__, torch.version.cuda, sys.executable)' 2>/dev/null) || continue
     read -r torch_version torch_cuda torch_python <<<"$facts"
@@ -164,7 +166,9 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
     if ((gpu_count)) && [[ $nvcc_release == 12.* && -n $nccl ]]; then
       set=gpu why="TensorFlow GPU set ($how): $gpu_note, CUDA $nvcc_release ($nvcc) and NCCL"
     else
-      set=cpu why="TensorFlow CPU set ($how): ${gpu_note}$( ((gpu_count)) && echo ", no CUDA 12 toolkit with NCCL" || true)"
+      local extra=''
+      ((gpu_count == 0)) || extra=", no CUDA 12 toolkit with NCCL"
+      set=cpu why="TensorFlow CPU set ($how): ${gpu_note}$extra"
     fi
     return
   fi
@@ -174,7 +178,7 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
   if [[ $framework == pytorch ]]; then
     # A CUDA PyTorch of this machine first; a CPU-only one only where PyPI's CUDA build cannot
     # come instead (no GPU, an old driver, no index); none: PyPI's.
-    local have_torch=0 pypi_ok=0 pypi_no=''
+    local have_torch=0 pypi_no='' major=0
     ((pypi_asked)) || ! probe_torch || have_torch=1
     if ((have_torch)) && [[ $torch_cuda != None ]]; then
       torch=env python=$torch_python set=${set:-gpu}
@@ -186,7 +190,8 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
       why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build) of $torch_python: $gpu_note"
       return
     fi
-    if [[ $driver =~ ^[0-9]+ ]] && ((${BASH_REMATCH[0]} < pypi_min_driver)); then
+    [[ $driver =~ ^[0-9]+ ]] && major=${BASH_REMATCH[0]}
+    if ((major > 0 && major < pypi_min_driver)); then
       pypi_no="driver $driver is older than the $pypi_min_driver that PyPI's PyTorch $pypi_torch (CUDA $pypi_cuda) needs"
     elif ! probe_pypi_python; then
       pypi_no="none of Python 3.10-3.12 (with venv) is here for PyPI's PyTorch $pypi_torch"
@@ -200,7 +205,9 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
         ((have_torch)) && reason="PyTorch $torch_version of $torch_python is a CPU-only build and there are $gpu_note" \
           || reason="no Python here imports torch"
       fi
-      why="PyTorch flavour ($how$( ((pypi_asked)) && echo ", from PyPI as asked" || true)): ${reason:+$reason, so }$pypi_words, for $python"
+      local as_asked=''
+      ((pypi_asked == 0)) || as_asked=", from PyPI as asked"
+      why="PyTorch flavour ($how$as_asked): ${reason:+$reason, so }$pypi_words, for $python"
     elif ((have_torch && !pypi_asked)); then
       torch=env python=$torch_python set=${set:-cpu}
       why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build) of $torch_python: Horovod with Gloo only, since $pypi_no"
@@ -224,7 +231,9 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
   fi
   if [[ $nvcc_release == 12.* && -n $nccl ]]; then
     framework=tensorflow set=gpu torch=none
-    why="TensorFlow GPU set: $gpu_note, no Python with a CUDA build of PyTorch$( [[ -n $torch_python ]] && echo " and its nvcc and NCCL" || true), CUDA $nvcc_release ($nvcc) and NCCL"
+    local its=''
+    [[ -z $torch_python ]] || its=" and its nvcc and NCCL"
+    why="TensorFlow GPU set: $gpu_note, no Python with a CUDA build of PyTorch$its, CUDA $nvcc_release ($nvcc) and NCCL"
     return
   fi
   local missing
@@ -236,7 +245,9 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
   elif [[ $nvcc_release != 12.* ]]; then missing+=", CUDA $nvcc_release's toolkit is not the CUDA 12 that TensorFlow 2.15.1 needs"
   else missing+=", CUDA $nvcc_release without NCCL"
   fi
-  if [[ $driver =~ ^[0-9]+ ]] && ((${BASH_REMATCH[0]} < pypi_min_driver)); then
+  local major=0
+  [[ $driver =~ ^[0-9]+ ]] && major=${BASH_REMATCH[0]}
+  if ((major > 0 && major < pypi_min_driver)); then
     cpu_fallback "$missing, and driver $driver is older than the $pypi_min_driver that PyPI's PyTorch $pypi_torch (CUDA $pypi_cuda) needs" \
       "update the NVIDIA driver to $pypi_min_driver or newer, then: make lab FRAMEWORK=pytorch"
     return
@@ -326,8 +337,14 @@ else
   fi
 fi
 
+value() {
+  case $1 in
+    framework) echo "$framework" ;; set) echo "$set" ;; torch) echo "$torch" ;;
+    python) echo "$python" ;; venv) echo "$venv" ;; state) echo "$state" ;; why) echo "$why" ;;
+  esac
+}
 if [[ -n $key ]]; then
-  printf '%s\n' "${!key}"
+  value "$key"
 else
-  for k in framework set torch python venv state why; do printf '%s=%s\n' "$k" "${!k}"; done
+  for k in framework set torch python venv state why; do echo "$k=$(value "$k")"; done
 fi

@@ -301,7 +301,9 @@ if ((dry_run)); then
     lockfile=$here/requirements-pytorch-pypi.lock.txt
     what="$(grep -c '^[A-Za-z0-9]' "$lockfile") pinned packages of $(basename "$lockfile"), sha256-checked (PyTorch $(sed -n 's/^torch==\([^ ;]*\).*/\1/p' "$lockfile") for CUDA 13.0, nvcc $(sed -n 's/^nvidia-cuda-nvcc==\([^ ;]*\).*/\1/p' "$lockfile"), NCCL $(sed -n 's/^nvidia-nccl-cu13==\([^ ;]*\).*/\1/p' "$lockfile"); about 3 GB), then a CUDA toolkit root $venv/cuda from those wheels"
   elif [[ $framework == pytorch ]]; then
-    what="the course's packages next to PyTorch $torch_version (requirements-pytorch.txt$( ((with_lab)) && echo ", requirements-lab.txt" || true))"
+    lab_file=''
+    ((with_lab == 0)) || lab_file=", requirements-lab.txt"
+    what="the course's packages next to PyTorch $torch_version (requirements-pytorch.txt$lab_file)"
   else
     what="$(grep -c '^[A-Za-z0-9]' "$here/requirements-$flavour.lock.txt") pinned packages of requirements-$flavour.lock.txt, sha256-checked"
   fi

@@ -57,7 +57,7 @@ venv=$work/venv
 # --- B and C, inside the namespace -----------------------------------------------------------
 if ((inner)); then
   left=()
-  for f in nvcc; do command -v "$f" >/dev/null 2>&1 && left+=("$(command -v "$f")"); done
+  if command -v nvcc >/dev/null 2>&1; then left+=("$(command -v nvcc)"); fi
   for f in /usr/include/nccl.h /usr/include/cuda_runtime.h /usr/local/include/nccl.h /usr/local/include/cuda_runtime.h; do
     [[ -e $f ]] && left+=("$f")
   done
@@ -153,8 +153,9 @@ say "step A: $lock_files wheels of $(basename "$lock") for $("$py" --version) on
 hide=()
 for d in /usr/local/cuda* /opt/cuda*; do [[ -d $d && ! -L $d ]] && hide+=("$d"); done
 if ((${#hide[@]})); then
-  [[ $(id -u) == 0 ]] && command -v unshare >/dev/null 2>&1 \
-    || fail "this machine's CUDA (${hide[*]}) must be hidden for the rehearsal: run as root with unshare (util-linux)"
+  if [[ $(id -u) != 0 ]] || ! command -v unshare >/dev/null 2>&1; then
+    fail "this machine's CUDA (${hide[*]}) must be hidden for the rehearsal: run as root with unshare (util-linux)"
+  fi
 fi
 mkdir -p "$work/empty"
 mounts=""
@@ -169,5 +170,6 @@ if ((${#hide[@]})); then
 else
   "${inside[@]}" || fail "the rehearsal failed (above)"
 fi
+# shellcheck source=/dev/null
 source "$work/.inside-result"
 say "PASSED in ${SECONDS}s: download $((lock_bytes / 1000000)) MB ($lock_files wheels); install.sh offline ${install_s}s (pip install and Horovod's build for sm_$arch, $(nproc) cores); both CUDA programs and Horovod's NCCL operations built against the wheels alone. Log: $log"
