@@ -16,13 +16,15 @@
 # Made again from scratch on every run; the wheels themselves are never changed.
 # Exit 0 with one line saying what it made; a missing wheel file: one line, exit 1; usage: exit 2.
 set -euo pipefail
+die() { echo "cuda-from-wheels.sh: error: $2" >&2; exit "$1"; }  # EXIT-CODE MESSAGE
 case ${1-} in
   -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  ''|-*) echo "cuda-from-wheels.sh: error: give the venv's folder (try --help)" >&2; exit 2 ;;
+  '') die 2 "give the venv's folder (try --help)" ;;
+  -*) die 2 "unknown option '$1' (try --help)" ;;
 esac
-(($# == 1)) || { echo "cuda-from-wheels.sh: error: one argument, the venv's folder (try --help)" >&2; exit 2; }
-venv=$(cd "$1" 2>/dev/null && pwd) || { echo "cuda-from-wheels.sh: error: no folder $1" >&2; exit 2; }
-[[ -x $venv/bin/python ]] || { echo "cuda-from-wheels.sh: error: $venv/bin/python is missing: not a venv" >&2; exit 2; }
+(($# == 1)) || die 2 "one argument, the venv's folder (try --help)"
+venv=$(cd "$1" 2>/dev/null && pwd) || die 2 "no folder $1"
+[[ -x $venv/bin/python ]] || die 2 "$venv/bin/python is missing: not a venv"
 
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cu=$site/nvidia/cu13
@@ -31,7 +33,8 @@ tk=$venv/cuda
 for f in "$cu/bin/nvcc" "$cu/bin/nvcc.profile" "$cu/nvvm/bin/cicc" "$cu/include/cuda_runtime.h" \
          "$cu/include/crt/host_config.h" "$cu/lib/libcudart_static.a" "$cu/lib/libcudart.so.13" \
          "$nc/include/nccl.h" "$nc/lib/libnccl.so.2"; do
-  [[ -e $f ]] || { echo "cuda-from-wheels.sh: error: $f is missing (the nvcc, CUDA runtime, crt, nvvm and NCCL wheels of requirements-pytorch-pypi.lock.txt must all be installed in $venv)" >&2; exit 1; }
+  [[ -e $f ]] || die 1 "$f is missing (the nvcc, CUDA runtime, crt, nvvm and NCCL wheels of\
+ requirements-pytorch-pypi.lock.txt must all be installed in $venv)"
 done
 rm -rf "$tk"
 mkdir -p "$tk/bin" "$tk/include" "$tk/lib64"
@@ -48,10 +51,15 @@ ln -s libcudart.so.13 "$tk/lib64/libcudart.so"
 ln -s libnccl.so.2 "$tk/lib64/libnccl.so"
 ln -s lib64 "$tk/lib"
 ln -s "$cu/nvvm" "$tk/nvvm"
-printf '#!/bin/sh\n# nvcc of NVIDIA'"'"'s CUDA wheels, run from the toolkit root environment/cuda-from-wheels.sh made\nexec "%s" "$@"\n' \
-  "$tk/bin/nvcc" >"$venv/bin/nvcc"
+{
+  echo '#!/bin/sh'
+  echo "# nvcc of NVIDIA's CUDA wheels, run from the root environment/cuda-from-wheels.sh made"
+  printf 'exec "%s" "$@"\n' "$tk/bin/nvcc"
+} >"$venv/bin/nvcc"
 chmod +x "$venv/bin/nvcc"
-release=$("$venv/bin/nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p') || true
-[[ -n $release ]] || { echo "cuda-from-wheels.sh: error: $venv/bin/nvcc (the nvcc wheel's) does not run or prints no release" >&2; exit 1; }
-nccl=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' "$tk/include/nccl.h" | paste -sd.)
+release=$("$venv/bin/nvcc" --version 2>/dev/null \
+          | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p') || true
+[[ -n $release ]] || die 1 "$venv/bin/nvcc (the nvcc wheel's) does not run or prints no release"
+nccl=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' "$tk/include/nccl.h" \
+       | paste -sd.)
 echo "CUDA toolkit root $tk from the wheels: nvcc $release, NCCL ${nccl:-?}; $venv/bin/nvcc runs it"

@@ -5,7 +5,8 @@
 # Usage: environment/flavour.sh [--framework tensorflow|pytorch] [--cpu|--gpu] [--pypi]
 #                               [--venv DIR] [--print KEY] [--help]
 #   --framework, --cpu, --gpu   a choice made by the user (make's FRAMEWORK, install.sh's options)
-#   --pypi          PyTorch from PyPI even where a Python has PyTorch (install.sh --pytorch-from-pypi)
+#   --pypi          PyTorch from PyPI even where a Python has PyTorch
+#                   (install.sh --pytorch-from-pypi)
 #   --venv DIR      the venv asked for; without it .venv or .venv-pytorch, whichever the rule picks
 #   --print KEY     print only that value (the Makefile asks for `framework`)
 # Prints key=value lines (values on one line):
@@ -36,7 +37,8 @@ framework='' set='' venv='' key='' pypi_asked=0
 die() { echo "flavour.sh: error: $* (try --help)" >&2; exit 2; }
 while (($#)); do
   case $1 in
-    --framework) [[ $# -ge 2 ]] || die "--framework needs tensorflow or pytorch"; framework=$2; shift ;;
+    --framework) [[ $# -ge 2 ]] || die "--framework needs tensorflow or pytorch"
+                 framework=$2; shift ;;
     --framework=*) framework=${1#*=} ;;
     --cpu) set=cpu ;;
     --gpu) set=gpu ;;
@@ -49,8 +51,14 @@ while (($#)); do
   esac
   shift
 done
-case $framework in ''|tensorflow|pytorch) ;; *) die "--framework must be tensorflow or pytorch, not '$framework'" ;; esac
-case $key in ''|framework|set|torch|python|venv|state|why) ;; *) die "--print: no key '$key'" ;; esac
+case $framework in
+  ''|tensorflow|pytorch) ;;
+  *) die "--framework must be tensorflow or pytorch, not '$framework'" ;;
+esac
+case $key in
+  ''|framework|set|torch|python|venv|state|why) ;;
+  *) die "--print: no key '$key'" ;;
+esac
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 default_venv() { [[ $1 == pytorch ]] && echo "$root/.venv-pytorch" || echo "$root/.venv"; }
 
@@ -68,8 +76,11 @@ held() {  # DIR -> "pytorch pypi" | "pytorch env" | "tensorflow gpu" | "tensorfl
 gpu_count=0 gpu_name='' driver='' gpu_note=''
 probe_gpus() {
   local out rc=0
-  if ! command -v nvidia-smi >/dev/null 2>&1; then gpu_note="no GPU (no nvidia-smi on PATH)"; return; fi
-  out=$(timeout 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) || rc=$?
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    gpu_note="no GPU (no nvidia-smi on PATH)"; return
+  fi
+  out=$(timeout 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) \
+    || rc=$?
   if ((rc != 0)); then gpu_note="no GPU (nvidia-smi exit $rc)"; return; fi
   gpu_count=$(grep -c '[^[:space:]]' <<<"$out" || true)
   if ((gpu_count == 0)); then gpu_note="no GPU (nvidia-smi lists none)"; return; fi
@@ -101,13 +112,20 @@ print(torch.__version__, torch.version.cuda, sys.executable)' 2>/dev/null) || co
 nvcc='' nvcc_release='' nccl=''
 probe_toolkit() {
   local c places=("$(command -v nvcc 2>/dev/null || true)")
-  if [[ -n ${CUDA_HOME:-} ]]; then places=("$CUDA_HOME/bin/nvcc" "${places[@]}"); else places+=(/usr/local/cuda/bin/nvcc); fi
+  if [[ -n ${CUDA_HOME:-} ]]; then
+    places=("$CUDA_HOME/bin/nvcc" "${places[@]}")
+  else
+    places+=(/usr/local/cuda/bin/nvcc)
+  fi
   for c in "${places[@]}"; do
     [[ -n $c && -x $c ]] && { nvcc=$c; break; }
   done
   [[ -n $nvcc ]] || return 0
-  nvcc_release=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p') || true
-  nccl=$(CUDA_HOME=$(cd "$(dirname "$nvcc")/.." && pwd) sh "$root/source_code/nccl_bench/find_nccl.sh" 2>/dev/null) || nccl=''
+  nvcc_release=$("$nvcc" --version 2>/dev/null \
+                 | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p') || true
+  local home
+  home=$(cd "$(dirname "$nvcc")/.." && pwd)
+  nccl=$(CUDA_HOME=$home sh "$root/source_code/nccl_bench/find_nccl.sh" 2>/dev/null) || nccl=''
 }
 
 # A Python for PyPI's PyTorch: 3.10-3.12 with venv ($PYTHON, else the newest on PATH).
@@ -120,7 +138,8 @@ probe_pypi_python() {
     # The interpreter itself (a pyenv shim resolved), or $PYTHON as given.
     pypi_python=$("$c" -c 'import sys, venv, ensurepip
 print(sys.executable) if (3, 10) <= sys.version_info[:2] <= (3, 12) else sys.exit(1)' 2>/dev/null) \
-      && [[ -n $pypi_python ]] && { [[ -z ${PYTHON:-} ]] || pypi_python=$(command -v "$PYTHON"); return 0; }
+      && [[ -n $pypi_python ]] \
+      && { [[ -z ${PYTHON:-} ]] || pypi_python=$(command -v "$PYTHON"); return 0; }
   done
   pypi_python=''
   return 1
@@ -133,7 +152,9 @@ probe_index() {
   case ${PIP_NO_INDEX:-} in
     1|[Tt]rue|[Yy]es|[Oo]n)
       for d in ${PIP_FIND_LINKS:-}; do
-        if compgen -G "${d#file://}/torch-$pypi_torch-*.whl" >/dev/null; then index_note="torch $pypi_torch in $d"; return 0; fi
+        if compgen -G "${d#file://}/torch-$pypi_torch-*.whl" >/dev/null; then
+          index_note="torch $pypi_torch in $d"; return 0
+        fi
       done
       index_note="PIP_NO_INDEX is set and no PIP_FIND_LINKS folder holds torch-$pypi_torch"
       return 1 ;;
@@ -151,10 +172,12 @@ PY
 
 # --- the rule -------------------------------------------------------------------------------
 torch='' python='' state=new why=''
-pypi_words="PyTorch $pypi_torch (CUDA $pypi_cuda), nvcc and NCCL from PyPI (requirements-pytorch-pypi.lock.txt, about 3 GB)"
-cpu_fallback() {  # REASON: the TensorFlow CPU set, what runs live, and the one command for the GPU path
+pypi_words="PyTorch $pypi_torch (CUDA $pypi_cuda), nvcc and NCCL from PyPI"
+pypi_words+=" (requirements-pytorch-pypi.lock.txt, about 3 GB)"
+cpu_fallback() {  # REASON GPU-PATH: the TensorFlow CPU set, what runs live, the GPU path's command
   framework=tensorflow set=cpu torch=none
-  why="TensorFlow CPU set: $gpu_note, but $1. Live here: nvidia-smi's views (and the P2P test and NCCL benchmark where nvcc and NCCL are); the CNN trains on the CPU. GPU path: $2"
+  why="TensorFlow CPU set: $gpu_note, but $1. Live here: nvidia-smi's views (and the P2P test"
+  why+=" and NCCL benchmark where nvcc and NCCL are); the CNN trains on the CPU. GPU path: $2"
 }
 
 decide_new() {  # sets framework, set, torch, python, why for a new venv
@@ -187,12 +210,14 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
     fi
     if ((have_torch && gpu_count == 0)); then
       torch=env python=$torch_python set=${set:-cpu}
-      why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build) of $torch_python: $gpu_note"
+      why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build)"
+      why+=" of $torch_python: $gpu_note"
       return
     fi
     [[ $driver =~ ^[0-9]+ ]] && major=${BASH_REMATCH[0]}
     if ((major > 0 && major < pypi_min_driver)); then
-      pypi_no="driver $driver is older than the $pypi_min_driver that PyPI's PyTorch $pypi_torch (CUDA $pypi_cuda) needs"
+      pypi_no="driver $driver is older than the $pypi_min_driver that PyPI's PyTorch"
+      pypi_no+=" $pypi_torch (CUDA $pypi_cuda) needs"
     elif ! probe_pypi_python; then
       pypi_no="none of Python 3.10-3.12 (with venv) is here for PyPI's PyTorch $pypi_torch"
     elif ! probe_index "$pypi_python"; then
@@ -202,17 +227,20 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
       torch=pypi set=${set:-gpu} python=$pypi_python
       local reason=''
       if ((!pypi_asked)); then
-        ((have_torch)) && reason="PyTorch $torch_version of $torch_python is a CPU-only build and there are $gpu_note" \
-          || reason="no Python here imports torch"
+        reason="no Python here imports torch"
+        ((have_torch == 0)) || reason="PyTorch $torch_version of $torch_python is a CPU-only build\
+ and there are $gpu_note"
       fi
       local as_asked=''
       ((pypi_asked == 0)) || as_asked=", from PyPI as asked"
       why="PyTorch flavour ($how$as_asked): ${reason:+$reason, so }$pypi_words, for $python"
     elif ((have_torch && !pypi_asked)); then
       torch=env python=$torch_python set=${set:-cpu}
-      why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build) of $torch_python: Horovod with Gloo only, since $pypi_no"
+      why="PyTorch flavour ($how) on PyTorch $torch_version (a CPU-only build) of $torch_python:"
+      why+=" Horovod with Gloo only, since $pypi_no"
     else
-      torch=none why="$( ((pypi_asked)) && echo "PyTorch from PyPI was asked for" || echo "no Python imports torch"), and $pypi_no"
+      torch=none why="no Python imports torch, and $pypi_no"
+      ((pypi_asked == 0)) || why="PyTorch from PyPI was asked for, and $pypi_no"
     fi
     return
   fi
@@ -225,7 +253,8 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
   if probe_torch; then
     if [[ $torch_cuda != None && -n $nvcc && -n $nccl ]]; then
       framework=pytorch set=gpu torch=env python=$torch_python
-      why="PyTorch flavour: $gpu_note and $torch_python imports PyTorch $torch_version (CUDA $torch_cuda); nvcc $nvcc_release and NCCL for Horovod's NCCL operations"
+      why="PyTorch flavour: $gpu_note and $torch_python imports PyTorch $torch_version"
+      why+=" (CUDA $torch_cuda); nvcc $nvcc_release and NCCL for Horovod's NCCL operations"
       return
     fi
   fi
@@ -233,22 +262,28 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
     framework=tensorflow set=gpu torch=none
     local its=''
     [[ -z $torch_python ]] || its=" and its nvcc and NCCL"
-    why="TensorFlow GPU set: $gpu_note, no Python with a CUDA build of PyTorch$its, CUDA $nvcc_release ($nvcc) and NCCL"
+    why="TensorFlow GPU set: $gpu_note, no Python with a CUDA build of PyTorch$its,"
+    why+=" CUDA $nvcc_release ($nvcc) and NCCL"
     return
   fi
   local missing
   if [[ -z $torch_python ]]; then missing="no Python imports PyTorch"
-  elif [[ $torch_cuda == None ]]; then missing="PyTorch $torch_version of $torch_python is a CPU-only build"
-  else missing="PyTorch $torch_version (CUDA $torch_cuda) of $torch_python has no nvcc and NCCL here to build Horovod's NCCL operations"
+  elif [[ $torch_cuda == None ]]; then
+    missing="PyTorch $torch_version of $torch_python is a CPU-only build"
+  else
+    missing="PyTorch $torch_version (CUDA $torch_cuda) of $torch_python has no nvcc and NCCL here"
+    missing+=" to build Horovod's NCCL operations"
   fi
   if [[ -z $nvcc ]]; then missing+=", no CUDA toolkit"
-  elif [[ $nvcc_release != 12.* ]]; then missing+=", CUDA $nvcc_release's toolkit is not the CUDA 12 that TensorFlow 2.15.1 needs"
+  elif [[ $nvcc_release != 12.* ]]; then
+    missing+=", CUDA $nvcc_release's toolkit is not the CUDA 12 that TensorFlow 2.15.1 needs"
   else missing+=", CUDA $nvcc_release without NCCL"
   fi
   local major=0
   [[ $driver =~ ^[0-9]+ ]] && major=${BASH_REMATCH[0]}
   if ((major > 0 && major < pypi_min_driver)); then
-    cpu_fallback "$missing, and driver $driver is older than the $pypi_min_driver that PyPI's PyTorch $pypi_torch (CUDA $pypi_cuda) needs" \
+    cpu_fallback "$missing, and driver $driver is older than the $pypi_min_driver that PyPI's\
+ PyTorch $pypi_torch (CUDA $pypi_cuda) needs" \
       "update the NVIDIA driver to $pypi_min_driver or newer, then: make lab FRAMEWORK=pytorch"
     return
   fi
@@ -259,7 +294,8 @@ decide_new() {  # sets framework, set, torch, python, why for a new venv
   fi
   if ! probe_index "$pypi_python"; then
     cpu_fallback "$missing, and PyPI's PyTorch $pypi_torch cannot be fetched ($index_note)" \
-      "where PyPI is reachable (or with PIP_NO_INDEX=1 PIP_FIND_LINKS=<a folder of the lock's wheels>): make lab FRAMEWORK=pytorch"
+      "where PyPI is reachable (or with PIP_NO_INDEX=1 PIP_FIND_LINKS=<a folder of the lock's\
+ wheels>): make lab FRAMEWORK=pytorch"
     return
   fi
   framework=pytorch set=gpu torch=pypi python=$pypi_python
@@ -314,7 +350,8 @@ if [[ -n $venv || -n $framework ]]; then
     decide_new
     if [[ $framework != "$named" ]]; then
       was=$why
-      framework=$named set=$asked_set torch='' python='' how="$(basename "$venv") is make's $named venv"
+      framework=$named set=$asked_set torch='' python=''
+      how="$(basename "$venv") is make's $named venv"
       decide_new
       why+="; a new venv elsewhere would get: $was"
     fi
@@ -331,7 +368,8 @@ else
     set=''; keep "$pick" "$(held "$pick")"
   elif [[ -n $(held "$other") ]]; then
     set=''; keep "$other" "$(held "$other")"
-    why+=" (for a new venv this machine gets: $was; make distclean VENV=$(basename "$other") removes this one)"
+    why+=" (for a new venv this machine gets: $was;"
+    why+=" make distclean VENV=$(basename "$other") removes this one)"
   else
     venv=$pick
   fi

@@ -113,7 +113,11 @@ fi
 # Python to build from, the venv, and one line saying why.
 asked=()
 if ((from_pypi)); then
-  [[ -z $framework || $framework == pytorch ]] || { echo "install.sh: error: --pytorch-from-pypi is the PyTorch flavour, not --framework $framework (try --help)" >&2; exit 2; }
+  if [[ -n $framework && $framework != pytorch ]]; then
+    echo "install.sh: error: --pytorch-from-pypi is the PyTorch flavour, not --framework" \
+         "$framework (try --help)" >&2
+    exit 2
+  fi
   framework=pytorch asked+=(--pypi)
 fi
 [[ -z $framework ]] || asked+=(--framework "$framework")
@@ -132,7 +136,9 @@ while IFS= read -r line; do
   esac
 done <<<"$decision"
 if [[ $framework == pytorch && $torch_from == none ]]; then
-  echo "install.sh: error: --framework pytorch needs a Python (3.9 or newer) that already has PyTorch, or PyTorch from PyPI: $why (install PyTorch, set PYTHON=/path/to/python, or use --framework tensorflow)" >&2
+  echo "install.sh: error: --framework pytorch needs a Python (3.9 or newer) that already has" \
+       "PyTorch, or PyTorch from PyPI: $why (install PyTorch, set PYTHON=/path/to/python, or use" \
+       "--framework tensorflow)" >&2
   exit 1
 fi
 printf '[install] chosen: %s -> %s\n' "$why" "$venv"
@@ -252,12 +258,18 @@ if [[ $framework == pytorch && $torch_from == env ]]; then
   pytorch_preflight
 elif [[ $torch_from == pypi ]]; then
   flavour=${flavour:-gpu}
-  say "step 0: PyTorch from PyPI (requirements-pytorch-pypi.lock.txt) for $chosen_python; Horovod $([[ $flavour == gpu ]] && echo "with NCCL operations against the nvcc and NCCL wheels" || echo "with Gloo only (--cpu)")"
+  hvd_with="with Gloo only (--cpu)"
+  [[ $flavour == cpu ]] || hvd_with="with NCCL operations against the nvcc and NCCL wheels"
+  say "step 0: PyTorch from PyPI (requirements-pytorch-pypi.lock.txt) for $chosen_python;" \
+      "Horovod $hvd_with"
 fi
 
 # --- 1-2. interpreter and virtual environment ------------------------------------------
 if [[ $torch_from == pypi ]]; then
-  supported() { "$1" -c 'import sys, venv; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' >/dev/null 2>&1; }
+  supported() {
+    "$1" -c 'import sys, venv; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' \
+      >/dev/null 2>&1
+  }
 elif [[ $framework == pytorch ]]; then
   supported() { "$1" -c 'import torch' >/dev/null 2>&1; }
 else
@@ -299,16 +311,27 @@ fi
 if ((dry_run)); then
   if [[ $torch_from == pypi ]]; then
     lockfile=$here/requirements-pytorch-pypi.lock.txt
-    what="$(grep -c '^[A-Za-z0-9]' "$lockfile") pinned packages of $(basename "$lockfile"), sha256-checked (PyTorch $(sed -n 's/^torch==\([^ ;]*\).*/\1/p' "$lockfile") for CUDA 13.0, nvcc $(sed -n 's/^nvidia-cuda-nvcc==\([^ ;]*\).*/\1/p' "$lockfile"), NCCL $(sed -n 's/^nvidia-nccl-cu13==\([^ ;]*\).*/\1/p' "$lockfile"); about 3 GB), then a CUDA toolkit root $venv/cuda from those wheels"
+    pin() { sed -n "s/^$1==\\([^ ;]*\\).*/\\1/p" "$lockfile"; }
+    what="$(grep -c '^[A-Za-z0-9]' "$lockfile") pinned packages of $(basename "$lockfile"),"
+    what+=" sha256-checked (PyTorch $(pin torch) for CUDA 13.0, nvcc $(pin nvidia-cuda-nvcc),"
+    what+=" NCCL $(pin nvidia-nccl-cu13); about 3 GB), then a CUDA toolkit root $venv/cuda from"
+    what+=" those wheels"
   elif [[ $framework == pytorch ]]; then
     lab_file=''
     ((with_lab == 0)) || lab_file=", requirements-lab.txt"
     what="the course's packages next to PyTorch $torch_version (requirements-pytorch.txt$lab_file)"
   else
-    what="$(grep -c '^[A-Za-z0-9]' "$here/requirements-$flavour.lock.txt") pinned packages of requirements-$flavour.lock.txt, sha256-checked"
+    what="$(grep -c '^[A-Za-z0-9]' "$here/requirements-$flavour.lock.txt") pinned packages"
+    what+=" of requirements-$flavour.lock.txt, sha256-checked"
   fi
-  hvd="Horovod $horovod_version for $framework with $([[ $flavour == gpu ]] && echo "NCCL operations and Gloo" || echo "Gloo only")"
-  say "dry run: would $( ((reuse)) && echo "reuse $venv" || echo "create $venv with $py ($("$py" --version 2>&1))"); install $what; build $hvd (each step skipped where already done)$( ((with_dataset)) && echo "; make sure Fashion-MNIST is here"). Nothing was changed."
+  hvd="Horovod $horovod_version for $framework with Gloo only"
+  [[ $flavour != gpu ]] || hvd="Horovod $horovod_version for $framework with NCCL operations, Gloo"
+  where="reuse $venv"
+  ((reuse)) || where="create $venv with $py ($("$py" --version 2>&1))"
+  data=''
+  ((with_dataset == 0)) || data="; make sure Fashion-MNIST is here"
+  say "dry run: would $where; install $what; build $hvd (each step skipped where already" \
+      "done)$data. Nothing was changed."
   exit 0
 fi
 
@@ -371,7 +394,8 @@ fi
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   say "step 3: pinned $set_name requirements already installed; skipped"
 elif [[ $torch_from == pypi ]]; then
-  say "step 3: installing PyTorch, nvcc and NCCL from PyPI, pinned with hashes (about 3 GB; minutes on a fast link)"
+  say "step 3: installing PyTorch, nvcc and NCCL from PyPI, pinned with hashes" \
+      "(about 3 GB; minutes on a fast link)"
   run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
   run_step requirements "${pip[@]}" install --progress-bar on --require-hashes -r "$lock"
   # The marker says where this venv's PyTorch came from (flavour.sh reads it on the next run).
@@ -394,7 +418,8 @@ fi
 if [[ $torch_from == pypi ]]; then
   made=$("$BASH" "$here/cuda-from-wheels.sh" "$venv") || exit 1
   if [[ $flavour == gpu ]]; then
-    IFS=$'\t' read -r torch_version torch_cuda torch_site torch_caps <<<"$(torch_facts "$venv/bin/python")"
+    facts=$(torch_facts "$venv/bin/python" || true)
+    IFS=$'\t' read -r torch_version torch_cuda torch_site torch_caps <<<"$facts"
     horovod_cuda "$venv/cuda/bin/nvcc" "$venv/cuda"
   fi
   say "step 3b: $made"

@@ -24,7 +24,8 @@ sets=("$@")
 for set in "${sets[@]}"; do
   case $set in
     cpu|gpu|common|pytorch-pypi) ;;
-    *) echo "lock.sh: error: unknown set '$set' (cpu, gpu, common or pytorch-pypi; try --help)" >&2; exit 2 ;;
+    *) echo "lock.sh: error: unknown set '$set' (cpu, gpu, common or pytorch-pypi; try --help)" >&2
+       exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -17,9 +17,9 @@ nvidia-smi):
 - the package index: PIP_INDEX_URL at a local HTTP server with a torch/ page (reachable), or at a
   closed port (not reachable).
 """
+
 import functools
 import http.server
-import os
 import shutil
 import socket
 import subprocess
@@ -30,9 +30,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ["bash", "sh", "sed", "grep", "head", "tail", "timeout", "cat", "dirname", "basename",
-         "paste", "cut", "sha256sum", "mkdir", "rm", "id", "tr", "sleep", "nproc", "ls", "env",
-         "readlink", "make"]
+TOOLS = [
+    "bash",
+    "sh",
+    "sed",
+    "grep",
+    "head",
+    "tail",
+    "timeout",
+    "cat",
+    "dirname",
+    "basename",
+    "paste",
+    "cut",
+    "sha256sum",
+    "mkdir",
+    "rm",
+    "id",
+    "tr",
+    "sleep",
+    "nproc",
+    "ls",
+    "env",
+    "readlink",
+    "make",
+]
 
 
 @pytest.fixture
@@ -41,7 +63,9 @@ def repo(tmp_path):
     r = tmp_path / "repo"
     shutil.copytree(ROOT / "environment", r / "environment")
     (r / "source_code" / "nccl_bench").mkdir(parents=True)
-    shutil.copy2(ROOT / "source_code" / "nccl_bench" / "find_nccl.sh", r / "source_code" / "nccl_bench")
+    shutil.copy2(
+        ROOT / "source_code" / "nccl_bench" / "find_nccl.sh", r / "source_code" / "nccl_bench"
+    )
     shutil.copy2(ROOT / "Makefile", r / "Makefile")
     return r
 
@@ -61,9 +85,12 @@ class Machine:
                 (tools / tool).symlink_to(found)
         # the fake reads its answers beside itself: its own folder goes on PATH
         smi_dir = f"{smi_script.parent}:" if smi_script is not None else ""
-        self.env = {"PATH": f"{self.bin}:{smi_dir}{tools}", "HOME": str(tmp_path),
-                    "CUDA_HOME": str(tmp_path / "no-cuda"),
-                    "PIP_INDEX_URL": f"http://127.0.0.1:{closed_port()}/simple"}
+        self.env = {
+            "PATH": f"{self.bin}:{smi_dir}{tools}",
+            "HOME": str(tmp_path),
+            "CUDA_HOME": str(tmp_path / "no-cuda"),
+            "PIP_INDEX_URL": f"http://127.0.0.1:{closed_port()}/simple",
+        }
 
     def python(self, torch_cuda="absent"):
         """python3 on this machine: this interpreter; with a stand-in torch unless "absent"."""
@@ -76,7 +103,8 @@ class Machine:
                 "__version__ = '2.11.0+cu130'\n"
                 f"class version:\n    cuda = {torch_cuda!r}\n"
                 "class cuda:\n    is_available = staticmethod(lambda: False)\n"
-                "    device_count = staticmethod(lambda: 0)\n")
+                "    device_count = staticmethod(lambda: 0)\n"
+            )
         script = self.bin / "python3"
         script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
         script.chmod(0o755)
@@ -86,10 +114,12 @@ class Machine:
         home = self.tmp / f"cuda-{release}"
         (home / "bin").mkdir(parents=True)
         nvcc = home / "bin" / "nvcc"
-        nvcc.write_text("#!/bin/sh\ncase \"$1\" in\n"
-                        "  --list-gpu-arch) echo compute_80; echo compute_90 ;;\n"
-                        "  *) echo 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
-                        f"     echo 'Cuda compilation tools, release {release}, V{release}.88' ;;\nesac\n")
+        nvcc.write_text(
+            '#!/bin/sh\ncase "$1" in\n'
+            "  --list-gpu-arch) echo compute_80; echo compute_90 ;;\n"
+            "  *) echo 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+            f"     echo 'Cuda compilation tools, release {release}, V{release}.88' ;;\nesac\n"
+        )
         nvcc.chmod(0o755)
         if nccl:
             (home / "include").mkdir()
@@ -103,8 +133,14 @@ class Machine:
         self.env["PIP_INDEX_URL"] = server
 
     def run(self, repo, *args, script="environment/install.sh"):
-        return subprocess.run(["bash", str(repo / script), *args], capture_output=True, text=True,
-                              env=self.env, timeout=120, cwd=repo)
+        return subprocess.run(
+            ["bash", str(repo / script), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            cwd=repo,
+        )
 
 
 def closed_port():
@@ -138,6 +174,7 @@ def machine(tmp_path, fake_nvidia_smi):
         made.append(tmp_path / f"machine-{len(made)}")
         made[-1].mkdir()
         return Machine(made[-1], smi)
+
     return make
 
 
@@ -149,7 +186,9 @@ def chosen(r):
     assert len(picks) == 1, r.stdout
     dry = [l for l in lines if l.startswith("[install] dry run: ")]
     assert len(dry) == 1 and dry[0].endswith("Nothing was changed."), r.stdout
-    assert not any(l.startswith(("[install] step 1", "[install] step 2", "[install] step 3")) for l in lines)
+    assert not any(
+        l.startswith(("[install] step 1", "[install] step 2", "[install] step 3")) for l in lines
+    )
     return picks[0], dry[0]
 
 
@@ -158,8 +197,10 @@ def nothing_made(repo):
 
 
 def test_no_gpu_gets_the_tensorflow_cpu_set(repo, machine):
-    m = machine(fail="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
-                exit_code=9)
+    m = machine(
+        fail="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+        exit_code=9,
+    )
     m.python(torch_cuda="13.0")  # even a CUDA PyTorch: without a GPU it is TensorFlow's CPU set
     line, dry = chosen(m.run(repo, "--dry-run"))
     assert "TensorFlow CPU set: no GPU (nvidia-smi exit 9)" in line
@@ -179,7 +220,7 @@ def test_gpus_and_a_cuda_pytorch_get_the_pytorch_flavour(repo, machine):
     assert line.endswith(f"-> {repo}/.venv-pytorch")
     # install.sh's own check of what Horovod's NCCL build needs ran (step 0), nothing more
     assert f"nvcc {m.env['CUDA_HOME']}/bin/nvcc" in r.stdout and "architectures 80,90" in r.stdout
-    assert "next to PyTorch 2.11.0+cu130" in dry and "NCCL operations and Gloo" in dry
+    assert "next to PyTorch 2.11.0+cu130" in dry and "NCCL operations, Gloo" in dry
     nothing_made(repo)
 
 
@@ -198,7 +239,7 @@ def test_gpus_a_cuda12_toolkit_and_nccl_get_the_tensorflow_gpu_set(repo, machine
     m.python()  # no torch
     home = m.toolkit("12.2")
     line, dry = chosen(m.run(repo, "--dry-run"))
-    assert f"TensorFlow GPU set: 2 GPUs (NVIDIA H200, driver 580.159.04)" in line
+    assert "TensorFlow GPU set: 2 GPUs (NVIDIA H200, driver 580.159.04)" in line
     assert f"CUDA 12.2 ({home}/bin/nvcc) and NCCL" in line
     assert line.endswith(f"-> {repo}/.venv")
     assert "requirements-gpu.lock.txt" in dry and "NCCL operations" in dry
@@ -209,8 +250,10 @@ def test_a_driver_only_gpu_machine_gets_pytorch_from_pypi(repo, machine, index_s
     m.python()
     m.index(index_server)
     line, dry = chosen(m.run(repo, "--dry-run"))
-    assert "PyTorch flavour: 2 GPUs (NVIDIA H200, driver 580.159.04), no Python imports PyTorch, " \
-           "no CUDA toolkit; PyTorch 2.11.0 (CUDA 13.0), nvcc and NCCL from PyPI" in line
+    assert (
+        "PyTorch flavour: 2 GPUs (NVIDIA H200, driver 580.159.04), no Python imports PyTorch, "
+        "no CUDA toolkit; PyTorch 2.11.0 (CUDA 13.0), nvcc and NCCL from PyPI" in line
+    )
     assert line.endswith(f"-> {repo}/.venv-pytorch")
     assert "of requirements-pytorch-pypi.lock.txt, sha256-checked" in dry
     assert "nvcc 13.0.88, NCCL 2.28.9" in dry and f"{repo}/.venv-pytorch/cuda" in dry
@@ -245,16 +288,29 @@ def test_an_old_driver_falls_back_and_names_the_driver(repo, machine, index_serv
     m.index(index_server)
     line, _ = chosen(m.run(repo, "--dry-run"))
     assert "TensorFlow CPU set" in line
-    assert "driver 555.42.02 is older than the 580 that PyPI's PyTorch 2.11.0 (CUDA 13.0) needs" in line
-    assert "GPU path: update the NVIDIA driver to 580 or newer, then: make lab FRAMEWORK=pytorch" in line
+    assert (
+        "driver 555.42.02 is older than the 580 that PyPI's PyTorch 2.11.0 (CUDA 13.0) needs"
+        in line
+    )
+    assert (
+        "GPU path: update the NVIDIA driver to 580 or newer, then: make lab FRAMEWORK=pytorch"
+        in line
+    )
 
 
-@pytest.mark.parametrize("args,words,venv", [
-    (["--framework", "tensorflow"], "TensorFlow CPU set (--framework tensorflow)", ".venv"),
-    (["--cpu"], "TensorFlow CPU set (--cpu)", ".venv"),
-    (["--gpu"], "TensorFlow GPU set (--gpu)", ".venv"),
-    (["--pytorch-from-pypi"], "PyTorch flavour (--framework pytorch, from PyPI as asked)", ".venv-pytorch"),
-])
+@pytest.mark.parametrize(
+    "args,words,venv",
+    [
+        (["--framework", "tensorflow"], "TensorFlow CPU set (--framework tensorflow)", ".venv"),
+        (["--cpu"], "TensorFlow CPU set (--cpu)", ".venv"),
+        (["--gpu"], "TensorFlow GPU set (--gpu)", ".venv"),
+        (
+            ["--pytorch-from-pypi"],
+            "PyTorch flavour (--framework pytorch, from PyPI as asked)",
+            ".venv-pytorch",
+        ),
+    ],
+)
 def test_a_named_choice_wins_over_the_machine(repo, machine, index_server, args, words, venv):
     m = machine("h200-nvswitch-pair")
     m.python(torch_cuda="13.0")
@@ -299,8 +355,13 @@ def test_an_existing_pypi_venv_is_kept_with_its_source(repo, machine):
     fake_venv(repo / ".venv-pytorch", ".requirements-pytorch.sha256", ".pytorch-from-pypi")
     out = m.run(repo, "--print", "why", script="environment/flavour.sh")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"PyTorch flavour (PyTorch from PyPI) kept: {repo}/.venv-pytorch holds it")
-    assert "(for a new venv this machine gets: TensorFlow CPU set: no GPU (no nvidia-smi on PATH)" in out.stdout
+    assert out.stdout.startswith(
+        f"PyTorch flavour (PyTorch from PyPI) kept: {repo}/.venv-pytorch holds it"
+    )
+    assert (
+        "(for a new venv this machine gets: TensorFlow CPU set: no GPU (no nvidia-smi on PATH)"
+        in out.stdout
+    )
 
 
 def test_make_follows_the_rule_for_its_venv(repo, machine, index_server):
@@ -312,32 +373,57 @@ def test_make_follows_the_rule_for_its_venv(repo, machine, index_server):
     m.index(index_server)
 
     def make_n(*args):
-        r = subprocess.run(["make", "-n", *args], capture_output=True, text=True, env=m.env,
-                           timeout=120, cwd=repo)
+        r = subprocess.run(
+            ["make", "-n", *args], capture_output=True, text=True, env=m.env, timeout=120, cwd=repo
+        )
         assert r.returncode == 0, r.stderr
         return r.stdout
+
     assert "environment/install.sh --venv .venv-pytorch --with-dataset" in make_n("install")
     assert "-m coursetools.check --venv .venv-pytorch --framework pytorch" in make_n("check")
-    assert "environment/install.sh --venv .venv --framework tensorflow" in make_n("install", "FRAMEWORK=tensorflow")
+    assert "environment/install.sh --venv .venv --framework tensorflow" in make_n(
+        "install", "FRAMEWORK=tensorflow"
+    )
     no_gpu = machine()
     no_gpu.python()
-    r = subprocess.run(["make", "-n", "install"], capture_output=True, text=True, env=no_gpu.env,
-                       timeout=120, cwd=repo)
+    r = subprocess.run(
+        ["make", "-n", "install"],
+        capture_output=True,
+        text=True,
+        env=no_gpu.env,
+        timeout=120,
+        cwd=repo,
+    )
     assert "environment/install.sh --venv .venv --with-dataset" in r.stdout
 
 
 def test_flavour_script_bad_option_is_one_line():
-    r = subprocess.run(["bash", str(ROOT / "environment" / "flavour.sh"), "--bogus"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", str(ROOT / "environment" / "flavour.sh"), "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and r.stderr.startswith("flavour.sh: error: unknown option '--bogus'")
     assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_help_states_the_rule():
-    r = subprocess.run(["bash", str(ROOT / "environment" / "install.sh"), "--help"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", str(ROOT / "environment" / "install.sh"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0
-    for words in ("Which set, when none is named", "no GPU listed by `nvidia-smi`",
-                  "imports a CUDA build of PyTorch", "a CUDA 12 toolkit", "PyTorch from PyPI",
-                  "driver is 580 or newer", "--dry-run", "one command"):
+    for words in (
+        "Which set, when none is named",
+        "no GPU listed by `nvidia-smi`",
+        "imports a CUDA build of PyTorch",
+        "a CUDA 12 toolkit",
+        "PyTorch from PyPI",
+        "driver is 580 or newer",
+        "--dry-run",
+        "one command",
+    ):
         assert words in r.stdout, words

@@ -20,8 +20,8 @@ from test_container_files import pins
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "environment"
-SETS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt", "common": "requirements-common.txt",
-        "pytorch-pypi": "requirements-pytorch-pypi.txt"}
+SETS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt",
+        "common": "requirements-common.txt", "pytorch-pypi": "requirements-pytorch-pypi.txt"}
 
 
 def normal(name):
@@ -146,7 +146,8 @@ def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_
     repo = tmp_path / "repo"
     shutil.copytree(ENV, repo / "environment")
     (repo / "source_code" / "nccl_bench").mkdir(parents=True)
-    shutil.copy2(ROOT / "source_code" / "nccl_bench" / "find_nccl.sh", repo / "source_code" / "nccl_bench")
+    shutil.copy2(ROOT / "source_code" / "nccl_bench" / "find_nccl.sh",
+                 repo / "source_code" / "nccl_bench")
     python, log = stand_in_python(tmp_path)
     wheel_site(tmp_path / "site")  # where the stand-in's venv keeps its packages
     wheels = tmp_path / "wheels"  # an offline wheel folder holding PyTorch's wheel (by its name)
@@ -155,17 +156,20 @@ def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_
     venv = tmp_path / "venv"
     env = dict(os.environ, PYTHON=str(python), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))
     env.pop("CUDA_HOME", None)
-    done = subprocess.run(["bash", str(repo / "environment" / "install.sh"), "--pytorch-from-pypi",
-                           "--venv", str(venv)], capture_output=True, text=True, env=env, timeout=120)
+    script = repo / "environment" / "install.sh"
+    done = subprocess.run(["bash", str(script), "--pytorch-from-pypi", "--venv", str(venv)],
+                          capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lock = repo / "environment" / "requirements-pytorch-pypi.lock.txt"
     installs = [c for c in log.read_text().splitlines() if " install " in c and "-r " in c]
-    assert len(installs) == 1 and "--require-hashes" in installs[0] and installs[0].endswith(f"-r {lock}")
+    assert len(installs) == 1 and "--require-hashes" in installs[0]
+    assert installs[0].endswith(f"-r {lock}")
     assert (venv / ".pytorch-from-pypi").read_text().strip() == lock.name
-    assert (venv / ".requirements-pytorch.sha256").exists()  # the PyTorch flavour, to make check too
-    assert f"step 3b: CUDA toolkit root {venv}/cuda from the wheels: nvcc 13.0, NCCL 2.28.9" in done.stdout
+    assert (venv / ".requirements-pytorch.sha256").exists()  # the PyTorch flavour, for make check
+    made = f"step 3b: CUDA toolkit root {venv}/cuda from the wheels: nvcc 13.0, NCCL 2.28.9"
+    assert made in done.stdout
     assert (venv / "bin" / "nvcc").exists()
-    again = subprocess.run(["bash", str(repo / "environment" / "install.sh"), "--venv", str(venv)],
+    again = subprocess.run(["bash", str(script), "--venv", str(venv)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"PyTorch flavour (PyTorch from PyPI) kept: {venv} holds it" in again.stdout
