@@ -5,10 +5,17 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# FRAMEWORK=pytorch: the course on top of a Python that already has PyTorch (no TensorFlow),
-# in its own venv; empty or tensorflow: the pinned TensorFlow 2.15.1 set in .venv.
+# FRAMEWORK=pytorch: PyTorch, no TensorFlow, in .venv-pytorch (on a Python that already has
+# PyTorch, else PyTorch from PyPI); FRAMEWORK=tensorflow: the pinned TensorFlow 2.15.1 set in .venv.
+# Empty: the machine decides, by the rule of `environment/install.sh --help` (its one
+# implementation is environment/flavour.sh, asked once per make run, only by targets that need it).
 FRAMEWORK ?=
-VENV   ?= $(if $(filter pytorch,$(FRAMEWORK)),.venv-pytorch,.venv)
+VENV_GIVEN := $(filter command line environment override,$(origin VENV))
+FLAVOUR_ASK = bash environment/flavour.sh $(if $(VENV_GIVEN),--venv $(VENV)) --print framework
+ASK_ONCE = $(shell $(FLAVOUR_ASK) 2>/dev/null || echo tensorflow)
+AUTO_FRAMEWORK = $(eval AUTO_FRAMEWORK := $(ASK_ONCE))$(AUTO_FRAMEWORK)
+CHOSEN_FRAMEWORK = $(or $(FRAMEWORK),$(AUTO_FRAMEWORK))
+VENV   ?= $(if $(filter pytorch,$(CHOSEN_FRAMEWORK)),.venv-pytorch,.venv)
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
 # Extra arguments for `jupyter lab` (e.g. LAB_ARGS=--no-browser), and extra pytest arguments.
@@ -17,7 +24,7 @@ PYTEST_ARGS ?=
 # SKIP_INSTALL=1 runs a target against the existing $(VENV) without calling install.sh.
 SKIP_INSTALL ?=
 CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench
-INSTALL := bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))
+INSTALL = bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))
 # What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
 CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
@@ -36,7 +43,8 @@ export NCCL_NVLS_ENABLE ?= 0
 help: ## this list
 	@echo "GPU topology course -- make targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-13s %s\n", $$1, $$2}'
-	@echo "Variables: FRAMEWORK=$(FRAMEWORK) (tensorflow|pytorch) PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
+	@echo "Variables: FRAMEWORK=$(FRAMEWORK) (tensorflow|pytorch; empty: the machine decides)"
+	@echo "  PORT=$(PORT) VENV=$(VENV) LAB_ARGS='$(LAB_ARGS)' PYTEST_ARGS='$(PYTEST_ARGS)' SKIP_INSTALL=$(SKIP_INSTALL)"
 	@echo "Start here: README.md (learners: make lab; instructors: make check, then make course)."
 
 install: ## create the venv (.venv, or VENV=DIR) if missing and install the pinned environment (idempotent)
@@ -85,8 +93,14 @@ lock: ## regenerate environment/requirements-*.lock.txt (hash-pinned) from requi
 # JSON=1: the same findings as one JSON object (python -m coursetools.check --json).
 # LADDER=1: also climb the P2P ladder's GPU rungs (build the P2P test and nccl_bench if missing,
 # then run them briefly on the chosen pair; python -m coursetools.check --ladder). Rung 1 always runs.
-CHECK_ARGS := --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))$(if $(JSON), --json)$(if $(LADDER), --ladder)
+# Without FRAMEWORK, a PyTorch pick of the rule is passed on too (the check cannot read it from a
+# venv that is not installed yet); TensorFlow is the check's own default.
+CHECK_FRAMEWORK = $(if $(or $(FRAMEWORK),$(filter pytorch,$(CHOSEN_FRAMEWORK))),$(CHOSEN_FRAMEWORK))
+CHECK_ARGS = --venv $(VENV)$(if $(CHECK_FRAMEWORK), --framework $(CHECK_FRAMEWORK))$(if $(JSON), \
+  --json)$(if $(LADDER), --ladder)
 check: ## instructor preflight: one page of PASS/WARN/FAIL (stdlib only; works before any install); LADDER=1 adds the P2P ladder's GPU rungs
+	@bash environment/flavour.sh --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK)) \
+	  --print why | sed 's/^/[make] install: /' >&2
 	@if [ -x $(PY) ]; then PYTHONPATH=source_code $(PY) -m coursetools.check $(CHECK_ARGS); \
 	else echo "[make] no $(VENV) yet: running the check with the system python3" >&2; PYTHONPATH=source_code python3 -m coursetools.check $(CHECK_ARGS); fi
 
@@ -109,6 +123,13 @@ distclean: clean ## also remove the venv (the next make lab/test rebuilds it, Ho
 # The GPU image's riskiest step, install.sh --gpu (TensorFlow's GPU wheel, Horovod's NCCL operations
 # against CUDA 12.2 and NCCL 2.19), rehearsed without a GPU in build/rehearse-gpu (its own venv).
 # Not part of `make test`: it takes longer than make test may grow (docs/maintainer.md, Tests).
-.PHONY: rehearse-gpu
+.PHONY: rehearse-gpu rehearse-wheels
 rehearse-gpu: ## rehearse the GPU image's install.sh --gpu here, without a GPU (long; log in build/rehearse-gpu)
 	bash environment/rehearse-gpu.sh
+
+# A GPU machine with only a driver: PyTorch from PyPI (requirements-pytorch-pypi.lock.txt) installed
+# by install.sh, Horovod's NCCL operations and both CUDA programs built against NVIDIA's wheels
+# alone, with this machine's CUDA hidden (a mount namespace; root). No GPU needed. About 3 GB of
+# wheels (kept in build/rehearse-wheels/wheels for the next run); not part of `make test`.
+rehearse-wheels: ## rehearse a driver-only GPU machine: PyTorch, nvcc, NCCL from PyPI (long; 3 GB)
+	bash environment/rehearse-wheels.sh

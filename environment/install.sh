@@ -3,20 +3,45 @@
 # Apptainer definition all call it, so the tested path and the container path cannot drift.
 #
 # Usage: environment/install.sh [--framework tensorflow|pytorch] [--gpu|--cpu] [--venv DIR]
-#                               [--with-dataset] [--help]
-#   --framework F   tensorflow (default for a new venv): TensorFlow 2.15.1 + Horovod for Keras.
-#                   pytorch: a venv on top of a Python that already has PyTorch (an NGC container,
-#                   a cluster module, a conda env); no TensorFlow; Horovod built for PyTorch, with
-#                   NCCL operations when that PyTorch has CUDA. An existing venv keeps its framework.
-#   --gpu           GPU set (tensorflow, Horovod with NCCL operations); with pytorch: require CUDA
-#   --cpu           CPU set (tensorflow-cpu); the default for a new venv, an existing one keeps its
-#                   set; with pytorch: build Horovod with Gloo only, even where CUDA is there
-#   --venv DIR      virtual environment to create or reuse (default: .venv at the repo root)
+#                               [--pytorch-from-pypi] [--with-dataset] [--with-lab] [--dry-run]
+#                               [--help]
+#   --framework F   tensorflow: TensorFlow 2.15.1 + Horovod for Keras (its CPU or GPU set).
+#                   pytorch: no TensorFlow; Horovod built for PyTorch, with NCCL operations when
+#                   that PyTorch has CUDA; on top of a Python that already has PyTorch (an NGC
+#                   container, a cluster module, a conda env; a CPU-only build only where no
+#                   CUDA one can come: no GPU, or rule 5's PyPI unreachable), else PyTorch from
+#                   PyPI (rule 5 below).
+#                   Not given: the rule below. An existing venv keeps its framework.
+#   --gpu           TensorFlow's GPU set (Horovod with NCCL operations); with pytorch: require CUDA
+#   --cpu           TensorFlow's CPU set (tensorflow-cpu); with pytorch: Horovod with Gloo only.
+#                   Alone, --gpu and --cpu mean TensorFlow; an existing TensorFlow venv switches set
+#   --pytorch-from-pypi  the PyTorch flavour with PyTorch, nvcc and NCCL from PyPI (rule 5 below)
+#                   even where a Python already has PyTorch
+#   --venv DIR      virtual environment to create or reuse (default: .venv for TensorFlow,
+#                   .venv-pytorch for PyTorch, at the repo root, as make uses them)
 #   --with-dataset  make sure Fashion-MNIST is on this machine (see step 6)
 #   --with-lab      pytorch: also JupyterLab (requirements-lab.txt; `make lab` asks for it);
-#                   the TensorFlow sets always have it
+#                   the TensorFlow sets and PyTorch from PyPI always have it
+#   --dry-run       print the set chosen and why, and what would be installed; change nothing
 #   PYTHON=/path    use this interpreter (tensorflow: 3.9, 3.10 or 3.11; pytorch: one that
-#                   imports torch, default the first python3/python on PATH that does)
+#                   imports torch, else 3.10-3.12 for PyTorch from PyPI)
+#
+# Which set, when none is named (make lab, make course, make check, make install without
+# FRAMEWORK; environment/flavour.sh is the rule's one implementation, make and this script call it):
+#   1. an existing venv keeps its flavour (make: .venv-pytorch or .venv, whichever exists);
+#   2. no GPU listed by `nvidia-smi`: the TensorFlow CPU set, in .venv;
+#   3. GPUs, and a Python ($PYTHON, python3, python) imports a CUDA build of PyTorch, with nvcc and
+#      NCCL here to build Horovod's NCCL operations: the PyTorch flavour on it, in .venv-pytorch;
+#   4. GPUs, no such PyTorch, a CUDA 12 toolkit (TensorFlow 2.15.1 is built for CUDA 12) and NCCL:
+#      the TensorFlow GPU set (--gpu), in .venv;
+#   5. GPUs and no toolkit to use (a workstation with only a driver): PyTorch from PyPI, in
+#      .venv-pytorch: requirements-pytorch-pypi.lock.txt, PyTorch 2.11.0 for CUDA 13.0 with NVIDIA's
+#      wheels of nvcc 13.0 and NCCL 2.28.9 (about 3 GB), when the driver is 580 or newer (CUDA 13),
+#      a Python 3.10-3.12 is there and the package index answers (PIP_INDEX_URL, pip's index-url,
+#      or PIP_NO_INDEX=1 with PIP_FIND_LINKS folders holding the wheels);
+#   6. otherwise the TensorFlow CPU set, with one line saying what runs live and the one command
+#      that gets the GPU path.
+# One line before the install (`[install] chosen: ...`) says what was chosen and why.
 #
 # Steps (each logged to DIR/install-logs/<step>.log; a failure names the step and its log):
 #   0. pytorch only, before anything is created: PyTorch, and for a CUDA build of it nvcc and
@@ -24,7 +49,9 @@
 #   1. find a Python that TensorFlow 2.15 supports (3.11, 3.10, 3.9)   [$PYTHON overrides]
 #   2. create the virtual environment DIR if missing
 #   3. pip install the locked requirements (CPU or GPU set: requirements-<set>.lock.txt, every
-#      package pinned with its sha256, checked by pip --require-hashes), skipped when unchanged
+#      package pinned with its sha256, checked by pip --require-hashes), skipped when unchanged;
+#      PyTorch from PyPI: requirements-pytorch-pypi.lock.txt, then DIR/cuda, a CUDA toolkit root
+#      of links into its nvcc, CUDA runtime and NCCL wheels, and DIR/bin/nvcc that runs it
 #   4. build Horovod 0.28.1 from source, skipped when the right build is already there
 #      (pytorch: the sdist gets the edits of environment/patch-horovod.py first)
 #   5. make the course package `gputopo` importable (a .pth file pointing at source_code/)
@@ -36,8 +63,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-venv="$root/.venv"
+venv=
 flavour=
+dry_run=0
+from_pypi=0
 framework=
 with_dataset=0
 with_lab=0
@@ -57,20 +86,19 @@ while (($#)); do
     --venv=*) venv=${1#--venv=} ;;
     --with-dataset) with_dataset=1 ;;
     --with-lab) with_lab=1 ;;
+    --dry-run) dry_run=1 ;;
+    --pytorch-from-pypi) from_pypi=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
-case $venv in /*) ;; *) venv="$PWD/$venv" ;; esac
 case $framework in
   ''|tensorflow|pytorch) ;;
   *) echo "install.sh: error: --framework must be tensorflow or pytorch, not '$framework' (try --help)" >&2; exit 2 ;;
 esac
-# Without --framework a venv keeps the framework it was built with; a new one gets TensorFlow.
-if [[ -z $framework ]]; then
-  [[ -f $venv/.requirements-pytorch.sha256 ]] && framework=pytorch || framework=tensorflow
-fi
+[[ -z $venv ]] || case $venv in /*) ;; *) venv="$PWD/$venv" ;; esac
+# A venv holds one framework: asking it for the other is refused before anything is looked at.
 if [[ $framework == tensorflow && -f $venv/.requirements-pytorch.sha256 ]]; then
   echo "install.sh: error: $venv holds the PyTorch flavour; give TensorFlow another --venv (make uses .venv for TensorFlow, .venv-pytorch for PyTorch)" >&2
   exit 1
@@ -80,11 +108,40 @@ if [[ $framework == pytorch && -x $venv/bin/python && ! -f $venv/.requirements-p
   echo "install.sh: error: $venv holds the TensorFlow set; give PyTorch another --venv (make FRAMEWORK=pytorch uses .venv-pytorch)" >&2
   exit 1
 fi
-# Without --gpu/--cpu a venv keeps the set it was built with (`make test` inside the GPU image
-# must not swap tensorflow for tensorflow-cpu); a new venv gets the CPU set.
-if [[ $framework == tensorflow && -z $flavour ]]; then
-  [[ -f $venv/.requirements-gpu.sha256 ]] && flavour=gpu || flavour=cpu
+# Which set: environment/flavour.sh (the rule of --help, shared with the Makefile). It returns
+# framework, set (cpu/gpu), torch (env: this machine's PyTorch; pypi: PyTorch from PyPI), the
+# Python to build from, the venv, and one line saying why.
+asked=()
+if ((from_pypi)); then
+  if [[ -n $framework && $framework != pytorch ]]; then
+    echo "install.sh: error: --pytorch-from-pypi is the PyTorch flavour, not --framework" \
+         "$framework (try --help)" >&2
+    exit 2
+  fi
+  framework=pytorch asked+=(--pypi)
 fi
+[[ -z $framework ]] || asked+=(--framework "$framework")
+[[ -z $flavour ]] || asked+=("--$flavour")
+[[ -z $venv ]] || asked+=(--venv "$venv")
+decision=$("$BASH" "$here/flavour.sh" "${asked[@]}") || exit $?
+torch_from='' chosen_python='' why=''
+while IFS= read -r line; do
+  case ${line%%=*} in
+    framework) framework=${line#*=} ;;
+    set) flavour=${line#*=} ;;
+    torch) torch_from=${line#*=} ;;
+    python) chosen_python=${line#*=} ;;
+    venv) venv=${line#*=} ;;
+    why) why=${line#*=} ;;
+  esac
+done <<<"$decision"
+if [[ $framework == pytorch && $torch_from == none ]]; then
+  echo "install.sh: error: --framework pytorch needs a Python (3.9 or newer) that already has" \
+       "PyTorch, or PyTorch from PyPI: $why (install PyTorch, set PYTHON=/path/to/python, or use" \
+       "--framework tensorflow)" >&2
+  exit 1
+fi
+printf '[install] chosen: %s -> %s\n' "$why" "$venv"
 other=$([[ $flavour == cpu ]] && echo gpu || echo cpu)
 
 say() { printf '[install] %s\n' "$*"; }
@@ -135,6 +192,8 @@ PY
 pytorch_preflight() {
   local candidates=() c facts
   if [[ -n ${PYTHON:-} ]]; then candidates=("$PYTHON"); else candidates=(python3 python); fi
+  # flavour.sh's pick first (the same search: $PYTHON, python3, python)
+  [[ -n $chosen_python ]] && candidates=("$chosen_python" "${candidates[@]}")
   [[ -x $venv/bin/python ]] && candidates=("$venv/bin/python" "${candidates[@]}")
   for c in "${candidates[@]}"; do
     command -v "$c" >/dev/null 2>&1 || continue
@@ -171,29 +230,47 @@ pytorch_preflight() {
     echo "install.sh: error: PyTorch $torch_version is built for CUDA $torch_cuda, but no CUDA compiler (nvcc) was found to build Horovod's NCCL operations (looked at \$CUDA_HOME/bin, PATH, /usr/local/cuda/bin); set CUDA_HOME, or add --cpu for a Gloo-only Horovod" >&2
     exit 1
   fi
+  horovod_cuda "$nvcc" "${HOROVOD_NCCL_HOME:-${NCCL_HOME:-}}"
+  say "step 0: PyTorch $torch_version (CUDA $torch_cuda) in $torch_python; nvcc $nvcc; NCCL $nccl_include, $nccl_lib; architectures $cuda_cc_list"
+}
+# horovod_cuda NVCC [NCCL_HOME]: cuda_home, nccl_include, nccl_lib and cuda_cc_list for Horovod's
+# NCCL operations (the GPUs' architectures when torch sees GPUs, else those this nvcc knows
+# among V100..B200/RTX 50); no NCCL: one line, exit 1.
+horovod_cuda() {
+  local nvcc=$1 found
   cuda_home=$(cd "$(dirname "$nvcc")/.." && pwd)
-  local found
-  if ! found=$(CUDA_HOME=$cuda_home NCCL_HOME=${HOROVOD_NCCL_HOME:-${NCCL_HOME:-}} sh "$root/source_code/nccl_bench/find_nccl.sh" 2>/dev/null) || [[ -z $found ]]; then
+  if ! found=$(CUDA_HOME=$cuda_home NCCL_HOME=${2:-} sh "$root/source_code/nccl_bench/find_nccl.sh" 2>/dev/null) || [[ -z $found ]]; then
     echo "install.sh: error: no NCCL found to build Horovod's NCCL operations (nccl.h and libnccl.so; looked at \$HOROVOD_NCCL_HOME/\$NCCL_HOME, $cuda_home, /usr/local, /usr and Python's nvidia-nccl wheel); install NCCL's development files (e.g. apt-get install libnccl-dev) or set NCCL_HOME" >&2
     exit 1
   fi
   nccl_include=${found%% *}
   nccl_lib=$(dirname "${found#* }")
-  # Architectures: the GPUs of this machine, else the targets this nvcc knows among V100..B200/RTX 50.
   if [[ -n ${HOROVOD_BUILD_CUDA_CC_LIST:-} ]]; then
     cuda_cc_list=$HOROVOD_BUILD_CUDA_CC_LIST
-  elif [[ -n $torch_caps ]]; then
+  elif [[ -n ${torch_caps:-} ]]; then
     cuda_cc_list=$torch_caps
   else
     cuda_cc_list=$("$nvcc" --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p' | grep -xE '70|75|80|86|89|90|100|120' | paste -sd, -)
     cuda_cc_list=${cuda_cc_list:-80,90}
   fi
-  say "step 0: PyTorch $torch_version (CUDA $torch_cuda) in $torch_python; nvcc $nvcc; NCCL $nccl_include, $nccl_lib; architectures $cuda_cc_list"
 }
-if [[ $framework == pytorch ]]; then pytorch_preflight; fi
+if [[ $framework == pytorch && $torch_from == env ]]; then
+  pytorch_preflight
+elif [[ $torch_from == pypi ]]; then
+  flavour=${flavour:-gpu}
+  hvd_with="with Gloo only (--cpu)"
+  [[ $flavour == cpu ]] || hvd_with="with NCCL operations against the nvcc and NCCL wheels"
+  say "step 0: PyTorch from PyPI (requirements-pytorch-pypi.lock.txt) for $chosen_python;" \
+      "Horovod $hvd_with"
+fi
 
 # --- 1-2. interpreter and virtual environment ------------------------------------------
-if [[ $framework == pytorch ]]; then
+if [[ $torch_from == pypi ]]; then
+  supported() {
+    "$1" -c 'import sys, venv; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' \
+      >/dev/null 2>&1
+  }
+elif [[ $framework == pytorch ]]; then
   supported() { "$1" -c 'import torch' >/dev/null 2>&1; }
 else
   supported() { "$1" -c 'import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 11) else 1)' >/dev/null 2>&1; }
@@ -217,17 +294,50 @@ find_python() {
   return 1
 }
 
+reuse=0
 if [[ -x $venv/bin/python ]] && supported "$venv/bin/python"; then
+  reuse=1 py=$venv/bin/python
+elif [[ $framework == pytorch && $torch_from == env ]]; then
+  py=$torch_python
+elif [[ $torch_from == pypi ]]; then
+  py=$chosen_python
+elif [[ -n ${PYTHON:-} ]]; then
+  supported "$PYTHON" || no_python "PYTHON=$PYTHON is not a Python 3.9, 3.10 or 3.11 ($("$PYTHON" --version 2>&1 || echo 'cannot run it'))."
+  py=$PYTHON
+else
+  py=$(find_python) || no_python "no python3.11, python3.10, python3.9 or python3 of those versions on PATH."
+fi
+
+if ((dry_run)); then
+  if [[ $torch_from == pypi ]]; then
+    lockfile=$here/requirements-pytorch-pypi.lock.txt
+    pin() { sed -n "s/^$1==\\([^ ;]*\\).*/\\1/p" "$lockfile"; }
+    what="$(grep -c '^[A-Za-z0-9]' "$lockfile") pinned packages of $(basename "$lockfile"),"
+    what+=" sha256-checked (PyTorch $(pin torch) for CUDA 13.0, nvcc $(pin nvidia-cuda-nvcc),"
+    what+=" NCCL $(pin nvidia-nccl-cu13); about 3 GB), then a CUDA toolkit root $venv/cuda from"
+    what+=" those wheels"
+  elif [[ $framework == pytorch ]]; then
+    lab_file=''
+    ((with_lab == 0)) || lab_file=", requirements-lab.txt"
+    what="the course's packages next to PyTorch $torch_version (requirements-pytorch.txt$lab_file)"
+  else
+    what="$(grep -c '^[A-Za-z0-9]' "$here/requirements-$flavour.lock.txt") pinned packages"
+    what+=" of requirements-$flavour.lock.txt, sha256-checked"
+  fi
+  hvd="Horovod $horovod_version for $framework with Gloo only"
+  [[ $flavour != gpu ]] || hvd="Horovod $horovod_version for $framework with NCCL operations, Gloo"
+  where="reuse $venv"
+  ((reuse)) || where="create $venv with $py ($("$py" --version 2>&1))"
+  data=''
+  ((with_dataset == 0)) || data="; make sure Fashion-MNIST is here"
+  say "dry run: would $where; install $what; build $hvd (each step skipped where already" \
+      "done)$data. Nothing was changed."
+  exit 0
+fi
+
+if ((reuse)); then
   say "step 1-2: reusing $venv ($("$venv/bin/python" --version 2>&1)); skipped creating it"
 else
-  if [[ $framework == pytorch ]]; then
-    py=$torch_python
-  elif [[ -n ${PYTHON:-} ]]; then
-    supported "$PYTHON" || no_python "PYTHON=$PYTHON is not a Python 3.9, 3.10 or 3.11 ($("$PYTHON" --version 2>&1 || echo 'cannot run it'))."
-    py=$PYTHON
-  else
-    py=$(find_python) || no_python "no python3.11, python3.10, python3.9 or python3 of those versions on PATH."
-  fi
   if ! "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     echo "install.sh: error: $py has no working 'venv'/'ensurepip' module; on Debian/Ubuntu: apt-get install python$v-venv" >&2
@@ -237,7 +347,7 @@ else
   say "step 1: using $py ($("$py" --version 2>&1))"
   say "step 2: creating virtual environment $venv"
   mkdir -p "$(dirname "$venv")"
-  if [[ $framework == pytorch ]]; then
+  if [[ $framework == pytorch && $torch_from == env ]]; then
     # The venv sees the PyTorch environment's packages (they come after its own on sys.path).
     # --system-site-packages alone is not enough when that Python is itself a venv (NGC, uv).
     run_step venv "$py" -m venv --system-site-packages "$venv"
@@ -251,7 +361,14 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
 
 # --- 3. pinned packages -------------------------------------------------------------------
-if [[ $framework == pytorch ]]; then
+if [[ $torch_from == pypi ]]; then
+  # PyTorch, its CUDA libraries, nvcc and NCCL from PyPI: hash-locked like the TensorFlow sets.
+  lock="$here/requirements-pytorch-pypi.lock.txt"
+  reqs=("$here/requirements-common.txt" "$here/requirements-pytorch-pypi.txt" "$lock")
+  stamp="$venv/.requirements-pytorch.sha256"
+  want=$( (cat "${reqs[@]}"; echo "pip==$pip_version") | sha256sum | cut -d' ' -f1)
+  set_name="PyTorch-from-PyPI"
+elif [[ $framework == pytorch ]]; then
   # One set for PyTorch hosts; pip is the venv's own (such hosts are often offline, with
   # PIP_FIND_LINKS pointing at a wheel folder). Lower bounds for what the PyTorch environment
   # brings, so no lock: pip must keep that environment's numpy and friends.
@@ -276,6 +393,14 @@ if [[ $framework == tensorflow && -f "$venv/.requirements-$other.sha256" ]]; the
 fi
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   say "step 3: pinned $set_name requirements already installed; skipped"
+elif [[ $torch_from == pypi ]]; then
+  say "step 3: installing PyTorch, nvcc and NCCL from PyPI, pinned with hashes" \
+      "(about 3 GB; minutes on a fast link)"
+  run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
+  run_step requirements "${pip[@]}" install --progress-bar on --require-hashes -r "$lock"
+  # The marker says where this venv's PyTorch came from (flavour.sh reads it on the next run).
+  basename "$lock" >"$venv/.pytorch-from-pypi"
+  echo "$want" >"$stamp"
 elif [[ $framework == pytorch ]]; then
   say "step 3: installing the course's packages next to PyTorch (no TensorFlow)"
   run_step requirements "${pip[@]}" install --progress-bar on "${reqs[@]/#/--requirement=}"
@@ -285,6 +410,19 @@ else
   run_step pip-upgrade "${pip[@]}" install --progress-bar on "pip==$pip_version"
   run_step requirements "${pip[@]}" install --progress-bar on --require-hashes -r "$lock"
   echo "$want" >"$stamp"
+fi
+
+# --- 3b. PyTorch from PyPI: a CUDA toolkit root made of the wheels ----------------------------
+# DIR/cuda (links into the nvcc, CUDA runtime and NCCL wheels) and DIR/bin/nvcc; why a root of
+# links: environment/cuda-from-wheels.sh.
+if [[ $torch_from == pypi ]]; then
+  made=$("$BASH" "$here/cuda-from-wheels.sh" "$venv") || exit 1
+  if [[ $flavour == gpu ]]; then
+    facts=$(torch_facts "$venv/bin/python" || true)
+    IFS=$'\t' read -r torch_version torch_cuda torch_site torch_caps <<<"$facts"
+    horovod_cuda "$venv/cuda/bin/nvcc" "$venv/cuda"
+  fi
+  say "step 3b: $made"
 fi
 
 # --- 4. Horovod ---------------------------------------------------------------------------
@@ -301,7 +439,7 @@ PY
 }
 if horovod_ok; then
   say "step 4: horovod $horovod_version built for $framework ($flavour set) already there; skipped the build"
-elif [[ $framework == pytorch ]]; then
+elif [[ $framework == pytorch ]]; then  # this machine's PyTorch, or PyTorch from PyPI
   say "step 4: building horovod $horovod_version for PyTorch from source ($([[ $flavour == gpu ]] && echo "NCCL operations for compute capability $cuda_cc_list, Gloo" || echo "Gloo only"))"
   # The sdist, with the edits of patch-horovod.py (gcc 13 and PyTorch >= 2.1 need them).
   src="$venv/build/horovod-src"

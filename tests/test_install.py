@@ -105,7 +105,8 @@ def make_n(target, **variables):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_makefile_wiring():
-    t = make_n("test")
+    # VENV named: without it the machine picks the venv (tests/test_install_flavour.py)
+    t = make_n("test", VENV=".venv")
     assert "environment/install.sh --venv .venv --with-dataset" in t
     assert "-m pytest tests --nbval-lax Start_Here.ipynb notebooks/" in t
     assert "rc -eq 5" in t  # pytest's 'no tests collected' is turned into a failure

@@ -44,10 +44,14 @@ def one_error_line(r):
 
 
 def test_no_pytorch_is_named(tmp_path):
+    """No Python with torch, and PyPI's PyTorch cannot come either (the index is a closed port)."""
     venv = tmp_path / "venv"
-    r = run(["--framework", "pytorch", "--venv", str(venv)], {"PYTHON": sys.executable}, tmp_path)
+    r = run(["--framework", "pytorch", "--venv", str(venv)],
+            {"PYTHON": sys.executable, "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}, tmp_path)
     line = one_error_line(r)
-    assert "needs a Python" in line and "PyTorch" in line and "cannot import torch" in line
+    assert "needs a Python" in line and "PyTorch" in line and "no Python imports torch" in line
+    assert ("PyPI's PyTorch 2.11.0 cannot be fetched (http://127.0.0.1:9/simple is not reachable)"
+            in line)
     assert not venv.exists()
 
 

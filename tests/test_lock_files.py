@@ -20,7 +20,8 @@ from test_container_files import pins
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "environment"
-SETS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt", "common": "requirements-common.txt"}
+SETS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt",
+        "common": "requirements-common.txt", "pytorch-pypi": "requirements-pytorch-pypi.txt"}
 
 
 def normal(name):
@@ -60,10 +61,30 @@ def test_lock_pins_everything_with_hashes_and_agrees_with_the_top_level_pins(fla
             continue
         assert unconditional.get(normal(name)) == version, \
             f"{name}=={version} of {SETS[flavour]} is {unconditional.get(normal(name))} in {lock.name}"
-    if flavour != "common":  # no TensorFlow in the common lock (a venv that brings its own framework)
+    if flavour in ("cpu", "gpu"):
         assert ("tensorflow-cpu" if flavour == "cpu" else "tensorflow") in unconditional
-    else:
+    else:  # no TensorFlow in the common lock nor beside PyTorch
         assert not any(n.startswith("tensorflow") for n in unconditional)
+
+
+def test_pytorch_from_pypi_compiles_with_the_cuda_and_nccl_that_torch_runs_with():
+    """nvcc, its headers and NCCL's header must be the versions torch 2.11.0 itself loads.
+    Expected values read by hand from the wheels' metadata (pip install --dry-run --report,
+    2026-12-04): torch 2.11.0 requires cuda-toolkit[cublas,cudart,...]==13.0.2 and
+    nvidia-nccl-cu13==2.28.9; cuda-toolkit 13.0.2's extras pin nvidia-cuda-nvcc 13.0.88.*,
+    nvidia-cuda-crt 13.0.88.*, nvidia-nvvm 13.0.88.*, nvidia-cuda-runtime 13.0.96.* and
+    nvidia-cuda-cccl 13.0.85.*."""
+    entries = read_lock(ENV / "requirements-pytorch-pypi.lock.txt")
+    linux = {name: version for name, version, marker, _ in entries
+             if not marker or marker == "sys_platform == 'linux'"}
+    assert linux["torch"] == "2.11.0" and linux["cuda-toolkit"] == "13.0.2"
+    assert linux["nvidia-nccl-cu13"] == "2.28.9"
+    for name, version in {"nvidia-cuda-nvcc": "13.0.88", "nvidia-cuda-crt": "13.0.88",
+                          "nvidia-nvvm": "13.0.88", "nvidia-cuda-runtime": "13.0.96",
+                          "nvidia-cuda-cccl": "13.0.85"}.items():
+        assert linux.get(name) == version, (name, linux.get(name))
+    # the placeholders that only look right (nvidia-cuda-nvcc-cu13 0.0.1 is an empty sdist)
+    assert not any(name.endswith("-cu13") and name.startswith("nvidia-cuda-") for name in linux)
 
 
 def stand_in_python(tmp_path):
@@ -116,3 +137,40 @@ def test_install_uses_the_lock_with_hash_checking_and_the_stamp_covers_it(tmp_pa
     out, calls = install()
     assert "installing pinned cpu requirements" in out
     assert any("--require-hashes" in c and f"-r {lock}" in c for c in calls)
+
+
+@pytest.mark.skipif(shutil.which("sha256sum") is None, reason="install.sh needs sha256sum")
+def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_root(tmp_path):
+    from test_install_wheels import wheel_site
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ENV, repo / "environment")
+    (repo / "source_code" / "nccl_bench").mkdir(parents=True)
+    shutil.copy2(ROOT / "source_code" / "nccl_bench" / "find_nccl.sh",
+                 repo / "source_code" / "nccl_bench")
+    python, log = stand_in_python(tmp_path)
+    wheel_site(tmp_path / "site")  # where the stand-in's venv keeps its packages
+    wheels = tmp_path / "wheels"  # an offline wheel folder holding PyTorch's wheel (by its name)
+    wheels.mkdir()
+    (wheels / "torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_text("")
+    venv = tmp_path / "venv"
+    env = dict(os.environ, PYTHON=str(python), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))
+    env.pop("CUDA_HOME", None)
+    script = repo / "environment" / "install.sh"
+    done = subprocess.run(["bash", str(script), "--pytorch-from-pypi", "--venv", str(venv)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lock = repo / "environment" / "requirements-pytorch-pypi.lock.txt"
+    installs = [c for c in log.read_text().splitlines() if " install " in c and "-r " in c]
+    assert len(installs) == 1 and "--require-hashes" in installs[0]
+    assert installs[0].endswith(f"-r {lock}")
+    assert (venv / ".pytorch-from-pypi").read_text().strip() == lock.name
+    assert (venv / ".requirements-pytorch.sha256").exists()  # the PyTorch flavour, for make check
+    made = f"step 3b: CUDA toolkit root {venv}/cuda from the wheels: nvcc 13.0, NCCL 2.28.9"
+    assert made in done.stdout
+    assert (venv / "bin" / "nvcc").exists()
+    again = subprocess.run(["bash", str(script), "--venv", str(venv)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"PyTorch flavour (PyTorch from PyPI) kept: {venv} holds it" in again.stdout
+    assert "pinned PyTorch-from-PyPI requirements already installed; skipped" in again.stdout

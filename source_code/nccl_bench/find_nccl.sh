@@ -1,14 +1,15 @@
 #!/bin/sh
 # Prints "INCLUDE_DIR LIBRARY_FILE" of an NCCL installation, or nothing.
 # Looks, in this order, at: $NCCL_HOME, $CUDA_HOME, the CUDA toolkit next to
-# nvcc, /usr/local/cuda, /usr/local, /usr (and its multiarch lib dir), and the
+# nvcc (and VENV/cuda for a venv's VENV/bin/nvcc: environment/cuda-from-wheels.sh),
+# /usr/local/cuda, /usr/local, /usr (and its multiarch lib dir), and the
 # nvidia-nccl-cu* Python wheel of python3 (PyTorch ships one).
 # Header and library must come from the same place.
 # Usage: find_nccl.sh   (no arguments; exit 0 when found, 1 when not)
 
 case ${1-} in
     '') ;;
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "find_nccl.sh: error: unknown argument '$1' (it takes none; try --help)" >&2; exit 2 ;;
 esac
 
@@ -39,6 +40,7 @@ fi
 try_prefix "$CUDA_HOME"
 nvcc_path=$(command -v nvcc 2>/dev/null)
 [ -n "$nvcc_path" ] && try_prefix "$(dirname "$(dirname "$nvcc_path")")"
+[ -n "$nvcc_path" ] && try_prefix "$(dirname "$(dirname "$nvcc_path")")/cuda"
 try_prefix /usr/local/cuda
 try_prefix /usr/local
 try_prefix /usr
