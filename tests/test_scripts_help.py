@@ -23,6 +23,7 @@ SCRIPTS = {
     "cnn_fmnist.py": ([PY, ROOT / "source_code" / "cnn_fmnist.py"], "cnn_fmnist.py"),
     "draw_diagrams.py": ([PY, ROOT / "images" / "draw_diagrams.py"], "draw_diagrams.py"),
     "sweep.sh": (["bash", ROOT / "source_code" / "p2pBandwidthLatencyTest" / "sweep.sh"], "sweep.sh"),
+    "bench.sh": (["bash", ROOT / "evidence" / "2026-12-04-h200-one-gpu" / "bench.sh"], "bench.sh"),
     "record_runs.sh": (["bash", ROOT / "source_code" / "nccl_bench" / "record_runs.sh"], "record_runs.sh"),
     "record_scaling.sh": (["bash", ROOT / "source_code" / "nccl_bench" / "record_scaling.sh"],
                           "record_scaling.sh"),
