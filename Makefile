@@ -23,7 +23,7 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 # SKIP_INSTALL=1 runs a target against the existing $(VENV) without calling install.sh.
 SKIP_INSTALL ?=
-CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench
+CUDA_DIRS := source_code/p2pBandwidthLatencyTest source_code/nccl_bench source_code/host_copy_bench
 INSTALL = bash environment/install.sh --venv $(VENV)$(if $(FRAMEWORK), --framework $(FRAMEWORK))
 # What runs under make (pytest, notebooks, JupyterLab's kernels) must not inherit make's own
 # variables: a `make` they start would then act as a sub-make (e.g. print "Entering directory").
@@ -33,9 +33,11 @@ CLEAN_ENV := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES
 # environment. `make course` does the same in coursetools.course's kernel_environment.
 VENV_FIRST = PATH="$(abspath $(VENV))/bin:$$PATH"
 
-# NVLink SHARP (NVLS) is off by default in the course: on shared or virtualised NVSwitch nodes,
-# where workshops usually run, NVLink multicast can disturb other users. An instructor with a
-# dedicated NVSwitch node opts in by exporting NCCL_NVLS_ENABLE=1 before `make` (?= keeps it).
+# NVLink SHARP (NVLS) is off by default in the course, although NCCL turns it on by itself on
+# NVSwitch nodes: on shared or virtualised nodes, where workshops usually run, the multicast
+# resources may be taken or absent, and from NCCL 2.29 a failed NVLS set-up fails the job at
+# init (NCCL's env docs, NCCL_NVLS_ENABLE). An instructor with a dedicated NVSwitch node opts in
+# by exporting NCCL_NVLS_ENABLE=1 before `make` (?= keeps it).
 export NCCL_NVLS_ENABLE ?= 0
 
 .PHONY: help lab test test-machines check course build clean distclean install lock
