@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {"gputopo", "gputopo.live", "gputopo.parsers", "gputopo.reference", "gputopo.alphabeta",
            "gputopo.ncclpaths", "gputopo.links", "gputopo.linkcodes", "gputopo.plots",
-           "gputopo.verdicts", "gputopo.selfcheck", "gputopo.units"}
+           "gputopo.verdicts", "gputopo.selfcheck", "gputopo.units", "gputopo.diagnose"}
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
 
 

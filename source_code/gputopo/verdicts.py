@@ -17,7 +17,7 @@ import functools
 import re
 from typing import List, Optional, Tuple
 
-from gputopo import links
+from gputopo import diagnose, links
 
 AS_EXPECTED, LOW, NOT_COMPARABLE, INCOMPLETE = "as expected", "low", "not comparable", "incomplete"
 
@@ -307,6 +307,12 @@ def judge(kind: str, value: Optional[float], link: Optional[Link] = None, *, met
                    _reasons(kind, link, memory, transport, (expected[0] - value) / expected[0]))
 
 
+# Settings that keep NCCL off P2P (or off SHM too), as NCCL's log reports them ("... set by
+# environment to ...")
+_OFF_P2P_OR_SHM = {("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_LEVEL", "LOC"), ("NCCL_P2P_LEVEL", "0"),
+                   ("NCCL_SHM_DISABLE", "1")}
+
+
 def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verdict:
     """The verdict on an all-reduce table's busbw at `size` (default: its largest message)."""
     from gputopo.parsers import ParseError, nccl_tests
@@ -326,10 +332,16 @@ def judge_nccl_output(text: str, link: Link, size: Optional[int] = None) -> Verd
     row = rows[-1] if size is None else next((r for r in rows if r["size"] == size), None)
     if row is None:
         return Verdict("allreduce_busbw", None, NOT_COMPARABLE, f"no row of {size} B")
-    found = re.search(r"Transports NCCL reported[^:]*:(.*)$", text, re.M)
-    names = re.findall(r"(?:^|;)\s*([A-Za-z]+)/", found.group(1)) if found else []
-    transport = "+".join(dict.fromkeys(names)) or None  # every transport of the line, in order, once
-    forced = sorted(set(re.findall(r"NCCL_P2P_DISABLE=1|NCCL_P2P_LEVEL=(?:LOC|0)\b|NCCL_SHM_DISABLE=1", text)))
+    # What NCCL used and which settings it saw: read by the one detector that `python -m gputopo
+    # diagnose` also uses (gputopo.diagnose), from the table's transport summary or NCCL's log.
+    try:
+        run = diagnose.diagnose(text)["run"]
+    except ParseError:
+        run = {"env": {}, "bench_transports": [], "connections": []}
+    vias = [b["via"] for b in run["bench_transports"]] or [
+        via for c in run["connections"] for via in c["vias"]]
+    transport = "+".join(dict.fromkeys(v.split("/")[0] for v in vias)) or None  # in order, once
+    forced = sorted(f"{k}={v}" for k, v in run["env"].items() if (k, v) in _OFF_P2P_OR_SHM)
     off_p2p = [f for f in forced if not f.startswith("NCCL_SHM")]   # settings that keep NCCL off P2P
     if off_p2p and transport == "P2P":
         transport = None
