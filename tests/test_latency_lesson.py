@@ -1,12 +1,15 @@
 """gputopo.lessons.latency, notebook 1's few lines around the host<->GPU copy runs (the course's
-program host_copy_bench, or the PyTorch lab's recorded H100 runs while no recording of the
-program exists).
+program host_copy_bench, recorded on one H200 on 2026-12-04, or the PyTorch lab's recorded H100
+runs).
 
 Expected values: the PCIe link of the recorded H100 read by hand from its
 nvidia-smi-query-pcie.csv (gen 5 of 5, x16 of x16); the 1 GiB pinned copies of
 host-device-copy-run1.txt (55.16 and 55.15 GB/s) against gen5 x16 after TLP overhead, 57.61 GB/s
 (tests/test_notebook1_verdicts.py: as expected); a synthetic series built from alpha = 5 us and
-beta = 50 GB/s, which the fit must give back.
+beta = 50 GB/s, which the fit must give back. The H200's rows, read by hand from
+h200-single-gpu/host-device-copy-bench-run1.txt: 8 B h2d pinned 2.32 us on the GPU and 5.67 us
+alone (lines 16, 18: pageable has no time on the GPU); 1 GiB pinned on the GPU 55.48 and 55.33
+GB/s, pageable alone 7.58 and 16.79 GB/s (lines 124-127).
 """
 import pytest
 
@@ -15,6 +18,7 @@ from gputopo.parsers import PARSERS
 from gputopo.reference import REFERENCE_DIR
 
 H100 = REFERENCE_DIR / "h100-single-gpu"
+H200 = REFERENCE_DIR / "h200-single-gpu"
 
 
 def _run(n):
@@ -106,3 +110,21 @@ def test_a_recording_of_the_program_stands_in_once_there_is_one(tmp_path, monkey
     assert latency.recorded_copies() == "h200-single-gpu/host-device-copy-bench-run1.txt"
     assert latency.recorded_copies(2) == "h200-single-gpu/host-device-copy-bench-run2.txt"
     assert latency.recorded_copies(3) == "h200-single-gpu/host-device-copy-bench-run2.txt"
+
+
+def test_the_h200_recordings_of_the_program_stand_in_and_are_read_as_the_program_s():
+    assert latency.recorded_copies() == "h200-single-gpu/host-device-copy-bench-run1.txt"
+    assert latency.recorded_copies(2) == "h200-single-gpu/host-device-copy-bench-run2.txt"
+    run1 = PARSERS["host-device-copy"]((H200 / "host-device-copy-bench-run1.txt").read_text())
+    assert latency.measures(run1) == ["latency", "gpu"]
+    assert latency.time_us(run1, 8, "h2d", "pinned") == 5.67           # the first measure
+    assert latency.time_us(run1, 8, "h2d", "pinned", "gpu") == 2.32
+    assert latency.time_us(run1, 8, "h2d", "pageable", "gpu") is None  # N/A: no gate
+    link = latency.pcie_link((H100 / "nvidia-smi-query-pcie.csv").read_text())   # gen5 x16
+    got = {label: v for label, v in latency.largest_verdicts(run1, link)}
+    assert {k: (v.status, v.value) for k, v in got.items()} == {
+        "h2d pinned, 1 GiB (per-copy time on the GPU)": ("as expected", 55.48),
+        "d2h pinned, 1 GiB (per-copy time on the GPU)": ("as expected", 55.33)}
+    h2d, d2h = latency.pageable_descriptions(run1, link)
+    assert "(latency of one copy): 7.58 GB/s, 0.13 of the 57.6 GB/s peak" in h2d
+    assert "(latency of one copy): 16.79 GB/s, 0.29 of the 57.6 GB/s peak" in d2h

@@ -58,8 +58,9 @@ def test_notebook1_on_one_gpu_reads_its_own_nvidia_smi_and_falls_back_only_where
     assert "[live] nvidia-smi.txt" in out["c08b"]
     assert "[live] pcie-link.csv" in out["c08e"]
     # the stand-in has no CUDA: the copy program cannot run, and the recorded run named by
-    # gputopo.lessons.latency stands in (the PyTorch lab's H100 run 1 until the program's own)
+    # gputopo.lessons.latency stands in: the program's own run on the H200 (its header line)
     assert "[recorded]" in out["c10"] and latency.recorded_copies() in out["c10"]
+    assert "# host_copy_bench (gputopo course)" in out["c10"] and "NVIDIA H200" in out["c10"]
     assert "256 MiB pinned h2d copy" in out["c18s"]
     # one NUMA node (or no numactl here): no far-node command runs, one line says why (review R1)
     assert "no remote node to compare" in out["c19d"] and "out of range" not in out["c19d"]

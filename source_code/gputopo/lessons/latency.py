@@ -29,7 +29,8 @@ MEASURES = {
     "queued": ("time_us", "gbs", "time per copy, copies queued back to back without a gate"),
 }
 # Recordings of host_copy_bench in source_code/reference_systems/<system>/ (the kind's file
-# pattern is host-device-copy*.txt); the PyTorch lab's H100 runs stand in until one exists.
+# pattern is host-device-copy*.txt: h200-single-gpu's two runs of 2026-12-04); the PyTorch
+# lab's H100 runs stand in only where none is found.
 PROGRAM_RECORDING = "host-device-copy-bench*.txt"
 LAB_RECORDINGS = ("h100-single-gpu/host-device-copy-run1.txt",
                   "h100-single-gpu/host-device-copy-run2.txt")
