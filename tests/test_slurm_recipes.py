@@ -110,14 +110,14 @@ def wrap(env, *command, **extra):
 def test_wrapper_binds_to_the_numa_node_of_the_ranks_gpu(gpu_host):
     env, asked = gpu_host
     done = wrap(env, "echo", "hello", LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="4,5", SLURM_LOCALID="0")
-    assert done.stdout.strip() == "numactl --cpunodebind=1 --membind=1 echo hello"
+    assert done.stdout.strip() == "numactl --cpunodebind=1 --preferred=1 echo hello"
     assert asked.read_text().split()[-1] == "5"    # local rank 1 -> the second visible GPU, nvidia-smi index 5
 
 
 def test_wrapper_takes_horovods_local_rank_before_slurms(gpu_host):
     env, asked = gpu_host
     done = wrap(env, "true", HOROVOD_LOCAL_RANK="0", SLURM_LOCALID="5")
-    assert done.stdout.strip() == "numactl --cpunodebind=0 --membind=0 true"
+    assert done.stdout.strip() == "numactl --cpunodebind=0 --preferred=0 true"
 
 
 def test_wrapper_under_mpirun_binds_rank_5_next_to_gpu_5_not_round_robin(gpu_host):
@@ -126,7 +126,7 @@ def test_wrapper_under_mpirun_binds_rank_5_next_to_gpu_5_not_round_robin(gpu_hos
     # `mpirun --map-by numa` does (expert audit 2026-12-04, M1).
     env, asked = gpu_host
     done = wrap(env, "true", OMPI_COMM_WORLD_LOCAL_RANK="5")
-    assert done.stdout.strip() == "numactl --cpunodebind=1 --membind=1 true"
+    assert done.stdout.strip() == "numactl --cpunodebind=1 --preferred=1 true"
     assert asked.read_text().split()[-1] == "5"
 
 
@@ -192,11 +192,16 @@ def test_horovod_recipe_splits_all_of_the_nodes_cpus_over_its_ranks(fake):
     assert not any(o.startswith("--cpus-per-task") for o in _sbatch_options("horovod.sbatch"))
 
 
-def test_wrapper_can_prefer_rather_than_bind_memory(gpu_host):
+# Review A, m8: --membind by default made a rank's host allocations fail (OOM kill) once its
+# GPU's NUMA node was full (a small slice of RAM on NPS4/SNC hosts); the default is --preferred
+# (numactl(8): "falls back to other nodes"), CPU-only binding and --membind are opt-ins.
+def test_wrapper_binds_memory_strictly_or_not_at_all_only_when_asked(gpu_host):
     env, _ = gpu_host
-    done = wrap(env, "echo", "hello", LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="4,5", GPUTOPO_NUMA_MEM="preferred")
-    assert done.stdout.strip() == "numactl --cpunodebind=1 --preferred=1 echo hello"
+    done = wrap(env, "echo", "hello", LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="4,5", GPUTOPO_NUMA_MEM="membind")
+    assert done.stdout.strip() == "numactl --cpunodebind=1 --membind=1 echo hello"
+    done = wrap(env, "echo", "hello", LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="4,5", GPUTOPO_NUMA_MEM="none")
+    assert done.stdout.strip() == "numactl --cpunodebind=1 echo hello"
     bad = wrap(env, "true", GPUTOPO_NUMA_MEM="interleave")
     assert bad.returncode == 2
-    assert bad.stderr.strip() == ("bind_local_rank.sh: error: GPUTOPO_NUMA_MEM must be membind or preferred, "
-                                  "not 'interleave'")
+    assert bad.stderr.strip() == ("bind_local_rank.sh: error: GPUTOPO_NUMA_MEM must be preferred, none or "
+                                  "membind, not 'interleave'")
