@@ -232,3 +232,20 @@ def test_cli_bad_topology_names_the_topology_file(tmp_path):
 def test_cli_takes_one_topology_only():
     done = _cli("log", "--topo", "a", "--nccl-topo", "b")
     assert done.returncode == 2 and "not allowed with" in done.stderr
+
+
+def test_collnet_channels_are_shown_only_where_collnet_connected():
+    # NCCL 2.28.3 prints nChannels again in the collnet place (src/init.cc:1313); the recorded
+    # sockets run (H200 pair, no CollNet plugin) has "24 coll channels, 24 collnet channels"
+    log = (CNN / "horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-NVL-r1.txt").read_text()
+    report = diagnose.report(diagnose.diagnose(log))
+    header = [line for line in report.splitlines() if line.startswith("# channels:")]
+    assert header and "CollNet" not in header[0]
+
+
+def test_one_process_log_drops_the_separate_containers_cause():
+    # nccl_bench -g 2 (one process driving both GPUs), P2P and SHM off: NET inside the node
+    result = diagnose.diagnose((PAIR / "nccl-bench-all_reduce-sockets.txt").read_text(), topo=TOPO)
+    causes = " ".join(c["cause"] for f in result["findings"] for c in f["causes"])
+    assert "separate containers" not in causes
+    assert "NET only together with SHM off" in causes

@@ -70,6 +70,7 @@ _SHM_ERROR = re.compile(r"Error while (?:creating|attaching to) shared memory se
                         r"shared memory segment .*No space left")
 _CHANNELS = re.compile(r"(\d+) coll channels,(?: (\d+) collnet channels,)?"
                        r"(?: (\d+) nvls channels,)?")
+_PID = re.compile(r"[^\s:\[\]]+:(\d+):\d+ \[\d+\] NCCL (?:INFO|WARN)")
 _RING = re.compile(r"^Channel (\d+)/(\d+) :(?:\s+\d+)+\s*$")
 _GRAPH = re.compile(r"Pattern (\d+), crossNic \d+, nChannels (\d+), .*type (\w+)/(\w+)")
 # A whole "comm ... - Destroy COMPLETE" line (a run's last NCCL line), which nccl_log at this
@@ -379,9 +380,11 @@ def _env_causes(run, kind, path):
     names = {"shm": ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"),
              "net": ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE")}[kind]
     meaning = {
-        "NCCL_P2P_DISABLE": "NCCL_P2P_DISABLE=1 turns P2P off for every pair",
+        "NCCL_P2P_DISABLE": "NCCL_P2P_DISABLE=1 turns P2P off for every pair"
+                            + (" (NET only together with SHM off)" if kind == "net" else ""),
         "NCCL_P2P_LEVEL": f"NCCL_P2P_LEVEL closer than the pair's path ({path or 'unknown'}): "
-                          "LOC turns P2P off even over NVLink",
+                          "LOC turns P2P off even over NVLink"
+                          + (" (NET only together with SHM off)" if kind == "net" else ""),
         "NCCL_SHM_DISABLE": "NCCL_SHM_DISABLE=1 with P2P off leaves NET (sockets or IB) inside "
                             "the node",
     }
@@ -486,7 +489,8 @@ def _judge_group(run, topology, env, group):
     if allowed is None and topology is not None and not _env_explains(run, kind, path):
         return None  # the rules leave it open (CPU vendor, a close NIC): nothing to prove
     seen, unseen = _env_causes(run, kind, path)
-    causes = seen + _p2p_refused_causes(run, gpus) + unseen + _other_causes(kind, topology, path)
+    causes = (seen + _p2p_refused_causes(run, gpus) + unseen
+              + _other_causes(kind, topology, path, run.get("processes")))
     status = "fallback" if allowed is not None else "unverified"
     allowed_text = (f"{allowed} ({path} between the GPUs in {topology['source']}; NCCL "
                     f"{run['nccl_version'] or '(release not in the log: newest rules)'} "
@@ -534,11 +538,13 @@ def _p2p_refused_causes(run, gpus):
     return out
 
 
-def _other_causes(kind, topology, path):
+def _other_causes(kind, topology, path, processes=None):
+    """processes: how many NCCL processes wrote the log (host:pid prefixes); None: unknown."""
     out = [_cause("CUDA gives the pair no peer access (ACS or an IOMMU redirecting peer traffic, "
-                  "a virtual machine without P2P, a GeForce board): NCCL then stays off P2P",
+                  "a virtual machine without P2P, a GeForce board): NCCL then stays off P2P"
+                  + (" (NET only together with SHM off)" if kind == "net" else ""),
                   _P2P_CHECK)]
-    if kind == "net":
+    if kind == "net" and processes != 1:  # one process holds every rank: one container
         out.append(_cause("the ranks run in separate containers or pods (their own /dev/shm or IPC "
                           "namespace): NCCL then refuses P2P and SHM between them",
                           "readlink /proc/self/ns/ipc and df -h /dev/shm in each container; "
@@ -695,6 +701,12 @@ def diagnose(log_text, topo=None, nccl_xml=None):
     """{"run": what NCCL did, "topology": where the allowed transports came from, "findings",
     "clean"}; raises ParseError for input that cannot be read (see read_run)."""
     run = read_run(log_text)
+    # NCCL's "host:pid:tid [dev] NCCL" prefixes: one pid means one process holds every rank
+    # (or nccl_bench's own header: one process driving every GPU)
+    pids = set(_PID.findall(log_text))
+    run["processes"] = (len(pids) if pids else
+                        1 if re.search(r"(?m)^# nccl_bench .*one process driving", log_text)
+                        else None)
     topology = read_topology(topo, nccl_xml)
     found = _error_findings(run) + _pair_findings(run, topology) + _network_findings(run, topology)
     if not run["connections"] and run["p2p_refused"] and not any(
@@ -761,8 +773,10 @@ def report(result):
     if run["channels"]:
         ch = run["channels"]
         nvls = "-" if ch["nvls"] is None else ch["nvls"]
-        collnet = "-" if ch["collnet"] is None else ch["collnet"]
-        out.append(f"# channels: {ch['coll']} coll, {nvls} NVLS, {collnet} CollNet; "
+        # NCCL 2.28 prints nChannels again in the collnet place (src/init.cc:1313): shown only
+        # where the log says CollNet connected
+        collnet = f", {ch['collnet']} CollNet" if run["collnet_used"] and ch["collnet"] else ""
+        out.append(f"# channels: {ch['coll']} coll, {nvls} NVLS{collnet}; "
                    f"NVLS used: {'yes' if run['nvls_used'] else 'no'}")
     for p in run["protocols"][:6]:
         out.append(f"# {p['func'] or 'call'} {p['from_bytes']}-{p['to_bytes']} B: "
