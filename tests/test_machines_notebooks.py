@@ -293,9 +293,14 @@ def test_make_course_runs_every_notebook_and_writes_a_report(matrix):
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = summary["notebooks"]
     names = [Path(row["notebook"]).name for row in rows]
-    # by leading number, as make course orders them (notebook 10 after 9, not after 1)
-    numbered = sorted((ROOT / "notebooks").glob("*.ipynb"), key=lambda p: int(p.name.split(".")[0]))
+    # by leading number, as make course orders them (notebook 10 after 9, not after 1), then the
+    # lettered appendices (A.Production-Hygiene) after every numbered notebook
+    def order(path):
+        head = path.name.split(".")[0]
+        return (0, int(head), "") if head.isdigit() else (1, 0, head)
+    numbered = sorted((ROOT / "notebooks").glob("*.ipynb"), key=order)
     expected = ["Start_Here.ipynb"] + [p.name for p in numbered]
+    assert expected[-2:] == ["7.Diagnose-the-Node.ipynb", "A.Production-Hygiene.ipynb"]
     assert names == expected
     assert all(row["status"] == "ok" for row in rows)
     index = (run_dir / "index.html").read_text()
