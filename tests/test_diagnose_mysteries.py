@@ -6,7 +6,6 @@ Evidence line numbers were read by hand (`grep -n`) from the recorded files name
 MYSTERIES[n].recorded; the diagnoses are sentences a learner might write.
 """
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -240,7 +240,7 @@ GPU_PROGRAM_READS = {
     "4.Collectives-and-Scaling.ipynb": "nccl-bench-all_reduce.txt",
     "5.NCCL-and-P2P-Levels.ipynb": "horovod-pair-0-1.txt",
     "6.Inside-NCCL.ipynb": "nccl-topo.xml",
-    "7.Diagnose-the-Node.ipynb": "mystery-1.txt",
+    "7.Diagnose-the-Node.ipynb": "copy-lab.txt",
 }
 
 
