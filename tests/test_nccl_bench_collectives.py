@@ -14,57 +14,21 @@ v2.19.6, commit a0b82b2):
   writeBenchmarkLinePreamble is given max(sendBytes, expectedBytes) and paramcount).
 """
 
-import shutil
 import subprocess
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "source_code"
+from cuda_harness import SRC, build_nccl_harness
+
 HARNESS = Path(__file__).resolve().parent / "cuda_host" / "nccl_collectives_harness.cpp"
-NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-)
-
-
-def _nccl():
-    done = subprocess.run(
-        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
-    )
-    words = done.stdout.split()
-    return words if done.returncode == 0 and len(words) == 2 else None
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    found = _nccl()
-    if NVCC is None or found is None:
-        pytest.skip("needs nvcc and NCCL (find_nccl.sh)")
-    include, library = found
     out = tmp_path_factory.mktemp("collectives") / "harness"
-    done = subprocess.run(
-        [
-            NVCC,
-            "-std=c++17",
-            f"-I{SRC / 'nccl_bench/src'}",
-            f"-I{include}",
-            "-o",
-            str(out),
-            str(HARNESS),
-            str(SRC / "nccl_bench/src/collectives.cpp"),
-            library,
-            "-Xlinker",
-            "-rpath",
-            "-Xlinker",
-            str(Path(library).parent),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    return build_nccl_harness(out, [HARNESS, SRC / "nccl_bench/src/collectives.cpp"])
 
 
 def entry(harness, name, size, element, nranks, rank=0, root=0):

@@ -16,56 +16,25 @@ graph: N" line).
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from cuda_harness import SRC, build_nccl_harness
 from gputopo.parsers import nccl_tests
 
-SRC = Path(__file__).resolve().parents[1] / "source_code"
 HARNESS = Path(__file__).resolve().parent / "cuda_host" / "nccl_plan_harness.cpp"
-NVCC = shutil.which("nvcc") or (
-    "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
-)
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    found = subprocess.run(
-        ["sh", str(SRC / "nccl_bench" / "find_nccl.sh")], capture_output=True, text=True
-    ).stdout.split()
-    if NVCC is None or len(found) != 2:
-        pytest.skip("needs nvcc and NCCL (find_nccl.sh)")
-    include, library = found
     out = tmp_path_factory.mktemp("plan") / "harness"
     sources = [HARNESS] + [
         SRC / "nccl_bench/src" / f
         for f in ("options.cpp", "plan.cpp", "collectives.cpp", "report.cpp", "transports.cpp")
     ]
-    done = subprocess.run(
-        [
-            NVCC,
-            "-std=c++17",
-            f"-I{SRC / 'nccl_bench/src'}",
-            f"-I{SRC / 'cuda_common'}",
-            f"-I{include}",
-            "-o",
-            str(out),
-            *map(str, sources),
-            library,
-            "-Xlinker",
-            "-rpath",
-            "-Xlinker",
-            str(Path(library).parent),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    return build_nccl_harness(out, sources, include_dirs=[SRC / "cuda_common"])
 
 
 def plan(harness, *args, nranks=2, per_rank=False):
