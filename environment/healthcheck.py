@@ -10,6 +10,7 @@ answers with the server's version. Standard library only.
 Usage: healthcheck.py [--host HOST] [--port PORT] [--base-url PATH] [--timeout SECONDS]
   (defaults: 127.0.0.1, $PORT or 8888, /, 5)
 """
+
 import argparse
 import json
 import os
@@ -40,7 +41,9 @@ def seconds(text):
 
 def check(url, token, timeout):
     """(healthy, one line) for GET url, with the token when there is one."""
-    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"token {token}"} if token else {}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = json.loads(response.read().decode("utf-8"))
@@ -54,8 +57,10 @@ def check(url, token, timeout):
     if token:
         if "started" not in body:
             return False, f"{url} answered without a 'started' field (is it JupyterLab?)"
-        return True, (f"{url}: up since {body['started']}, {body.get('kernels', 0)} kernel(s), "
-                      f"{body.get('connections', 0)} connection(s)")
+        return True, (
+            f"{url}: up since {body['started']}, {body.get('kernels', 0)} kernel(s), "
+            f"{body.get('connections', 0)} connection(s)"
+        )
     if "version" not in body:
         return False, f"{url} answered without a 'version' field (is it JupyterLab?)"
     return True, f"{url}: jupyter_server {body['version']}"
@@ -70,8 +75,7 @@ class Parser(argparse.ArgumentParser):
 def main(argv=None):
     p = Parser(prog="healthcheck.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=port_number, default=None,
-                   help="default: $PORT, else 8888")
+    p.add_argument("--port", type=port_number, default=None, help="default: $PORT, else 8888")
     p.add_argument("--base-url", default="/", help="JupyterLab's --ServerApp.base_url (default /)")
     p.add_argument("--timeout", type=seconds, default=5.0)
     args = p.parse_args(argv)

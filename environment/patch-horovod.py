@@ -16,20 +16,30 @@ Horovod's later sources contain the same fixes.
      C++14 in the top-level CMakeLists.txt and in horovod/torch/CMakeLists.txt.
 Exit status: 0 applied (or already applied), 1 an edit does not fit, 2 bad usage.
 """
+
 import sys
 from pathlib import Path
 
 EDITS = (
-    ("include-stdexcept", "horovod/common/common.h",
-     "#include <memory>\n#include <string>\n",
-     "#include <memory>\n#include <stdexcept>\n#include <string>\n"),
-    ("include-string", "horovod/common/group_table.h",
-     "#include <queue>\n#include <unordered_map>\n",
-     "#include <queue>\n#include <string>\n#include <unordered_map>\n"),
-    ("cxx17-top", "CMakeLists.txt",
-     "set(CMAKE_CXX_STANDARD 14)\n", "set(CMAKE_CXX_STANDARD 17)\n"),
-    ("cxx17-torch", "horovod/torch/CMakeLists.txt",
-     "    set(CMAKE_CXX_STANDARD 14)\n", "    set(CMAKE_CXX_STANDARD 17)\n"),
+    (
+        "include-stdexcept",
+        "horovod/common/common.h",
+        "#include <memory>\n#include <string>\n",
+        "#include <memory>\n#include <stdexcept>\n#include <string>\n",
+    ),
+    (
+        "include-string",
+        "horovod/common/group_table.h",
+        "#include <queue>\n#include <unordered_map>\n",
+        "#include <queue>\n#include <string>\n#include <unordered_map>\n",
+    ),
+    ("cxx17-top", "CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)\n", "set(CMAKE_CXX_STANDARD 17)\n"),
+    (
+        "cxx17-torch",
+        "horovod/torch/CMakeLists.txt",
+        "    set(CMAKE_CXX_STANDARD 14)\n",
+        "    set(CMAKE_CXX_STANDARD 17)\n",
+    ),
 )
 
 
@@ -49,8 +59,10 @@ def apply(root):
             path.write_text(text.replace(old, new), encoding="utf-8")
             done.append((name, "applied"))
         else:
-            raise ValueError(f"edit {name}: {relative} does not contain the expected text once "
-                             f"(not Horovod 0.28.1?)")
+            raise ValueError(
+                f"edit {name}: {relative} does not contain the expected text once "
+                f"(not Horovod 0.28.1?)"
+            )
     return done
 
 

@@ -7,6 +7,7 @@ One function per diagram; each returns the matplotlib figure so a notebook or a 
 it. Shapes are plain boxes and lines on a 0..1 canvas so anyone can move a box by editing one
 coordinate. Licence of the PNGs: CC BY 4.0 (see images/README.md).
 """
+
 import argparse
 import os
 import sys
@@ -20,43 +21,85 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, os.pardir, "source_code"))
 from gputopo.alphabeta import ring_schedule  # noqa: E402  (the course's one ring schedule)
+
 DPI = 100
 
 # One colour per kind of part, used by every diagram.
 COLOURS = {
-    "gpu": "#76b900",      # GPUs
-    "cpu": "#4c72b0",      # CPUs and host bridges
-    "mem": "#8da0cb",      # host memory
-    "switch": "#dd8452",   # PCIe switches and NVSwitch chips
-    "nic": "#937860",      # network cards
+    "gpu": "#76b900",  # GPUs
+    "cpu": "#4c72b0",  # CPUs and host bridges
+    "mem": "#8da0cb",  # host memory
+    "switch": "#dd8452",  # PCIe switches and NVSwitch chips
+    "nic": "#937860",  # network cards
     "nvlink": "#2ca02c",
     "pcie": "#555555",
-    "smp": "#c44e52",      # the CPU-to-CPU link (UPI/QPI/Infinity Fabric)
+    "smp": "#c44e52",  # the CPU-to-CPU link (UPI/QPI/Infinity Fabric)
 }
 
 
 def _box(ax, x, y, w, h, text, kind, fontsize=9, text_colour="white"):
     """A rounded box centred on (x, y) with a label; returns the centre."""
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
-                                boxstyle="round,pad=0.005,rounding_size=0.015",
-                                facecolor=COLOURS[kind], edgecolor="black", linewidth=0.8))
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour,
-            fontweight="bold")
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.005,rounding_size=0.015",
+            facecolor=COLOURS[kind],
+            edgecolor="black",
+            linewidth=0.8,
+        )
+    )
+    ax.text(
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        fontsize=fontsize,
+        color=text_colour,
+        fontweight="bold",
+    )
     return x, y
 
 
 def _line(ax, a, b, kind, width=2.0, style="-"):
-    ax.plot([a[0], b[0]], [a[1], b[1]], color=COLOURS[kind], linewidth=width, linestyle=style,
-            zorder=0, solid_capstyle="round")
+    ax.plot(
+        [a[0], b[0]],
+        [a[1], b[1]],
+        color=COLOURS[kind],
+        linewidth=width,
+        linestyle=style,
+        zorder=0,
+        solid_capstyle="round",
+    )
 
 
 def _arrow(ax, a, b, colour, text=None, rad=0.0, fontsize=8, offset=(0.0, 0.0)):
-    ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=14, linewidth=2.2,
-                                 color=colour, connectionstyle=f"arc3,rad={rad}", zorder=3))
+    ax.add_patch(
+        FancyArrowPatch(
+            a,
+            b,
+            arrowstyle="-|>",
+            mutation_scale=14,
+            linewidth=2.2,
+            color=colour,
+            connectionstyle=f"arc3,rad={rad}",
+            zorder=3,
+        )
+    )
     if text:
-        ax.text((a[0] + b[0]) / 2 + offset[0], (a[1] + b[1]) / 2 + offset[1], text,
-                fontsize=fontsize, color=colour, ha="center", va="center",
-                bbox=dict(facecolor="white", edgecolor="none", pad=1.0), zorder=4)
+        ax.text(
+            (a[0] + b[0]) / 2 + offset[0],
+            (a[1] + b[1]) / 2 + offset[1],
+            text,
+            fontsize=fontsize,
+            color=colour,
+            ha="center",
+            va="center",
+            bbox=dict(facecolor="white", edgecolor="none", pad=1.0),
+            zorder=4,
+        )
 
 
 def _canvas(width_in, height_in, title):
@@ -72,8 +115,7 @@ def _canvas(width_in, height_in, title):
 def host_staging_vs_p2p():
     """Two ways to move a buffer from GPU0 to GPU1: through host memory, or directly."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    titles = ["Host staging: two copies through host memory",
-              "Peer-to-peer: one copy, GPU to GPU"]
+    titles = ["Host staging: two copies through host memory", "Peer-to-peer: one copy, GPU to GPU"]
     for ax, title in zip(axes, titles):
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
@@ -89,12 +131,31 @@ def host_staging_vs_p2p():
     _line(ax, mem, cpu, "mem", 4)
     _line(ax, cpu, g0, "pcie", 3)
     _line(ax, cpu, g1, "pcie", 3)
-    _arrow(ax, (0.24, 0.3), (0.42, 0.78), "#c44e52", "copy 1\nGPU0 to host", rad=-0.25,
-           offset=(-0.09, 0.0))
-    _arrow(ax, (0.58, 0.78), (0.76, 0.3), "#c44e52", "copy 2\nhost to GPU1", rad=-0.25,
-           offset=(0.09, 0.0))
-    ax.text(0.5, 0.04, "time ~ 2 x latency + n / PCIe bandwidth (chunks pipelined through host memory)",
-            ha="center", fontsize=8.5)
+    _arrow(
+        ax,
+        (0.24, 0.3),
+        (0.42, 0.78),
+        "#c44e52",
+        "copy 1\nGPU0 to host",
+        rad=-0.25,
+        offset=(-0.09, 0.0),
+    )
+    _arrow(
+        ax,
+        (0.58, 0.78),
+        (0.76, 0.3),
+        "#c44e52",
+        "copy 2\nhost to GPU1",
+        rad=-0.25,
+        offset=(0.09, 0.0),
+    )
+    ax.text(
+        0.5,
+        0.04,
+        "time ~ 2 x latency + n / PCIe bandwidth (chunks pipelined through host memory)",
+        ha="center",
+        fontsize=8.5,
+    )
 
     # Right: GPU0 -> NVLink or PCIe switch -> GPU1
     ax = axes[1]
@@ -107,10 +168,22 @@ def host_staging_vs_p2p():
     _line(ax, sw, g1, "pcie", 3)
     _line(ax, (0.31, 0.27), (0.69, 0.27), "nvlink", 6)
     ax.text(0.5, 0.215, "NVLink (if present)", ha="center", fontsize=8, color=COLOURS["nvlink"])
-    _arrow(ax, (0.3, 0.38), (0.7, 0.38), "#c44e52", "one copy (NVLink, or through the switch)",
-           rad=-0.3, offset=(0.0, 0.075))
-    ax.text(0.5, 0.04, "time ~ latency + n / link bandwidth; host memory untouched",
-            ha="center", fontsize=8.5)
+    _arrow(
+        ax,
+        (0.3, 0.38),
+        (0.7, 0.38),
+        "#c44e52",
+        "one copy (NVLink, or through the switch)",
+        rad=-0.3,
+        offset=(0.0, 0.075),
+    )
+    ax.text(
+        0.5,
+        0.04,
+        "time ~ latency + n / link bandwidth; host memory untouched",
+        ha="center",
+        fontsize=8.5,
+    )
     fig.tight_layout()
     return fig
 
@@ -118,14 +191,17 @@ def host_staging_vs_p2p():
 # --- 2. PCIe tree with the nvidia-smi topo -m path names ------------------------------------
 def pcie_tree():
     """A two-socket server, with one example GPU pair for each path name of `topo -m`."""
-    fig, ax = _canvas(10, 5.8, "PCIe tree of a two-socket server and the path names of nvidia-smi topo -m")
+    fig, ax = _canvas(
+        10, 5.8, "PCIe tree of a two-socket server and the path names of nvidia-smi topo -m"
+    )
     ax.set_xlim(-0.03, 1.0)
     ax.set_ylim(-0.08, 1.0)
     cpu0 = _box(ax, 0.3, 0.88, 0.2, 0.08, "CPU0 (NUMA 0)", "cpu", 8.5)
     cpu1 = _box(ax, 0.82, 0.88, 0.2, 0.08, "CPU1 (NUMA 1)", "cpu", 8.5)
     _line(ax, cpu0, cpu1, "smp", 3)
-    ax.text(0.56, 0.905, "UPI / QPI / Infinity Fabric", ha="center", fontsize=7.5,
-            color=COLOURS["smp"])
+    ax.text(
+        0.56, 0.905, "UPI / QPI / Infinity Fabric", ha="center", fontsize=7.5, color=COLOURS["smp"]
+    )
     hb0 = _box(ax, 0.17, 0.72, 0.15, 0.07, "host bridge A", "cpu", 7.5)
     hb1 = _box(ax, 0.47, 0.72, 0.15, 0.07, "host bridge B", "cpu", 7.5)
     hb2 = _box(ax, 0.82, 0.72, 0.15, 0.07, "host bridge C", "cpu", 7.5)
@@ -162,13 +238,25 @@ def pcie_tree():
         ("SYS", "GPU0-GPU5", "across the CPU-to-CPU link (other NUMA node)"),
         ("NV#", "(not drawn)", "a bonded set of # NVLinks, beside the tree"),
     ]
-    ax.text(0.40, 0.245, "path name   example pair    what the traffic crosses", fontsize=8,
-            fontweight="bold", family="monospace")
+    ax.text(
+        0.40,
+        0.245,
+        "path name   example pair    what the traffic crosses",
+        fontsize=8,
+        fontweight="bold",
+        family="monospace",
+    )
     for i, (code, pair, what) in enumerate(rows):
-        ax.text(0.40, 0.2 - i * 0.036, f"{code:<11} {pair:<15} {what}", fontsize=7.8,
-                family="monospace")
-    ax.text(0.40, -0.05, "Closest first: NV# > PIX > PXB > PHB > NODE > SYS. "
-            "NIC0 with GPU4: PHB (same host bridge B).", fontsize=7.5)
+        ax.text(
+            0.40, 0.2 - i * 0.036, f"{code:<11} {pair:<15} {what}", fontsize=7.8, family="monospace"
+        )
+    ax.text(
+        0.40,
+        -0.05,
+        "Closest first: NV# > PIX > PXB > PHB > NODE > SYS. "
+        "NIC0 with GPU4: PHB (same host bridge B).",
+        fontsize=7.5,
+    )
     return fig
 
 
@@ -177,39 +265,79 @@ def pcie_tree():
 # (the 8x V100-SXM2 server of a 2019 blog post; NOT the DGX-1's wiring, which links 0-4 and
 # not 1-7: see reference_systems/dgx1-v100/system.json): (i, j, number of NVLinks). Tests check them.
 CUBE_MESH_EDGES = [
-    (0, 1, 1), (0, 2, 1), (0, 3, 2), (0, 6, 2),
-    (1, 2, 2), (1, 3, 1), (1, 7, 2),
-    (2, 3, 2), (2, 4, 1),
+    (0, 1, 1),
+    (0, 2, 1),
+    (0, 3, 2),
+    (0, 6, 2),
+    (1, 2, 2),
+    (1, 3, 1),
+    (1, 7, 2),
+    (2, 3, 2),
+    (2, 4, 1),
     (3, 5, 1),
-    (4, 5, 2), (4, 6, 1), (4, 7, 2),
-    (5, 6, 2), (5, 7, 1),
+    (4, 5, 2),
+    (4, 6, 1),
+    (4, 7, 2),
+    (5, 6, 2),
+    (5, 7, 1),
     (6, 7, 1),
 ]
 
 
 def dgx1_cube_mesh():
     """Eight V100s, six NVLinks each: two fully connected quads plus one link pair across."""
-    fig, ax = _canvas(8, 5.4, "Hybrid cube mesh of the recorded 8x V100 SXM2 server (2019 blog), not the DGX-1 wiring")
+    fig, ax = _canvas(
+        8,
+        5.4,
+        "Hybrid cube mesh of the recorded 8x V100 SXM2 server (2019 blog), not the DGX-1 wiring",
+    )
     # Left quad 0-3 and right quad 4-7, placed so the cross edges run straight across.
-    pos = {0: (0.1, 0.78), 1: (0.38, 0.78), 2: (0.1, 0.3), 3: (0.38, 0.3),
-           6: (0.62, 0.78), 7: (0.9, 0.78), 4: (0.62, 0.3), 5: (0.9, 0.3)}
+    pos = {
+        0: (0.1, 0.78),
+        1: (0.38, 0.78),
+        2: (0.1, 0.3),
+        3: (0.38, 0.3),
+        6: (0.62, 0.78),
+        7: (0.9, 0.78),
+        4: (0.62, 0.3),
+        5: (0.9, 0.3),
+    }
     for i, j, n in CUBE_MESH_EDGES:
         (x0, y0), (x1, y1) = pos[i], pos[j]
         bend = 0.0
         if {i, j} in ({0, 6}, {1, 7}, {2, 4}, {3, 5}):
-            bend = 0.12 if y0 > 0.5 else -0.12   # arc the cross links around the middle
+            bend = 0.12 if y0 > 0.5 else -0.12  # arc the cross links around the middle
         xs = [x0, (x0 + x1) / 2, x1]
         ys = [y0, (y0 + y1) / 2 + bend, y1]
         ax.plot(xs, ys, color=COLOURS["nvlink"], linewidth=2.2 * n, alpha=0.85, zorder=1)
-        ax.text(xs[1], ys[1], f"NV{n}", fontsize=7.5, ha="center", va="center",
-                bbox=dict(facecolor="white", edgecolor="none", pad=0.6), zorder=2)
+        ax.text(
+            xs[1],
+            ys[1],
+            f"NV{n}",
+            fontsize=7.5,
+            ha="center",
+            va="center",
+            bbox=dict(facecolor="white", edgecolor="none", pad=0.6),
+            zorder=2,
+        )
     for k, (x, y) in pos.items():
         _box(ax, x, y, 0.11, 0.1, f"GPU{k}", "gpu", 9)
-    ax.text(0.5, 0.08, "Each GPU: 6 NVLink2 links. Within a quad every pair is linked (NV1 or NV2);\n"
-            "across quads only 0-6, 1-7, 2-4, 3-5. Other pairs (e.g. 0-4) have no NVLink: SYS in topo -m.",
-            ha="center", fontsize=8.3)
-    ax.text(0.5, 0.01, "Edges and GPU numbers from reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt",
-            ha="center", fontsize=7, color="#666666")
+    ax.text(
+        0.5,
+        0.08,
+        "Each GPU: 6 NVLink2 links. Within a quad every pair is linked (NV1 or NV2);\n"
+        "across quads only 0-6, 1-7, 2-4, 3-5. Other pairs (e.g. 0-4) have no NVLink: SYS in topo -m.",
+        ha="center",
+        fontsize=8.3,
+    )
+    ax.text(
+        0.5,
+        0.01,
+        "Edges and GPU numbers from reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt",
+        ha="center",
+        fontsize=7,
+        color="#666666",
+    )
     return fig
 
 
@@ -218,8 +346,9 @@ def nvswitch_hgx():
     """Eight GPUs, each wired to every NVSwitch chip: all pairs are equally close."""
     fig, ax = _canvas(9, 5.4, "NVSwitch: HGX H100 / H200 8-GPU board")
     ax.set_ylim(-0.16, 1.0)
-    switches = [_box(ax, 0.2 + 0.2 * k, 0.5, 0.15, 0.1, f"NVSwitch {k}", "switch", 8)
-                for k in range(4)]
+    switches = [
+        _box(ax, 0.2 + 0.2 * k, 0.5, 0.15, 0.1, f"NVSwitch {k}", "switch", 8) for k in range(4)
+    ]
     gpus = []
     for k in range(8):
         y = 0.85 if k < 4 else 0.15
@@ -228,11 +357,15 @@ def nvswitch_hgx():
     for g in gpus:
         for s in switches:
             _line(ax, g, s, "nvlink", 1.4)
-    ax.text(0.5, -0.1,
-            "Each H100/H200 SXM GPU has 18 NVLink4 links spread over the 4 NVSwitch chips, so every pair\n"
-            "shows NV18 in topo -m and any GPU can talk to any other at full NVLink speed at the same time.\n"
-            "(Counts: NVIDIA DGX H100 user guide and H100/H200 datasheets.)",
-            ha="center", fontsize=8)
+    ax.text(
+        0.5,
+        -0.1,
+        "Each H100/H200 SXM GPU has 18 NVLink4 links spread over the 4 NVSwitch chips, so every pair\n"
+        "shows NV18 in topo -m and any GPU can talk to any other at full NVLink speed at the same time.\n"
+        "(Counts: NVIDIA DGX H100 user guide and H100/H200 datasheets.)",
+        ha="center",
+        fontsize=8,
+    )
     return fig
 
 
@@ -278,25 +411,54 @@ def ring_allreduce(n=4):
                 who = hold[g][c]
                 colour = cmap(0.15 + 0.75 * (len(who) - 1) / (n - 1))
                 edge = "#c44e52" if sent[g] == c else "black"
-                ax.add_patch(plt.Rectangle((x0 + c * cell_w, y), cell_w, cell_h, facecolor=colour,
-                                           edgecolor=edge, linewidth=2.5 if edge != "black" else 0.6))
+                ax.add_patch(
+                    plt.Rectangle(
+                        (x0 + c * cell_w, y),
+                        cell_w,
+                        cell_h,
+                        facecolor=colour,
+                        edgecolor=edge,
+                        linewidth=2.5 if edge != "black" else 0.6,
+                    )
+                )
                 text = "".join(letters[k] for k in sorted(who)) + str(c)
-                ax.text(x0 + (c + 0.5) * cell_w, y + cell_h / 2, text, ha="center", va="center",
-                        fontsize=7, color="black" if len(who) < n - 1 else "white")
+                ax.text(
+                    x0 + (c + 0.5) * cell_w,
+                    y + cell_h / 2,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black" if len(who) < n - 1 else "white",
+                )
             if row == 0:
-                ax.text(x0 + n * cell_w / 2, y + cell_h + 0.35, f"GPU{g} ({letters[g]})",
-                        ha="center", fontsize=10, fontweight="bold")
+                ax.text(
+                    x0 + n * cell_w / 2,
+                    y + cell_h + 0.35,
+                    f"GPU{g} ({letters[g]})",
+                    ha="center",
+                    fontsize=10,
+                    fontweight="bold",
+                )
     ax.axhline(-(n - 1) * 1.2 - 0.2, color="#999999", linestyle=":", linewidth=1)
     ax.set_xlim(-3.2, n * (n * cell_w + 0.8))
     ax.set_ylim(-(len(states) - 1) * 1.2 - 1.4, 1.6)
     ax.axis("off")
-    ax.set_title(f"Ring all-reduce on {n} GPUs: {n - 1} reduce-scatter steps, then {n - 1} all-gather steps",
-                 fontsize=11, fontweight="bold")
-    ax.text(n * (n * cell_w + 0.8) / 2 - 1.6, -(len(states) - 1) * 1.2 - 1.1,
-            "Rows show every buffer after the step. Cell 'ABC2' = chunk 2 holding the sum of GPUs A, B and C.\n"
-            "Red border: the chunk that GPU sent to its right-hand neighbour (GPU3 sends to GPU0) in that step.\n"
-            "Every step moves 1/n of the buffer over every link at once.",
-            ha="center", va="center", fontsize=8.5)
+    ax.set_title(
+        f"Ring all-reduce on {n} GPUs: {n - 1} reduce-scatter steps, then {n - 1} all-gather steps",
+        fontsize=11,
+        fontweight="bold",
+    )
+    ax.text(
+        n * (n * cell_w + 0.8) / 2 - 1.6,
+        -(len(states) - 1) * 1.2 - 1.1,
+        "Rows show every buffer after the step. Cell 'ABC2' = chunk 2 holding the sum of GPUs A, B and C.\n"
+        "Red border: the chunk that GPU sent to its right-hand neighbour (GPU3 sends to GPU0) in that step.\n"
+        "Every step moves 1/n of the buffer over every link at once.",
+        ha="center",
+        va="center",
+        fontsize=8.5,
+    )
     return fig
 
 
@@ -316,15 +478,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv):
-    parser = _Parser(prog="draw_diagrams.py", description=__doc__.split("\n\n")[0],
-                     epilog="diagrams: " + ", ".join(DIAGRAMS))
-    parser.add_argument("names", nargs="*", metavar="NAME",
-                        help="redraw only the diagrams whose name contains NAME (default: all)")
+    parser = _Parser(
+        prog="draw_diagrams.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="diagrams: " + ", ".join(DIAGRAMS),
+    )
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="redraw only the diagrams whose name contains NAME (default: all)",
+    )
     argv = parser.parse_args(argv).names
     wanted = [name for name in DIAGRAMS if not argv or any(a in name for a in argv)]
     if not wanted:
-        print(f"draw_diagrams.py: error: no diagram matches {argv} (choose from {list(DIAGRAMS)})",
-              file=sys.stderr)
+        print(
+            f"draw_diagrams.py: error: no diagram matches {argv} (choose from {list(DIAGRAMS)})",
+            file=sys.stderr,
+        )
         return 2
     for name in wanted:
         fig = DIAGRAMS[name]()

@@ -74,6 +74,7 @@ class Stop(Exception):
 
 # ---- Command line --------------------------------------------------------------------------
 
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
         raise Stop(message)
@@ -81,6 +82,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _number_type(convert, accept, expected):
     """An argparse type: convert the text, then keep it only if accept(value) holds."""
+
     def parse(text):
         try:
             value = convert(text)
@@ -89,6 +91,7 @@ def _number_type(convert, accept, expected):
         if value is None or not accept(value):
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
+
     return parse
 
 
@@ -102,42 +105,84 @@ def parse_args(argv):
     p = _Parser(
         prog=PROG,
         description="Train a small CNN on Fashion-MNIST with Horovod data parallelism "
-                    "(TensorFlow/Keras or PyTorch) and "
-                    "report whole-job throughput (images/s). Launch with "
-                    "`python -m horovod.runner.launch -np N ...`.",
+        "(TensorFlow/Keras or PyTorch) and "
+        "report whole-job throughput (images/s). Launch with "
+        "`python -m horovod.runner.launch -np N ...`.",
         epilog="--json-out never overwrites: if FILE exists the script stops before training "
-               "(exit status 2). Rank 0 prints EPOCH/SUMMARY lines in the format of "
-               "CONTRIBUTING.md.",
+        "(exit status 2). Rank 0 prints EPOCH/SUMMARY lines in the format of "
+        "CONTRIBUTING.md.",
     )
-    p.add_argument("--batch-size", type=_positive_int, default=64,
-                   help="images per worker per step (default %(default)s); "
-                        "the global batch is this times the number of workers")
-    p.add_argument("--epochs", type=_positive_int, default=5,
-                   help="number of epochs (default %(default)s); the first is not timed "
-                        "in the summary unless it is the only one")
-    p.add_argument("--steps-per-epoch", type=_positive_int, default=None,
-                   help="steps per epoch on every worker (default: one pass over the "
-                        "smallest shard); small values make quick runs")
-    p.add_argument("--lr", type=_positive_float, default=0.001,
-                   help="base learning rate for one worker (default %(default)s); "
-                        "Adam runs at lr x workers after the warm-up")
-    p.add_argument("--warmup-epochs", type=_non_negative_float, default=1.0,
-                   help="epochs of linear warm-up from lr to lr x workers "
-                        "(default %(default)s; 0 = none)")
-    p.add_argument("--seed", type=int, default=42,
-                   help="random seed for weights and shuffling (default %(default)s)")
-    p.add_argument("--test-images", type=_positive_int, default=None,
-                   help="score only the first N test images (default: all 10000)")
-    p.add_argument("--framework", choices=FRAMEWORKS, default=FRAMEWORKS[0],
-                   help="tensorflow (horovod.tensorflow.keras) or pytorch (horovod.torch); "
-                        "same network, data, optimizer rule and output (default %(default)s)")
-    p.add_argument("--json-out", metavar="FILE", default=None,
-                   help="rank 0 writes the run's JSON record to FILE, which must not exist")
-    p.add_argument("--check-maths", action="store_true",
-                   help="TensorFlow: SGD on fixed slices of the same global batches, dropout off; "
-                        "print WEIGHTS (a check of the gradient averaging)")
-    p.add_argument("--weights-out", metavar="FILE", default=None,
-                   help="with --check-maths: rank 0 saves the weights (.npy); FILE must not exist")
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=64,
+        help="images per worker per step (default %(default)s); "
+        "the global batch is this times the number of workers",
+    )
+    p.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=5,
+        help="number of epochs (default %(default)s); the first is not timed "
+        "in the summary unless it is the only one",
+    )
+    p.add_argument(
+        "--steps-per-epoch",
+        type=_positive_int,
+        default=None,
+        help="steps per epoch on every worker (default: one pass over the "
+        "smallest shard); small values make quick runs",
+    )
+    p.add_argument(
+        "--lr",
+        type=_positive_float,
+        default=0.001,
+        help="base learning rate for one worker (default %(default)s); "
+        "Adam runs at lr x workers after the warm-up",
+    )
+    p.add_argument(
+        "--warmup-epochs",
+        type=_non_negative_float,
+        default=1.0,
+        help="epochs of linear warm-up from lr to lr x workers (default %(default)s; 0 = none)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=42,
+        help="random seed for weights and shuffling (default %(default)s)",
+    )
+    p.add_argument(
+        "--test-images",
+        type=_positive_int,
+        default=None,
+        help="score only the first N test images (default: all 10000)",
+    )
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default=FRAMEWORKS[0],
+        help="tensorflow (horovod.tensorflow.keras) or pytorch (horovod.torch); "
+        "same network, data, optimizer rule and output (default %(default)s)",
+    )
+    p.add_argument(
+        "--json-out",
+        metavar="FILE",
+        default=None,
+        help="rank 0 writes the run's JSON record to FILE, which must not exist",
+    )
+    p.add_argument(
+        "--check-maths",
+        action="store_true",
+        help="TensorFlow: SGD on fixed slices of the same global batches, dropout off; "
+        "print WEIGHTS (a check of the gradient averaging)",
+    )
+    p.add_argument(
+        "--weights-out",
+        metavar="FILE",
+        default=None,
+        help="with --check-maths: rank 0 saves the weights (.npy); FILE must not exist",
+    )
     args = p.parse_args(argv)
     if args.weights_out is not None and not args.check_maths:
         raise Stop("--weights-out needs --check-maths")
@@ -156,11 +201,13 @@ def parse_args(argv):
 
 # ---- What both frameworks share: the data, the number of steps, the records -------------------
 
+
 def load_data(rank, size, test_images):
     """This worker's shard of the training set and its contiguous part of the test set (the first
     `test_images` of it, default all): uint8 images (N, 28, 28, 1) and int64 labels."""
     import numpy as np
     from gputopo import fmnist  # source_code/gputopo, beside this script
+
     try:  # gputopo.fmnist checks the files' content: (N, 28, 28) uint8 images, labels 0-9
         (x_train, y_train), (x_test, y_test) = fmnist.load(shard=rank, num_shards=size)
     except (fmnist.DatasetError, ValueError) as exc:
@@ -176,26 +223,47 @@ def steps_per_epoch(args, shard_sizes):
     smallest = int(min(shard_sizes))
     steps = args.steps_per_epoch or smallest // args.batch_size
     if steps < 1:
-        raise Stop(f"--batch-size {args.batch_size} is larger than the smallest shard "
-                   f"({smallest} images)")
+        raise Stop(
+            f"--batch-size {args.batch_size} is larger than the smallest shard ({smallest} images)"
+        )
     return steps
 
 
 def no_gpu_for(local_rank, visible):
-    return Stop(f"local rank {local_rank} has no GPU: only {visible} visible "
-                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    return Stop(
+        f"local rank {local_rank} has no GPU: only {visible} visible "
+        f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+    )
 
 
 def epoch_row(args, rank, size, steps, epoch, seconds, loss, accuracy, lr):
     """One epoch's record; rank 0 prints its EPOCH line. loss and accuracy are averages over the
     workers; seconds run from the barrier before the epoch to the one after it."""
     images = steps * args.batch_size * size  # by all workers
-    row = {"epoch": epoch + 1, "seconds": seconds, "images": images,
-           "images_per_sec": images / seconds, "loss": float(loss), "accuracy": float(accuracy),
-           "lr": float(lr), "timed": epoch > 0 or args.epochs == 1}
+    row = {
+        "epoch": epoch + 1,
+        "seconds": seconds,
+        "images": images,
+        "images_per_sec": images / seconds,
+        "loss": float(loss),
+        "accuracy": float(accuracy),
+        "lr": float(lr),
+        "timed": epoch > 0 or args.epochs == 1,
+    }
     if rank == 0:
-        print(cnn_run.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds, row["loss"],
-                                 row["accuracy"], size, args.batch_size), flush=True)
+        print(
+            cnn_run.epoch_line(
+                epoch + 1,
+                args.epochs,
+                row["images_per_sec"],
+                seconds,
+                row["loss"],
+                row["accuracy"],
+                size,
+                args.batch_size,
+            ),
+            flush=True,
+        )
     return row
 
 
@@ -206,6 +274,7 @@ def finish(args, size, steps, rows, device, counts, train_seconds, versions):
     if args.json_out is None:
         return
     import horovod
+
     record = {
         "script": PROG,
         "framework": args.framework,
@@ -236,13 +305,15 @@ def finish(args, size, steps, rows, device, counts, train_seconds, versions):
             json.dump(record, fh, indent=1, sort_keys=True)
             fh.write("\n")
     except FileExistsError:
-        raise Stop(f"--json-out file appeared during the run, not overwritten "
-                   f"({args.json_out})") from None
+        raise Stop(
+            f"--json-out file appeared during the run, not overwritten ({args.json_out})"
+        ) from None
     except OSError as exc:
         raise Stop(f"cannot write --json-out: {exc.strerror} ({args.json_out})") from None
 
 
 # ---- TensorFlow / Keras (horovod.tensorflow.keras) -----------------------------------------
+
 
 def train_keras(args):
     try:
@@ -269,37 +340,44 @@ def train_keras(args):
         device = "CPU"
 
     def allreduce_sum(values, name):  # summed over all workers; returns when every one sent
-        return hvd_tf.allreduce(tf.constant(values, dtype=tf.float64), op=hvd_tf.Sum,
-                                name=name).numpy()
+        return hvd_tf.allreduce(
+            tf.constant(values, dtype=tf.float64), op=hvd_tf.Sum, name=name
+        ).numpy()
 
     if args.check_maths:  # every worker holds the whole set; its slices are picked below
         x_train, y_train, x_test, y_test = load_data(0, 1, args.test_images)
     else:
         x_train, y_train, x_test, y_test = load_data(rank, size, args.test_images)
-    print(cnn_run.worker_line(rank, size, local_rank, device, len(x_train), "tensorflow"), flush=True)
+    print(
+        cnn_run.worker_line(rank, size, local_rank, device, len(x_train), "tensorflow"), flush=True
+    )
     shard_sizes = hvd_tf.allgather(tf.constant([len(x_train)], dtype=tf.int64), name="shard_sizes")
     steps = steps_per_epoch(args, shard_sizes.numpy())
 
     started = time.perf_counter()
     tf.keras.utils.set_random_seed(args.seed)
-    data = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-            .shuffle(len(x_train), seed=args.seed + rank, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(args.batch_size, drop_remainder=True)
-            .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y),
-                 num_parallel_calls=tf.data.AUTOTUNE)
-            .prefetch(tf.data.AUTOTUNE))
+    data = (
+        tf.data.Dataset.from_tensor_slices((x_train, y_train))
+        .shuffle(len(x_train), seed=args.seed + rank, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(args.batch_size, drop_remainder=True)
+        .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
     scaled_lr = args.lr * size
     model = cnn.build_model()
     if args.check_maths:
-        return check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd_tf,
-                                 tf, np)
+        return check_maths_keras(
+            args, model, x_train, y_train, steps, rank, size, hvd, hvd_tf, tf, np
+        )
     # DistributedOptimizer all-reduces the gradients (their average over the workers) before
     # Adam applies them, so every worker takes the same step.
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.Adam(learning_rate=scaled_lr))
-    model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=optimizer,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     rows, seconds = [], []
 
     class EpochTimer(tf.keras.callbacks.Callback):
@@ -314,8 +392,11 @@ def train_keras(args):
     class Reporter(tf.keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):  # after MetricAverageCallback
             lr = tf.keras.backend.get_value(model.optimizer.lr)
-            rows.append(epoch_row(args, rank, size, steps, epoch, seconds[-1], logs["loss"],
-                                  logs["accuracy"], lr))
+            rows.append(
+                epoch_row(
+                    args, rank, size, steps, epoch, seconds[-1], logs["loss"], logs["accuracy"], lr
+                )
+            )
 
     callbacks = [
         # Rank 0's weights and optimizer state to every worker, at the end of the first batch
@@ -325,9 +406,14 @@ def train_keras(args):
         hvd.callbacks.MetricAverageCallback(),  # loss and accuracy averaged over the workers
     ]
     if args.warmup_epochs > 0 and size > 1:  # the rule of cnn_run.warmup_lr()
-        callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
-            initial_lr=scaled_lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps,
-            verbose=0))
+        callbacks.append(
+            hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=scaled_lr,
+                warmup_epochs=args.warmup_epochs,
+                steps_per_epoch=steps,
+                verbose=0,
+            )
+        )
     callbacks.append(Reporter())
     model.fit(data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     train_seconds = time.perf_counter() - started
@@ -335,12 +421,13 @@ def train_keras(args):
     # Test accuracy over the whole test set: each worker scores its part, counts are summed.
     correct = 0
     for i in range(0, len(x_test), 1000):
-        logits = model(tf.cast(x_test[i:i + 1000], tf.float32) / 255.0, training=False)
-        correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == y_test[i:i + 1000]))
+        logits = model(tf.cast(x_test[i : i + 1000], tf.float32) / 255.0, training=False)
+        correct += int(np.sum(np.argmax(logits.numpy(), axis=1) == y_test[i : i + 1000]))
     counts = allreduce_sum([float(correct), float(len(x_test))], "test_counts")
     if rank == 0:
-        finish(args, size, steps, rows, device, counts, train_seconds,
-               {"tensorflow": tf.__version__})
+        finish(
+            args, size, steps, rows, device, counts, train_seconds, {"tensorflow": tf.__version__}
+        )
 
 
 def check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd_tf, tf, np):
@@ -351,17 +438,26 @@ def check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd
     if starts[-1] + batch > len(x_train):
         raise Stop(f"--check-maths: {steps} steps of {batch} x {size} images exceed the data")
     pick = np.concatenate([np.arange(first, first + batch) for first in starts])
-    data = (tf.data.Dataset.from_tensor_slices((x_train[pick], y_train[pick]))
-            .batch(batch).map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)))
+    data = (
+        tf.data.Dataset.from_tensor_slices((x_train[pick], y_train[pick]))
+        .batch(batch)
+        .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
+    )
     for layer in model.layers:  # no random dropout masks, which would differ between runs
         if isinstance(layer, tf.keras.layers.Dropout):
             layer.rate = 0.0
     start = np.concatenate([w.ravel() for w in model.get_weights()]).astype("float64")
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.legacy.SGD(learning_rate=args.lr))
-    model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
-              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    model.compile(
+        optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    model.fit(
+        data,
+        epochs=1,
+        steps_per_epoch=steps,
+        verbose=0,
+        callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
+    )
     flat = np.concatenate([w.ravel() for w in model.get_weights()]).astype("float64")
     # (a + a) / 2 == a exactly, so the mean over the workers equals each worker's weights
     # exactly when every worker holds the same ones
@@ -370,8 +466,11 @@ def check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd
     spread = float(hvd_tf.allreduce(tf.constant([spread]), op=hvd_tf.Sum, name="spread")[0])
     if rank != 0:
         return
-    print(f"WEIGHTS n={flat.size} sum={flat.sum():.9g} sumsq={(flat * flat).sum():.9g} "
-          f"ranks_max_abs_diff={spread:.3g}", flush=True)
+    print(
+        f"WEIGHTS n={flat.size} sum={flat.sum():.9g} sumsq={(flat * flat).sum():.9g} "
+        f"ranks_max_abs_diff={spread:.3g}",
+        flush=True,
+    )
     if args.weights_out:
         try:
             with open(args.weights_out, "xb") as fh:  # "x": fail rather than overwrite
@@ -381,6 +480,7 @@ def check_maths_keras(args, model, x_train, y_train, steps, rank, size, hvd, hvd
 
 
 # ---- PyTorch (horovod.torch) ---------------------------------------------------------------
+
 
 def train_torch(args):
     try:
@@ -404,8 +504,9 @@ def train_torch(args):
         device = "CPU"
 
     def allreduce_sum(values, name):  # summed over all workers; returns when every one sent
-        return hvd.allreduce(torch.tensor(values, dtype=torch.float64), op=hvd.Sum,
-                             name=name).tolist()
+        return hvd.allreduce(
+            torch.tensor(values, dtype=torch.float64), op=hvd.Sum, name=name
+        ).tolist()
 
     def as_tensor(x):  # uint8 (N, 28, 28, 1) numpy -> uint8 (N, 1, 28, 28) on this device
         return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous().to(where)
@@ -441,7 +542,7 @@ def train_torch(args):
                 group["lr"] = lr
             if position + args.batch_size > len(order):  # next pass over the shard
                 order, position = torch.randperm(len(labels), generator=shuffle), 0
-            pick = order[position:position + args.batch_size].to(where)
+            pick = order[position : position + args.batch_size].to(where)
             position += args.batch_size
             x = images[pick].float().div_(255.0)
             y = labels[pick]
@@ -461,10 +562,21 @@ def train_torch(args):
         seconds = time.perf_counter() - epoch_started
         # Averaged over workers, as Keras' MetricAverageCallback does for the other path.
         loss_total, hits_total = allreduce_sum(
-            [loss_sum.item() / steps, hits.item() / (steps * args.batch_size)], f"metrics_{epoch}")
-        rows.append(epoch_row(args, rank, size, steps, epoch, seconds, loss_total / size,
-                              hits_total / size,
-                              cnn_run.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs)))
+            [loss_sum.item() / steps, hits.item() / (steps * args.batch_size)], f"metrics_{epoch}"
+        )
+        rows.append(
+            epoch_row(
+                args,
+                rank,
+                size,
+                steps,
+                epoch,
+                seconds,
+                loss_total / size,
+                hits_total / size,
+                cnn_run.warmup_lr(args.lr, size, epoch + 1, args.warmup_epochs),
+            )
+        )
     train_seconds = time.perf_counter() - started
 
     # Test accuracy over the whole test set: each worker scores its part, counts are summed.
@@ -472,13 +584,14 @@ def train_torch(args):
     correct = 0
     with torch.no_grad():
         for i in range(0, len(x_test), 1000):
-            x = as_tensor(x_test[i:i + 1000]).float().div_(255.0)
-            y = torch.from_numpy(y_test[i:i + 1000]).to(where)
+            x = as_tensor(x_test[i : i + 1000]).float().div_(255.0)
+            y = torch.from_numpy(y_test[i : i + 1000]).to(where)
             correct += int((model(x).argmax(dim=1) == y).sum().item())
     counts = allreduce_sum([float(correct), float(len(x_test))], "test_counts")
     if rank == 0:
-        finish(args, size, steps, rows, device, counts, train_seconds,
-               {"pytorch": torch.__version__})
+        finish(
+            args, size, steps, rows, device, counts, train_seconds, {"pytorch": torch.__version__}
+        )
 
 
 def main(argv=None):

@@ -41,17 +41,20 @@ def build_model(seed=None):
     if seed is not None:
         tf.keras.utils.set_random_seed(seed)
     layers = tf.keras.layers
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=IMAGE_SHAPE),
-        layers.Conv2D(32, 3, activation="relu"),
-        layers.Conv2D(64, 3, activation="relu"),
-        layers.MaxPooling2D(2),
-        layers.Dropout(0.25),
-        layers.Flatten(),
-        layers.Dense(128, activation="relu"),
-        layers.Dropout(0.5),
-        layers.Dense(10),  # logits
-    ], name="fmnist_cnn")
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=IMAGE_SHAPE),
+            layers.Conv2D(32, 3, activation="relu"),
+            layers.Conv2D(64, 3, activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Dropout(0.25),
+            layers.Flatten(),
+            layers.Dense(128, activation="relu"),
+            layers.Dropout(0.5),
+            layers.Dense(10),  # logits
+        ],
+        name="fmnist_cnn",
+    )
 
 
 def build_torch_model(seed=None):
@@ -63,12 +66,15 @@ def build_torch_model(seed=None):
     if seed is not None:
         torch.manual_seed(seed)
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(),
-        nn.Conv2d(32, 64, 3), nn.ReLU(),
+        nn.Conv2d(1, 32, 3),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3),
+        nn.ReLU(),
         nn.MaxPool2d(2),
         nn.Dropout(0.25),
         nn.Flatten(),
-        nn.Linear(12 * 12 * 64, 128), nn.ReLU(),
+        nn.Linear(12 * 12 * 64, 128),
+        nn.ReLU(),
         nn.Dropout(0.5),
         nn.Linear(128, 10),  # logits
     )

@@ -23,24 +23,31 @@ def warmup_lr(base_lr, workers, epoch, warmup_epochs):
 
 # The printed lines (format fixed by CONTRIBUTING.md; gputopo.parsers.horovod_log reads them).
 
+
 def worker_line(rank, size, local_rank, device, shard_images, framework):
-    return (f"WORKER rank={rank} size={size} local_rank={local_rank} device={device} "
-            f"shard_images={shard_images} host={platform.node()} framework={framework}")
+    return (
+        f"WORKER rank={rank} size={size} local_rank={local_rank} device={device} "
+        f"shard_images={shard_images} host={platform.node()} framework={framework}"
+    )
 
 
 def epoch_line(epoch, epochs, images_per_sec, seconds, loss, accuracy, workers, batch):
-    return (f"EPOCH {epoch}/{epochs} images_per_sec={images_per_sec:.1f} seconds={seconds:.3f} "
-            f"loss={loss:.4f} accuracy={accuracy:.4f} workers={workers} "
-            f"batch_per_worker={batch}")
+    return (
+        f"EPOCH {epoch}/{epochs} images_per_sec={images_per_sec:.1f} seconds={seconds:.3f} "
+        f"loss={loss:.4f} accuracy={accuracy:.4f} workers={workers} "
+        f"batch_per_worker={batch}"
+    )
 
 
 def summary_line(summary, workers, batch):
-    return (f"SUMMARY images_per_sec_median={summary['images_per_sec_median']:.1f} "
-            f"images_per_sec_min={summary['images_per_sec_min']:.1f} "
-            f"images_per_sec_max={summary['images_per_sec_max']:.1f} "
-            f"epochs_timed={summary['epochs_timed']} "
-            f"test_accuracy={summary['test_accuracy']:.4f} "
-            f"workers={workers} batch_per_worker={batch}")
+    return (
+        f"SUMMARY images_per_sec_median={summary['images_per_sec_median']:.1f} "
+        f"images_per_sec_min={summary['images_per_sec_min']:.1f} "
+        f"images_per_sec_max={summary['images_per_sec_max']:.1f} "
+        f"epochs_timed={summary['epochs_timed']} "
+        f"test_accuracy={summary['test_accuracy']:.4f} "
+        f"workers={workers} batch_per_worker={batch}"
+    )
 
 
 def summarize(epoch_rows, test_accuracy):

@@ -51,7 +51,7 @@ RECORDED_FILES = {
 # where no `topo -p2p r` is recorded, the stand-in answers `topo -p2p r` with it.
 FALLBACK_FILES = {"topo -p2p r": "nvidia-smi-topo-p2p-rw.txt"}
 
-_FAKE_SCRIPT = '''#!{python}
+_FAKE_SCRIPT = """#!{python}
 import json, pathlib, sys, time
 answers = json.loads(pathlib.Path(__file__).with_name("answers.json").read_text())
 args = sys.argv[1:]
@@ -84,7 +84,7 @@ if key == "-L" and answers["gpus"] and all(gpu.get("uuid") for gpu in answers["g
     sys.exit(0)
 sys.stderr.write("fake nvidia-smi: nothing recorded for %r\\n" % key)
 sys.exit(2)
-'''
+"""
 
 
 def recorded_gpus(system):
@@ -95,7 +95,9 @@ def recorded_gpus(system):
     text = reference.read_text(system, "nvidia-smi.txt")
     driver = re.search(r"Driver Version:\s*(\S+)", text)
     gpus = []
-    for match in re.finditer(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|\s+([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)", text, re.M):
+    for match in re.finditer(
+        r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|\s+([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)", text, re.M
+    ):
         gpus.append(
             {
                 "index": match.group(1),
@@ -106,7 +108,9 @@ def recorded_gpus(system):
         )
     for name in recorded:
         if name.startswith("nvidia-smi-nvlink-"):
-            for index, uuid in re.findall(r"^GPU (\d+): .*\(UUID: (\S+)\)", reference.read_text(system, name), re.M):
+            for index, uuid in re.findall(
+                r"^GPU (\d+): .*\(UUID: (\S+)\)", reference.read_text(system, name), re.M
+            ):
                 if int(index) < len(gpus):
                     gpus[int(index)]["uuid"] = uuid
     return gpus
@@ -128,12 +132,17 @@ def _shared_build(module, error, what):
     nbval's notebooks, the stand-in machines' course runs and test_machines.py use too, so a
     session compiles each program once (builds of one folder take turns, coursetools.cudabuild)."""
     import shutil
+
     if shutil.which("make") is None:
         pytest.skip("needs make")
     try:
         return module.build()
     except error as failed:
-        missing = [line for line in str(failed).splitlines() if "nvcc not found" in line or "NCCL not found" in line]
+        missing = [
+            line
+            for line in str(failed).splitlines()
+            if "nvcc not found" in line or "NCCL not found" in line
+        ]
         if missing:  # the toolkit or NCCL is not installed: nothing to build with
             pytest.skip(f"{what} cannot be built here: {missing[0].strip()}")
         raise
@@ -143,6 +152,7 @@ def _shared_build(module, error, what):
 def p2p_program():
     """The course's P2P test, built where the notebooks build it (path of the program)."""
     from coursetools import p2ptest
+
     return _shared_build(p2ptest, p2ptest.P2PTestError, "the P2P test")
 
 
@@ -150,6 +160,7 @@ def p2p_program():
 def nccl_program():
     """The course's NCCL benchmark, built where the notebooks build it (path of the program)."""
     from coursetools import ncclbench
+
     return _shared_build(ncclbench, ncclbench.NcclBenchError, "the NCCL benchmark")
 
 
@@ -190,7 +201,9 @@ SESSION_START = time.monotonic()
 def pytest_configure(config):
     choice = os.environ.get("GPUTOPO_MACHINES", "all")
     if choice not in ("all", "quick", ""):
-        raise pytest.UsageError(f"GPUTOPO_MACHINES must be 'all' (the default) or 'quick', not {choice!r}")
+        raise pytest.UsageError(
+            f"GPUTOPO_MACHINES must be 'all' (the default) or 'quick', not {choice!r}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -199,7 +212,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     line = module and module.timing_line(SESSION_START)
     if line:
         terminalreporter.write_line(line)
-        terminalreporter.write_line(f"the whole session took {time.monotonic() - SESSION_START:.0f} s")
+        terminalreporter.write_line(
+            f"the whole session took {time.monotonic() - SESSION_START:.0f} s"
+        )
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -26,11 +26,24 @@ def build_nccl_harness(out, sources, include_dirs=()):
         pytest.skip("needs nvcc and NCCL (find_nccl.sh)")
     include, library = words
     done = subprocess.run(
-        [NVCC, "-std=c++17", f"-I{SRC / 'nccl_bench/src'}",
-         *(f"-I{d}" for d in include_dirs), f"-I{include}", "-o", str(out),
-         *map(str, sources), library,
-         "-Xlinker", "-rpath", "-Xlinker", str(Path(library).parent)],
-        capture_output=True, text=True, timeout=600,
+        [
+            NVCC,
+            "-std=c++17",
+            f"-I{SRC / 'nccl_bench/src'}",
+            *(f"-I{d}" for d in include_dirs),
+            f"-I{include}",
+            "-o",
+            str(out),
+            *map(str, sources),
+            library,
+            "-Xlinker",
+            "-rpath",
+            "-Xlinker",
+            str(Path(library).parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return out

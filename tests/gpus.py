@@ -12,4 +12,8 @@ def visible_gpu_count():
         done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return 0
-    return sum(line.startswith("GPU ") for line in done.stdout.splitlines()) if done.returncode == 0 else 0
+    return (
+        sum(line.startswith("GPU ") for line in done.stdout.splitlines())
+        if done.returncode == 0
+        else 0
+    )

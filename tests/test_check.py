@@ -49,8 +49,13 @@ def gpu_machine(fake_nvidia_smi, system=H100, **outputs):
 
 
 def run_cli(*args, env=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "coursetools.check", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "coursetools.check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -78,15 +83,19 @@ def test_no_gpu_is_reference_mode_and_exit_0(no_gpu_env):
     assert gpu.startswith("WARN") and "reference mode" in gpu and "nvidia-smi not found" in gpu
     assert not any(ln.startswith("FAIL") for ln in findings)
     assert "Horovod smoke run: skipped (--skip-smoke)" in done.stdout
-    assert page[-1].endswith("the course can run, in reference mode (recorded data instead "
-                             "of live GPUs)")
+    assert page[-1].endswith(
+        "the course can run, in reference mode (recorded data instead of live GPUs)"
+    )
     assert "Traceback" not in done.stderr
 
 
 def test_bad_option_is_one_line_and_exit_2():
     done = run_cli("--frobnicate")
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "error: unrecognized arguments: --frobnicate" in done.stderr
+    assert (
+        done.stderr.count("\n") == 1
+        and "error: unrecognized arguments: --frobnicate" in done.stderr
+    )
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
@@ -106,11 +115,20 @@ def test_good_nvlink_pair_passes(fake_nvidia_smi):
     assert "12 links active on each GPU (topo -m: NV12)" in nvlink.finding
     assert "other 6 link slots" in nvlink.finding
     assert line(findings, "/dev/shm").status == "PASS"
-    gpu_items = {"GPUs and driver", "CUDA and nvcc", "topology", "peer access", "NVLink",
-                 "NCCL", "/dev/shm"}
+    gpu_items = {
+        "GPUs and driver",
+        "CUDA and nvcc",
+        "topology",
+        "peer access",
+        "NVLink",
+        "NCCL",
+        "/dev/shm",
+    }
     assert not [f for f in findings if f.item in gpu_items and f.status == "FAIL"]
     hvd = line(findings, "Horovod build")
-    assert hvd.finding.startswith("Horovod 0.28.1, TensorFlow yes, PyTorch no, NCCL ops yes, controllers Gloo")
+    assert hvd.finding.startswith(
+        "Horovod 0.28.1, TensorFlow yes, PyTorch no, NCCL ops yes, controllers Gloo"
+    )
 
 
 def test_no_peer_access_between_the_chosen_pair_fails(fake_nvidia_smi, monkeypatch, capsys):
@@ -120,8 +138,13 @@ def test_no_peer_access_between_the_chosen_pair_fails(fake_nvidia_smi, monkeypat
     out = capsys.readouterr().out
     assert code == 1
     fail = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
-    assert any(ln.startswith("FAIL  peer access: no peer access between the chosen pair "
-                             "GPU0,GPU1 (topo -p2p rw says NS: not supported)") for ln in fail), out
+    assert any(
+        ln.startswith(
+            "FAIL  peer access: no peer access between the chosen pair "
+            "GPU0,GPU1 (topo -p2p rw says NS: not supported)"
+        )
+        for ln in fail
+    ), out
     assert "fix: run on bare metal or a VM with GPU peer-to-peer enabled" in out
     assert out.rstrip().splitlines()[-1].endswith("FAIL: BLOCKED by: peer access")
 
@@ -145,8 +168,11 @@ def test_v100_worst_pair_without_peer_access_is_expected(fake_nvidia_smi):
     machine = detect(check_horovod=False)
     worst = machine.worst_pair
     codes[worst[0]][worst[1]] = codes[worst[1]][worst[0]] = "NS"
-    fake_nvidia_smi(V100, gpu_names=["Tesla V100-SXM2-16GB"] * 8,
-                    outputs={"topo -p2p r": p2p_matrix(codes), "topo -p2p w": p2p_matrix(codes)})
+    fake_nvidia_smi(
+        V100,
+        gpu_names=["Tesla V100-SXM2-16GB"] * 8,
+        outputs={"topo -p2p r": p2p_matrix(codes), "topo -p2p w": p2p_matrix(codes)},
+    )
     machine = detect(check_horovod=False)
     assert machine.link_between(*worst) == "SYS"
     peer = check.check_peer_access(machine)
@@ -188,9 +214,7 @@ def test_one_side_of_the_bridge_down_warns(fake_nvidia_smi):
 
 
 def test_pcie_only_pair_is_not_an_nvlink_problem(fake_nvidia_smi):
-    topo = ("\tGPU0\tGPU1\tCPU Affinity\n"
-            "GPU0\t X \tPXB\t0-31\n"
-            "GPU1\tPXB\t X \t0-31\n")
+    topo = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPXB\t0-31\nGPU1\tPXB\t X \t0-31\n"
     machine = gpu_machine(fake_nvidia_smi, **{"topo -m": topo, "nvlink -s": ""})
     nvlink = check.check_nvlink(machine)
     assert nvlink[0].status == "PASS" and "no NVLink" in nvlink[0].finding
@@ -204,14 +228,23 @@ def test_horovod_without_nccl_is_a_warn_on_a_gpu_node_and_a_pass_on_a_cpu_one(fa
     machine.horovod = build
     tensorflow = check.Flavour("tensorflow", ".venv", True)
     gpu = check.check_horovod(machine, installed_here=True, flavour=tensorflow)[0]
-    assert gpu.status == "WARN" and "no NCCL operations: the CNN trains on two CPU workers" in gpu.finding
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix and "environment/install.sh --venv .venv --gpu" in gpu.fix
+    assert (
+        gpu.status == "WARN"
+        and "no NCCL operations: the CNN trains on two CPU workers" in gpu.finding
+    )
+    assert (
+        "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix
+        and "environment/install.sh --venv .venv --gpu" in gpu.fix
+    )
     cpu = check.check_horovod(Machine(mode="reference", horovod=build), installed_here=True)[0]
     assert cpu.status == "PASS" and "NCCL not needed without GPUs" in cpu.finding
     missing = check.check_horovod(Machine(mode="reference", horovod=None), installed_here=False)
     assert missing[0].status == "WARN"
-    broken = Machine(mode="reference", horovod=None,
-                     notes={"horovod": "python failed (exit status 1): ImportError: undefined symbol"})
+    broken = Machine(
+        mode="reference",
+        horovod=None,
+        notes={"horovod": "python failed (exit status 1): ImportError: undefined symbol"},
+    )
     found = check.check_horovod(broken, installed_here=True)[0]
     assert found.status == "FAIL" and "installed but broken" in found.finding
     assert "undefined symbol" in found.finding
@@ -228,14 +261,20 @@ def test_failed_smoke_run_is_a_fail_with_the_output_tail():
     def crashed(cmd, **kwargs):
         assert cmd[1:3] == ["-m", "horovod.runner.launch"] and "--gloo" in cmd
         assert kwargs["env"]["CUDA_VISIBLE_DEVICES"] == ""
-        return subprocess.CompletedProcess(cmd, 1, stdout="[1]<stderr>:ImportError: undefined symbol\n")
+        return subprocess.CompletedProcess(
+            cmd, 1, stdout="[1]<stderr>:ImportError: undefined symbol\n"
+        )
 
     smoke = check.check_smoke(machine, True, run=crashed)[0]
-    assert smoke.status == "FAIL" and "undefined symbol" in smoke.finding and "exit 1" in smoke.finding
+    assert (
+        smoke.status == "FAIL" and "undefined symbol" in smoke.finding and "exit 1" in smoke.finding
+    )
 
     def wrong_sum(cmd, **kwargs):
-        out = ("[0]<stdout>:SMOKE rank=0 size=2 sum=2.0 device=CPU\n"
-               "[1]<stdout>:SMOKE rank=1 size=2 sum=2.0 device=CPU\n")
+        out = (
+            "[0]<stdout>:SMOKE rank=0 size=2 sum=2.0 device=CPU\n"
+            "[1]<stdout>:SMOKE rank=1 size=2 sum=2.0 device=CPU\n"
+        )
         return subprocess.CompletedProcess(cmd, 0, stdout=out)
 
     assert check.check_smoke(machine, True, run=wrong_sum)[0].status == "FAIL"
@@ -251,8 +290,19 @@ def test_smoke_run_on_a_gpu_node_uses_the_chosen_pair(fake_nvidia_smi):
     cmd, env = check.smoke_command(machine)
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_NVLS_ENABLE"] == "0"
     # Two workers through Horovod's launcher, Gloo (the build has it), this module as the worker.
-    assert cmd[1:] == ["-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
-                       sys.executable, "-m", "coursetools.check", "--smoke-worker"]
+    assert cmd[1:] == [
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        sys.executable,
+        "-m",
+        "coursetools.check",
+        "--smoke-worker",
+    ]
     # On the V100 server the chosen pair is GPU0-GPU3 (the first NV2 pair of its topo -m), not 0,1.
     fake_nvidia_smi(V100, gpu_names=["Tesla V100-SXM2-16GB"] * 8)
     v100 = detect(check_horovod=False)
@@ -262,8 +312,10 @@ def test_smoke_run_on_a_gpu_node_uses_the_chosen_pair(fake_nvidia_smi):
 
 
 def test_one_direction_denied_is_no_peer_access():
-    matrix = {"read": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "CNS"}},
-              "write": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}}
+    matrix = {
+        "read": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "CNS"}},
+        "write": {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}},
+    }
     assert peer_status(matrix, 0, 1) == "CNS"
     assert peer_status(matrix, 0, 2) is None
 
@@ -288,7 +340,8 @@ def test_disk_thresholds(tmp_path):
     assert check.check_disk(tmp_path, free_bytes=100 * MiB)[0].status == "FAIL"
     assert check.check_disk(tmp_path, free_bytes=1024 * MiB)[0].status == "WARN"
     assert check.check_disk(tmp_path / "not" / "yet")[0].finding.endswith(
-        f"({tmp_path / 'not' / 'yet'})")
+        f"({tmp_path / 'not' / 'yet'})"
+    )
 
 
 def test_json_is_one_object(fake_nvidia_smi, monkeypatch, capsys):
@@ -314,9 +367,11 @@ def test_smoke_run_all_reduces_with_two_workers():
 def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     """The PyTorch flavour (install.sh --framework pytorch) has no TensorFlow: still a PASS."""
     # What the 2x H200 machine's `horovodrun --check-build` listed: PyTorch, Gloo, NCCL.
-    text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
-            "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
-            "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n")
+    text = (
+        "Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
+        "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
+        "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n"
+    )
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = parse_horovod_check_build(text)
     found = check.check_horovod(machine, installed_here=True)[0]
@@ -331,9 +386,13 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
 def test_jupyterlab_missing_in_the_pytorch_flavour_is_a_warning():
     """Seen on the H200 machine: the PyTorch venv installs JupyterLab only for `make lab`."""
     only_lab = lambda name: name != "jupyterlab"  # noqa: E731 - a one-line stand-in
-    warn = check.check_jupyter(has=only_lab, flavour=check.Flavour("pytorch", ".venv-pytorch", True))[0]
+    warn = check.check_jupyter(
+        has=only_lab, flavour=check.Flavour("pytorch", ".venv-pytorch", True)
+    )[0]
     assert warn.status == "WARN" and "make lab FRAMEWORK=pytorch" in warn.fix
     fail = check.check_jupyter(has=only_lab, flavour=check.Flavour("tensorflow", ".venv", True))[0]
     assert fail.status == "FAIL"
-    nothing = check.check_jupyter(has=lambda name: False, flavour=check.Flavour("pytorch", ".venv-pytorch", True))[0]
+    nothing = check.check_jupyter(
+        has=lambda name: False, flavour=check.Flavour("pytorch", ".venv-pytorch", True)
+    )[0]
     assert nothing.status == "FAIL"  # a PyTorch venv without ipykernel cannot run notebooks

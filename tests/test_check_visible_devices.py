@@ -18,9 +18,12 @@ from test_machines import install_machine
 def l40s(fake_nvidia_smi, monkeypatch):
     def make(visible):
         install_machine(fake_nvidia_smi, "l40s-4gpu-2numa-nics")
-        monkeypatch.setattr(gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None))
+        monkeypatch.setattr(
+            gpus, "cuda_device_count", lambda environ=None, timeout=30: (None, None)
+        )
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
         return detect(check_horovod=False, environ={"CUDA_VISIBLE_DEVICES": visible})
+
     return make
 
 

@@ -1,4 +1,5 @@
 """`python -m gputopo <kind> FILE|- [--json]`: one JSON object, or one error line and exit 2."""
+
 import json
 import os
 import subprocess
@@ -22,7 +23,11 @@ def run_cli(*args, stdin=""):
     env = dict(os.environ, PYTHONPATH=str(SOURCE_DIR))
     return subprocess.run(
         [sys.executable, "-m", "gputopo", *args],
-        input=stdin, capture_output=True, text=True, env=env, timeout=120,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 
@@ -38,17 +43,43 @@ def assert_one_error_line(result, starts_with):
 @pytest.mark.parametrize(
     "kind,system,name,recorded",
     [
-        ("topo", "v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt",
-         lambda out: out["links"]["GPU0"]["GPU3"] == "NV2" and out["best_pair"] == [0, 3]),
-        ("p2p", "rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt",
-         lambda out: out["bandwidth_gbs"]["unidirectional_write"] == [[386.63, 24.23], [24.23, 389.76]]),
-        ("nccl-log", "dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt",
-         lambda out: out["transports"] == ["P2P"] and out["p2p_level"] == "PIX"),
-        ("nccl-tests", "v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt",
-         lambda out: len(out["rows"]) == 25 and out["rows"][-1]["out_of_place"]["busbw"] == 129.14),
-        ("horovod", "dgx1-v100", "horovod-cnn-gpus-1-7-default.txt",
-         lambda out: [e["images_per_sec"] for e in out["epochs"]]
-         == [98996.51, 98135.64, 97798.09, 96672.95, 95782.78]),
+        (
+            "topo",
+            "v100-sxm2-8gpu-server",
+            "nvidia-smi-topo-m.txt",
+            lambda out: out["links"]["GPU0"]["GPU3"] == "NV2" and out["best_pair"] == [0, 3],
+        ),
+        (
+            "p2p",
+            "rtx2080-nvlink-pair",
+            "p2pBandwidthLatencyTest.txt",
+            lambda out: (
+                out["bandwidth_gbs"]["unidirectional_write"] == [[386.63, 24.23], [24.23, 389.76]]
+            ),
+        ),
+        (
+            "nccl-log",
+            "dgx-a100",
+            "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt",
+            lambda out: out["transports"] == ["P2P"] and out["p2p_level"] == "PIX",
+        ),
+        (
+            "nccl-tests",
+            "v100-sxm2-8gpu-server",
+            "all_reduce_perf-g8.txt",
+            lambda out: (
+                len(out["rows"]) == 25 and out["rows"][-1]["out_of_place"]["busbw"] == 129.14
+            ),
+        ),
+        (
+            "horovod",
+            "dgx1-v100",
+            "horovod-cnn-gpus-1-7-default.txt",
+            lambda out: (
+                [e["images_per_sec"] for e in out["epochs"]]
+                == [98996.51, 98135.64, 97798.09, 96672.95, 95782.78]
+            ),
+        ),
     ],
 )
 def test_each_kind_prints_one_json_object(kind, system, name, recorded):
@@ -77,7 +108,11 @@ def test_driver_error_on_stdin():
 
 
 def test_truncated_file_names_file_and_line(tmp_path):
-    lines = (reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt").read_text().splitlines()
+    lines = (
+        (reference.REFERENCE_DIR / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt")
+        .read_text()
+        .splitlines()
+    )
     cut = tmp_path / "cut.txt"
     cut.write_text("\n".join(lines[:20] + [lines[20][:30]]) + "\n")
     result = run_cli("nccl-tests", str(cut), "--json")
@@ -124,6 +159,8 @@ def test_cli_imports_no_heavy_modules():
         "sys.stderr.write('heavy=' + ','.join(heavy))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(SOURCE_DIR))
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
     assert json.loads(result.stdout)["best_pair"] == [0, 3]  # the CLI really ran
     assert result.stderr == "heavy="

@@ -30,12 +30,23 @@ def test_parse_args_or_exit_prints_one_line_and_exits_2(capsys):
     assert parse_args_or_exit(parser, ["--n", "3"]).n == 3
 
 
-@pytest.mark.parametrize("main, argv, line", [
-    (cli.main, ["topo"], "gputopo topo: error: the following arguments are required: FILE\n"),
-    (check.main, ["--bogus"], "python -m coursetools.check: error: unrecognized arguments: --bogus (command line)\n"),
-    (fmnist.main, [], "python -m gputopo.fmnist: error: one of the arguments --check --download is required "
-                      "(command line)\n"),
-])
+@pytest.mark.parametrize(
+    "main, argv, line",
+    [
+        (cli.main, ["topo"], "gputopo topo: error: the following arguments are required: FILE\n"),
+        (
+            check.main,
+            ["--bogus"],
+            "python -m coursetools.check: error: unrecognized arguments: --bogus (command line)\n",
+        ),
+        (
+            fmnist.main,
+            [],
+            "python -m gputopo.fmnist: error: one of the arguments --check --download is required "
+            "(command line)\n",
+        ),
+    ],
+)
 def test_each_command_says_one_line_through_the_shared_parser(main, argv, line, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
@@ -46,5 +57,7 @@ def test_each_command_says_one_line_through_the_shared_parser(main, argv, line, 
 def test_course_reports_its_own_checks_with_the_shared_usage_error(capsys):
     assert course.UsageError is UsageError
     assert course.main(["--timeout", "0"]) == 2
-    assert capsys.readouterr().err == ("python -m coursetools.course: error: argument --timeout: "
-                                       "must be more than 0 seconds: '0' (command line)\n")
+    assert capsys.readouterr().err == (
+        "python -m coursetools.course: error: argument --timeout: "
+        "must be more than 0 seconds: '0' (command line)\n"
+    )

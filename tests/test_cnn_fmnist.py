@@ -4,6 +4,7 @@ printed lines: test_cnn_model.py).
 The end-to-end test (marked slow) launches `horovodrun -np 2` on the CPU with Gloo, the command
 a learner types on a machine without GPUs.
 """
+
 import importlib.util
 import json
 import os
@@ -21,21 +22,26 @@ SCRIPT = Path(cnn_fmnist.__file__)
 
 
 def test_importing_starts_neither_tensorflow_nor_horovod():
-    code = ("import sys; sys.path.insert(0, %r); import cnn_fmnist; cnn_fmnist.parse_args([]); "
-            "print('tensorflow' in sys.modules, 'horovod' in sys.modules)" % str(SCRIPT.parent))
+    code = (
+        "import sys; sys.path.insert(0, %r); import cnn_fmnist; cnn_fmnist.parse_args([]); "
+        "print('tensorflow' in sys.modules, 'horovod' in sys.modules)" % str(SCRIPT.parent)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--epochs", "0"], "--epochs"),
-    (["--batch-size", "-3"], "--batch-size"),
-    (["--lr", "nan"], "--lr"),
-    (["--steps-per-epoch", "x"], "--steps-per-epoch"),
-    (["--bogus"], "unrecognized arguments"),
-    (["--weights-out", "w.npy"], "needs --check-maths"),
-    (["--check-maths", "--framework", "pytorch"], "--framework tensorflow"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--epochs", "0"], "--epochs"),
+        (["--batch-size", "-3"], "--batch-size"),
+        (["--lr", "nan"], "--lr"),
+        (["--steps-per-epoch", "x"], "--steps-per-epoch"),
+        (["--bogus"], "unrecognized arguments"),
+        (["--weights-out", "w.npy"], "needs --check-maths"),
+        (["--check-maths", "--framework", "pytorch"], "--framework tensorflow"),
+    ],
+)
 def test_bad_arguments_one_line_exit_2(args, words):
     done = subprocess.run([sys.executable, str(SCRIPT)] + args, capture_output=True, text=True)
     assert done.returncode == 2
@@ -46,34 +52,59 @@ def test_bad_arguments_one_line_exit_2(args, words):
 def test_json_out_never_overwrites(tmp_path):
     existing = tmp_path / "run.json"
     existing.write_text("keep me\n")
-    done = subprocess.run([sys.executable, str(SCRIPT), "--json-out", str(existing)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json-out", str(existing)], capture_output=True, text=True
+    )
     assert done.returncode == 2 and "refusing to overwrite" in done.stderr
     assert existing.read_text() == "keep me\n"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--json-out",
-                           str(tmp_path / "no" / "dir.json")], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json-out", str(tmp_path / "no" / "dir.json")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "directory does not exist" in done.stderr
 
 
 def test_help():
     done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True)
     assert done.returncode == 0
-    for option in ("--batch-size", "--epochs", "--steps-per-epoch", "--lr", "--seed",
-                   "--json-out"):
+    for option in ("--batch-size", "--epochs", "--steps-per-epoch", "--lr", "--seed", "--json-out"):
         assert option in done.stdout
 
 
 @pytest.mark.slow
 def test_two_workers_on_cpu_with_gloo(tmp_path, monkeypatch, record_property):
-    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+    if (
+        importlib.util.find_spec("horovod") is None
+        or importlib.util.find_spec("tensorflow") is None
+    ):
         pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
     record_file = tmp_path / "record.json"
-    command = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
-               sys.executable, str(SCRIPT), "--epochs", "2", "--steps-per-epoch", "20", "--batch-size", "64",
-               "--json-out", str(record_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        sys.executable,
+        str(SCRIPT),
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "20",
+        "--batch-size",
+        "64",
+        "--json-out",
+        str(record_file),
+    ]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # on the CPU even where GPUs exist
     began = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     wall = time.monotonic() - began
     record_property("cpu_quick_run_seconds", round(wall, 1))
     print(f"\nCPU quick run (2 workers, Gloo, 2 epochs x 20 steps x 64): {wall:.1f} s wall")
@@ -99,21 +130,29 @@ def test_two_workers_on_cpu_with_gloo(tmp_path, monkeypatch, record_property):
     assert record["parameters"] == 1199882  # Keras' model.summary(), see test_cnn_model.py
     assert record["gradient_bytes"] == 4 * 1199882
     assert record["summary"]["images_per_sec_median"] == pytest.approx(
-        parsed["summary"]["images_per_sec_median"], abs=0.05)
+        parsed["summary"]["images_per_sec_median"], abs=0.05
+    )
 
 
 @pytest.mark.slow
 def test_corrupt_dataset_is_one_line_exit_2(tmp_path):
-    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+    if (
+        importlib.util.find_spec("horovod") is None
+        or importlib.util.find_spec("tensorflow") is None
+    ):
         pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
     from gputopo import fmnist
 
     for name in fmnist.FILES:
         (tmp_path / name).write_bytes(b"not gzip")
     # One process without a launcher: Horovod runs with size 1.
-    done = subprocess.run([sys.executable, str(SCRIPT), "--epochs", "1"], capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "FASHION_MNIST_DIR": str(tmp_path)})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--epochs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "FASHION_MNIST_DIR": str(tmp_path)},
+    )
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if "cnn_fmnist.py: error:" in line]
     assert len(errors) == 1 and "Fashion-MNIST" in errors[0] and "gzip" in errors[0]
@@ -123,13 +162,31 @@ def test_corrupt_dataset_is_one_line_exit_2(tmp_path):
 def check_maths_run(tmp_path, workers, batch, name):
     """cnn_fmnist.py --check-maths under horovodrun with `workers` Gloo processes; (stdout, npy)."""
     npy = tmp_path / f"{name}.npy"
-    command = [sys.executable, "-m", "horovod.runner.launch", "-np", str(workers), "-H",
-               f"localhost:{workers}", "--gloo", sys.executable, str(SCRIPT), "--check-maths",
-               "--steps-per-epoch", "6", "--batch-size", str(batch), "--lr", "0.05",
-               "--weights-out", str(npy)]
+    command = [
+        sys.executable,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        str(workers),
+        "-H",
+        f"localhost:{workers}",
+        "--gloo",
+        sys.executable,
+        str(SCRIPT),
+        "--check-maths",
+        "--steps-per-epoch",
+        "6",
+        "--batch-size",
+        str(batch),
+        "--lr",
+        "0.05",
+        "--weights-out",
+        str(npy),
+    ]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout, npy
 
@@ -140,9 +197,13 @@ def test_horovod_averages_two_half_batches_into_the_whole_batchs_step(tmp_path):
     steps: Horovod's averaged gradient is the whole batch's, so both land on the same weights,
     and both workers on the same ones. DistributedOptimizer(op=hvd.Sum) or an unwrapped optimizer
     lands elsewhere (each tried: this test failed)."""
-    if importlib.util.find_spec("horovod") is None or importlib.util.find_spec("tensorflow") is None:
+    if (
+        importlib.util.find_spec("horovod") is None
+        or importlib.util.find_spec("tensorflow") is None
+    ):
         pytest.skip("needs TensorFlow and Horovod (environment/install.sh)")
     import numpy
+
     two_out, two_npy = check_maths_run(tmp_path, 2, 16, "two")
     _, one_npy = check_maths_run(tmp_path, 1, 32, "one")
     (line,) = [x for x in two_out.splitlines() if "WEIGHTS " in x]

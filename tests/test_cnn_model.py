@@ -14,6 +14,7 @@ build_model() (TensorFlow 2.15.1, `cnn_model.build_model(seed=1).summary()`, 202
     dense_1 (Dense)             (None, 10)                1290
     Total params: 1199882 (4.58 MB)
 """
+
 import platform
 import subprocess
 import sys
@@ -49,10 +50,17 @@ def test_keras_model_has_the_tables_layers():
     pytest.importorskip("tensorflow")
     model = cnn_model.build_model(seed=1)
     assert model.count_params() == KERAS_TOTAL
-    kinds = {"Conv2D": "conv", "MaxPooling2D": "maxpool", "Dropout": "dropout",
-             "Flatten": "flatten", "Dense": "dense"}
-    built = [(kinds[type(layer).__name__], tuple(layer.output_shape[1:]), layer.count_params())
-             for layer in model.layers]
+    kinds = {
+        "Conv2D": "conv",
+        "MaxPooling2D": "maxpool",
+        "Dropout": "dropout",
+        "Flatten": "flatten",
+        "Dense": "dense",
+    }
+    built = [
+        (kinds[type(layer).__name__], tuple(layer.output_shape[1:]), layer.count_params())
+        for layer in model.layers
+    ]
     assert built == KERAS_SUMMARY
     assert model.layers[-1].get_config()["activation"] == "linear"  # logits, no softmax
 
@@ -67,9 +75,11 @@ def test_torch_model_has_the_same_parameters():
 
 
 def test_importing_starts_no_framework():
-    code = ("import sys; sys.path.insert(0, %r); import cnn_model; cnn_model.gradient_bytes(); "
-            "print(*(m in sys.modules for m in ('tensorflow', 'torch', 'horovod')))"
-            % str(Path(cnn_model.__file__).parent))
+    code = (
+        "import sys; sys.path.insert(0, %r); import cnn_model; cnn_model.gradient_bytes(); "
+        "print(*(m in sys.modules for m in ('tensorflow', 'torch', 'horovod')))"
+        % str(Path(cnn_model.__file__).parent)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "False"]
 
@@ -89,18 +99,26 @@ def test_worker_line_as_a_recorded_run_printed_it():
     # The line of rank 0 in a 2-worker CPU run of cnn_fmnist.py (before cnn_model existed),
     # with this machine's host name in place of the recorded one.
     line = cnn_run.worker_line(0, 2, 0, "CPU", 30000, "tensorflow")
-    assert line == (f"WORKER rank=0 size=2 local_rank=0 device=CPU shard_images=30000 "
-                    f"host={platform.node()} framework=tensorflow")
+    assert line == (
+        f"WORKER rank=0 size=2 local_rank=0 device=CPU shard_images=30000 "
+        f"host={platform.node()} framework=tensorflow"
+    )
 
 
 def test_output_lines_match_the_contract_and_the_parser():
     line = cnn_run.epoch_line(2, 5, 12345.64, 1.2344, 0.43214, 0.87654, 2, 64)
-    assert line == ("EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 "
-                    "accuracy=0.8765 workers=2 batch_per_worker=64")
+    assert line == (
+        "EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 "
+        "accuracy=0.8765 workers=2 batch_per_worker=64"
+    )
     rows = [{"images_per_sec": v, "timed": i > 0} for i, v in enumerate([10.0, 30.0, 20.0, 40.0])]
     summary = cnn_run.summarize(rows, 0.87654)
-    assert (summary["images_per_sec_median"], summary["images_per_sec_min"],
-            summary["images_per_sec_max"], summary["epochs_timed"]) == (30.0, 20.0, 40.0, 3)
+    assert (
+        summary["images_per_sec_median"],
+        summary["images_per_sec_min"],
+        summary["images_per_sec_max"],
+        summary["epochs_timed"],
+    ) == (30.0, 20.0, 40.0, 3)
     assert summary["first_epoch_included"] is False
     text = line + "\n" + cnn_run.summary_line(summary, 2, 64)
     parsed = parse_horovod(text)

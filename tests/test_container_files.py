@@ -4,6 +4,7 @@ No container engine exists on our machines, so this checks what can be checked w
 hadolint (pinned in environment/requirements-test.txt) when it is installed, and in any case the
 structure the course relies on.
 """
+
 import json
 import os
 import re
@@ -70,7 +71,9 @@ def pins(path, seen=None):
             continue
         m = re.match(r"^([A-Za-z0-9_.\-\[\]]+)\s*(==|<|<=|~=|>=)\s*([^;\s]+)", line)
         assert m, f"{path.name}: unpinned or unreadable requirement '{line}'"
-        assert m.group(2) == "==" or m.group(1) == "cmake", f"{path.name}: '{line}' is not pinned with =="
+        assert m.group(2) == "==" or m.group(1) == "cmake", (
+            f"{path.name}: '{line}' is not pinned with =="
+        )
         result[m.group(1).lower()] = m.group(3)
     return result
 
@@ -98,15 +101,18 @@ def test_install_script_pins_horovod():
 def test_dockerfile_structure():
     ins = instructions(DOCKERFILE)
     froms = [a for k, a in ins if k == "FROM"]
-    assert len(froms) == 1 and PINNED_BASE.fullmatch(froms[0]), \
+    assert len(froms) == 1 and PINNED_BASE.fullmatch(froms[0]), (
         "one stage, from the pinned CUDA 12.2 + cuDNN 8.9 base (by tag, or tag@digest where a site pins it)"
+    )
     runs = " ".join(a for k, a in ins if k == "RUN")
     assert "environment/install.sh --gpu --venv /opt/venv" in runs
     assert "HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90" in runs
     assert "python3.10-venv" in runs
     assert "fmnist.py --download" in runs and "fmnist.py --check" in runs  # dataset baked in
     copies = [a for k, a in ins if k == "COPY"]
-    assert copies[0] == "environment/ environment/", "the environment is installed before the course is copied"
+    assert copies[0] == "environment/ environment/", (
+        "the environment is installed before the course is copied"
+    )
     # install.sh must run before the course content is copied (layer cache: no Horovod rebuild).
     keys = [(k, a) for k, a in ins]
     install_at = next(i for i, (k, a) in enumerate(keys) if k == "RUN" and "install.sh" in a)
@@ -116,9 +122,12 @@ def test_dockerfile_structure():
     assert users and users[-1].split(":")[0] not in ("root", "0"), "must end as a non-root user"
     cmd = [a for k, a in ins if k == "CMD"][-1]
     assert '"jupyter", "lab"' in cmd and "--ip=0.0.0.0" in cmd and "Start_Here.ipynb" in cmd
-    assert "token=''" not in cmd and 'token=""' not in cmd and "IdentityProvider.token=" not in cmd, \
-        "keep token authentication (Jupyter's random token, or JUPYTER_TOKEN)"
-    assert ("ENV", "NCCL_NVLS_ENABLE=0") in ins or "NCCL_NVLS_ENABLE=0" in " ".join(a for k, a in ins if k == "ENV")
+    assert (
+        "token=''" not in cmd and 'token=""' not in cmd and "IdentityProvider.token=" not in cmd
+    ), "keep token authentication (Jupyter's random token, or JUPYTER_TOKEN)"
+    assert ("ENV", "NCCL_NVLS_ENABLE=0") in ins or "NCCL_NVLS_ENABLE=0" in " ".join(
+        a for k, a in ins if k == "ENV"
+    )
 
 
 def test_apptainer_definition_matches_dockerfile():
@@ -130,12 +139,23 @@ def test_apptainer_definition_matches_dockerfile():
     assert "gputopo.fmnist --download" in sec["post"]
     assert "set -euo pipefail" not in sec["post"], "%post runs under /bin/sh (dash has no pipefail)"
     assert "jupyter lab" in sec["runscript"] and "Start_Here.ipynb" in sec["runscript"]
-    assert "--ip=127.0.0.1" in sec["runscript"]  # the token: tests/test_lab_token.py runs this script
+    assert (
+        "--ip=127.0.0.1" in sec["runscript"]
+    )  # the token: tests/test_lab_token.py runs this script
     # %environment, run by sh as Apptainer does: NVLS off unless the host exported a value.
     for inherited, expected in ((None, "0"), ("1", "1"), ("0", "0")):
-        env = {"PATH": "/usr/bin:/bin"} if inherited is None else {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": inherited}
-        shown = subprocess.run(["sh", "-c", sec["environment"] + '\nprintf %s "$NCCL_NVLS_ENABLE"'],
-                               env=env, capture_output=True, text=True, timeout=30)
+        env = (
+            {"PATH": "/usr/bin:/bin"}
+            if inherited is None
+            else {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": inherited}
+        )
+        shown = subprocess.run(
+            ["sh", "-c", sec["environment"] + '\nprintf %s "$NCCL_NVLS_ENABLE"'],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert shown.stdout == expected, (inherited, shown.stdout, shown.stderr)
     # Every path %files copies exists in the repository.
     for line in sec["files"].splitlines():
@@ -148,7 +168,9 @@ def test_no_latest_tags_and_same_base_everywhere():
     for path in (DOCKERFILE, APPTAINER):
         text = path.read_text()
         assert ":latest" not in text, path.name
-        assert re.findall(r"nvidia/cuda:[\w.\-]+", text) and set(re.findall(r"nvidia/cuda:[\w.\-]+", text)) == {BASE}
+        assert re.findall(r"nvidia/cuda:[\w.\-]+", text) and set(
+            re.findall(r"nvidia/cuda:[\w.\-]+", text)
+        ) == {BASE}
 
 
 def test_dockerignore_keeps_the_venv_out_and_the_data_in():
@@ -160,13 +182,18 @@ def test_dockerignore_keeps_the_venv_out_and_the_data_in():
 def test_hadolint():
     hadolint = shutil.which("hadolint") or str(Path(sys.prefix) / "bin" / "hadolint")
     if not Path(hadolint).exists():
-        pytest.skip("hadolint not installed (environment/install-test-tools.sh installs it); "
-                    "the structural tests above still ran")
-    r = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+        pytest.skip(
+            "hadolint not installed (environment/install-test-tools.sh installs it); "
+            "the structural tests above still ran"
+        )
+    r = subprocess.run(
+        [hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 # --- the image as an admin wants it: labels, layer order, healthcheck, `make check` -----------
+
 
 def labels(ins):
     """LABEL key=value pairs of the Dockerfile (values unquoted; ${ARG} left as written)."""
@@ -194,7 +221,10 @@ def test_oci_labels_name_the_base_source_version_and_licences():
     # The licences are the two the LICENSE file grants (code and course text).
     licence_text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in licence_text and "Attribution 4.0" in licence_text
-    assert set(lab["org.opencontainers.image.licenses"].split(" AND ")) == {"Apache-2.0", "CC-BY-4.0"}
+    assert set(lab["org.opencontainers.image.licenses"].split(" AND ")) == {
+        "Apache-2.0",
+        "CC-BY-4.0",
+    }
     # The Apptainer image carries the same labels.
     _, sec = apptainer_sections(APPTAINER)
     app = dict(line.split(None, 1) for line in sec["labels"].splitlines() if line.strip())
@@ -225,14 +255,29 @@ def test_editing_the_course_rebuilds_neither_horovod_nor_the_dataset():
     ins = instructions(DOCKERFILE)
     install = next(i for i, (k, a) in enumerate(ins) if k == "RUN" and "install.sh" in a)
     dataset = next(i for i, (k, a) in enumerate(ins) if k == "RUN" and "--download" in a)
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
     if not tracked:  # not a git checkout (e.g. an unpacked archive): the files on disk
-        tracked = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
-    course = [f for f in tracked if not f.startswith("environment/")
-              and not f.startswith("source_code/data/") and f != "source_code/gputopo/fmnist.py"]
-    assert any(f.startswith("source_code/gputopo/") for f in course) and any(f.startswith("notebooks/") for f in course)
+        tracked = [
+            str(p.relative_to(ROOT))
+            for p in ROOT.rglob("*")
+            if p.is_file() and ".git" not in p.parts
+        ]
+    course = [
+        f
+        for f in tracked
+        if not f.startswith("environment/")
+        and not f.startswith("source_code/data/")
+        and f != "source_code/gputopo/fmnist.py"
+    ]
+    assert any(f.startswith("source_code/gputopo/") for f in course) and any(
+        f.startswith("notebooks/") for f in course
+    )
     for f in course:
-        assert invalidated_from(ins, f) > dataset > install, f"editing {f} would rebuild the dataset layer"
+        assert invalidated_from(ins, f) > dataset > install, (
+            f"editing {f} would rebuild the dataset layer"
+        )
     # The loader itself and the requirements do rebuild their layers (the cache model is not blind).
     assert install >= invalidated_from(ins, "environment/requirements-gpu.txt")
     assert install < invalidated_from(ins, "source_code/gputopo/fmnist.py") < dataset
@@ -240,11 +285,20 @@ def test_editing_the_course_rebuilds_neither_horovod_nor_the_dataset():
 
 def test_source_code_is_copied_once():
     ins = instructions(DOCKERFILE)
-    whole = [a for k, a in ins if k == "COPY" and any(s.rstrip("/") in (".", "source_code") for s in copy_sources(a))]
+    whole = [
+        a
+        for k, a in ins
+        if k == "COPY" and any(s.rstrip("/") in (".", "source_code") for s in copy_sources(a))
+    ]
     assert len(whole) == 1, whole
     # Before it only the loader file and the data folder of source_code are copied (for the dataset layer).
-    early = {s for k, a in ins[:[a for k, a in ins].index(whole[0])] if k == "COPY"
-             for s in copy_sources(a) if s.startswith("source_code")}
+    early = {
+        s
+        for k, a in ins[: [a for k, a in ins].index(whole[0])]
+        if k == "COPY"
+        for s in copy_sources(a)
+        if s.startswith("source_code")
+    }
     assert early <= {"source_code/data/", "source_code/gputopo/fmnist.py"}
 
 
@@ -253,15 +307,27 @@ def test_the_dataset_step_runs_the_loader_as_a_lone_file(tmp_path):
     it must run so, find or miss the data, and say which in one line."""
     lone = tmp_path / "gputopo-fmnist.py"
     shutil.copy(ROOT / "source_code" / "gputopo" / "fmnist.py", lone)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FASHION_MNIST_DIR": str(tmp_path / "none")}
-    r = subprocess.run([sys.executable, str(lone), "--check"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=120)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "FASHION_MNIST_DIR": str(tmp_path / "none"),
+    }
+    r = subprocess.run(
+        [sys.executable, str(lone), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert "Traceback" not in r.stderr, r.stderr
     if r.returncode == 0:  # this machine has it elsewhere (e.g. Debian's package)
         assert r.stdout.startswith("Fashion-MNIST found in ") and "checksums OK" in r.stdout
     else:
         assert r.returncode == 1 and r.stderr.strip(), r.stdout
-    r = subprocess.run([sys.executable, str(lone), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(lone), "--help"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert r.returncode == 0 and "--download" in r.stdout
 
 
@@ -279,8 +345,14 @@ def test_make_check_runs_as_the_containers_first_command():
         if k == "ENV":
             env.update(re.findall(r"(\w+)=(\S+)", a))
     assert env["VENV"] == "/opt/venv"
-    r = subprocess.run(["make", "-n", "check"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, VENV=env["VENV"]))
+    r = subprocess.run(
+        ["make", "-n", "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, VENV=env["VENV"]),
+    )
     assert r.returncode == 0, r.stderr
     assert "/opt/venv/bin/python -m coursetools.check" in r.stdout
 
@@ -304,10 +376,24 @@ def lab(tmp_path_factory):
     pytest.importorskip("jupyterlab")
     tmp = tmp_path_factory.mktemp("lab")
     port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(tmp / "rt"),
-               JUPYTER_CONFIG_DIR=str(tmp / "cfg"), JUPYTER_DATA_DIR=str(tmp / "data"))
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={tmp}"]
+    env = dict(
+        os.environ,
+        JUPYTER_TOKEN=token,
+        JUPYTER_RUNTIME_DIR=str(tmp / "rt"),
+        JUPYTER_CONFIG_DIR=str(tmp / "cfg"),
+        JUPYTER_DATA_DIR=str(tmp / "data"),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={tmp}",
+    ]
     if os.getuid() == 0:
         cmd.append("--allow-root")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -334,7 +420,10 @@ def run_health(port, token=None, args=()):
     # The image's /opt/course (WORKDIR, where `COPY .` puts the repository) is ROOT here, and its
     # python (/opt/venv/bin first on PATH) is the one running these tests.
     workdir = [a for k, a in instructions(DOCKERFILE) if k == "WORKDIR"][-1]
-    cmd = [str(ROOT) + c[len(workdir):] if c.startswith(workdir + "/") else c for c in healthcheck_command()]
+    cmd = [
+        str(ROOT) + c[len(workdir) :] if c.startswith(workdir + "/") else c
+        for c in healthcheck_command()
+    ]
     assert cmd[0] == "python" and Path(cmd[1]).is_file(), cmd
     cmd = [sys.executable, *cmd[1:], *args]
     return subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True, timeout=60)
@@ -344,14 +433,22 @@ def test_healthcheck_asks_jupyterlab_with_the_environments_token(lab):
     port, token = lab
     r = run_health(port, token)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("healthy: ") and f":{port}/api/status" in r.stdout and "kernel" in r.stdout
+    assert (
+        r.stdout.startswith("healthy: ")
+        and f":{port}/api/status" in r.stdout
+        and "kernel" in r.stdout
+    )
 
 
 def test_healthcheck_fails_with_a_wrong_token(lab):
     port, _ = lab
     r = run_health(port, "not-the-token")
     assert r.returncode == 1 and r.stdout == ""
-    assert len(r.stderr.strip().splitlines()) == 1 and "HTTP 403" in r.stderr and "JUPYTER_TOKEN" in r.stderr
+    assert (
+        len(r.stderr.strip().splitlines()) == 1
+        and "HTTP 403" in r.stderr
+        and "JUPYTER_TOKEN" in r.stderr
+    )
 
 
 def test_healthcheck_without_a_token_asks_the_open_endpoint(lab):
@@ -364,10 +461,15 @@ def test_healthcheck_without_a_token_asks_the_open_endpoint(lab):
 def test_healthcheck_when_nothing_listens():
     r = run_health(free_port(), "x")
     assert r.returncode == 1
-    assert r.stderr.startswith("unhealthy: nothing answers at") and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        r.stderr.startswith("unhealthy: nothing answers at")
+        and len(r.stderr.strip().splitlines()) == 1
+    )
 
 
-@pytest.mark.parametrize("args", [["--port", "0"], ["--port", "http"], ["--timeout", "-1"], ["--bogus"]])
+@pytest.mark.parametrize(
+    "args", [["--port", "0"], ["--port", "http"], ["--timeout", "-1"], ["--bogus"]]
+)
 def test_healthcheck_bad_options(args):
     r = run_health(8888, None, args)
     assert r.returncode == 2 and "Traceback" not in r.stderr

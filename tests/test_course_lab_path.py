@@ -22,13 +22,26 @@ def make_lab(tmp_path, **extra):
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text(STAND_IN)
     (venv / "bin" / "python").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "NCCL_NVLS_ENABLE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "NCCL_NVLS_ENABLE")
+    }
     env.update(JUPYTER_TOKEN="t0ken", PATH="/usr/bin:/bin", **extra)
-    done = subprocess.run(["make", "--no-print-directory", "lab", "SKIP_INSTALL=1", f"VENV={venv}", "PORT=18888"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "lab", "SKIP_INSTALL=1", f"VENV={venv}", "PORT=18888"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    said = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.split("=", 1)[0] in
-                ("PATH", "NCCL_NVLS_ENABLE", "ARGS"))
+    said = dict(
+        line.split("=", 1)
+        for line in done.stdout.splitlines()
+        if line.split("=", 1)[0] in ("PATH", "NCCL_NVLS_ENABLE", "ARGS")
+    )
     return venv, said
 
 

@@ -176,7 +176,10 @@ def test_cuda_visible_devices_decides_the_mode(fake_nvidia_smi, visible, mode, c
         assert "CUDA_VISIBLE_DEVICES" in machine.reason
     if mode == "single-gpu":
         assert machine.banner().startswith("One GPU is visible here")
-        assert "what needs two (GPU-to-GPU copies, NCCL, training on GPUs) shows recorded" in machine.banner()
+        assert (
+            "what needs two (GPU-to-GPU copies, NCCL, training on GPUs) shows recorded"
+            in machine.banner()
+        )
         assert "the course may use 1 of 2: CUDA_VISIBLE_DEVICES=1 allows GPU1" in machine.banner()
 
 
@@ -186,7 +189,12 @@ def test_cuda_visible_devices_decides_the_mode(fake_nvidia_smi, visible, mode, c
 def test_parse_horovod_check_build():
     build = parse_horovod_check_build(CHECK_BUILD)
     assert build["version"] == "0.28.1"
-    assert (build["tensorflow"], build["nccl"], build["gloo"], build["mpi"]) == (True, True, True, False)
+    assert (build["tensorflow"], build["nccl"], build["gloo"], build["mpi"]) == (
+        True,
+        True,
+        True,
+        False,
+    )
     assert build["sections"]["Available Controllers"] == {"MPI": False, "Gloo": True}
     with pytest.raises(ValueError):
         parse_horovod_check_build("Traceback (most recent call last):\n  ImportError: horovod\n")
@@ -237,6 +245,8 @@ def test_importing_the_package_loads_no_heavy_library():
         "heavy = {'numpy', 'matplotlib', 'tensorflow', 'horovod'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

@@ -5,6 +5,7 @@ Every expected value below was read by hand from the file named beside it (its l
 with `grep -n`), or, for the published logs, from the thread in tests/fixtures/diagnose/SOURCES.md;
 the path-type numbers from NCCL's src/graph/topo.h at the tags named.
 """
+
 import json
 import subprocess
 import sys
@@ -27,12 +28,18 @@ def _cnn(setting, run=1, batch=64):
 
 
 def _cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "gputopo", "diagnose", *map(str, args)],
-                          capture_output=True, text=True, input=stdin, timeout=120,
-                          env={"PYTHONPATH": str(ROOT / "source_code"), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", "diagnose", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT / "source_code"), "PATH": "/usr/bin:/bin"},
+    )
 
 
 # ---- the course's recordings: the H200 NVSwitch pair, NCCL 2.28.3 ----------------------------
+
 
 @pytest.mark.parametrize("setting", ["default", "NCCL_P2P_LEVEL-NVL", "NCCL_P2P_LEVEL-PIX"])
 def test_p2p_over_nvlink_is_clean_whatever_the_level_above_loc(setting):
@@ -64,7 +71,9 @@ def test_sockets_inside_one_host_is_net_with_both_variables_seen():
     assert [f["kind"] for f in found] == ["net-inside-node"]
     causes = found[0]["causes"]
     assert [(c["variable"], c["evidence"]["line"]) for c in causes[:2]] == [
-        ("NCCL_P2P_DISABLE", 38), ("NCCL_SHM_DISABLE", 41)]
+        ("NCCL_P2P_DISABLE", 38),
+        ("NCCL_SHM_DISABLE", 41),
+    ]
     assert found[0]["used"] == "NET (NET/Socket/0 x8)"
 
 
@@ -75,20 +84,33 @@ def test_without_topology_the_same_log_is_unverified_but_the_variable_is_still_s
 
 
 def test_one_gpu_run_has_no_connection_and_no_finding():
-    result = diagnose.diagnose((CNN / "horovod-cnn-pytorch-b64-gpus-0-default-r1.txt").read_text(),
-                               topo=TOPO)
+    result = diagnose.diagnose(
+        (CNN / "horovod-cnn-pytorch-b64-gpus-0-default-r1.txt").read_text(), topo=TOPO
+    )
     assert result["clean"] and result["run"]["connections"] == []
 
 
-@pytest.mark.parametrize("name, kind, transport_line, variables", [
-    # nccl-bench-all_reduce.txt line 52: "P2P/direct pointer: 48;"
-    ("nccl-bench-all_reduce.txt", None, 52, []),
-    # -P2P_LEVEL-LOC.txt line 52 "SHM/direct/direct: 8;", line 53 "#   NCCL: NCCL_P2P_LEVEL ... LOC"
-    ("nccl-bench-all_reduce-P2P_LEVEL-LOC.txt", "shm-inside-node", 52, [("NCCL_P2P_LEVEL", 53)]),
-    # -sockets.txt line 51 "NET/Socket/0: 8;", lines 52-53 the two variables
-    ("nccl-bench-all_reduce-sockets.txt", "net-inside-node", 51,
-     [("NCCL_P2P_DISABLE", 52), ("NCCL_SHM_DISABLE", 53)]),
-])
+@pytest.mark.parametrize(
+    "name, kind, transport_line, variables",
+    [
+        # nccl-bench-all_reduce.txt line 52: "P2P/direct pointer: 48;"
+        ("nccl-bench-all_reduce.txt", None, 52, []),
+        # -P2P_LEVEL-LOC.txt line 52 "SHM/direct/direct: 8;", line 53 "#   NCCL: NCCL_P2P_LEVEL ... LOC"
+        (
+            "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
+            "shm-inside-node",
+            52,
+            [("NCCL_P2P_LEVEL", 53)],
+        ),
+        # -sockets.txt line 51 "NET/Socket/0: 8;", lines 52-53 the two variables
+        (
+            "nccl-bench-all_reduce-sockets.txt",
+            "net-inside-node",
+            51,
+            [("NCCL_P2P_DISABLE", 52), ("NCCL_SHM_DISABLE", 53)],
+        ),
+    ],
+)
 def test_the_course_benchmark_summary_is_read_like_a_log(name, kind, transport_line, variables):
     result = diagnose.diagnose((PAIR / name).read_text(), topo=TOPO)
     assert result["run"]["nccl_version"] == "2.28.3"
@@ -103,6 +125,7 @@ def test_the_course_benchmark_summary_is_read_like_a_log(name, kind, transport_l
 
 
 # ---- real published logs (tests/fixtures/diagnose/SOURCES.md) ----------------------------------
+
 
 def _fixture(name):
     return (FIXTURES / name).read_text()
@@ -123,8 +146,10 @@ def test_nccl_tests_228_shm_between_a100s_is_one_finding_for_the_whole_ring():
 def test_areal_639_sockets_where_roce_was_expected():
     [finding] = diagnose.findings(_fixture("areal-639-socket-instead-of-ib.txt"))
     assert (finding["kind"], finding["status"]) == ("sockets-between-nodes", "unverified")
-    assert finding["evidence"][0] == {"line": 1,
-                                      "text": "NET/Socket : Using [0]bond0:200.8.184.2<0>"}
+    assert finding["evidence"][0] == {
+        "line": 1,
+        "text": "NET/Socket : Using [0]bond0:200.8.184.2<0>",
+    }
     assert {c["variable"] for c in finding["causes"]} >= {"NCCL_IB_DISABLE", "NCCL_NET"}
 
 
@@ -148,8 +173,11 @@ def test_nccl_1151_gdr_disabled_by_distance_names_the_paths():
 
 def test_nccl_1537_gdr_disabled_for_each_hca():
     result = diagnose.diagnose(_fixture("nccl-1537-gdr-disabled-for-hca-excerpt.txt"))
-    assert result["run"]["network"] == {"plugin": "IB", "socket": False,
-                                        "ib_devices": ["mlx5_0/RoCE", "mlx5_1/RoCE"]}
+    assert result["run"]["network"] == {
+        "plugin": "IB",
+        "socket": False,
+        "ib_devices": ["mlx5_0/RoCE", "mlx5_1/RoCE"],
+    }
     [finding] = result["findings"]
     assert finding["kind"] == "gdr-off-for-nic"
     assert finding["where"] == "HCA 0 'mlx5_0', HCA 1 'mlx5_1'"
@@ -172,23 +200,28 @@ def test_ci_infra_490_dev_shm_full_with_a_timestamped_warn():
 
 # ---- GDR distances by release (src/graph/topo.h at each tag) -----------------------------------
 
-@pytest.mark.parametrize("distance, version, level, name", [
-    (5, (2, 11, 4), None, "PHB"),   # v2.11.4-1: LOC NVL NVB PIX PXB PHB SYS
-    (7, (2, 19, 3), None, "SYS"),   # v2.19.3-1: ... PXB 4, PXN 5, PHB 6, SYS 7
-    (7, (2, 26, 2), None, "PHB"),   # v2.26.2-1: C2C 3 moves the rest by one: PHB 7, SYS 8
-    (8, (2, 26, 2), None, "SYS"),
-    (9, (2, 28, 3), None, "SYS"),   # v2.28.3-1: P2C 6, PXN 7, PHB 8, SYS 9
-    (7, None, 4, "SYS"),            # no release: a level of 4 is PXB in 2.8-2.25 only
-])
+
+@pytest.mark.parametrize(
+    "distance, version, level, name",
+    [
+        (5, (2, 11, 4), None, "PHB"),  # v2.11.4-1: LOC NVL NVB PIX PXB PHB SYS
+        (7, (2, 19, 3), None, "SYS"),  # v2.19.3-1: ... PXB 4, PXN 5, PHB 6, SYS 7
+        (7, (2, 26, 2), None, "PHB"),  # v2.26.2-1: C2C 3 moves the rest by one: PHB 7, SYS 8
+        (8, (2, 26, 2), None, "SYS"),
+        (9, (2, 28, 3), None, "SYS"),  # v2.28.3-1: P2C 6, PXN 7, PHB 8, SYS 9
+        (7, None, 4, "SYS"),  # no release: a level of 4 is PXB in 2.8-2.25 only
+    ],
+)
 def test_gdr_path_names(distance, version, level, name):
     assert diagnose.gdr_path_name(distance, version, level) == name
 
 
 # ---- bad input, the command line -----------------------------------------------------------------
 
+
 def test_a_log_cut_inside_a_record_is_refused_as_truncated():
     text = _cnn("default")
-    cut = text[:text.index("Init COMPLETE") - 20]  # stops inside an ncclCommInitRank line
+    cut = text[: text.index("Init COMPLETE") - 20]  # stops inside an ncclCommInitRank line
     with pytest.raises(ParseError) as caught:
         diagnose.diagnose(cut, topo=TOPO)
     assert caught.value.truncated
@@ -199,20 +232,29 @@ def test_cli_clean_report_and_json(tmp_path):
     done = _cli(log, "--topo", PAIR / "nvidia-smi-topo-m.txt")
     assert done.returncode == 0
     assert done.stdout.splitlines()[-1] == "clean: no silent fallback found"
-    done = _cli(CNN / "horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-LOC-r1.txt", "--topo",
-                PAIR / "nvidia-smi-topo-m.txt", "--json")
+    done = _cli(
+        CNN / "horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-LOC-r1.txt",
+        "--topo",
+        PAIR / "nvidia-smi-topo-m.txt",
+        "--json",
+    )
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 1
     [finding] = json.loads(done.stdout)["findings"]
     assert set(finding) >= {"used", "allowed", "causes", "evidence", "status", "where"}
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.write_text(""), "error: empty input"),
-    (lambda p: p.write_text("just a program's own output\n"), "error: no NCCL lines found"),
-    # stops inside an "ncclCommInitRank ... - Init COMPLETE" line
-    (lambda p: p.write_text(_cnn("default")[:_cnn("default").index("Init COMPLETE") - 20]),
-     "error: truncated input"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.write_text(""), "error: empty input"),
+        (lambda p: p.write_text("just a program's own output\n"), "error: no NCCL lines found"),
+        # stops inside an "ncclCommInitRank ... - Init COMPLETE" line
+        (
+            lambda p: p.write_text(_cnn("default")[: _cnn("default").index("Init COMPLETE") - 20]),
+            "error: truncated input",
+        ),
+    ],
+)
 def test_cli_bad_log_is_one_line_and_exit_2(tmp_path, make, message):
     log = tmp_path / "run.log"
     make(log)

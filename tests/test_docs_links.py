@@ -9,6 +9,7 @@ under source_code/. For each:
   (a trailing `..` range such as `run1..3.txt` or a `<placeholder>` is not a path).
 Notebooks have their own link test (tests/test_notebooks_static.py).
 """
+
 import re
 import urllib.parse
 from pathlib import Path
@@ -16,8 +17,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted({ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md"),
-               *(ROOT / "evidence").rglob("README.md"), *(ROOT / "source_code").rglob("README.md")})
+DOCS = sorted(
+    {
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "evidence").rglob("README.md"),
+        *(ROOT / "source_code").rglob("README.md"),
+    }
+)
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 CODE_PATH = re.compile(r"`((?:source_code/reference_systems|evidence)/[^`\s*<>]*)`")

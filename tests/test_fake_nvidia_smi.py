@@ -11,8 +11,10 @@ def test_dash_L_lists_every_gpu_with_its_uuid(fake_nvidia_smi):
     script = fake_nvidia_smi("h100-pcie-nvlink-pair")
     done = subprocess.run([str(script), "-L"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
-    assert done.stdout == ("GPU 0: NVIDIA H100 PCIe (UUID: GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9)\n"
-                           "GPU 1: NVIDIA H100 PCIe (UUID: GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3)\n")
+    assert done.stdout == (
+        "GPU 0: NVIDIA H100 PCIe (UUID: GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9)\n"
+        "GPU 1: NVIDIA H100 PCIe (UUID: GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3)\n"
+    )
 
 
 def test_dash_L_is_unanswered_without_uuids(fake_nvidia_smi):
@@ -24,11 +26,18 @@ def test_dash_L_is_unanswered_without_uuids(fake_nvidia_smi):
 
 def test_topo_p2p_r_replays_the_recorded_matrix(fake_nvidia_smi):
     script = fake_nvidia_smi("h200-nvswitch-pair")  # recorded `topo -p2p rw`: GPU0-GPU1 OK
-    done = subprocess.run([str(script), "topo", "-p2p", "r"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [str(script), "topo", "-p2p", "r"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0
     # the notebooks' parser reads it: the pair's status as recorded
-    assert PARSERS["p2p-status"](done.stdout)["status"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+    assert PARSERS["p2p-status"](done.stdout)["status"] == {
+        "GPU0": {"GPU1": "OK"},
+        "GPU1": {"GPU0": "OK"},
+    }
     # a system with no recorded p2p matrix: unanswered, as a tool that cannot answer
     script = fake_nvidia_smi("h100-pcie-nvlink-pair")
-    done = subprocess.run([str(script), "topo", "-p2p", "r"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [str(script), "topo", "-p2p", "r"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 2

@@ -4,6 +4,7 @@ The real-data tests use whatever folder the loader finds (``make test`` installs
 ``dataset-fashion-mnist`` first). Without data they skip with the reason, unless
 GPUTOPO_REQUIRE_DATASET=1 (set by ``make test``), where a missing dataset is a failure.
 """
+
 import gzip
 import os
 import shutil
@@ -208,13 +209,17 @@ def test_download_keeps_files_with_the_official_md5(isolated, tmp_path, monkeypa
     dest = tmp_path / "dl"
     dest.mkdir()
     import hashlib
+
     fake = {}
     for name in NAMES:
         (dest / name).write_bytes(name.encode())
         fake[name] = hashlib.md5(name.encode()).hexdigest()
     monkeypatch.setattr(fmnist, "OFFICIAL_MD5", fake)
-    monkeypatch.setattr(fmnist.urllib.request, "urlopen",
-                        lambda *a, **k: pytest.fail("must not download files that are present"))
+    monkeypatch.setattr(
+        fmnist.urllib.request,
+        "urlopen",
+        lambda *a, **k: pytest.fail("must not download files that are present"),
+    )
     with pytest.raises(fmnist.DatasetError, match="gzip"):
         fmnist.download(dest)
 
@@ -222,8 +227,13 @@ def test_download_keeps_files_with_the_official_md5(isolated, tmp_path, monkeypa
 def _cli(*args, env_extra=None):
     env = dict(os.environ, PYTHONPATH=str(Path(fmnist.__file__).parents[1]))
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "gputopo.fmnist", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo.fmnist", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_cli_check_finds_real_data(real_dir):

@@ -1,5 +1,6 @@
 """The CNN's two frameworks: the --framework option and its error (the shared learning-rate rule
 and the PyTorch network: test_cnn_model.py), and how notebook 4 labels a run's NVLS setting."""
+
 import cnn_fmnist
 
 
@@ -14,8 +15,11 @@ def test_nvls_state_labels(monkeypatch):
 
     def nvls(text):
         return table(HERE, "t.txt", text, {})["nvls"]
+
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     assert nvls("NCCL_NVLS_ENABLE=0") == "NVLS off (course default)"
-    assert nvls("NCCL_NVLS_ENABLE set by environment to 1") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
+    assert (
+        nvls("NCCL_NVLS_ENABLE set by environment to 1") == "NVLS on (NCCL_NVLS_ENABLE=1, opted in)"
+    )
     # a run the course did not launch: never called "NCCL's default"
     assert nvls("") == "NCCL_NVLS_ENABLE unset (NCCL decided)"

@@ -50,10 +50,15 @@ def test_a_subset_is_respected_and_never_widened(eight_v100):
     known, value = gpus.from_machine(machine)
     assert gpus.child_visible_devices([3, 2], known, value) == "3,2"
     assert gpus.cuda_ordinals([2, 3], known, value) == [0, 1]
-    with pytest.raises(gpus.GpuSelectionError, match=r"GPU 0 is not one this job may use "
-                                                     r"\(CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3\)"):
+    with pytest.raises(
+        gpus.GpuSelectionError,
+        match=r"GPU 0 is not one this job may use "
+        r"\(CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3\)",
+    ):
         gpus.child_visible_devices([0, 1], known, value)
-    assert "the course may use 2 of 8: CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3" in machine.banner()
+    assert (
+        "the course may use 2 of 8: CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3" in machine.banner()
+    )
 
 
 def test_a_reversed_list_maps_ordinals_back_to_the_right_gpus(fake_nvidia_smi):
@@ -86,8 +91,15 @@ def test_empty_hides_every_gpu(fake_nvidia_smi):
         gpus.child_visible_devices([0], *gpus.from_machine(machine))
 
 
-@pytest.mark.parametrize("value, allowed, bad", [("0,x,1", [0], "'x'"), ("1,7", [1], "'7'"),
-                                                 ("0,0", [0], "twice"), ("GPU-nope", [], "'GPU-nope'")])
+@pytest.mark.parametrize(
+    "value, allowed, bad",
+    [
+        ("0,x,1", [0], "'x'"),
+        ("1,7", [1], "'7'"),
+        ("0,0", [0], "twice"),
+        ("GPU-nope", [], "'GPU-nope'"),
+    ],
+)
 def test_a_typo_stops_the_list_where_cuda_stops_it(fake_nvidia_smi, value, allowed, bad):
     fake_nvidia_smi(H100)
     machine = detected(H100, value)
@@ -97,10 +109,12 @@ def test_a_typo_stops_the_list_where_cuda_stops_it(fake_nvidia_smi, value, allow
 
 
 def test_mig_uuids_are_found_through_nvidia_smi_list(fake_nvidia_smi):
-    listing = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa1111-0000-0000-0000-000000000000)\n"
-               "  MIG 3g.20gb     Device  0: (UUID: MIG-11111111-2222-3333-4444-555555555555)\n"
-               "  MIG 3g.20gb     Device  1: (UUID: MIG-66666666-7777-8888-9999-000000000000)\n"
-               "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbbb2222-0000-0000-0000-000000000000)\n")
+    listing = (
+        "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa1111-0000-0000-0000-000000000000)\n"
+        "  MIG 3g.20gb     Device  0: (UUID: MIG-11111111-2222-3333-4444-555555555555)\n"
+        "  MIG 3g.20gb     Device  1: (UUID: MIG-66666666-7777-8888-9999-000000000000)\n"
+        "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbbb2222-0000-0000-0000-000000000000)\n"
+    )
     script = fake_nvidia_smi(H100, outputs={"-L": listing})
     answers = json.loads((script.parent / "answers.json").read_text())
     answers["gpus"][0]["mig.mode.current"] = "Enabled"
@@ -117,13 +131,20 @@ def test_pcie_link_facts_come_from_the_machine(fake_nvidia_smi):
     script = fake_nvidia_smi(H100)
     answers = json.loads((script.parent / "answers.json").read_text())
     for gpu in answers["gpus"]:
-        gpu.update({"pcie.link.gen.max": "4", "pcie.link.width.max": "8",
-                    "pcie.link.gen.current": "1", "pcie.link.width.current": "8"})
+        gpu.update(
+            {
+                "pcie.link.gen.max": "4",
+                "pcie.link.width.max": "8",
+                "pcie.link.gen.current": "1",
+                "pcie.link.width.current": "8",
+            }
+        )
     (script.parent / "answers.json").write_text(json.dumps(answers))
     machine = detected(H100, None)
     assert (machine.gpus[0].pcie_gen_max, machine.gpus[0].pcie_width_max) == (4, 8)
-    assert links.pcie_gbs(f"gen{machine.gpus[0].pcie_gen_max}", machine.gpus[0].pcie_width_max) == \
-        pytest.approx(16 * 8 * 128 / 130 / 8)
+    assert links.pcie_gbs(
+        f"gen{machine.gpus[0].pcie_gen_max}", machine.gpus[0].pcie_width_max
+    ) == pytest.approx(16 * 8 * 128 / 130 / 8)
     # NVLink: nvlink -s prints 26.562 GB/s per link, the signalling rate; the peak of the NV12
     # bridge is 12 links at the 25 GB/s data rate (H100 whitepaper), never 12 x 26.562
     assert links.peak_gbs("NV12", machine.gpus[0].name) == pytest.approx(12 * 25.0)
@@ -137,15 +158,20 @@ def test_p2ptest_translates_nvidia_smi_indices_to_cuda_ordinals(eight_v100, tmp_
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,2,5")
     seen = tmp_path / "seen.json"
     program = tmp_path / "fake-p2p"
-    program.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                       f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() "
-                       f"if k.startswith('CUDA_')}}}}, open({str(seen)!r}, 'w'))\n"
-                       "sys.stderr.write('no CUDA GPU is visible, nothing to measure\\n'); sys.exit(2)\n")
+    program.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() "
+        f"if k.startswith('CUDA_')}}}}, open({str(seen)!r}, 'w'))\n"
+        "sys.stderr.write('no CUDA GPU is visible, nothing to measure\\n'); sys.exit(2)\n"
+    )
     program.chmod(0o755)
     result = p2ptest.run(devices=[5, 6], binary=program)
     got = json.loads(seen.read_text())
     assert "--devices=2,0" in got["argv"]  # GPU5 is CUDA ordinal 2, GPU6 ordinal 0
-    assert (got["env"]["CUDA_VISIBLE_DEVICES"], got["env"]["CUDA_DEVICE_ORDER"]) == ("6,2,5", "PCI_BUS_ID")
+    assert (got["env"]["CUDA_VISIBLE_DEVICES"], got["env"]["CUDA_DEVICE_ORDER"]) == (
+        "6,2,5",
+        "PCI_BUS_ID",
+    )
     assert result["mode"] == "reference" and "no GPU here" in result["reason"]
     with pytest.raises(p2ptest.P2PTestError, match="GPU 0 is not one this job may use"):
         p2ptest.run(devices=[0, 5], binary=program)
@@ -159,7 +185,9 @@ def test_ncclbench_child_sees_only_the_gpus_asked_for_inside_the_job(eight_v100,
     assert env["NCCL_NVLS_ENABLE"] == "0"
     with pytest.raises(ncclbench.NcclBenchError, match="GPU 2 is not one this job may use"):
         ncclbench._run_env({}, [1, 2])
-    assert ncclbench._run_env({}, 2)["CUDA_VISIBLE_DEVICES"] == "1,3,5"  # "the first 2": inherited kept
+    assert (
+        ncclbench._run_env({}, 2)["CUDA_VISIBLE_DEVICES"] == "1,3,5"
+    )  # "the first 2": inherited kept
 
 
 def test_check_smoke_run_uses_the_best_allowed_pair(eight_v100):
@@ -172,11 +200,15 @@ def test_check_smoke_run_uses_the_best_allowed_pair(eight_v100):
 
 
 def test_hand_made_machines_without_a_gpu_list_still_work():
-    machine = Machine(mode="multi-gpu", gpu_count=4, visible_gpu_count=4, cuda_visible_devices="0,2")
+    machine = Machine(
+        mode="multi-gpu", gpu_count=4, visible_gpu_count=4, cuda_visible_devices="0,2"
+    )
     known, value = gpus.from_machine(machine)
     assert [g.index for g in gpus.allowed(known)] == [0, 2]
     assert gpus.child_visible_devices([2], known, value) == "2"
-    with pytest.raises(gpus.GpuSelectionError, match="GPU 9 does not exist: this machine has 4 GPU"):
+    with pytest.raises(
+        gpus.GpuSelectionError, match="GPU 9 does not exist: this machine has 4 GPU"
+    ):
         gpus.child_visible_devices([9], known, value)
 
 

@@ -3,6 +3,7 @@
 Expected values were read by hand from tests/fixtures/parsers/horovod-timeline/tf-cpu-gloo-2workers.json
 (see the README there), never computed by the parser.
 """
+
 import json
 import os
 import subprocess
@@ -55,12 +56,14 @@ def test_cut_off_timeline_is_incomplete_not_refused():
 
 
 def test_cut_off_published_record_still_reads():
-    text = ('[\n{"name": "process_name", "ph": "M", "pid": 2, "args": {"name": '
-            '"HorovodBroadcast_global_step_0"}},\n'
-            '{"ph": "B", "name": "NEGOTIATE_BROADCAST", "ts": 10, "pid": 2},'
-            '{"ph": "E", "ts": 40, "pid": 2},{"ph": "B", "name": "BROADCAST", "ts": 50, "pid": 2},'
-            '{"ph": "B", "name": "MPI_BCAST", "ts": 52, "pid": 2},{"ph": "E", "ts": 90, "pid": 2},'
-            '{"ph": "E", "ts": 95, "pid": 2, "args": {"dty')
+    text = (
+        '[\n{"name": "process_name", "ph": "M", "pid": 2, "args": {"name": '
+        '"HorovodBroadcast_global_step_0"}},\n'
+        '{"ph": "B", "name": "NEGOTIATE_BROADCAST", "ts": 10, "pid": 2},'
+        '{"ph": "E", "ts": 40, "pid": 2},{"ph": "B", "name": "BROADCAST", "ts": 50, "pid": 2},'
+        '{"ph": "B", "name": "MPI_BCAST", "ts": 52, "pid": 2},{"ph": "E", "ts": 90, "pid": 2},'
+        '{"ph": "E", "ts": 95, "pid": 2, "args": {"dty'
+    )
     got = parse(text)
     assert got["incomplete"] is True
     assert got["open_at_end"] == 1  # the BROADCAST whose end record was cut off
@@ -68,8 +71,11 @@ def test_cut_off_published_record_still_reads():
 
 
 def test_one_garbled_record_is_skipped():
-    broken = TEXT.replace('{"ph": "B", "name": "GLOO_ALLREDUCE", "ts": 11397009, "pid": 3}',
-                          '{"ph": "B", "name": GLOO_ALLREDUCE, "ts": 11397009, "pid": 3}', 1)
+    broken = TEXT.replace(
+        '{"ph": "B", "name": "GLOO_ALLREDUCE", "ts": 11397009, "pid": 3}',
+        '{"ph": "B", "name": GLOO_ALLREDUCE, "ts": 11397009, "pid": 3}',
+        1,
+    )
     assert broken != TEXT
     got = parse(broken)
     # the garbled record, and the operation's own E record that then found no B left open
@@ -85,8 +91,14 @@ def test_not_a_timeline_raises(text):
 
 def _cli(*args, stdin=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
-    return subprocess.run([sys.executable, "-m", "gputopo", "horovod-timeline", *args], input=stdin,
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", "horovod-timeline", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_cli_reads_a_cut_off_file_from_stdin(tmp_path):
@@ -109,9 +121,14 @@ def test_cli_bad_input_one_line(tmp_path):
 
 def test_cycle_markers_and_a_short_run_whose_framework_tensor_runs_more_often():
     import gzip
-    text = gzip.decompress((FIXTURE.parent / "tf-cpu-gloo-2workers-3steps-cycles.json.gz").read_bytes()).decode()
+
+    text = gzip.decompress(
+        (FIXTURE.parent / "tf-cpu-gloo-2workers-3steps-cycles.json.gz").read_bytes()
+    ).decode()
     got = parse(text)
-    assert got["ignored"] == 0  # the CYCLE_START markers of HOROVOD_TIMELINE_MARK_CYCLES=1 are understood
+    assert (
+        got["ignored"] == 0
+    )  # the CYCLE_START markers of HOROVOD_TIMELINE_MARK_CYCLES=1 are understood
     steps = got["steps"]
     assert steps["count"] == 3 and steps["complete"] == 3  # --steps-per-epoch 3, not Keras' 5
     assert len(steps["tensors"]) == 8 and "HorovodAllreduce" not in steps["tensors"]

@@ -1,4 +1,5 @@
 """images/draw_diagrams.py: every diagram draws, and the cube mesh matches the recorded machine."""
+
 import importlib.util
 import pathlib
 
@@ -10,7 +11,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("draw_diagrams", ROOT / "images" / "draw_diagrams.py")
+    spec = importlib.util.spec_from_file_location(
+        "draw_diagrams", ROOT / "images" / "draw_diagrams.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -32,7 +35,9 @@ def test_every_diagram_draws_and_its_png_is_committed(name):
 
 
 def test_cube_mesh_edges_match_the_recorded_topology():
-    text = (ROOT / "source_code/reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt").read_text()
+    text = (
+        ROOT / "source_code/reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt"
+    ).read_text()
     links = parse_topo(text)["links"]
     recorded = set()
     for row, cells in links.items():

@@ -2,6 +2,7 @@
 
 Every run here uses a throwaway --venv under tmp_path, so the project's .venv is never touched.
 """
+
 import os
 import shutil
 import subprocess
@@ -13,12 +14,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "environment" / "install.sh"
 # The tools install.sh uses before it finds a Python (a fake PATH holds only these).
-TOOLS = ["cat", "dirname", "sed", "id", "mkdir", "sha256sum", "cut", "tail", "tr", "rm", "sleep", "nproc"]
+TOOLS = [
+    "cat",
+    "dirname",
+    "sed",
+    "id",
+    "mkdir",
+    "sha256sum",
+    "cut",
+    "tail",
+    "tr",
+    "rm",
+    "sleep",
+    "nproc",
+]
 
 
 def run(args, env=None, timeout=120):
-    return subprocess.run(["/bin/bash", str(INSTALL), *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        ["/bin/bash", str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def unsupported_python():
@@ -78,15 +98,25 @@ def test_bad_option_exit_2_one_line(args):
 
 def test_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(INSTALL)]).returncode == 0
-    assert subprocess.run(["bash", "-n", str(ROOT / "environment" / "install-test-tools.sh")]).returncode == 0
+    assert (
+        subprocess.run(
+            ["bash", "-n", str(ROOT / "environment" / "install-test-tools.sh")]
+        ).returncode
+        == 0
+    )
 
 
 def test_second_run_skips_every_step():
     """On the environment the tests run in (made by install.sh), a re-run does nothing but say so."""
     venv = Path(sys.prefix)
-    if not (venv / ".requirements-cpu.sha256").exists() and not (venv / ".requirements-gpu.sha256").exists():
+    if (
+        not (venv / ".requirements-cpu.sha256").exists()
+        and not (venv / ".requirements-gpu.sha256").exists()
+    ):
         pytest.skip(f"{venv} was not made by environment/install.sh")
-    args = ["--venv", str(venv)] + (["--gpu"] if (venv / ".requirements-gpu.sha256").exists() else [])
+    args = ["--venv", str(venv)] + (
+        ["--gpu"] if (venv / ".requirements-gpu.sha256").exists() else []
+    )
     r = run(args, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
@@ -117,14 +147,20 @@ def test_makefile_wiring():
     assert "-m coursetools.course" in make_n("course")
     assert "SKIP_INSTALL set" in make_n("test", SKIP_INSTALL=1)
     r = subprocess.run(["make"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 0 and "make lab" in r.stdout and "make test" in r.stdout  # help is the default
+    assert (
+        r.returncode == 0 and "make lab" in r.stdout and "make test" in r.stdout
+    )  # help is the default
 
 
 def test_ci_runs_exactly_make_test():
     lines = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert lines[0] == "#!/usr/bin/env bash"
     assert "set -euo pipefail" in lines
-    commands = [l for l in lines if l and not l.startswith("#") and not l.startswith("set ") and not l.startswith("cd ")]
+    commands = [
+        l
+        for l in lines
+        if l and not l.startswith("#") and not l.startswith("set ") and not l.startswith("cd ")
+    ]
     assert commands == ["make test"]
 
 
@@ -134,8 +170,10 @@ def test_a_failing_step_is_named_with_its_log(tmp_path, tty):
     if tty and shutil.which("script") is None:
         pytest.skip("no `script` command to give install.sh a terminal")
     wrapper = tmp_path / "python"
-    wrapper.write_text('#!/bin/sh\ncase "$*" in *"-m venv"*) echo "simulated venv failure" >&2; exit 3;; esac\n'
-                       f'exec {sys.executable} "$@"\n')
+    wrapper.write_text(
+        '#!/bin/sh\ncase "$*" in *"-m venv"*) echo "simulated venv failure" >&2; exit 3;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
     wrapper.chmod(0o755)
     venv = tmp_path / "venv"
     env = dict(os.environ, PYTHON=str(wrapper))

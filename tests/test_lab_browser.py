@@ -6,6 +6,7 @@ rendered DOM, which must hold the notebook's first heading. The server is always
 Skips, saying why, without chromium (`make test` installs Debian's chromium where root and apt
 exist: environment/install-test-tools.sh) or without make.
 """
+
 import html
 import json
 import os
@@ -67,15 +68,32 @@ def lab_server(tmp_path):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ,
-               JUPYTER_TOKEN=token,
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
+    env = dict(
+        os.environ,
+        JUPYTER_TOKEN=token,
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+    )
     log = open(tmp_path / "lab.log", "w+")
-    cmd = ["make", "-s", "lab", "SKIP_INSTALL=1", f"VENV={sys.prefix}", f"PORT={port}", "LAB_ARGS=--no-browser"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        "make",
+        "-s",
+        "lab",
+        "SKIP_INSTALL=1",
+        f"VENV={sys.prefix}",
+        f"PORT={port}",
+        "LAB_ARGS=--no-browser",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 90
         while True:
@@ -83,14 +101,18 @@ def lab_server(tmp_path):
                 log.seek(0)
                 pytest.fail(f"make lab exited with {proc.returncode}:\n{log.read()[-3000:]}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2) as r:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2
+                ) as r:
                     if r.status == 200:
                         break
             except OSError:
                 pass
             if time.time() > deadline:
                 log.seek(0)
-                pytest.fail(f"JupyterLab did not answer on port {port} within 90 s:\n{log.read()[-3000:]}")
+                pytest.fail(
+                    f"JupyterLab did not answer on port {port} within 90 s:\n{log.read()[-3000:]}"
+                )
             time.sleep(0.5)
         log.seek(0)
         yield port, token, log.read()
@@ -110,8 +132,10 @@ def lab_server(tmp_path):
 def test_start_here_renders_in_chromium(lab_server, tmp_path):
     browser = find_chromium()
     if browser is None:
-        pytest.skip("no chromium on PATH (apt-get install chromium, or run `make test` as root "
-                    "with apt, which installs it)")
+        pytest.skip(
+            "no chromium on PATH (apt-get install chromium, or run `make test` as root "
+            "with apt, which installs it)"
+        )
     port, token, startup_log = lab_server
     url = f"http://127.0.0.1:{port}/lab/tree/Start_Here.ipynb?token={token}"
     assert url in startup_log, "make lab must print the URL with the token"
@@ -126,13 +150,27 @@ def test_start_here_renders_in_chromium(lab_server, tmp_path):
     text = ""
     for budget_ms in (20000, 60000):  # a slow machine gets a second, longer try
         r = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}",
-             f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-            capture_output=True, text=True, timeout=budget_ms / 1000 + 90)
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                f"--user-data-dir={tmp_path / 'chromium'}",
+                f"--virtual-time-budget={budget_ms}",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=budget_ms / 1000 + 90,
+        )
         text = dom_text(r.stdout)
         if expected in text:
             break
     assert "jp-Notebook" in r.stdout, "no notebook panel in the rendered page"
-    assert expected in text, f"'{expected}' not in the rendered page; page text starts: {text[:500]}"
+    assert expected in text, (
+        f"'{expected}' not in the rendered page; page text starts: {text[:500]}"
+    )
     assert "File Load Error" not in text

@@ -6,6 +6,7 @@ are commands whose options the script accepts. With torch: two Gloo processes on
 five steps, and their lines are read with gputopo's `horovod` parser; --extra-params grows the
 bytes handed to all_reduce and leaves the training itself unchanged.
 """
+
 import contextlib
 import importlib.util
 import json
@@ -32,7 +33,14 @@ spec.loader.exec_module(lab)
 # The CNN's parameters, counted by hand from cnn_fmnist.py's LAYERS table: conv 3x3x1x32+32 = 320,
 # conv 3x3x32x64+64 = 18,496, dense 12x12x64x128+128 = 1,179,776, dense 128x10+10 = 1,290.
 CNN_PARAMETERS = 1_199_882
-TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN_ENV = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 def has_torch():
@@ -45,8 +53,12 @@ def _debian_torch():
     python = "/usr/bin/python3"
     if not os.path.exists(python):
         return None
-    probe = subprocess.run([python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [python, "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return python if probe.returncode == 0 else None
 
 
@@ -54,9 +66,12 @@ def _debian_torch():
 # python3-torch (1.13; its torchrun fails before it starts a worker, so gloo_pair() below starts the
 # two workers itself, with the variables torchrun gives them).
 TORCH_PYTHON = sys.executable if has_torch() else _debian_torch()
-needs_torch = pytest.mark.skipif(TORCH_PYTHON is None, reason="no Python with PyTorch and Gloo here (the course's "
-                                 "test venv has none; make test installs Debian's python3-torch where root and "
-                                 "apt exist: environment/install-test-tools.sh)")
+needs_torch = pytest.mark.skipif(
+    TORCH_PYTHON is None,
+    reason="no Python with PyTorch and Gloo here (the course's "
+    "test venv has none; make test installs Debian's python3-torch where root and "
+    "apt exist: environment/install-test-tools.sh)",
+)
 
 
 def run_without_torch(tmp_path, argv, env_extra=None):
@@ -67,18 +82,39 @@ def run_without_torch(tmp_path, argv, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), str(ROOT / "source_code")])
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["--epochs", "0"], ["--batch-size", "x"], ["--steps-per-epoch", "-3"], ["--extra-params", "-1"],
-    ["--extra-params", "1e6"], ["--bucket-cap-mb", "0"], ["--bucket-cap-mb", "nan"],
-    ["--lr", "inf"], ["--no-such-option"], ["surplus"], ["--weights-out", "w.npy"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--epochs", "0"],
+        ["--batch-size", "x"],
+        ["--steps-per-epoch", "-3"],
+        ["--extra-params", "-1"],
+        ["--extra-params", "1e6"],
+        ["--bucket-cap-mb", "0"],
+        ["--bucket-cap-mb", "nan"],
+        ["--lr", "inf"],
+        ["--no-such-option"],
+        ["surplus"],
+        ["--weights-out", "w.npy"],
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2_before_torch(tmp_path, argv):
-    done = run_without_torch(tmp_path, argv, {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                                              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
+    done = run_without_torch(
+        tmp_path,
+        argv,
+        {
+            "RANK": "0",
+            "WORLD_SIZE": "1",
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        },
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("ddp_fmnist.py: error:")
     assert "torch was imported" not in done.stderr and done.stdout == ""
@@ -98,8 +134,19 @@ def test_json_out_in_a_missing_folder_is_refused_before_training(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "folder" in done.stderr
 
 
-@pytest.mark.parametrize("env", [{}, {"RANK": "zero", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {
+            "RANK": "zero",
+            "WORLD_SIZE": "1",
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        },
+    ],
+)
 def test_outside_torchrun_it_says_how_to_start_in_one_line(tmp_path, env):
     done = run_without_torch(tmp_path, ["--epochs", "1"], env)
     assert done.returncode == 2
@@ -109,8 +156,11 @@ def test_outside_torchrun_it_says_how_to_start_in_one_line(tmp_path, env):
 
 def launch_lines():
     """The docstring's launch lines: every indented line that starts a command."""
-    return [line.strip() for line in lab.__doc__.splitlines()
-            if re.match(r"    (torchrun|srun|[A-Z][A-Z0-9_]*=\S* )", line)]
+    return [
+        line.strip()
+        for line in lab.__doc__.splitlines()
+        if re.match(r"    (torchrun|srun|[A-Z][A-Z0-9_]*=\S* )", line)
+    ]
 
 
 def split_launch(line):
@@ -125,7 +175,7 @@ def split_launch(line):
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     at = next(i for i, w in enumerate(words) if w.endswith("ddp_fmnist.py"))
-    return env, words[:at], words[at + 1:]
+    return env, words[:at], words[at + 1 :]
 
 
 def test_launch_lines_cover_torchrun_two_nodes_srun_and_the_nccl_variables():
@@ -138,8 +188,16 @@ def test_launch_lines_cover_torchrun_two_nodes_srun_and_the_nccl_variables():
     assigned = set()
     for line in lines:
         assigned |= set(split_launch(line)[0])
-    assert {"CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE",
-            "NCCL_SHM_DISABLE", "RANK", "WORLD_SIZE", "LOCAL_RANK"} <= assigned
+    assert {
+        "CUDA_VISIBLE_DEVICES",
+        "NCCL_DEBUG",
+        "NCCL_P2P_LEVEL",
+        "NCCL_P2P_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+    } <= assigned
 
 
 @pytest.mark.parametrize("line", launch_lines())
@@ -149,6 +207,7 @@ def test_launch_line_script_options_are_accepted(line):
     lab.parse_args(script_args)  # exits 2 (SystemExit) on an option the script does not know
     if launcher[0] == "torchrun" and has_torch():
         from torch.distributed.run import get_args_parser
+
         get_args_parser().parse_args(launcher[1:] + [str(SCRIPT)])  # torchrun's own options
 
 
@@ -165,13 +224,16 @@ EXIT_GRACE_S = 60
 # released for rank 0 to bind, can lose the port to another process in between (Jupyter kernels
 # bind ports all through make test): rank 0 then fails with "Address already in use" and rank 1
 # waits for it for 30 minutes.
-STORE_HOLDER = """
+STORE_HOLDER = (
+    """
 import datetime, sys
 import torch.distributed as dist
 store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=%d), wait_for_workers=False)
 print(store.port, flush=True)
 sys.stdin.read()  # until the test closes our stdin
-""" % PAIR_TIMEOUT_S
+"""
+    % PAIR_TIMEOUT_S
+)
 
 
 def last_lines(path, n=15):
@@ -215,8 +277,13 @@ def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
     process group that is killed when the run ends, fails or passes PAIR_TIMEOUT_S, and a failure
     names each process's exit code and its last lines."""
     out = tmp_path / f"{name}.json"
-    stdout = gloo_group(tmp_path, name, 2, ["--cpu", "--epochs", "1", "--steps-per-epoch", "5",
-                                             "--json-out", str(out), *extra], rank1_extra)
+    stdout = gloo_group(
+        tmp_path,
+        name,
+        2,
+        ["--cpu", "--epochs", "1", "--steps-per-epoch", "5", "--json-out", str(out), *extra],
+        rank1_extra,
+    )
     return stdout, json.loads(out.read_text())
 
 
@@ -231,38 +298,82 @@ def gloo_group(tmp_path, name, workers, script_args, rank1_extra=()):
     def start(label, argv, **kw):
         log = tmp_path / f"{name}-{label}.log"
         with open(log, "w") as fh:
-            procs.append(subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=kw.get("env", env), process_group=procs[0].pid if procs else 0))
+            procs.append(
+                subprocess.Popen(
+                    argv,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=kw.get("env", env),
+                    process_group=procs[0].pid if procs else 0,
+                )
+            )
         logs.append(log)
         names.append(label)
 
     holder = None
     try:
-        if TORCH_PYTHON == sys.executable and not rank1_extra:  # torchrun, whose agent holds the store on a port of its own
-            start("torchrun", [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               "--nproc_per_node", str(workers), *args])
+        if (
+            TORCH_PYTHON == sys.executable and not rank1_extra
+        ):  # torchrun, whose agent holds the store on a port of its own
+            start(
+                "torchrun",
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc_per_node",
+                    str(workers),
+                    *args,
+                ],
+            )
         else:
-            holder = subprocess.Popen([TORCH_PYTHON, "-c", STORE_HOLDER], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                      text=True, process_group=0)
+            holder = subprocess.Popen(
+                [TORCH_PYTHON, "-c", STORE_HOLDER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                text=True,
+                process_group=0,
+            )
             procs.append(holder)
             names.append("store")
             logs.append(tmp_path / "no-log")
             port = read_port(holder, deadline)
-            assert port, "the rendezvous store did not start (Debian's python3-torch: TCPStore on port 0)"
-            pair = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                        WORLD_SIZE=str(workers), LOCAL_WORLD_SIZE=str(workers),
-                        TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+            assert port, (
+                "the rendezvous store did not start (Debian's python3-torch: TCPStore on port 0)"
+            )
+            pair = dict(
+                env,
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                WORLD_SIZE=str(workers),
+                LOCAL_WORLD_SIZE=str(workers),
+                TORCHELASTIC_USE_AGENT_STORE="True",
+                TORCHELASTIC_RESTART_COUNT="0",
+            )
             for rank in range(workers):
-                start(f"rank{rank}", [TORCH_PYTHON, *args, *(rank1_extra if rank else ())],
-                      env=dict(pair, RANK=str(rank), LOCAL_RANK=str(rank)))
+                start(
+                    f"rank{rank}",
+                    [TORCH_PYTHON, *args, *(rank1_extra if rank else ())],
+                    env=dict(pair, RANK=str(rank), LOCAL_RANK=str(rank)),
+                )
         workers = [p for p in procs if p is not holder]
         ok = wait_all(workers, deadline)
         if not ok:
-            report = [f"{label}: {'still running, killed' if p.poll() is None else f'exit {p.poll()}'}\n"
-                      f"{last_lines(log)}" for label, p, log in zip(names, procs, logs) if p is not holder]
-            pytest.fail(f"two-worker run '{name}' failed (limits: {PAIR_TIMEOUT_S} s for the run, "
-                        f"{EXIT_GRACE_S} s to exit after the partner did):\n" + "\n".join(report), pytrace=False)
+            report = [
+                f"{label}: {'still running, killed' if p.poll() is None else f'exit {p.poll()}'}\n"
+                f"{last_lines(log)}"
+                for label, p, log in zip(names, procs, logs)
+                if p is not holder
+            ]
+            pytest.fail(
+                f"two-worker run '{name}' failed (limits: {PAIR_TIMEOUT_S} s for the run, "
+                f"{EXIT_GRACE_S} s to exit after the partner did):\n" + "\n".join(report),
+                pytrace=False,
+            )
     finally:
         if procs:
             with contextlib.suppress(ProcessLookupError):
@@ -292,12 +403,22 @@ def test_two_gloo_workers_print_the_cnn_scripts_lines(two_runs):
     (stdout, record), _ = two_runs
     workers = sorted(line for line in stdout.splitlines() if line.startswith("WORKER "))
     assert [w.split()[1] for w in workers] == ["rank=0", "rank=1"]
-    assert all("size=2" in w and "device=CPU" in w and "shard_images=30000" in w
-               and "framework=pytorch-ddp" in w for w in workers)
+    assert all(
+        "size=2" in w
+        and "device=CPU" in w
+        and "shard_images=30000" in w
+        and "framework=pytorch-ddp" in w
+        for w in workers
+    )
     parsed = PARSERS["horovod"](stdout)
     assert parsed["format"] == "cnn-script"
     (epoch,) = parsed["epochs"]
-    assert (epoch["epoch"], epoch["epochs_total"], epoch["workers"], epoch["batch_per_worker"]) == (1, 1, 2, 64)
+    assert (epoch["epoch"], epoch["epochs_total"], epoch["workers"], epoch["batch_per_worker"]) == (
+        1,
+        1,
+        2,
+        64,
+    )
     # 5 steps x 64 images x 2 workers in the epoch's seconds; images/s is printed to 0.1 and the
     # seconds to 0.001, so the two agree within those roundings (a slow run widens the first)
     ips, seconds = epoch["images_per_sec"], epoch["seconds"]
@@ -391,9 +512,25 @@ def maths_runs(tmp_path_factory):
     runs = {}
     for workers, batch in ((2, 16), (1, 32)):
         npy = tmp / f"w{workers}.npy"
-        out = gloo_group(tmp, f"maths{workers}", workers,
-                         ["--cpu", "--check-maths", "--epochs", "1", "--steps-per-epoch", "6",
-                          "--batch-size", str(batch), "--lr", "0.05", "--weights-out", str(npy)])
+        out = gloo_group(
+            tmp,
+            f"maths{workers}",
+            workers,
+            [
+                "--cpu",
+                "--check-maths",
+                "--epochs",
+                "1",
+                "--steps-per-epoch",
+                "6",
+                "--batch-size",
+                str(batch),
+                "--lr",
+                "0.05",
+                "--weights-out",
+                str(npy),
+            ],
+        )
         runs[workers] = (out, npy)
     return runs
 
@@ -404,6 +541,7 @@ def test_two_workers_on_half_batches_end_where_one_process_on_the_whole_batch_do
     gradient, so SGD must land on the same weights. No all-reduce, a sum instead of a mean, or a
     division by the wrong number of workers lands elsewhere (each tried: this test failed)."""
     import numpy
+
     two, one = (numpy.load(maths_runs[n][1]) for n in (2, 1))
     assert two.shape == one.shape == (2, CNN_PARAMETERS)
     assert (two[0] == one[0]).all()  # the same seeded start
@@ -426,5 +564,6 @@ def test_check_maths_training_moves_the_weights(maths_runs):
     """Guards the comparison above against runs in which nothing trains: with lr 0.05 for 6 steps
     some weight moves by more than 1e-3."""
     import numpy
+
     before, after = numpy.load(maths_runs[1][1])
     assert numpy.abs(after - before).max() > 1e-3

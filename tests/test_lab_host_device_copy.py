@@ -3,6 +3,7 @@
 Its measurements need a CUDA GPU and PyTorch; they are recorded on real GPUs under
 source_code/reference_systems/ with the command that made them.
 """
+
 import importlib.util
 import subprocess
 import sys
@@ -16,24 +17,41 @@ lab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lab)
 
 
-@pytest.mark.parametrize("text,expected", [("8", 8), ("64K", 65536), ("256M", 268435456), ("1G", 1073741824),
-                                           ("2g", 2147483648)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("8", 8), ("64K", 65536), ("256M", 268435456), ("1G", 1073741824), ("2g", 2147483648)],
+)
 def test_sizes_are_binary_units(text, expected):
     assert lab.size_arg(text) == expected
 
 
-@pytest.mark.parametrize("argv", [["--max-bytes", "12Q"], ["--min-bytes", "0"], ["--min-bytes", "1G", "--max-bytes", "1K"],
-                                  ["--iters", "0"], ["--device", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--max-bytes", "12Q"],
+        ["--min-bytes", "0"],
+        ["--min-bytes", "1G", "--max-bytes", "1K"],
+        ["--iters", "0"],
+        ["--device", "x"],
+    ],
+)
 def test_bad_arguments_are_one_line_and_exit_2(argv):
-    done = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("host_device_copy: error:")
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith(
+        "host_device_copy: error:"
+    )
 
 
 def test_without_torch_or_gpu_it_says_why_in_one_line():
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120
+    )
     try:
         import torch
+
         has_gpu = torch.cuda.is_available()
     except ImportError:
         has_gpu = False
@@ -94,28 +112,32 @@ def _copy_once(dst, src):
 def _torch_or_stand_in():
     try:
         import torch
+
         return [_NumpyTorch, torch]
     except ImportError:
         return [_NumpyTorch]
 
 
 @pytest.mark.parametrize("direction", ["h2d", "d2h"])
-@pytest.mark.parametrize("torch_module", _torch_or_stand_in(),
-                         ids=lambda m: getattr(m, "__name__", "numpy"))
+@pytest.mark.parametrize(
+    "torch_module", _torch_or_stand_in(), ids=lambda m: getattr(m, "__name__", "numpy")
+)
 def test_one_row_finds_the_planted_fault_and_passes_a_clean_copy(torch_module, direction):
     clean = lab.one_row(torch_module, 1000, direction, "pageable", _copy_once, device="cpu")
     assert clean == (1.0, 0)
-    faulty = lab.one_row(torch_module, 1000, direction, "pageable", _copy_once, device="cpu",
-                         inject_fault=True)
+    faulty = lab.one_row(
+        torch_module, 1000, direction, "pageable", _copy_once, device="cpu", inject_fault=True
+    )
     assert faulty == (1.0, 1)
 
 
 def test_a_copy_that_never_happened_is_caught():
     def no_copy(dst, src):
-        dst[...] = 0   # the destination holds something else than the source's bytes
+        dst[...] = 0  # the destination holds something else than the source's bytes
         return 1.0
+
     _, wrong = lab.one_row(_NumpyTorch, 4096, "h2d", "pageable", no_copy, device="cpu")
-    assert wrong > 4000   # the random source has a zero byte about once in 256
+    assert wrong > 4000  # the random source has a zero byte about once in 256
 
 
 @pytest.mark.gpu
@@ -123,8 +145,12 @@ def test_on_a_gpu_an_injected_fault_makes_one_row_wrong_and_exit_1():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU for PyTorch")
-    done = subprocess.run([sys.executable, str(SCRIPT), "--max-bytes", "64K", "--inject-fault"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--max-bytes", "64K", "--inject-fault"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert [r[-1] for r in rows].count("WRONG") == 1 and rows[0][-1] == "WRONG"

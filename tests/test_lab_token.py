@@ -11,6 +11,7 @@ token from that URL, starts a kernel through the API (so kernel processes exist 
 Any user of a shared node can read a command line (`ps`); only the owner reads
 /proc/<pid>/environ, which is where the token now travels.
 """
+
 import json
 import os
 import re
@@ -114,37 +115,61 @@ def stop(proc, seen):
 
 
 def launch(how, port, tmp_path):
-    env = dict(os.environ,
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-               JUPYTER_DATA_DIR=str(tmp_path / "data"))
+    env = dict(
+        os.environ,
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_DATA_DIR=str(tmp_path / "data"),
+    )
     env.pop("JUPYTER_TOKEN", None)
     env.pop("JUPYTER_TOKEN_FILE", None)
     root_flag = ["--allow-root"] if os.geteuid() == 0 else []
     if how == "make-lab":
         if shutil.which("make") is None:
             pytest.skip("make is not installed")
-        cmd = ["make", "-s", "lab", "SKIP_INSTALL=1", f"VENV={sys.prefix}", f"PORT={port}",
-               "LAB_ARGS=--no-browser"]
+        cmd = [
+            "make",
+            "-s",
+            "lab",
+            "SKIP_INSTALL=1",
+            f"VENV={sys.prefix}",
+            f"PORT={port}",
+            "LAB_ARGS=--no-browser",
+        ]
         cwd = ROOT
     else:
         course = tmp_path / "course"
         course.mkdir()
         shutil.copy(ROOT / "Start_Here.ipynb", course)
-        env.update(GPUTOPO_COURSE_DIR=str(course), PORT=str(port),
-                   PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", "")]))
+        env.update(
+            GPUTOPO_COURSE_DIR=str(course),
+            PORT=str(port),
+            PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", "")]),
+        )
         cwd = tmp_path
         if how == "apptainer-runscript":
             cmd = ["sh", "-c", runscript(), "runscript"] + root_flag
         else:
-            cmd = [{"--ip=0.0.0.0": "--ip=127.0.0.1", "--port=8888": f"--port={port}",
-                    "--ServerApp.root_dir=/opt/course": f"--ServerApp.root_dir={course}"}.get(a, a)
-                   for a in docker_cmd()] + root_flag
+            cmd = [
+                {
+                    "--ip=0.0.0.0": "--ip=127.0.0.1",
+                    "--port=8888": f"--port={port}",
+                    "--ServerApp.root_dir=/opt/course": f"--ServerApp.root_dir={course}",
+                }.get(a, a)
+                for a in docker_cmd()
+            ] + root_flag
             assert f"--port={port}" in cmd and f"--ServerApp.root_dir={course}" in cmd, cmd
     log = open(tmp_path / "lab.log", "w+")
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return proc, log
 
 
@@ -161,28 +186,39 @@ def test_token_only_in_environment_and_still_required(how, tmp_path):
             text = log.read()
             if proc.poll() is not None:
                 pytest.fail(f"{how} exited with {proc.returncode}:\n{text[-3000:]}")
-            url = (rf"http://127\.0\.0\.1:{port}/lab/tree/Start_Here\.ipynb" if how != "docker-cmd"
-                   else rf"http://127\.0\.0\.1:{port}/\S*")  # Jupyter's own line in the container log
+            url = (
+                rf"http://127\.0\.0\.1:{port}/lab/tree/Start_Here\.ipynb"
+                if how != "docker-cmd"
+                else rf"http://127\.0\.0\.1:{port}/\S*"
+            )  # Jupyter's own line in the container log
             m = re.search(url + r"\?token=([0-9a-f]+)", text)
             if m:
                 token = m.group(1)
                 if status(f"{base}/api/status", token) == 200:
                     break
             if time.monotonic() > deadline:
-                pytest.fail(f"{how}: no URL printed or no answer on port {port} within {STARTUP_S} s:\n"
-                            f"{text[-3000:]}")
+                pytest.fail(
+                    f"{how}: no URL printed or no answer on port {port} within {STARTUP_S} s:\n"
+                    f"{text[-3000:]}"
+                )
             time.sleep(0.5)
         assert len(token) >= 32, "the generated token is too short to guess-proof"
 
         # A kernel, so that its processes are checked too.
-        request = urllib.request.Request(f"{base}/api/kernels", data=b"{}", method="POST",
-                                         headers={"Authorization": f"token {token}",
-                                                  "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base}/api/kernels",
+            data=b"{}",
+            method="POST",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60) as r:
             assert r.status == 201
         kernel_deadline = time.monotonic() + 60
-        while not any("ipykernel" in " ".join(p.cmdline()) for p in server_processes(proc.pid)
-                      if p.is_running()):
+        while not any(
+            "ipykernel" in " ".join(p.cmdline())
+            for p in server_processes(proc.pid)
+            if p.is_running()
+        ):
             assert time.monotonic() < kernel_deadline, "the kernel process never appeared"
             time.sleep(0.5)
 
@@ -194,9 +230,13 @@ def test_token_only_in_environment_and_still_required(how, tmp_path):
             except OSError:
                 continue  # exited meanwhile
             cmdlines.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
-            assert token.encode() not in cmdline, f"the token is on the command line of pid {p.pid}: {cmdlines[-1][:200]}"
+            assert token.encode() not in cmdline, (
+                f"the token is on the command line of pid {p.pid}: {cmdlines[-1][:200]}"
+            )
         names = [c[-120:] for c in cmdlines]  # for the messages
-        assert any("jupyter" in c and "lab" in c for c in cmdlines), names  # the server itself was checked
+        assert any("jupyter" in c and "lab" in c for c in cmdlines), (
+            names
+        )  # the server itself was checked
         assert any("ipykernel" in c for c in cmdlines), names
 
         # Still required: nothing without it, everything with it.

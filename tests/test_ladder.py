@@ -34,6 +34,7 @@ def machine_of(fake_nvidia_smi, monkeypatch):
         else:
             install_machine(fake_nvidia_smi, name)
         return detect_standin(monkeypatch, visible)
+
     return make
 
 
@@ -45,7 +46,9 @@ def rungs(findings):
 def test_every_stand_in_climbs_without_fail_and_check_still_passes(machine_of, name, visible):
     machine = machine_of(name, visible)
     machine.horovod = {"version": "0.28.1", "tensorflow": True, "nccl": True, "gloo": True}
-    _, found = check.run_checks(machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST)
+    _, found = check.run_checks(
+        machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST
+    )
     assert check.exit_code(found) == 0, [f for f in found if f.status == "FAIL"]
     got = rungs(found)
     assert [f.item.split(" (")[0] for f in got] == [f"P2P ladder {n}/4" for n in range(1, 5)]
@@ -57,15 +60,25 @@ def test_a_visible_subset_uses_its_own_pair(machine_of):
     assert "GPU2,GPU3 (NV18)" in got[0].finding and got[0].status == "PASS"
     assert all("opt in with make check LADDER=1" in f.finding for f in got[1:])
     seen = []
-    ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: seen.append(pair) or p2p_result(
-        recorded("p2pBandwidthLatencyTest.txt")), nccl_runner=lambda pair: seen.append(pair) or nccl_result(
-        recorded("nccl-bench-all_reduce.txt")))
+    ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: (
+            seen.append(pair) or p2p_result(recorded("p2pBandwidthLatencyTest.txt"))
+        ),
+        nccl_runner=lambda pair: (
+            seen.append(pair) or nccl_result(recorded("nccl-bench-all_reduce.txt"))
+        ),
+    )
     assert seen == [[2, 3], [2, 3]]
 
 
 def test_rtx4090_pair_without_peer_access_stops_at_rung_1(machine_of):
-    got = ladder.climb(machine_of("rtx4090-pair-no-p2p"), run_gpu=True,
-                       p2p_runner=lambda pair: pytest.fail("rung 2 must not run"))
+    got = ladder.climb(
+        machine_of("rtx4090-pair-no-p2p"),
+        run_gpu=True,
+        p2p_runner=lambda pair: pytest.fail("rung 2 must not run"),
+    )
     assert got[0].status == "WARN" and "GNS" in got[0].finding and "SHM" in got[0].fix
     assert [f.finding.startswith("not reached") for f in got[1:]] == [True, True, True]
 
@@ -81,28 +94,40 @@ def test_no_nvcc_says_so_and_does_not_fail(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = None
     got = ladder.climb(machine, run_gpu=True)
-    assert got[0].status == "PASS" and all(f.status == "WARN" and "no nvcc" in f.finding for f in got[1:])
+    assert got[0].status == "PASS" and all(
+        f.status == "WARN" and "no nvcc" in f.finding for f in got[1:]
+    )
 
 
 def test_h200_pair_recorded_outputs_climb_all_four_rungs(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
-    got = ladder.climb(machine, run_gpu=True,
-                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce.txt")))
+    got = ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce.txt")),
+    )
     assert [f.status for f in got] == ["PASS"] * 4, got
     assert "CUDA: peer access both ways" in got[0].finding
     assert "0 elements wrong" in got[1].finding and "0 wrong" in got[2].finding
     # by hand: 396.5 one way and 332.3 busbw at 2 GiB on NV18 (450 GB/s): both as expected
-    assert "p2p_one_way 396.5 GB/s" in got[3].finding and "allreduce_busbw 332.3 GB/s" in got[3].finding
+    assert (
+        "p2p_one_way 396.5 GB/s" in got[3].finding
+        and "allreduce_busbw 332.3 GB/s" in got[3].finding
+    )
     assert got[3].finding.count("as expected") == 2
 
 
 def _unforced(text):
     """The recorded sockets run as if nothing had forced it: the ladder's own run sets no NCCL
     variable, so NET there is NCCL's choice (a broken P2P/SHM path), which is 'low'."""
-    for forced in ("NCCL_P2P_DISABLE=1 ", "NCCL_SHM_DISABLE=1", "NCCL_P2P_DISABLE set by environment to 1",
-                   "NCCL_SHM_DISABLE set by environment to 1."):
+    for forced in (
+        "NCCL_P2P_DISABLE=1 ",
+        "NCCL_SHM_DISABLE=1",
+        "NCCL_P2P_DISABLE set by environment to 1",
+        "NCCL_SHM_DISABLE set by environment to 1.",
+    ):
         text = text.replace(forced, "")
     return text
 
@@ -110,9 +135,14 @@ def _unforced(text):
 def test_a_sockets_all_reduce_is_low_at_rung_4(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
-    got = ladder.climb(machine, run_gpu=True,
-                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-                       nccl_runner=lambda pair: nccl_result(_unforced(recorded("nccl-bench-all_reduce-sockets.txt"))))
+    got = ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=lambda pair: nccl_result(
+            _unforced(recorded("nccl-bench-all_reduce-sockets.txt"))
+        ),
+    )
     assert got[3].status == "WARN" and "low" in got[3].finding and "NET" in got[3].fix
 
 
@@ -121,9 +151,12 @@ def test_a_sockets_run_forced_by_its_settings_is_not_judged_low(machine_of):
     # crossed NVLink, so it says nothing about the link (verdicts: "not comparable")
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
-    got = ladder.climb(machine, run_gpu=True,
-                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-                       nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")))
+    got = ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")),
+    )
     assert "not comparable" in got[3].finding and "low" not in got[3].finding
 
 
@@ -133,9 +166,12 @@ def test_wrong_elements_fail_rung_3_and_rung_4_is_not_reached(machine_of):
     text = recorded("nccl-bench-all_reduce.txt")
     bad = text.replace("  332.29      0  ", "  332.29      7  ")
     assert bad != text
-    got = ladder.climb(machine, run_gpu=True,
-                       p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-                       nccl_runner=lambda pair: nccl_result(bad))
+    got = ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=lambda pair: nccl_result(bad),
+    )
     assert got[2].status == "FAIL" and "7 wrong" in got[2].finding
     assert got[3].finding.startswith("not reached")
 
@@ -146,6 +182,7 @@ def test_a_failed_p2p_program_stops_at_rung_2(machine_of):
 
     def broken(pair):
         raise RuntimeError("the P2P test failed (exit status 1): data mismatch at element 12")
+
     got = ladder.climb(machine, run_gpu=True, p2p_runner=broken)
     assert got[1].status == "FAIL" and "mismatch" in got[1].finding
     assert all(f.finding.startswith("not reached") for f in got[2:])
@@ -154,7 +191,9 @@ def test_a_failed_p2p_program_stops_at_rung_2(machine_of):
 def test_json_page_holds_the_rungs(machine_of):
     machine = machine_of("rtx4090-pair-no-p2p")
     machine.horovod = {"version": "0.28.1", "tensorflow": True, "nccl": True, "gloo": True}
-    _, found = check.run_checks(machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST)
+    _, found = check.run_checks(
+        machine, skip_smoke=True, shm_size=32 * GiB, flavour=TENSORFLOW_IN_USE, host=HOST
+    )
     data = check.as_json(machine, found, TENSORFLOW_IN_USE)
     assert sum(f["item"].startswith("P2P ladder") for f in data["findings"]) == 4
     assert data["exit_code"] == 0
@@ -163,9 +202,15 @@ def test_json_page_holds_the_rungs(machine_of):
 def test_cuda_denying_peer_access_stops_at_rung_1(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
-    text = recorded("p2pBandwidthLatencyTest.txt").replace("Device=0 CAN Access", "Device=0 CANNOT Access")
-    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(text),
-                       nccl_runner=lambda pair: pytest.fail("rung 3 must not run"))
+    text = recorded("p2pBandwidthLatencyTest.txt").replace(
+        "Device=0 CAN Access", "Device=0 CANNOT Access"
+    )
+    got = ladder.climb(
+        machine,
+        run_gpu=True,
+        p2p_runner=lambda pair: p2p_result(text),
+        nccl_runner=lambda pair: pytest.fail("rung 3 must not run"),
+    )
     assert got[0].status == "WARN" and "CANNOT Access Peer" in got[0].finding
     assert all(f.finding.startswith("not reached") for f in got[1:])
 
@@ -185,13 +230,23 @@ def test_cli_ladder_without_gpus_exits_0_with_one_line_per_rung(tmp_path):
     import subprocess
     import sys
 
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable), GPUTOPO_RESULTS_DIR=str(tmp_path / "results"))
-    done = subprocess.run([sys.executable, "-m", "coursetools.check", "--skip-smoke", "--ladder"], capture_output=True,
-                          text=True, timeout=240, env=env)
+    env = dict(
+        os.environ,
+        PATH=os.path.dirname(sys.executable),
+        GPUTOPO_RESULTS_DIR=str(tmp_path / "results"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "coursetools.check", "--skip-smoke", "--ladder"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [ln for ln in done.stdout.splitlines() if "P2P ladder" in ln]
-    assert len(lines) == 4 and all(ln.startswith("PASS") and "no GPU here" in ln and " — fix: " in ln
-                                   for ln in lines)
+    assert len(lines) == 4 and all(
+        ln.startswith("PASS") and "no GPU here" in ln and " — fix: " in ln for ln in lines
+    )
 
 
 def test_make_check_passes_ladder_on():
@@ -201,7 +256,11 @@ def test_make_check_passes_ladder_on():
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     root = check._ROOT
-    on = subprocess.run(["make", "-n", "check", "LADDER=1"], capture_output=True, text=True, cwd=root, timeout=60)
-    off = subprocess.run(["make", "-n", "check"], capture_output=True, text=True, cwd=root, timeout=60)
+    on = subprocess.run(
+        ["make", "-n", "check", "LADDER=1"], capture_output=True, text=True, cwd=root, timeout=60
+    )
+    off = subprocess.run(
+        ["make", "-n", "check"], capture_output=True, text=True, cwd=root, timeout=60
+    )
     assert "-m coursetools.check --venv .venv --ladder" in on.stdout
     assert "--ladder" not in off.stdout

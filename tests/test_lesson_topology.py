@@ -12,6 +12,7 @@ prints them with verdict_line), every verdict decided by hand:
   as expected; 24 would be low; 14.25 to GPU 5 (SYS, no peer access): not comparable.
 - A busbw of 80 GB/s on the same V100 link is below 105: low, with its reasons.
 """
+
 import pytest
 
 from gputopo import reference, verdicts
@@ -25,10 +26,14 @@ def test_recorded_allreduce_verdicts_decided_by_hand():
     # V100's table ends at 128 MiB, below the 1 GiB plateau (nccl-tests #149: still rising at
     # 512 MiB): not judged. H200 -g 8 at 4 GiB: 365.2 of 450, range 0.70-1.0 (#149 0.77, #212 0.82).
     assert verdicts.link_peak(V100_LINK).value == pytest.approx(150.0)
-    v100 = verdicts.judge_nccl_output(reference.read_text("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"), V100_LINK)
+    v100 = verdicts.judge_nccl_output(
+        reference.read_text("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt"), V100_LINK
+    )
     assert (v100.status, v100.value) == ("not comparable", pytest.approx(129.14))
     assert "plateau" in v100.why
-    h200 = verdicts.judge_nccl_output(reference.read_text("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt"), H200_LINK)
+    h200 = verdicts.judge_nccl_output(
+        reference.read_text("h200-nvswitch-8gpu", "nccl-bench-all_reduce-g8.txt"), H200_LINK
+    )
     assert h200.status == "as expected" and h200.value == pytest.approx(365.2, abs=0.05)
     assert h200.expected == pytest.approx((315.0, 450.0))
 
@@ -51,8 +56,11 @@ def test_dgx1_pairs_decided_by_hand():
     nv1 = verdicts.Link("nvlink", "Tesla V100-SXM2", count=1)
     assert verdicts.judge("p2p_both_ways", 48.49, nv1).expected == pytest.approx((37.5, 50.0))
     assert verdicts.judge("p2p_both_ways", 48.49, nv1).status == "as expected"
-    assert verdicts.judge("p2p_both_ways", 24.0, nv1).status == "low"     # 24 of 50, under 37.5
-    assert verdicts.judge("p2p_both_ways", 14.25, verdicts.Link("pcie"), method="staged").status == "not comparable"
+    assert verdicts.judge("p2p_both_ways", 24.0, nv1).status == "low"  # 24 of 50, under 37.5
+    assert (
+        verdicts.judge("p2p_both_ways", 14.25, verdicts.Link("pcie"), method="staged").status
+        == "not comparable"
+    )
 
 
 def test_verdict_line_keeps_reasons_only_when_low():
@@ -64,18 +72,29 @@ def test_verdict_line_keeps_reasons_only_when_low():
 # "NUMA node0 CPU(s): 0-15", "Hypervisor vendor: KVM" (a VM, its system.json says so).
 def test_lscpu_summary_of_the_recorded_vm():
     got = lessons.lscpu_summary(reference.read_text("h100-single-gpu", "lscpu.txt"))
-    assert got == {"sockets": 1, "numa_nodes": 1, "node_cpus": {"node 0": "0-15"}, "hypervisor": "KVM"}
+    assert got == {
+        "sockets": 1,
+        "numa_nodes": 1,
+        "node_cpus": {"node 0": "0-15"},
+        "hypervisor": "KVM",
+    }
 
 
 def test_lscpu_summary_of_a_split_socket_host_and_of_nothing():
     # An EPYC host in NPS2 mode as lscpu prints it: one socket, two NUMA nodes; no hypervisor line.
-    text = ("Socket(s):             1\nNUMA node(s):          2\n"
-            "NUMA node0 CPU(s):     0-31,64-95\nNUMA node1 CPU(s):     32-63,96-127\n")
+    text = (
+        "Socket(s):             1\nNUMA node(s):          2\n"
+        "NUMA node0 CPU(s):     0-31,64-95\nNUMA node1 CPU(s):     32-63,96-127\n"
+    )
     got = lessons.lscpu_summary(text)
     assert (got["sockets"], got["numa_nodes"], got["hypervisor"]) == (1, 2, None)
     assert got["node_cpus"] == {"node 0": "0-31,64-95", "node 1": "32-63,96-127"}
     assert lessons.lscpu_summary("bash: lscpu: command not found") == {
-        "sockets": None, "numa_nodes": None, "node_cpus": {}, "hypervisor": None}
+        "sockets": None,
+        "numa_nodes": None,
+        "node_cpus": {},
+        "hypervisor": None,
+    }
 
 
 # Notebook 2's command cells on a machine where the tool did not run: what live.read stands in.
@@ -83,8 +102,12 @@ def test_topo_p2p_r_that_did_not_run_falls_back_to_the_recorded_h200_pair(tmp_pa
     from gputopo import live
 
     saved = tmp_path / "nvidia-smi-topo-p2p-r.txt"
-    saved.write_text("fake nvidia-smi: nothing recorded for 'topo -p2p r'\n")   # the stand-in machines' line
-    out = live.read(saved, kind="p2p-status", recorded="h200-nvswitch-pair/nvidia-smi-topo-p2p-rw.txt")
+    saved.write_text(
+        "fake nvidia-smi: nothing recorded for 'topo -p2p r'\n"
+    )  # the stand-in machines' line
+    out = live.read(
+        saved, kind="p2p-status", recorded="h200-nvswitch-pair/nvidia-smi-topo-p2p-rw.txt"
+    )
     # read by hand from the recorded file: GPU0-GPU1 "OK" both ways, legend "CNS = Chipset not supported"
     assert not out.live and out.parsed["status"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
     assert out.parsed["legend"]["CNS"] == "Chipset not supported"
@@ -95,7 +118,9 @@ def test_lscpu_and_numactl_missing_fall_back_to_the_recorded_vm(tmp_path):
     from gputopo import live
 
     for name in ("lscpu.txt", "numactl-H.txt"):
-        (tmp_path / name).write_text(f"/bin/bash: line 1: {name.split('.')[0].split('-')[0]}: command not found\n")
+        (tmp_path / name).write_text(
+            f"/bin/bash: line 1: {name.split('.')[0].split('-')[0]}: command not found\n"
+        )
     cpu = live.read(tmp_path / "lscpu.txt", recorded="h100-single-gpu/lscpu.txt")
     numa = live.read(tmp_path / "numactl-H.txt", recorded="h100-single-gpu/numactl-H.txt")
     assert not cpu.live and lessons.lscpu_summary(cpu.text)["hypervisor"] == "KVM"

@@ -1,5 +1,6 @@
 """gputopo.lessons: the glue behind notebooks 2 and 4, checked against recorded values (notebook 3's
 lesson module, gputopo.lessons.p2p_test: test_p2p_test_lesson.py)."""
+
 import re
 import shutil
 
@@ -39,13 +40,16 @@ def fake_reference(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------
 # Collectives (notebook 4)
 
+
 def test_nccl_tables_and_fit_v100():
     tables = [t for t in lessons.nccl_tables() if t["system"] == "v100-sxm2-8gpu-server"]
     assert len(tables) == 1
     table = tables[0]
     assert table["n"] == 8 and table["transport"] == "default (NCCL's choice)"
     # notebook 4's fit cell: alphabeta.fit_from_table on each table
-    table["alpha_step_us"], table["busbw_gbps"] = alphabeta.fit_from_table(table["parsed"], "all_reduce", table["n"])
+    table["alpha_step_us"], table["busbw_gbps"] = alphabeta.fit_from_table(
+        table["parsed"], "all_reduce", table["n"]
+    )
     fit = table
     # The same fit done by hand from the recorded rows: minimise sum(((A + B*S - T) / T)^2) over
     # all 25 out-of-place rows (2x2 normal equations, solved by Cramer's rule), then per link
@@ -61,7 +65,9 @@ def test_nccl_tables_and_fit_v100():
     assert a_us > 0 and b_us_per_byte > 0  # the unconstrained fit is already physical
     assert fit["alpha_step_us"] == pytest.approx(a_us / 14, rel=1e-6)
     assert fit["busbw_gbps"] == pytest.approx((14 / 8) / (b_us_per_byte * 1e3), rel=1e-6)
-    rows = table["parsed"]["rows"]   # notebook 4's fit table prints the smallest time and the largest busbw
+    rows = table["parsed"][
+        "rows"
+    ]  # notebook 4's fit table prints the smallest time and the largest busbw
     assert (rows[0]["size"], rows[0]["out_of_place"]["time_us"]) == (8, 48.46)
     assert (rows[-1]["size"], rows[-1]["out_of_place"]["busbw"]) == (134217728, 129.14)
     # only all-reduce tables: the H200 machines' all_gather and reduce_scatter tables are left out
@@ -89,8 +95,14 @@ def test_dgx1_and_blog_server_are_two_machines():
     # Both are hybrid cube meshes: six NVLink 2 links per GPU, 16 linked pairs, 12 without.
     for topo in (dgx1, blog):
         for gpu in topo["gpus"]:
-            assert sum(int(code[2:]) for other, code in topo["links"][gpu].items()
-                       if other.startswith("GPU") and code.startswith("NV")) == 6, gpu
+            assert (
+                sum(
+                    int(code[2:])
+                    for other, code in topo["links"][gpu].items()
+                    if other.startswith("GPU") and code.startswith("NV")
+                )
+                == 6
+            ), gpu
     # ...but not the same pairs: the blog's GPU0-GPU4 is SYS where the DGX-1 has NV2, and its
     # GPU1-GPU7 NV2 where the DGX-1 has none.
     diff = {pair: (a, b) for pair, a, b in topology.wiring_differences(dgx1, blog)}
@@ -104,7 +116,9 @@ def test_dgx1_wiring_agrees_with_the_recorded_dgx1_data():
     dgx1 = topology.v100_wirings()[topology.DGX1_V100]["links"]
     # The recorded DGX-1 P2P row 0 (NVIDIA's sample on a DGX-1): ~48 GB/s both ways = NV1,
     # ~97 = NV2, ~14.5 = no NVLink.
-    row0 = p2p_test.recorded(["dgx1-v100"])["dgx1-v100"]["parsed"]["bandwidth_gbs"]["bidirectional_enabled"][0]
+    row0 = p2p_test.recorded(["dgx1-v100"])["dgx1-v100"]["parsed"]["bandwidth_gbs"][
+        "bidirectional_enabled"
+    ][0]
     classes = {"NV1": (40, 55), "NV2": (90, 105), "SYS": (10, 20)}
     for j in range(1, 8):
         low, high = classes[dgx1["GPU0"][f"GPU{j}"]]
@@ -129,5 +143,12 @@ def test_blog_server_has_two_sockets_behind_its_single_affinity_column():
         for j in range(4, 8):
             code = topo["links"][f"GPU{i}"][f"GPU{j}"]
             assert code in ("SYS", "NV1", "NV2")
-    sys_pairs = [(i, j) for i in range(8) for j in range(i + 1, 8) if topo["links"][f"GPU{i}"][f"GPU{j}"] == "SYS"]
-    assert sys_pairs and all((i < 4) != (j < 4) for i, j in sys_pairs)   # every SYS pair crosses the groups
+    sys_pairs = [
+        (i, j)
+        for i in range(8)
+        for j in range(i + 1, 8)
+        if topo["links"][f"GPU{i}"][f"GPU{j}"] == "SYS"
+    ]
+    assert sys_pairs and all(
+        (i < 4) != (j < 4) for i, j in sys_pairs
+    )  # every SYS pair crosses the groups

@@ -1,4 +1,5 @@
 """The one table of `nvidia-smi topo -m` link codes, against hand-written expectations."""
+
 import pytest
 
 from gputopo import linkcodes, ncclpaths, plots
@@ -11,14 +12,34 @@ def test_nccl_path_types_in_nccl_order():
     # NCCL 2.28 accepts every name of topoPathTypeStr[] up to SYS (src/graph/topo.cc and the
     # PATH_* numbers of src/graph/topo.h at v2.28.3-1, read by hand):
     # LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS.
-    assert linkcodes.PATH_ORDER == ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+    assert linkcodes.PATH_ORDER == (
+        "LOC",
+        "NVL",
+        "NVB",
+        "C2C",
+        "PIX",
+        "PXB",
+        "P2C",
+        "PXN",
+        "PHB",
+        "SYS",
+    )
     assert linkcodes.TOPO_PATH_TYPES == ("NVL", "PIX", "PXB", "PHB", "SYS")
 
 
-@pytest.mark.parametrize("code, family, path_type, peak", [
-    ("NV1", "NV", "NVL", "nvlink"), ("NV18", "NV", "NVL", "nvlink"),
-    ("PIX", "PIX", "PIX", "pcie"), ("PXB", "PXB", "PXB", "pcie"), ("PHB", "PHB", "PHB", "pcie"),
-    ("NODE", "NODE", "PHB", "pcie"), ("SYS", "SYS", "SYS", "pcie"), ("SOC", "SYS", "SYS", "pcie")])
+@pytest.mark.parametrize(
+    "code, family, path_type, peak",
+    [
+        ("NV1", "NV", "NVL", "nvlink"),
+        ("NV18", "NV", "NVL", "nvlink"),
+        ("PIX", "PIX", "PIX", "pcie"),
+        ("PXB", "PXB", "PXB", "pcie"),
+        ("PHB", "PHB", "PHB", "pcie"),
+        ("NODE", "NODE", "PHB", "pcie"),
+        ("SYS", "SYS", "SYS", "pcie"),
+        ("SOC", "SYS", "SYS", "pcie"),
+    ],
+)
 def test_each_code(code, family, path_type, peak):
     assert linkcodes.family(code) == family
     assert linkcodes.path_type(code) == path_type

@@ -7,7 +7,9 @@ from gputopo.parsers.topo import parse as parse_topo
 from gputopo import reference
 
 
-@pytest.mark.parametrize("generation, expected", [("gen3", 15.75), ("gen4", 31.51), ("gen5", 63.02)])
+@pytest.mark.parametrize(
+    "generation, expected", [("gen3", 15.75), ("gen4", 31.51), ("gen5", 63.02)]
+)
 def test_pcie_x16_per_direction(generation, expected):
     # GT/s x 16 lanes x 128/130 / 8 bits per byte
     assert links.pcie_gbs(generation) == pytest.approx(expected, abs=0.01)
@@ -37,7 +39,11 @@ def test_nvlink_peak_is_links_times_per_link_rate(code, generation, expected):
 def test_whole_gpu_nvlink_figures_match_the_published_totals():
     # Both directions together: V100 300 GB/s, A100 600, H100 SXM 900, H100 PCIe bridge 600,
     # H200 900, RTX 2080 bridge 50.
-    totals = {row["link"].split(": ")[1]: row["both_directions_gbs"] for row in links.link_table() if row["link"].startswith("NVLink")}
+    totals = {
+        row["link"].split(": ")[1]: row["both_directions_gbs"]
+        for row in links.link_table()
+        if row["link"].startswith("NVLink")
+    }
     assert totals["Tesla V100 SXM2"] == 300
     assert totals["A100 SXM4"] == 600
     assert totals["H100 SXM5"] == 900
@@ -80,12 +86,12 @@ def test_bad_input_gives_none_and_one_sentence_never_an_exception():
 @pytest.mark.parametrize(
     "code, gpu, expected",
     [
-        ("NV18", "NVIDIA B200", 18 * 50.0),                    # NVLink 5: 1.8 TB/s both ways
+        ("NV18", "NVIDIA B200", 18 * 50.0),  # NVLink 5: 1.8 TB/s both ways
         ("NV18", "NVIDIA GB200", 900.0),
         ("NV18", "NVIDIA H20", 450.0),
         ("NV18", "NVIDIA GH200 480GB", 450.0),
-        ("NV4", "NVIDIA GeForce RTX 3090", 56.25),             # 112.5 GB/s both ways
-        ("PHB", "NVIDIA RTX 6000 Ada Generation", 31.51),      # the crash: gen4 x16
+        ("NV4", "NVIDIA GeForce RTX 3090", 56.25),  # 112.5 GB/s both ways
+        ("PHB", "NVIDIA RTX 6000 Ada Generation", 31.51),  # the crash: gen4 x16
         ("NODE", "NVIDIA L40S", 31.51),
         ("SYS", "NVIDIA L4", 31.51),
         ("PIX", "NVIDIA A10G", 31.51),
@@ -93,9 +99,9 @@ def test_bad_input_gives_none_and_one_sentence_never_an_exception():
         ("PIX", "NVIDIA GeForce RTX 4090", 31.51),
         ("PIX", "NVIDIA GeForce RTX 5090", 63.02),
         ("PIX", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 63.02),
-        ("PIX", "NVIDIA B200", 118.0),                         # PCIe gen6 x16, 236 of 256 flit bytes
+        ("PIX", "NVIDIA B200", 118.0),  # PCIe gen6 x16, 236 of 256 flit bytes
         ("PIX", "pcie gen6", 118.0),
-        ("NV12", "NVIDIA A100-SXM4-80GB", 300.0),              # A100 is not taken for A10
+        ("NV12", "NVIDIA A100-SXM4-80GB", 300.0),  # A100 is not taken for A10
     ],
 )
 def test_newer_gpus_have_sourced_figures(code, gpu, expected):
@@ -105,7 +111,13 @@ def test_newer_gpus_have_sourced_figures(code, gpu, expected):
 
 
 def test_consumer_gpus_without_nvlink_have_no_nvlink_peak():
-    for gpu in ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090", "NVIDIA L40S", "NVIDIA L4", "Tesla T4"):
+    for gpu in (
+        "NVIDIA GeForce RTX 4090",
+        "NVIDIA GeForce RTX 5090",
+        "NVIDIA L40S",
+        "NVIDIA L4",
+        "Tesla T4",
+    ):
         assert links.peak_gbs("NV1", gpu) is None, gpu
 
 

@@ -16,7 +16,7 @@ from gputopo import links
 
 def test_gen6_deducts_the_flit_bytes_that_carry_no_tlps():
     assert links.pcie_gbs("gen6") == pytest.approx(118.0, abs=0.005)
-    assert links.pcie_gbs("gen6", 4) == pytest.approx(29.5, abs=0.005)   # an x4 NVMe drive
+    assert links.pcie_gbs("gen6", 4) == pytest.approx(29.5, abs=0.005)  # an x4 NVMe drive
 
 
 def test_gen6_row_says_its_basis():

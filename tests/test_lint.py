@@ -4,6 +4,7 @@ the shell sections of the Apptainer definition. Zero findings. hadolint runs in
 test_container_files.py. The tools are pinned in environment/requirements-test.txt and
 installed by environment/install-test-tools.sh (`make test`); without them these tests skip
 and say so."""
+
 import os
 import shutil
 import subprocess
@@ -34,8 +35,13 @@ def shell_scripts():
 
 def git_ignored(paths):
     """The paths git ignores (a contributor's own scratch scripts, build folders), if in a checkout."""
-    done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--stdin"], capture_output=True,
-                          text=True, input="\n".join(map(str, paths)), timeout=60)
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--stdin"],
+        capture_output=True,
+        text=True,
+        input="\n".join(map(str, paths)),
+        timeout=60,
+    )
     return {Path(line) for line in done.stdout.splitlines()} if done.returncode in (0, 1) else set()
 
 
@@ -53,16 +59,46 @@ def is_shell_script(path):
 def test_ruff_finds_nothing():
     ruff = tool("ruff")
     if ruff is None:
-        pytest.skip("ruff not installed (environment/install-test-tools.sh installs the pinned one)")
-    done = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", str(ROOT)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+        pytest.skip(
+            "ruff not installed (environment/install-test-tools.sh installs the pinned one)"
+        )
+    done = subprocess.run(
+        [ruff, "check", "--no-cache", "--output-format", "concise", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_leaves_every_file_as_it_is():
+    """Every .py file is laid out by `ruff format` (line length 100, ruff.toml); notebooks are
+    excluded there. A contributor runs `ruff format .` before committing."""
+    ruff = tool("ruff")
+    if ruff is None:
+        pytest.skip(
+            "ruff not installed (environment/install-test-tools.sh installs the pinned one)"
+        )
+    done = subprocess.run(
+        [ruff, "format", "--check", "--no-cache", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_every_shell_script_is_found():
     names = {str(p.relative_to(ROOT)) for p in shell_scripts()}
-    for expected in (".ci/run", "environment/install.sh", "environment/lock.sh",
-                     "source_code/verify_cuda_programs.sh", "source_code/nccl_bench/record_runs.sh"):
+    for expected in (
+        ".ci/run",
+        "environment/install.sh",
+        "environment/lock.sh",
+        "source_code/verify_cuda_programs.sh",
+        "source_code/nccl_bench/record_runs.sh",
+    ):
         assert expected in names, sorted(names)
 
 
@@ -85,12 +121,23 @@ def apptainer_shell_sections(tmp_path):
 def test_shellcheck_finds_nothing(tmp_path):
     shellcheck = tool("shellcheck")
     if shellcheck is None:
-        pytest.skip("shellcheck not installed (environment/install-test-tools.sh installs the pinned one)")
+        pytest.skip(
+            "shellcheck not installed (environment/install-test-tools.sh installs the pinned one)"
+        )
     scripts = shell_scripts()
-    done = subprocess.run([shellcheck, "--format=gcc", *map(str, scripts)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [shellcheck, "--format=gcc", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     sections = apptainer_shell_sections(tmp_path)
-    done = subprocess.run([shellcheck, "--shell=sh", "--format=gcc", *map(str, sections)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [shellcheck, "--shell=sh", "--format=gcc", *map(str, sections)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

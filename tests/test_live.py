@@ -5,6 +5,7 @@ Expected values were read by hand from the recorded files: the H100 VM's `nvidia
 (reference_systems/h100-single-gpu/) has one GPU, CPU affinity 0-15; the H200 pair's
 (reference_systems/h200-nvswitch-pair/) two GPUs joined by NV18.
 """
+
 import subprocess
 
 import pytest
@@ -28,8 +29,13 @@ def test_a_real_output_is_read_as_this_machines(tmp_path, capsys):
 def test_command_not_found_falls_back_to_the_recorded_machine(tmp_path, capsys):
     saved = tmp_path / "nvidia-smi-topo-m.txt"
     # What bash itself writes when the tool is missing, captured the way a notebook cell does.
-    result = subprocess.run(f"no-such-tool-gputopo topo -m 2>&1 | tee {saved}", shell=True,
-                            executable="/bin/bash", capture_output=True, text=True)
+    result = subprocess.run(
+        f"no-such-tool-gputopo topo -m 2>&1 | tee {saved}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+    )
     assert "not found" in result.stdout
     out = live.read(saved, kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
     assert out.live is False
@@ -72,9 +78,14 @@ def test_run_dirs_are_new_per_name_and_kept_within_a_session(tmp_path, monkeypat
     assert live.run_dir("3-p2p") != first
 
 
-@pytest.mark.parametrize("line", ["bash: line 1: nvidia-smi: command not found",
-                                  "/bin/sh: 1: numactl: not found",
-                                  "No devices were found"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "bash: line 1: nvidia-smi: command not found",
+        "/bin/sh: 1: numactl: not found",
+        "No devices were found",
+    ],
+)
 def test_what_a_shell_or_driver_prints_is_not_an_output(tmp_path, line):
     saved = tmp_path / "x.txt"
     saved.write_text(line + "\n")
@@ -84,7 +95,9 @@ def test_what_a_shell_or_driver_prints_is_not_an_output(tmp_path, line):
 def test_the_recorded_text_is_printed_without_terminal_escape_codes(tmp_path, capsys):
     # The H200 pair's topo -m header row starts with ESC[4m (underline), as nvidia-smi printed it.
     assert "\x1b[4m" in (REFERENCE_DIR / "h200-nvswitch-pair" / "nvidia-smi-topo-m.txt").read_text()
-    live.read(tmp_path / "missing.txt", kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt")
+    live.read(
+        tmp_path / "missing.txt", kind="topo", recorded="h200-nvswitch-pair/nvidia-smi-topo-m.txt"
+    )
     printed = capsys.readouterr().out
     assert "\x1b[" not in printed and "GPU0\tGPU1" in printed
 
@@ -94,8 +107,10 @@ def test_head_prints_the_first_lines_and_says_where_the_rest_is(tmp_path, capsys
     total = len((REFERENCE_DIR / recorded).read_text().splitlines())
     live.read(tmp_path / "missing.xml", recorded=recorded, head=5)
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-1] == (f"... ({total - 5} more lines: the whole output is "
-                           f"source_code/reference_systems/{recorded})")
+    assert printed[-1] == (
+        f"... ({total - 5} more lines: the whole output is "
+        f"source_code/reference_systems/{recorded})"
+    )
     assert printed[-2].strip()  # the fifth line of the dump, not the end of the file
 
 
@@ -104,7 +119,9 @@ def test_a_run_dir_another_kernel_made_in_the_same_second_is_not_reused(tmp_path
     monkeypatch.setattr(live, "_RUN_DIRS", {})
     first = live.run_dir("2-topology")
     (first / "nvidia-smi-topo-m.txt").write_text("another kernel's output\n")
-    monkeypatch.setattr(live, "_RUN_DIRS", {})  # a second kernel: its own cache, the same clock second
+    monkeypatch.setattr(
+        live, "_RUN_DIRS", {}
+    )  # a second kernel: its own cache, the same clock second
     frozen = first.name.split("2-topology-")[1]
 
     class Clock(live.datetime.datetime):
@@ -150,28 +167,49 @@ def test_new_run_dir_skips_names_that_exist(tmp_path, monkeypatch):
 
 def test_a_tool_that_stopped_with_an_error_is_quoted_once_and_whole(tmp_path, capsys):
     # what host_device_copy.py printed in the TensorFlow environment (notebook 1's stored output)
-    error = ("host_device_copy: error: PyTorch is not installed (pip install torch, or use the PyTorch "
-             "flavour: environment/install.sh --framework pytorch)")
+    error = (
+        "host_device_copy: error: PyTorch is not installed (pip install torch, or use the PyTorch "
+        "flavour: environment/install.sh --framework pytorch)"
+    )
     saved = tmp_path / "copies.txt"
     saved.write_text(error + "\n")
-    out = live.read(saved, kind="host-device-copy", recorded="h100-single-gpu/host-device-copy-run1.txt")
+    out = live.read(
+        saved, kind="host-device-copy", recorded="h100-single-gpu/host-device-copy-run1.txt"
+    )
     first = capsys.readouterr().out.splitlines()[0]
     assert out.live is False and first.count("PyTorch is not installed") == 1
     assert f"the command failed here: {error}" in first
 
 
-def test_a_complete_output_that_cannot_serve_the_lesson_gives_way_to_the_recording(tmp_path, capsys):
+def test_a_complete_output_that_cannot_serve_the_lesson_gives_way_to_the_recording(
+    tmp_path, capsys
+):
     # the P2P test run with one GPU visible (recorded on the H200 pair with --devices=1): complete, but
     # its matrices hold only GPU 0's copy inside itself, where the lesson reads a pair
-    one_gpu = (REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest-devices1.txt").read_text()
+    one_gpu = (
+        REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest-devices1.txt"
+    ).read_text()
     saved = tmp_path / "p2p.txt"
     saved.write_text(one_gpu)
-    pair = (lambda p2p: len(p2p["bandwidth_gbs"]["unidirectional_write"]) >= 2, "has one GPU only, no pair to read")
-    out = live.read(saved, kind="p2p", recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest-numElems40000000.txt",
-                    needs=pair)
+    pair = (
+        lambda p2p: len(p2p["bandwidth_gbs"]["unidirectional_write"]) >= 2,
+        "has one GPU only, no pair to read",
+    )
+    out = live.read(
+        saved,
+        kind="p2p",
+        recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest-numElems40000000.txt",
+        needs=pair,
+    )
     first = capsys.readouterr().out.splitlines()[0]
     assert out.live is False and len(out.parsed["bandwidth_gbs"]["unidirectional_write"]) == 2
-    assert first.startswith("[recorded] this machine's output (above) is complete but has one GPU only")
+    assert first.startswith(
+        "[recorded] this machine's output (above) is complete but has one GPU only"
+    )
     # a pair's own output passes the same check and stays the learner's
-    saved.write_text((REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest.txt").read_text())
-    assert live.read(saved, kind="p2p", recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest.txt", needs=pair).live
+    saved.write_text(
+        (REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest.txt").read_text()
+    )
+    assert live.read(
+        saved, kind="p2p", recorded="h200-nvswitch-pair/p2pBandwidthLatencyTest.txt", needs=pair
+    ).live

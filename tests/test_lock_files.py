@@ -7,6 +7,7 @@
   only logs its arguments (no network; the real install from the lock into a fresh venv is
   what the lock's author runs, see docs/maintainer.md "Updating the pinned environment").
 """
+
 import os
 import re
 import shutil
@@ -20,8 +21,12 @@ from test_container_files import pins
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "environment"
-SETS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt",
-        "common": "requirements-common.txt", "pytorch-pypi": "requirements-pytorch-pypi.txt"}
+SETS = {
+    "cpu": "requirements-cpu.txt",
+    "gpu": "requirements-gpu.txt",
+    "common": "requirements-common.txt",
+    "pytorch-pypi": "requirements-pytorch-pypi.txt",
+}
 
 
 def normal(name):
@@ -59,8 +64,9 @@ def test_lock_pins_everything_with_hashes_and_agrees_with_the_top_level_pins(fla
     for name, version in pins(ENV / SETS[flavour]).items():
         if name.startswith("#"):
             continue
-        assert unconditional.get(normal(name)) == version, \
+        assert unconditional.get(normal(name)) == version, (
             f"{name}=={version} of {SETS[flavour]} is {unconditional.get(normal(name))} in {lock.name}"
+        )
     if flavour in ("cpu", "gpu"):
         assert ("tensorflow-cpu" if flavour == "cpu" else "tensorflow") in unconditional
     else:  # no TensorFlow in the common lock nor beside PyTorch
@@ -75,13 +81,20 @@ def test_pytorch_from_pypi_compiles_with_the_cuda_and_nccl_that_torch_runs_with(
     nvidia-cuda-crt 13.0.88.*, nvidia-nvvm 13.0.88.*, nvidia-cuda-runtime 13.0.96.* and
     nvidia-cuda-cccl 13.0.85.*."""
     entries = read_lock(ENV / "requirements-pytorch-pypi.lock.txt")
-    linux = {name: version for name, version, marker, _ in entries
-             if not marker or marker == "sys_platform == 'linux'"}
+    linux = {
+        name: version
+        for name, version, marker, _ in entries
+        if not marker or marker == "sys_platform == 'linux'"
+    }
     assert linux["torch"] == "2.11.0" and linux["cuda-toolkit"] == "13.0.2"
     assert linux["nvidia-nccl-cu13"] == "2.28.9"
-    for name, version in {"nvidia-cuda-nvcc": "13.0.88", "nvidia-cuda-crt": "13.0.88",
-                          "nvidia-nvvm": "13.0.88", "nvidia-cuda-runtime": "13.0.96",
-                          "nvidia-cuda-cccl": "13.0.85"}.items():
+    for name, version in {
+        "nvidia-cuda-nvcc": "13.0.88",
+        "nvidia-cuda-crt": "13.0.88",
+        "nvidia-nvvm": "13.0.88",
+        "nvidia-cuda-runtime": "13.0.96",
+        "nvidia-cuda-cccl": "13.0.85",
+    }.items():
         assert linux.get(name) == version, (name, linux.get(name))
     # the placeholders that only look right (nvidia-cuda-nvcc-cu13 0.0.1 is an empty sdist)
     assert not any(name.endswith("-cu13") and name.startswith("nvidia-cuda-") for name in linux)
@@ -116,8 +129,13 @@ def test_install_uses_the_lock_with_hash_checking_and_the_stamp_covers_it(tmp_pa
     script = repo / "environment" / "install.sh"
 
     def install():
-        done = subprocess.run(["bash", str(script), "--venv", str(venv)], capture_output=True, text=True,
-                              env=env, timeout=120)
+        done = subprocess.run(
+            ["bash", str(script), "--venv", str(venv)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         calls = log.read_text().splitlines() if log.exists() else []
         log.unlink(missing_ok=True)
@@ -146,8 +164,9 @@ def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_
     repo = tmp_path / "repo"
     shutil.copytree(ENV, repo / "environment")
     (repo / "source_code" / "nccl_bench").mkdir(parents=True)
-    shutil.copy2(ROOT / "source_code" / "nccl_bench" / "find_nccl.sh",
-                 repo / "source_code" / "nccl_bench")
+    shutil.copy2(
+        ROOT / "source_code" / "nccl_bench" / "find_nccl.sh", repo / "source_code" / "nccl_bench"
+    )
     python, log = stand_in_python(tmp_path)
     wheel_site(tmp_path / "site")  # where the stand-in's venv keeps its packages
     wheels = tmp_path / "wheels"  # an offline wheel folder holding PyTorch's wheel (by its name)
@@ -157,8 +176,13 @@ def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_
     env = dict(os.environ, PYTHON=str(python), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))
     env.pop("CUDA_HOME", None)
     script = repo / "environment" / "install.sh"
-    done = subprocess.run(["bash", str(script), "--pytorch-from-pypi", "--venv", str(venv)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        ["bash", str(script), "--pytorch-from-pypi", "--venv", str(venv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lock = repo / "environment" / "requirements-pytorch-pypi.lock.txt"
     installs = [c for c in log.read_text().splitlines() if " install " in c and "-r " in c]
@@ -169,8 +193,13 @@ def test_pytorch_from_pypi_installs_its_lock_with_hashes_then_makes_the_toolkit_
     made = f"step 3b: CUDA toolkit root {venv}/cuda from the wheels: nvcc 13.0, NCCL 2.28.9"
     assert made in done.stdout
     assert (venv / "bin" / "nvcc").exists()
-    again = subprocess.run(["bash", str(script), "--venv", str(venv)],
-                           capture_output=True, text=True, env=env, timeout=120)
+    again = subprocess.run(
+        ["bash", str(script), "--venv", str(venv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"PyTorch flavour (PyTorch from PyPI) kept: {venv} holds it" in again.stdout
     assert "pinned PyTorch-from-PyPI requirements already installed; skipped" in again.stdout

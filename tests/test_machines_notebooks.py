@@ -51,31 +51,55 @@ QUICK = ("l4-single", "rtx4090-pair-no-p2p", "h20-8gpu-hgx-cvd-2,3", "k80-old-dr
 _ALL = os.environ.get("GPUTOPO_MACHINES") != "quick"  # conftest.py refuses other values
 CASES = [c for c, i in zip(ALL_CASES, ALL_IDS) if _ALL or i in QUICK]
 IDS = [i for i in ALL_IDS if _ALL or i in QUICK]
-NOTEBOOKS = ["Start_Here.ipynb"] + [f"notebooks/{n}" for n in ("1.Latency-and-Bandwidth.ipynb", "2.System-Topology.ipynb",
-                                                               "3.P2P-Bandwidth-Latency-Test.ipynb",
-                                                               "4.Collectives-and-Scaling.ipynb",
-                                                               "5.NCCL-and-P2P-Levels.ipynb",
-                                                               "6.Inside-NCCL.ipynb",
-                                                               "7.Diagnose-the-Node.ipynb")]
+NOTEBOOKS = ["Start_Here.ipynb"] + [
+    f"notebooks/{n}"
+    for n in (
+        "1.Latency-and-Bandwidth.ipynb",
+        "2.System-Topology.ipynb",
+        "3.P2P-Bandwidth-Latency-Test.ipynb",
+        "4.Collectives-and-Scaling.ipynb",
+        "5.NCCL-and-P2P-Levels.ipynb",
+        "6.Inside-NCCL.ipynb",
+        "7.Diagnose-the-Node.ipynb",
+    )
+]
 PARALLEL = 2
 
 
 def _nvcc():
-    return shutil.which("nvcc") or (os.path.exists("/usr/local/cuda/bin/nvcc") and "/usr/local/cuda/bin/nvcc")
+    return shutil.which("nvcc") or (
+        os.path.exists("/usr/local/cuda/bin/nvcc") and "/usr/local/cuda/bin/nvcc"
+    )
 
 
 def _run_course(base, case, started, environ):
     name, visible = case[0], case[1]
     here = base / (name + (f"-cvd-{visible}" if visible else ""))
     bin_dir = write_fake_nvidia_smi(here / "fake-bin", machine_answers(name)).parent
-    env = dict(environ, PATH=f"{bin_dir}{os.pathsep}{environ.get('PATH', '')}",
-               GPUTOPO_RESULTS_DIR=str(here / "results"), PYTHONPATH=str(ROOT / "source_code"),
-               GPUTOPO_CUDA_PROBE="1", GPUTOPO_NVML="0", GPUTOPO_LIVE_CNN="0")
+    env = dict(
+        environ,
+        PATH=f"{bin_dir}{os.pathsep}{environ.get('PATH', '')}",
+        GPUTOPO_RESULTS_DIR=str(here / "results"),
+        PYTHONPATH=str(ROOT / "source_code"),
+        GPUTOPO_CUDA_PROBE="1",
+        GPUTOPO_NVML="0",
+        GPUTOPO_LIVE_CNN="0",
+    )
     env.pop("CUDA_VISIBLE_DEVICES", None)
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible
-    command = ["nice", "-n", "10", sys.executable, "-m", "coursetools.course", "--out", str(here / "course"),
-               "--no-html", "--notebooks"] + [str(ROOT / n) for n in NOTEBOOKS]
+    command = [
+        "nice",
+        "-n",
+        "10",
+        sys.executable,
+        "-m",
+        "coursetools.course",
+        "--out",
+        str(here / "course"),
+        "--no-html",
+        "--notebooks",
+    ] + [str(ROOT / n) for n in NOTEBOOKS]
     return _in_background(command, env, started), here / "course"
 
 
@@ -90,8 +114,15 @@ def _run_make_course(base, started, environ):
 
 def _in_background(command, env, started, limit=900):
     began = time.monotonic()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             cwd=ROOT, start_new_session=True)
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     started.append(child)
     try:
         stdout, stderr = child.communicate(timeout=limit)
@@ -110,13 +141,23 @@ def _build_programs(environ):
     if not _nvcc():
         return None
     code = "from coursetools import ncclbench, p2ptest; p2ptest.build(); ncclbench.build()"
-    done = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(environ, PYTHONPATH=str(ROOT / "source_code")), timeout=1800)
-    assert done.returncode == 0, "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]
+    done = subprocess.run(
+        ["nice", "-n", "10", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(environ, PYTHONPATH=str(ROOT / "source_code")),
+        timeout=1800,
+    )
+    assert done.returncode == 0, (
+        "building the CUDA programs: " + (done.stdout + done.stderr)[-1500:]
+    )
     # notebook 1's copy program: its Makefile takes turns itself (flock), as the notebook runs it
-    done = subprocess.run(["nice", "-n", "10", "make", "-s", "-C",
-                           str(ROOT / "source_code" / "host_copy_bench")],
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        ["nice", "-n", "10", "make", "-s", "-C", str(ROOT / "source_code" / "host_copy_bench")],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, "building host_copy_bench: " + (done.stdout + done.stderr)[-1500:]
 
 
@@ -139,8 +180,10 @@ class Matrix:
         built = self.pool.submit(_build_programs, environ)
         # make course needs no stand-in; its notebook 3 waits for the build's lock if it must
         self.make_course = self.pool.submit(_run_make_course, base, self.children, environ)
-        self.futures = {key: self.pool.submit(_after, built, _run_course, base, case, self.children, environ)
-                        for key, case in zip(IDS, CASES)}
+        self.futures = {
+            key: self.pool.submit(_after, built, _run_course, base, case, self.children, environ)
+            for key, case in zip(IDS, CASES)
+        }
 
     def stop(self):
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -158,9 +201,11 @@ def timing_line(session_start):
     if not TIMES:
         return None
     spans = [end - start for start, end in TIMES]
-    return (f"machine matrix: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
-            f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {min(s for s, _ in TIMES) - session_start:.0f} s "
-            f"and the last ended {max(e for _, e in TIMES) - session_start:.0f} s after the session started")
+    return (
+        f"machine matrix: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
+        f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {min(s for s, _ in TIMES) - session_start:.0f} s "
+        f"and the last ended {max(e for _, e in TIMES) - session_start:.0f} s after the session started"
+    )
 
 
 def start_matrix(config):
@@ -186,14 +231,22 @@ def course_runs(matrix):
 def _outputs_text(cells):
     """Stream text and displayed text of `cells`, \\r\\n made \\n (a `!` command's output reaches
     the notebook through a pseudo-terminal, which ends lines with \\r\\n)."""
-    return "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
-                   for cell in cells for o in cell.get("outputs", [])).replace("\r\n", "\n")
+    return "".join(
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+        for cell in cells
+        for o in cell.get("outputs", [])
+    ).replace("\r\n", "\n")
 
 
 def _read_cell(cells, filename):
     """The output text of the cell that calls live.read on RUN / `filename`."""
-    found = [cell for cell in cells if cell["cell_type"] == "code"
-             and "live.read" in "".join(cell["source"]) and f'"{filename}"' in "".join(cell["source"])]
+    found = [
+        cell
+        for cell in cells
+        if cell["cell_type"] == "code"
+        and "live.read" in "".join(cell["source"])
+        and f'"{filename}"' in "".join(cell["source"])
+    ]
     assert found, f"no cell reads {filename}"
     return _outputs_text(found[:1])
 
@@ -207,7 +260,7 @@ def _words(text):
 LAST_GPU_LINE = {
     "l4-single": "GPU 0: NVIDIA L4 (UUID: GPU-a4000000-0000-4000-8000-000000000000)",
     "rtx-pro-6000-single": "GPU 0: NVIDIA RTX PRO 6000 Blackwell Workstation Edition "
-                           "(UUID: GPU-b6000000-0000-4000-8000-000000000000)",
+    "(UUID: GPU-b6000000-0000-4000-8000-000000000000)",
     "rtx4090-pair-no-p2p": "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-c4010000-0000-4000-8000-000000000001)",
     "rtx3090-nvlink-pair": "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-d3010000-0000-4000-8000-000000000001)",
     "l40s-4gpu-2numa-nics": "GPU 3: NVIDIA L40S (UUID: GPU-e4030000-0000-4000-8000-000000000003)",
@@ -224,15 +277,22 @@ LAST_GPU_LINE = {
 NVIDIA_SMI_READS = {
     "Start_Here.ipynb": ["nvidia-smi-topo-m.txt"],
     "1.Latency-and-Bandwidth.ipynb": ["nvidia-smi.txt", "pcie-link.csv", "nvidia-smi-topo-m.txt"],
-    "2.System-Topology.ipynb": ["nvidia-smi.txt", "nvidia-smi-topo-m.txt", "nvidia-smi-nvlink-s.txt",
-                                "nvidia-smi-topo-p2p-r.txt"],
+    "2.System-Topology.ipynb": [
+        "nvidia-smi.txt",
+        "nvidia-smi-topo-m.txt",
+        "nvidia-smi-nvlink-s.txt",
+        "nvidia-smi-topo-p2p-r.txt",
+    ],
     "3.P2P-Bandwidth-Latency-Test.ipynb": ["nvidia-smi-topo-m.txt"],
     "6.Inside-NCCL.ipynb": ["nvidia-smi-topo-m.txt"],
 }
 # The fixture file behind each read (a read whose file the stand-in's folder lacks, or holds empty,
 # is not asked to be live: the stand-in then prints nothing or answers as a tool that cannot, and
 # the recorded output stands in).
-FIXTURE_OF = {"nvidia-smi-nvlink-s.txt": "nvidia-smi-nvlink-s.txt", "nvidia-smi-topo-p2p-r.txt": "nvidia-smi-topo-p2p-r.txt"}
+FIXTURE_OF = {
+    "nvidia-smi-nvlink-s.txt": "nvidia-smi-nvlink-s.txt",
+    "nvidia-smi-topo-p2p-r.txt": "nvidia-smi-topo-p2p-r.txt",
+}
 # The GPU programs: CUDA is absent on every stand-in, so each read shows a recorded run.
 GPU_PROGRAM_READS = {
     "1.Latency-and-Bandwidth.ipynb": "host-copy.txt",
@@ -253,7 +313,12 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
     cells = {}
     for notebook in NOTEBOOKS:
         executed = json.loads((run_dir / Path(notebook).name).read_text())
-        errors = [o for cell in executed["cells"] for o in cell.get("outputs", []) if o["output_type"] == "error"]
+        errors = [
+            o
+            for cell in executed["cells"]
+            for o in cell.get("outputs", [])
+            if o["output_type"] == "error"
+        ]
         assert not errors, f"{name} {notebook}: {errors[0]['ename']}: {errors[0]['evalue']}"
         assert "Traceback" not in _outputs_text(executed["cells"]), f"{name} {notebook}"
         cells[Path(notebook).name] = executed["cells"]
@@ -265,17 +330,27 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
             answer = fixture / FIXTURE_OF.get(filename, "")
             if filename in FIXTURE_OF and not (answer.is_file() and answer.read_text().strip()):
                 continue  # no NVLink (an empty `nvlink -s`) or no p2p matrix: nothing to read live
-            assert f"[live] {filename}" in _read_cell(cells[notebook], filename), f"{name} {notebook} {filename}"
+            assert f"[live] {filename}" in _read_cell(cells[notebook], filename), (
+                f"{name} {notebook} {filename}"
+            )
         if "nvidia-smi-topo-m.txt" in files:  # the command's cell printed this machine's matrix
-            assert topo in _words(_outputs_text(cells[notebook])), f"{name} {notebook}: not this machine's topo -m"
+            assert topo in _words(_outputs_text(cells[notebook])), (
+                f"{name} {notebook}: not this machine's topo -m"
+            )
     for notebook, filename in GPU_PROGRAM_READS.items():
-        assert _read_cell(cells[notebook], filename).lstrip().startswith("[recorded]"), f"{name} {notebook} {filename}"
+        assert _read_cell(cells[notebook], filename).lstrip().startswith("[recorded]"), (
+            f"{name} {notebook} {filename}"
+        )
     summary = json.loads((run_dir / "summary.json").read_text())
     by_name = {Path(row["notebook"]).name: row for row in summary["notebooks"]}
-    assert by_name["Start_Here.ipynb"]["live"], f"{name}: the report lists no live cell in Start_Here"
+    assert by_name["Start_Here.ipynb"]["live"], (
+        f"{name}: the report lists no live cell in Start_Here"
+    )
     # nothing ran on a GPU here: the GPU parts of notebooks 3 to 6 are reported as recorded
     for notebook in GPU_PROGRAM_READS:
-        assert by_name[notebook]["recorded"], f"{name} {notebook}: no part reported as recorded data"
+        assert by_name[notebook]["recorded"], (
+            f"{name} {notebook}: no part reported as recorded data"
+        )
     assert "GPUTOPO_LIVE_CNN=0" in _outputs_text(cells["5.NCCL-and-P2P-Levels.ipynb"])
     if _nvcc():
         p2p = _outputs_text(cells["3.P2P-Bandwidth-Latency-Test.ipynb"])
@@ -293,11 +368,13 @@ def test_make_course_runs_every_notebook_and_writes_a_report(matrix):
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = summary["notebooks"]
     names = [Path(row["notebook"]).name for row in rows]
+
     # by leading number, as make course orders them (notebook 10 after 9, not after 1), then the
     # lettered appendices (A.Production-Hygiene) after every numbered notebook
     def order(path):
         head = path.name.split(".")[0]
         return (0, int(head), "") if head.isdigit() else (1, 0, head)
+
     numbered = sorted((ROOT / "notebooks").glob("*.ipynb"), key=order)
     expected = ["Start_Here.ipynb"] + [p.name for p in numbered]
     assert expected[-2:] == ["7.Diagnose-the-Node.ipynb", "A.Production-Hygiene.ipynb"]

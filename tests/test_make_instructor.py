@@ -21,8 +21,14 @@ def make(target, results_dir, timeout, **extra):
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     env["GPUTOPO_RESULTS_DIR"] = str(results_dir)
     env.update(extra)
-    return subprocess.run(["make", "--no-print-directory", target, "SKIP_INSTALL=1"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["make", "--no-print-directory", target, "SKIP_INSTALL=1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_make_check_passes_in_reference_mode_without_a_gpu(tmp_path):

@@ -6,6 +6,7 @@ The Makefile's own recipe runs against a stand-in venv whose `python -m jupyter 
 variable it was given instead of starting a server; `python -c` (the recipe's token) is the real
 interpreter.
 """
+
 import os
 import shutil
 import subprocess
@@ -23,14 +24,26 @@ def test_make_lab_starts_jupyter_with_pci_bus_order(tmp_path, inherited):
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)
     fake = bin_dir / "python"
-    fake.write_text("#!/bin/sh\n"
-                    'if [ "$1" = "-m" ]; then echo "jupyter got CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER"; exit 0; fi\n'
-                    f'exec "{sys.executable}" "$@"\n')
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-m" ]; then echo "jupyter got CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER"; exit 0; fi\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
     fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_DEVICE_ORDER", "MAKEFLAGS", "MAKELEVEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_DEVICE_ORDER", "MAKEFLAGS", "MAKELEVEL")
+    }
     if inherited:
-        env["CUDA_DEVICE_ORDER"] = inherited   # a shell that exported the CUDA default
-    done = subprocess.run(["make", "-s", "lab", "SKIP_INSTALL=1", f"VENV={tmp_path / 'venv'}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        env["CUDA_DEVICE_ORDER"] = inherited  # a shell that exported the CUDA default
+    done = subprocess.run(
+        ["make", "-s", "lab", "SKIP_INSTALL=1", f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "jupyter got CUDA_DEVICE_ORDER=PCI_BUS_ID" in done.stdout, done.stdout

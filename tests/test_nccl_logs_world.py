@@ -4,6 +4,7 @@ Every expected value below was read by hand from the fixture named on its row (t
 short; line numbers count from 1), never computed by the parser. Where each file comes from,
 and what it taught the parser, is in the folder's SOURCES.md.
 """
+
 import json
 import re
 import subprocess
@@ -39,7 +40,9 @@ def test_at_least_20_published_logs_each_with_its_source():
     assert len(FIXTURES) >= 20
     assert set(sources) == set(FIXTURES)  # every file listed, nothing listed that is missing
     assert len(set(sources.values())) >= 20  # from at least 20 different threads
-    assert all(re.match(r"https://github\.com/[\w.-]+/[\w.-]+/issues/\d+", url) for url in sources.values())
+    assert all(
+        re.match(r"https://github\.com/[\w.-]+/[\w.-]+/issues/\d+", url) for url in sources.values()
+    )
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -115,7 +118,10 @@ def test_hand_read_facts(name, version, transports, connections, truncated_line,
 def test_the_nccl_227_cloud_log_the_old_parser_refused():
     parsed = log("nccl-2.27-mpirun-aiplatform-1713.txt")
     assert {c["via"] for c in parsed["channels"]} == {
-        "NET/IB/12/GDRDMA/Shared", "NET/IB/10/GDRDMA/Shared", "P2P/CUMEM"}
+        "NET/IB/12/GDRDMA/Shared",
+        "NET/IB/10/GDRDMA/Shared",
+        "P2P/CUMEM",
+    }
     first = parsed["channels"][0]
     assert (first["channel"], first["src"], first["dst"], first["direction"]) == (5, 3, 0, "send")
 
@@ -136,9 +142,15 @@ def test_a_network_plugin_and_a_transport_name_with_a_space():
     assert [c["transport"] for c in plugin["channels"]].count("NET") == 8
     assert plugin["channels"][-1]["via"] == "NET/IBex"  # the excerpt stops inside this via
     aws = log("nccl-aws-libfabric-no-prefix-527.txt")
-    assert [c["via"] for c in aws["channels"] if c["transport"] == "NET"] == ["NET/AWS Libfabric/0/GDRDMA"] * 2
+    assert [c["via"] for c in aws["channels"] if c["transport"] == "NET"] == [
+        "NET/AWS Libfabric/0/GDRDMA"
+    ] * 2
     no_gdr = log("nccl-ibext-v8-no-gdr-1814.txt")
-    assert {c["via"] for c in no_gdr["channels"]} == {"NET/IBext_v8/2", "NET/IBext_v8/1", "NET/IBext_v8/"}
+    assert {c["via"] for c in no_gdr["channels"]} == {
+        "NET/IBext_v8/2",
+        "NET/IBext_v8/1",
+        "NET/IBext_v8/",
+    }
 
 
 def test_nvls_connected_and_64_ranks():
@@ -149,12 +161,21 @@ def test_nvls_connected_and_64_ranks():
 def test_pre_212_spellings_bus_ids_and_direct_pointer():
     a100 = log("nccl-a100-ib-busid-707.txt")
     first = a100["channels"][0]
-    assert (first["channel"], first["src"], first["src_device"], first["dst"], first["dst_device"],
-            first["direction"], first["via"]) == (1, 2, "c7000", 0, "87000", "receive", "NET/IB/5/GDRDMA")
+    assert (
+        first["channel"],
+        first["src"],
+        first["src_device"],
+        first["dst"],
+        first["dst_device"],
+        first["direction"],
+        first["via"],
+    ) == (1, 2, "c7000", 0, "87000", "receive", "NET/IB/5/GDRDMA")
     mixed = log("nccl-direct-pointer-shm-644.txt")
     assert [c["via"] for c in mixed["channels"]].count("P2P/direct pointer") == 7
     assert [c["via"] for c in mixed["channels"]].count("direct shared memory") == 7
-    assert {c["via"] for c in log("nccl-direct-pointer-read-111.txt")["channels"]} == {"P2P/direct pointer/read"}
+    assert {c["via"] for c in log("nccl-direct-pointer-read-111.txt")["channels"]} == {
+        "P2P/direct pointer/read"
+    }
 
 
 def test_versions_printed_bare_and_behind_the_prefix():
@@ -189,10 +210,19 @@ def test_cloudwatch_exports_quotes_ray_and_numbered_posts():
     assert plugin_only["channels"] == []
     numbered = log("nccl-ring-lines-numbered-385.txt")
     assert [c["line"] for c in numbered["channels"]] == list(range(2, 13))
-    assert [(c["src"], c["dst"]) for c in numbered["channels"] if c["transport"] == "NET"] == [(1, 8), (9, 0)]
+    assert [(c["src"], c["dst"]) for c in numbered["channels"] if c["transport"] == "NET"] == [
+        (1, 8),
+        (9, 0),
+    ]
     ray = log("nccl-ray-quoted-fragments-1672.txt")
     [only] = ray["channels"]
-    assert (only["channel"], only["src"], only["dst"], only["via"], only["line"]) == (8, 0, 1, "P2P/IPC", 13)
+    assert (only["channel"], only["src"], only["dst"], only["via"], only["line"]) == (
+        8,
+        0,
+        1,
+        "P2P/IPC",
+        13,
+    )
     assert ray["nranks"] == 8
     assert log("nccl-ray-coll-allreduce-1193.txt")["nranks"] == 128
 
@@ -200,11 +230,25 @@ def test_cloudwatch_exports_quotes_ray_and_numbered_posts():
 def test_records_of_two_ranks_in_one_line():
     merged = log("nccl-ring-merged-lines-147.txt")
     assert [c["line"] for c in merged["channels"]][:9] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    assert (merged["channels"][3]["src"], merged["channels"][3]["dst"]) == (7, 3)  # line 4: two headers
-    assert (merged["channels"][6]["src"], merged["channels"][6]["dst"]) == (6, 5)  # line 7: no header
+    assert (merged["channels"][3]["src"], merged["channels"][3]["dst"]) == (
+        7,
+        3,
+    )  # line 4: two headers
+    assert (merged["channels"][6]["src"], merged["channels"][6]["dst"]) == (
+        6,
+        5,
+    )  # line 7: no header
     joined = log("nccl-joined-lines-deepep-106.txt")
     assert [(c["channel"], c["src"], c["dst"]) for c in joined["channels"]] == [
-        (1, 1, 0), (10, 2, 1), (2, 1, 0), (11, 2, 1), (3, 1, 0), (12, 2, 1), (4, 1, 0), (4, 13, 4)]
+        (1, 1, 0),
+        (10, 2, 1),
+        (2, 1, 0),
+        (11, 2, 1),
+        (3, 1, 0),
+        (12, 2, 1),
+        (4, 1, 0),
+        (4, 13, 4),
+    ]
     assert joined["channels"][-1]["via"] == "NET/IBext/4/GDRDMA"  # not the spaces and host after it
 
 
@@ -215,11 +259,14 @@ def test_old_ring_and_tree_summaries_are_not_cut_connections():
 
 # ---------------------------------------------------------------- what any log may do
 
+
 def test_windows_line_ends_and_colour_codes_change_nothing():
     text = (LOGS / "nccl-h20-ib-gdrdma-1189.txt").read_text(encoding="utf-8")
     plain = parse_nccl_log(text)
     crlf = parse_nccl_log(text.replace("\n", "\r\n"))
-    coloured = parse_nccl_log("\n".join("\x1b[32m" + line + "\x1b[0m" for line in text.splitlines()))
+    coloured = parse_nccl_log(
+        "\n".join("\x1b[32m" + line + "\x1b[0m" for line in text.splitlines())
+    )
     assert crlf == plain
     assert coloured["channels"] == plain["channels"]
 
@@ -235,33 +282,42 @@ def test_a_log_that_starts_mid_way():
 def test_the_prefixes_of_each_level_as_nccl_228_writes_them():
     # src/debug.cc at v2.28.3-1: a "[%F %T] " timestamp (by default on WARN lines), then
     # "%s:%d:%d " and "[%d] %s:%d NCCL WARN " / "[%d] NCCL INFO " / "[%d] %f %s:%d NCCL TRACE "
-    text = ("[2025-06-01 10:00:00] gpu7:12:34 [3] transport/net_ib.cc:852 NCCL WARN NET/IB : No device found.\n"
-            "gpu7:12:34 [3] NCCL INFO Channel 00/0 : 0[3] -> 1[4] via P2P/CUMEM/read\n"
-            "gpu7:12:34 [3] 1234.567890 ncclTopoCompute:310 NCCL TRACE Pattern 4, crossNic 0\n"
-            "gpu7:12:35 NCCL CALL ncclAllReduce(0x7f00,0x7f00,1024,7,0,0x55aa,0x55bb)\n")
+    text = (
+        "[2025-06-01 10:00:00] gpu7:12:34 [3] transport/net_ib.cc:852 NCCL WARN NET/IB : No device found.\n"
+        "gpu7:12:34 [3] NCCL INFO Channel 00/0 : 0[3] -> 1[4] via P2P/CUMEM/read\n"
+        "gpu7:12:34 [3] 1234.567890 ncclTopoCompute:310 NCCL TRACE Pattern 4, crossNic 0\n"
+        "gpu7:12:35 NCCL CALL ncclAllReduce(0x7f00,0x7f00,1024,7,0,0x55aa,0x55bb)\n"
+    )
     parsed = parse_nccl_log(text)
     assert parsed["warnings"] == ["NET/IB : No device found."]
     assert [c["via"] for c in parsed["channels"]] == ["P2P/CUMEM/read"]
 
 
 def test_a_clock_time_at_the_end_is_not_a_cut_prefix():
-    parsed = parse_nccl_log("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nFinished at 12:34:56\n")
+    parsed = parse_nccl_log(
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nFinished at 12:34:56\n"
+    )
     assert parsed["truncated"] is False
 
 
 def test_a_line_of_a_kind_never_seen_is_kept_and_counted():
-    text = ("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
-            "h:1:2 [0] NCCL INFO Quantum link calibrated in 3 ns\n")
+    text = (
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+        "h:1:2 [0] NCCL INFO Quantum link calibrated in 3 ns\n"
+    )
     parsed = parse_nccl_log(text)
     assert parsed["unrecognised"] == [{"line": 2, "text": "Quantum link calibrated in 3 ns"}]
 
 
-@pytest.mark.parametrize("text,what", [
-    ("", "empty input"),
-    ("\n\n", "empty input"),
-    ('<system version="1">\n</system>\n', "no NCCL lines"),
-    ("Epoch 1/2 loss 0.3\n#  size count type\n", "no NCCL lines"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("", "empty input"),
+        ("\n\n", "empty input"),
+        ('<system version="1">\n</system>\n', "no NCCL lines"),
+        ("Epoch 1/2 loss 0.3\n#  size count type\n", "no NCCL lines"),
+    ],
+)
 def test_only_a_text_that_is_not_an_nccl_log_is_refused(text, what):
     with pytest.raises(ParseError) as error:
         parse_nccl_log(text)
@@ -270,9 +326,20 @@ def test_only_a_text_that_is_not_an_nccl_log_is_refused(text, what):
 
 def test_cli_reads_the_227_log_and_refuses_a_non_log_in_one_line(tmp_path):
     env = {"PYTHONPATH": str(SOURCE), "PATH": "/usr/bin:/bin"}
-    good = subprocess.run([sys.executable, "-m", "gputopo", "nccl-log",
-                           str(LOGS / "nccl-2.27-mpirun-aiplatform-1713.txt"), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputopo",
+            "nccl-log",
+            str(LOGS / "nccl-2.27-mpirun-aiplatform-1713.txt"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     # the log's last line stops inside a record: the one rule of every kind (gputopo.__main__),
     # what was read on stdout marked truncated, one line on stderr, exit 2
     assert good.returncode == 2 and good.stderr.count("\n") == 1
@@ -281,9 +348,15 @@ def test_cli_reads_the_227_log_and_refuses_a_non_log_in_one_line(tmp_path):
     assert read["truncated"] is True and read["truncated_line"] == 11 and read["channels"]
     other = tmp_path / "notes.txt"
     other.write_text("nothing from NCCL here\n")
-    bad = subprocess.run([sys.executable, "-m", "gputopo", "nccl-log", str(other), "--json"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "gputopo", "nccl-log", str(other), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stdout == ""
     # no line to blame: the location is the line where reading stopped, the last one
-    assert bad.stderr == ("gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) "
-                          f"({other}:1)\n")
+    assert bad.stderr == (
+        f"gputopo nccl-log: error: no NCCL lines found (was NCCL_DEBUG=INFO set?) ({other}:1)\n"
+    )

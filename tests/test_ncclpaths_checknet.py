@@ -16,6 +16,7 @@ by the code under test:
   mbps/8000 (line 372).
 Review findings MA1 (one NIC per GPU, not one shared NIC) and MA2 (the DGX-1 pair 1,7).
 """
+
 import pytest
 
 from gputopo import ncclpaths
@@ -34,15 +35,23 @@ def test_each_gpu_may_use_its_own_nic():
     assert E({}, "PHB", nccl_version="2.28.3", nics=TWO_NICS, **INTEL) is None
     assert E({}, "PHB", nccl_version="2.14.3", nics=TWO_NICS, **INTEL) is None
     # PXB counts as close too (path->type <= PATH_PXB)
-    assert E({}, "SYS", nccl_version="2.28.3", nics=[("PXB", "SYS"), ("SYS", "PXB")], **INTEL) is None
+    assert (
+        E({}, "SYS", nccl_version="2.28.3", nics=[("PXB", "SYS"), ("SYS", "PXB")], **INTEL) is None
+    )
 
 
 def test_both_gpus_need_a_close_nic():
     # Only GPU 0 has a NIC at PXB or closer: netSpeed2 stays 0, so no NET.
     assert E({}, "PHB", nccl_version="2.28.3", nics=[("PIX", "PHB")], **INTEL) == "SHM"
-    assert E({}, "SYS", nccl_version="2.28.3", nics=[("PIX", "SYS"), ("NODE", "SYS")], **INTEL) == "SHM"
+    assert (
+        E({}, "SYS", nccl_version="2.28.3", nics=[("PIX", "SYS"), ("NODE", "SYS")], **INTEL)
+        == "SHM"
+    )
     # NODE is NCCL's PHB: beyond PXB, not close
-    assert E({}, "SYS", nccl_version="2.28.3", nics=[("NODE", "SYS"), ("SYS", "NODE")], **INTEL) == "SHM"
+    assert (
+        E({}, "SYS", nccl_version="2.28.3", nics=[("NODE", "SYS"), ("SYS", "NODE")], **INTEL)
+        == "SHM"
+    )
 
 
 def test_unknown_nics_cannot_be_told_from_2_14():
@@ -66,16 +75,26 @@ def test_dgx1_pair_1_7():
     assert E({}, "SYS", nccl_version="2.12.12", **dgx1) == "SHM"
 
 
-@pytest.mark.parametrize("version,env,expected", [
-    ("2.28.3", {}, None), ("2.14.3", {}, None), ("2.13.4", {}, "P2P"),
-    ("2.28.3", {"NCCL_NET_DISABLE_INTRA": "1"}, "P2P"),
-])
+@pytest.mark.parametrize(
+    "version,env,expected",
+    [
+        ("2.28.3", {}, None),
+        ("2.14.3", {}, None),
+        ("2.13.4", {}, "P2P"),
+        ("2.28.3", {"NCCL_NET_DISABLE_INTRA": "1"}, "P2P"),
+    ],
+)
 def test_p2p_also_asks_about_a_close_nic(version, env, expected):
-    got = ncclpaths.expected_transport(env, "PIX", "GenuineIntel", nccl_version=version, local_gpus=2,
-                                       nics=[("PIX", "PIX")])
+    got = ncclpaths.expected_transport(
+        env, "PIX", "GenuineIntel", nccl_version=version, local_gpus=2, nics=[("PIX", "PIX")]
+    )
     assert got == expected
 
 
 def test_a_p2p_pair_with_unknown_nics_stays_p2p():
-    assert ncclpaths.expected_transport({}, "NVL", "GenuineIntel", nccl_version="2.28.3",
-                                        local_gpus=2, nics=None) == "P2P"
+    assert (
+        ncclpaths.expected_transport(
+            {}, "NVL", "GenuineIntel", nccl_version="2.28.3", local_gpus=2, nics=None
+        )
+        == "P2P"
+    )

@@ -6,6 +6,7 @@
 - every notebook links home and to its neighbours;
 - no stored output is an error, and no stored stream is stderr with a traceback.
 """
+
 import html
 import json
 import pathlib
@@ -16,7 +17,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = [ROOT / "Start_Here.ipynb"] + sorted((ROOT / "notebooks").glob("*.ipynb"))
-NUMBERED = sorted((p for p in NOTEBOOKS if re.match(r"\d+\.", p.name)), key=lambda p: int(p.name.split(".")[0]))
+NUMBERED = sorted(
+    (p for p in NOTEBOOKS if re.match(r"\d+\.", p.name)), key=lambda p: int(p.name.split(".")[0])
+)
 
 # [text](target) and ![alt](target), with an optional "title"; plus <img src=...> and <a href=...>.
 MD_LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -34,12 +37,12 @@ def _markdown(nb):
     for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "markdown":
             text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            yield index, FENCE.sub("", text)     # code blocks are not links
+            yield index, FENCE.sub("", text)  # code blocks are not links
 
 
 def heading_anchor(text):
     """The anchor JupyterLab gives a markdown heading: spaces become '-', nothing else changes."""
-    text = re.sub(r"<[^>]+>", "", text)                   # inline HTML
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links keep their text
     text = text.replace("`", "").replace("*", "").strip()
     return text.replace(" ", "-")
@@ -100,7 +103,9 @@ def test_links_and_images_resolve(path):
         if anchor and resolved.suffix == ".ipynb":
             anchor = urllib.parse.unquote(anchor)
             if anchor not in anchors(resolved):
-                problems.append(f"cell {index}: {target}: no heading gives #{anchor} in {resolved.name}")
+                problems.append(
+                    f"cell {index}: {target}: no heading gives #{anchor} in {resolved.name}"
+                )
         if is_image and resolved.suffix.lower() not in (".png", ".svg", ".jpg", ".jpeg", ".gif"):
             problems.append(f"cell {index}: image {target} is not a picture file")
     assert not problems, "\n".join(problems)
@@ -108,15 +113,21 @@ def test_links_and_images_resolve(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_every_image_has_alt_text(path):
-    missing = [f"cell {index}: {target}" for index, is_image, alt, target in links(path)
-               if is_image and len(alt.strip()) < 10]
+    missing = [
+        f"cell {index}: {target}"
+        for index, is_image, alt, target in links(path)
+        if is_image and len(alt.strip()) < 10
+    ]
     assert not missing, "images without (meaningful) alt text: " + ", ".join(missing)
 
 
 def _target_names(path):
     """Names of the files the notebook's (non-image, local) links point at."""
-    return {pathlib.PurePosixPath(urllib.parse.unquote(t.partition("#")[0])).name
-            for _, is_image, _, t in links(path) if not is_image and not _is_external(t) and t.partition("#")[0]}
+    return {
+        pathlib.PurePosixPath(urllib.parse.unquote(t.partition("#")[0])).name
+        for _, is_image, _, t in links(path)
+        if not is_image and not _is_external(t) and t.partition("#")[0]
+    }
 
 
 def _number(path):
@@ -132,7 +143,7 @@ def test_navigation(path):
     if path.name == "Start_Here.ipynb":
         assert numbered(1), "Start_Here must link to notebook 1"
         return
-    if not re.match(r"\d+\.", path.name):   # an appendix (A.*): outside the sequence, linked home
+    if not re.match(r"\d+\.", path.name):  # an appendix (A.*): outside the sequence, linked home
         assert "Start_Here.ipynb" in names, f"{path.name} has no link home (Start_Here.ipynb)"
         assert re.match(r"[A-Z]\.[^/]*\.ipynb$", path.name), f"{path.name}: neither N.* nor A.*"
         return
@@ -152,10 +163,15 @@ def test_no_stored_errors(path):
     for index, cell in enumerate(_load(path)["cells"]):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                problems.append(f"cell {index}: stored error {output.get('ename')}: {output.get('evalue')}")
+                problems.append(
+                    f"cell {index}: stored error {output.get('ename')}: {output.get('evalue')}"
+                )
             text = output.get("text", "")
             text = "".join(text) if isinstance(text, list) else text
-            if output.get("output_type") == "stream" and "Traceback (most recent call last)" in text:
+            if (
+                output.get("output_type") == "stream"
+                and "Traceback (most recent call last)" in text
+            ):
                 problems.append(f"cell {index}: stored traceback in {output.get('name')}")
     assert not problems, "\n".join(problems)
 

@@ -31,8 +31,6 @@ def machine_from(fake_nvidia_smi, system, nvlink_text=None):
     return detect(check_horovod=False, environ={})
 
 
-
-
 def test_h100_bridge_pair_peak_is_12_links_at_the_data_rate():
     # topo -m: NV12; nvlink -s prints 26.562 per link (signalling); the peak is 12 x 25.
     found = links.peak("NV12", "NVIDIA H100 PCIe")
@@ -44,7 +42,9 @@ def test_h200_pair_peak_is_450_like_its_recorded_row(fake_nvidia_smi):
     assert links.peak_gbs(machine.link_between(0, 1), machine.gpu_names[0]) == pytest.approx(450.0)
     # The live run of the course on that machine (its notebook 4 then, cell 5) printed 396.45 GB/s
     # for GPU0 -> GPU1; held against the machine it is 396.45 / 450 = 88 %, as the recorded row.
-    course_run = EVIDENCE / "course-run" / "4.P2P-Bandwidth-Latency-Test.ipynb"   # numbered as it was then
+    course_run = (
+        EVIDENCE / "course-run" / "4.P2P-Bandwidth-Latency-Test.ipynb"
+    )  # numbered as it was then
     notebook = json.loads(course_run.read_text(encoding="utf-8"))
     text = "".join(notebook["cells"][5]["outputs"][0]["data"]["text/plain"])
     live = p2p_parser.parse(text)
@@ -53,6 +53,11 @@ def test_h200_pair_peak_is_450_like_its_recorded_row(fake_nvidia_smi):
     assert first["gbs"] == pytest.approx(396.45)
     assert first["peak"] == pytest.approx(450.0) and f"{first['share']:.0%}" == "88%"
     entry = p2p_test.recorded([H200])[H200]
-    recorded_row = next(r for r in p2p_test.efficiency_rows(entry["parsed"], p2p_test.link_lookup(H200), entry["gpu"], H200)
-                        if r["matrix"] == "unidirectional_write" and r["pair"] == "0->1")
+    recorded_row = next(
+        r
+        for r in p2p_test.efficiency_rows(
+            entry["parsed"], p2p_test.link_lookup(H200), entry["gpu"], H200
+        )
+        if r["matrix"] == "unidirectional_write" and r["pair"] == "0->1"
+    )
     assert f"{recorded_row['share']:.0%}" == "88%"

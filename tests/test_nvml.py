@@ -77,8 +77,11 @@ def use_nvml(monkeypatch, module):
 
 def test_nvml_and_text_give_one_result(fake_nvidia_smi, monkeypatch):
     p2p_text = reference.read_text(H200, "nvidia-smi-topo-p2p-rw.txt")
-    script = fake_nvidia_smi(H200, gpu_names=NAMES, outputs={"topo -p2p r": p2p_text, "topo -p2p w": p2p_text})
+    script = fake_nvidia_smi(
+        H200, gpu_names=NAMES, outputs={"topo -p2p r": p2p_text, "topo -p2p w": p2p_text}
+    )
     import json
+
     answers = json.loads((script.parent / "answers.json").read_text())
     for gpu, bus in zip(answers["gpus"], BUS_IDS):
         gpu["pci.bus_id"] = bus
@@ -87,12 +90,28 @@ def test_nvml_and_text_give_one_result(fake_nvidia_smi, monkeypatch):
     by_text = detect(check_horovod=False, environ={})
     assert by_text.facts_from == "nvidia-smi"
 
-    use_nvml(monkeypatch, fake_pynvml(NAMES, BUS_IDS, reference.read_text(H200, "nvidia-smi-nvlink-s.txt"),
-                                      p2p_status.parse(p2p_text)["status"]))
+    use_nvml(
+        monkeypatch,
+        fake_pynvml(
+            NAMES,
+            BUS_IDS,
+            reference.read_text(H200, "nvidia-smi-nvlink-s.txt"),
+            p2p_status.parse(p2p_text)["status"],
+        ),
+    )
     by_nvml = detect(check_horovod=False, environ={})
     assert by_nvml.facts_from == "NVML"
-    for field in ("mode", "gpu_count", "visible_gpu_count", "gpu_names", "gpu_bus_ids", "nvlink",
-                  "p2p_matrix", "best_pair", "worst_pair"):
+    for field in (
+        "mode",
+        "gpu_count",
+        "visible_gpu_count",
+        "gpu_names",
+        "gpu_bus_ids",
+        "nvlink",
+        "p2p_matrix",
+        "best_pair",
+        "worst_pair",
+    ):
         assert getattr(by_nvml, field) == getattr(by_text, field), field
     assert [g.uuid for g in by_nvml.gpus] == [g.uuid for g in by_text.gpus]
     assert by_nvml.nvlink_active_links["GPU3"] == 18
@@ -106,18 +125,34 @@ def test_nvml_common_ancestors_stand_in_for_a_missing_topo_matrix(fake_nvidia_sm
     # A PCIe box: the text of topo -m is the reference the NVML answer must match.
     from pathlib import Path
 
-    text = (Path(__file__).parent / "fixtures" / "machines" / "l40s-4gpu-2numa-nics" / "nvidia-smi-topo-m.txt").read_text()
+    text = (
+        Path(__file__).parent
+        / "fixtures"
+        / "machines"
+        / "l40s-4gpu-2numa-nics"
+        / "nvidia-smi-topo-m.txt"
+    ).read_text()
     links = parse_topo(text)["links"]
-    links = {gpu: {peer: code for peer, code in row.items() if peer.startswith("GPU")}
-             for gpu, row in links.items() if gpu.startswith("GPU")}
+    links = {
+        gpu: {peer: code for peer, code in row.items() if peer.startswith("GPU")}
+        for gpu, row in links.items()
+        if gpu.startswith("GPU")
+    }
     names = ["NVIDIA L40S"] * len(links)
     fake_nvidia_smi(gpu_names=names, outputs={"topo -m": "Failed to run topology: Not Supported\n"})
-    use_nvml(monkeypatch, fake_pynvml(names, [f"00000000:{i + 4:02X}:00.0" for i in range(len(names))],
-                                      ancestors=links))
+    use_nvml(
+        monkeypatch,
+        fake_pynvml(
+            names, [f"00000000:{i + 4:02X}:00.0" for i in range(len(names))], ancestors=links
+        ),
+    )
     machine = detect(check_horovod=False, environ={})
     assert machine.topology["source"] == "NVML"
     assert machine.topology["links"] == links
-    assert machine.best_pair == parse_topo(text)["best_pair"] and machine.worst_pair == parse_topo(text)["worst_pair"]
+    assert (
+        machine.best_pair == parse_topo(text)["best_pair"]
+        and machine.worst_pair == parse_topo(text)["worst_pair"]
+    )
 
 
 def test_nvml_that_does_not_start_falls_back_to_text(fake_nvidia_smi, monkeypatch):
@@ -125,15 +160,27 @@ def test_nvml_that_does_not_start_falls_back_to_text(fake_nvidia_smi, monkeypatc
     use_nvml(monkeypatch, fake_pynvml([], [], init_error="NVML Shared Library Not Found"))
     machine = detect(check_horovod=False, environ={})
     assert machine.facts_from == "nvidia-smi" and machine.gpu_count == 2
-    assert "NVML did not start" in machine.notes["nvml"] and "Library Not Found" in machine.notes["nvml"]
+    assert (
+        "NVML did not start" in machine.notes["nvml"]
+        and "Library Not Found" in machine.notes["nvml"]
+    )
 
 
 def test_nvml_status_codes_are_the_ones_nvidia_smi_prints():
-    lib = fake_pynvml(["A", "B", "C"], ["0:1:0.0", "0:2:0.0", "0:3:0.0"],
-                      p2p={"GPU0": {"GPU1": "CNS", "GPU2": "DR"}, "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
-                           "GPU2": {"GPU0": "OK", "GPU1": "NS"}})
-    assert nvml.p2p_status(lib, "read") == {"GPU0": {"GPU1": "CNS", "GPU2": "DR"}, "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
-                                            "GPU2": {"GPU0": "OK", "GPU1": "NS"}}
+    lib = fake_pynvml(
+        ["A", "B", "C"],
+        ["0:1:0.0", "0:2:0.0", "0:3:0.0"],
+        p2p={
+            "GPU0": {"GPU1": "CNS", "GPU2": "DR"},
+            "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
+            "GPU2": {"GPU0": "OK", "GPU1": "NS"},
+        },
+    )
+    assert nvml.p2p_status(lib, "read") == {
+        "GPU0": {"GPU1": "CNS", "GPU2": "DR"},
+        "GPU1": {"GPU0": "TNS", "GPU2": "GNS"},
+        "GPU2": {"GPU0": "OK", "GPU1": "NS"},
+    }
     assert nvml.nvlink_counts(lib) == {}  # no NVLink slots at all
 
 

@@ -3,6 +3,7 @@
 The fake pynvml of test_nvml.py answers PCIe gen 5 x16 max, gen 1 x16 now and MIG off; one
 GPU here also refuses its UUID and PCIe generation (NotSupported), which must become None.
 """
+
 from test_nvml import BUS_IDS, NAMES, NVMLError, fake_pynvml
 
 from coursetools import nvml
@@ -20,9 +21,17 @@ def _refusing(module):
 
 def test_inventory_is_typed_and_unknown_is_none():
     first, second = nvml.inventory(_refusing(fake_pynvml(NAMES[:2], BUS_IDS[:2])))
-    assert first == Gpu(index=0, name="NVIDIA H200", bus_id="00000000:18:00.0", uuid="GPU-00000000",
-                        pcie_gen_max=5, pcie_width_max=16, pcie_gen_current=1, pcie_width_current=16,
-                        mig_mode="Disabled")
+    assert first == Gpu(
+        index=0,
+        name="NVIDIA H200",
+        bus_id="00000000:18:00.0",
+        uuid="GPU-00000000",
+        pcie_gen_max=5,
+        pcie_width_max=16,
+        pcie_gen_current=1,
+        pcie_width_current=16,
+        mig_mode="Disabled",
+    )
     assert second.uuid is None and second.pcie_gen_max is None
     assert second.pcie_width_max == 16
 
@@ -51,8 +60,9 @@ def test_mig_instances_come_from_nvml():
     module = fake_pynvml(["NVIDIA A100-SXM4-40GB"], ["00000000:07:00.0"])
     module.nvmlDeviceGetMigMode = lambda h: [1, 1]
     module.nvmlDeviceGetMaxMigDeviceCount = lambda h: 7
-    module.nvmlDeviceGetMigDeviceHandleByIndex = lambda h, i: ("mig", i) if i < 2 else \
-        (_ for _ in ()).throw(NVMLError("Not Found"))
+    module.nvmlDeviceGetMigDeviceHandleByIndex = lambda h, i: (
+        ("mig", i) if i < 2 else (_ for _ in ()).throw(NVMLError("Not Found"))
+    )
     uuids = {("mig", 0): "MIG-aaa", ("mig", 1): "MIG-bbb"}
     module.nvmlDeviceGetUUID = lambda h: uuids[h] if isinstance(h, tuple) else "GPU-aaa"
     (gpu,) = nvml.inventory(module)

@@ -4,13 +4,16 @@ Expected values read by hand from reference_systems/h200-nvswitch-8gpu/p2pBandwi
 every pair NV18, one-way P2P writes 393.46 (GPU5 -> GPU1) to 394.66 (GPU3 -> GPU5) GB/s;
 8 GPUs have 8 x 7 = 56 ordered pairs.
 """
+
 from gputopo import reference
 from gputopo.lessons import p2p_test
 
 
 def _report(system, name="p2pBandwidthLatencyTest.txt"):
     parsed = reference.load(system, "p2p", filename=name)
-    return p2p_test.report(parsed, p2p_test.link_lookup(system), reference.read_text(system, name), system)
+    return p2p_test.report(
+        parsed, p2p_test.link_lookup(system), reference.read_text(system, name), system
+    )
 
 
 def test_eight_gpus_give_one_row_per_copy_kind_and_link():

@@ -13,6 +13,7 @@ Expected values were read by hand from the recorded files named in each test:
 - dgx1-v100/p2pBandwidthLatencyTest-row0-excerpt.txt: GPU 0's both-ways row, 96.85 to GPU 3 (NV2),
   GPUs 5-7 at 18.44-19.34 us in the "P2P=Enabled" latency row (no peer access: staged).
 """
+
 import json
 from pathlib import Path
 
@@ -41,24 +42,32 @@ def test_recorded_finds_every_system_by_its_files_and_names_the_tool():
     found = p2p_test.recorded()
     assert set(found) >= {"dgx1-v100", H100, "h200-nvswitch-8gpu", H200, "rtx2080-nvlink-pair"}
     assert found[H100]["gpu"] == "NVIDIA H100 PCIe"
-    assert found[H200]["files"][0] == "p2pBandwidthLatencyTest.txt"   # the plain run first
+    assert found[H200]["files"][0] == "p2pBandwidthLatencyTest.txt"  # the plain run first
     # the H200 pair's merged result takes reads from the --p2p_read file, writes from the plain run
     assert found[H200]["parsed"]["bandwidth_gbs"]["unidirectional_write"][0][1] == 396.51
     assert found[H200]["parsed"]["bandwidth_gbs"]["unidirectional_read"][0][1] == 390.22
     assert {s: e["tool"] for s, e in found.items() if s in ("dgx1-v100", H100, H200)} == {
-        "dgx1-v100": "NVIDIA sample", H100: "NVIDIA sample", H200: "course"}
+        "dgx1-v100": "NVIDIA sample",
+        H100: "NVIDIA sample",
+        H200: "course",
+    }
 
 
 def test_link_lookup_from_topo_system_json_and_a_live_topology():
-    assert p2p_test.link_lookup(H100)(1, 0) == "NV12"                  # its recorded topo -m
-    dgx = p2p_test.link_lookup("dgx1-v100")                             # its system.json, both ways
+    assert p2p_test.link_lookup(H100)(1, 0) == "NV12"  # its recorded topo -m
+    dgx = p2p_test.link_lookup("dgx1-v100")  # its system.json, both ways
     assert [dgx(0, j) for j in range(1, 8)] == ["NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"]
     assert p2p_test.link_lookup(topology={"links": {"GPU0": {"GPU1": "SYS"}}})(0, 1) == "SYS"
     assert p2p_test.link_lookup(topology={})(0, 1) is None
 
 
 def test_peer_access_from_the_connectivity_matrix_or_system_json():
-    assert p2p_test.peer_access({"connectivity": [[1, 0], [0, 1]], "devices": [{"index": 0}, {"index": 1}]})(0, 1) is False
+    assert (
+        p2p_test.peer_access(
+            {"connectivity": [[1, 0], [0, 1]], "devices": [{"index": 0}, {"index": 1}]}
+        )(0, 1)
+        is False
+    )
     peer = p2p_test.peer_access({}, "dgx1-v100")
     assert [j for j in range(1, 8) if peer(0, j) is False] == [5, 6, 7]
     assert p2p_test.peer_access({"connectivity": None})(0, 1) is None
@@ -66,20 +75,28 @@ def test_peer_access_from_the_connectivity_matrix_or_system_json():
 
 def test_efficiency_rows_of_the_h100_pair():
     parsed, _ = _output(H100, "p2pBandwidthLatencyTest.txt")
-    rows = {(r["matrix"], r["pair"]): r for r in p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H100))}
+    rows = {
+        (r["matrix"], r["pair"]): r
+        for r in p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H100))
+    }
     assert rows[("unidirectional_write", "0->1")]["peak"] == 300.0
     assert rows[("bidirectional_enabled", "0<->1")]["peak"] == 600.0
     staged = rows[("unidirectional_disabled", "0->1")]
     assert staged["link"] == "via host" and staged["peak"] == pytest.approx(32 * 16 * 128 / 130 / 8)
-    assert not any(pair in ("0->0", "1->1") for _, pair in rows)    # no diagonal
+    assert not any(pair in ("0->0", "1->1") for _, pair in rows)  # no diagonal
 
 
 def test_dgx1_pairs_without_peer_access_are_staged_never_p2p():
     entry = p2p_test.recorded(["dgx1-v100"])["dgx1-v100"]
-    rows = p2p_test.efficiency_rows(entry["parsed"], p2p_test.link_lookup("dgx1-v100"), entry["gpu"], "dgx1-v100")
+    rows = p2p_test.efficiency_rows(
+        entry["parsed"], p2p_test.link_lookup("dgx1-v100"), entry["gpu"], "dgx1-v100"
+    )
     both = {r["pair"]: r for r in rows if r["matrix"] == "bidirectional_enabled"}
     assert both["0<->3"]["peak"] == 100.0 and both["0<->3"]["share"] == pytest.approx(96.85 / 100)
-    assert both["0<->5"]["what"] == "both ways, P2P: no peer access, staged" and both["0<->5"]["link"] == "via host"
+    assert (
+        both["0<->5"]["what"] == "both ways, P2P: no peer access, staged"
+        and both["0<->5"]["link"] == "via host"
+    )
 
 
 def test_report_on_the_notebooks_recorded_run_gives_the_verdicts_decided_by_hand():
@@ -95,21 +112,34 @@ def test_report_on_the_notebooks_recorded_run_gives_the_verdicts_decided_by_hand
 
 def test_a_low_copy_is_low_and_a_kernel_copy_is_judged_as_one():
     parsed, text = _output(H200, "p2pBandwidthLatencyTest-numElems40000000.txt")
-    parsed["bandwidth_gbs"]["unidirectional_write"][0][1] = 200.0     # 0.44 of 450: below 337.5
-    assert p2p_test.report(parsed, p2p_test.link_lookup(H200), text, H200)[0][6].startswith("low (0.44")
+    parsed["bandwidth_gbs"]["unidirectional_write"][0][1] = 200.0  # 0.44 of 450: below 337.5
+    assert p2p_test.report(parsed, p2p_test.link_lookup(H200), text, H200)[0][6].startswith(
+        "low (0.44"
+    )
     # --sm_copy's output (Method: SM copy kernel) is judged with the range for copy kernels
     parsed, text = _output(H200, "p2pBandwidthLatencyTest-sm_copy.txt")
     row = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200), text=text)[0]
     assert (row["matrix"], row["gbs"]) == ("unidirectional_write", 368.86)
     assert any("nccl-tests issue #149" in str(f) for f in row["verdict"].figures)
-    ce = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200))[0]["verdict"]   # no Method line: copy engine
+    ce = p2p_test.efficiency_rows(parsed, p2p_test.link_lookup(H200))[0][
+        "verdict"
+    ]  # no Method line: copy engine
     assert not any("nccl-tests issue #149" in str(f) for f in ce.figures)
 
 
 def test_a_one_gpu_run_says_so_in_one_row_and_a_cut_off_run_is_incomplete():
     parsed, text = _output(H200, "p2pBandwidthLatencyTest-devices1.txt")
     assert p2p_test.report(parsed, lambda i, j: None, text) == [
-        ("one GPU only", "", "", "", "", "", "its cells cross no link between GPUs: no peak, no verdict")]
+        (
+            "one GPU only",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "its cells cross no link between GPUs: no peak, no verdict",
+        )
+    ]
     parsed, text = _output(H200, "p2pBandwidthLatencyTest.txt")
     cut = text[: text.index("Data check")]
     (row,) = p2p_test.report(PARSERS["p2p"](cut), p2p_test.link_lookup(H200), cut)
@@ -124,8 +154,19 @@ def test_the_notebooks_side_by_side_cell_prints_the_rows_read_by_hand(capsys):
 
     exec(_cell_source("04d5e0dd"), {"p2p_test": p2p_test, "links": links, "text_table": text_table})
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
-    assert rows["rtx2080-nvlink-pair"] == ["rtx2080-nvlink-pair", "NVIDIA", "sample", "GPU0-GPU1", "NV1", "24.23",
-                                           "48.37", "5.82", "0.92", "20.55", "97%"]
+    assert rows["rtx2080-nvlink-pair"] == [
+        "rtx2080-nvlink-pair",
+        "NVIDIA",
+        "sample",
+        "GPU0-GPU1",
+        "NV1",
+        "24.23",
+        "48.37",
+        "5.82",
+        "0.92",
+        "20.55",
+        "97%",
+    ]
     assert rows[H100][5:] == ["256.62", "509.35", "26.10", "2.56", "16.59", "86%"]
     assert rows["dgx1-v100"][5:8] == ["-", "48.49", "-"] and rows["dgx1-v100"][-1] == "-"
 
@@ -135,10 +176,14 @@ def test_ranges_separate_p2p_writes_from_staged_copies():
     # lowest NVLink share: H100 pair both ways 1<->0, 509.15 of 600; highest: DGX-1 0<->1, 48.49 of 50
     assert found["NVLink P2P, share of peak"][:2] == pytest.approx((509.15 / 600, 48.49 / 50))
     # staged one way: RTX 2080 5.82 of gen3 x16 (15.754); H200 pair 1->0 38.41 of gen5 x16 (63.015)
-    assert found["staged one way, share of PCIe x16"][:2] == pytest.approx((5.82 / (8 * 16 * 128 / 130 / 8),
-                                                                             38.41 / (32 * 16 * 128 / 130 / 8)))
+    assert found["staged one way, share of PCIe x16"][:2] == pytest.approx(
+        (5.82 / (8 * 16 * 128 / 130 / 8), 38.41 / (32 * 16 * 128 / 130 / 8))
+    )
     assert found["P2P write latency, us"][:2] == (0.92, 2.56)
-    assert found["staged latency, us"][:2] == (11.36, 20.55)      # DGX-1's no-peer cells 18.44-19.34 inside
+    assert found["staged latency, us"][:2] == (
+        11.36,
+        20.55,
+    )  # DGX-1's no-peer cells 18.44-19.34 inside
     dgx = p2p_test.ranges(p2p_test.recorded(["dgx1-v100"]))
     assert dgx["staged latency, us"][1] == 19.34 and dgx["P2P write latency, us"][1] < 2.1
 
@@ -164,16 +209,36 @@ def _shell_line(source):
 
 def test_the_notebook_types_the_real_commands():
     # the build is the plain make line: the Makefile serialises builds itself (issue 35 item 5)
-    assert _cell_source("af9f0a6e").splitlines()[-1] == "!make -C ../source_code/p2pBandwidthLatencyTest"
+    assert (
+        _cell_source("af9f0a6e").splitlines()[-1]
+        == "!make -C ../source_code/p2pBandwidthLatencyTest"
+    )
     # every run numbers GPUs as nvidia-smi does (expert audit m6; notebook 2 explains why)
     run = _shell_line(_cell_source("f426ec88"))
-    assert run.split() == ["!CUDA_DEVICE_ORDER=PCI_BUS_ID", "{PROG}", "--numElems=40000000", "2>&1", "|",
-                           "tee", "{RUN}/p2pBandwidthLatencyTest.txt"]
+    assert run.split() == [
+        "!CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        "{PROG}",
+        "--numElems=40000000",
+        "2>&1",
+        "|",
+        "tee",
+        "{RUN}/p2pBandwidthLatencyTest.txt",
+    ]
     for cell in ("05e16a47", "pr0cd002"):
-        assert _shell_line(_cell_source(cell)).startswith("!CUDA_DEVICE_ORDER=PCI_BUS_ID {PROG} --devices=0,1 ")
+        assert _shell_line(_cell_source(cell)).startswith(
+            "!CUDA_DEVICE_ORDER=PCI_BUS_ID {PROG} --devices=0,1 "
+        )
     source = NOTEBOOK.read_text(encoding="utf-8")
-    for forbidden in ("gputopo.course", "p2ptest", "coursetools.detect", "hostbench", "lesson4_p2p",
-                      "NCCL_NVLS_ENABLE=1", "flock", "live.Output("):
+    for forbidden in (
+        "gputopo.course",
+        "p2ptest",
+        "coursetools.detect",
+        "hostbench",
+        "lesson4_p2p",
+        "NCCL_NVLS_ENABLE=1",
+        "flock",
+        "live.Output(",
+    ):
         assert forbidden not in source
 
 
@@ -181,10 +246,17 @@ def test_method_parts_of_the_recorded_runs():
     # read by hand from the Method: lines of h200-nvswitch-pair/p2pBandwidthLatencyTest-p2p_read.txt
     # and -sm_copy.txt; NVIDIA's sample (the H100 pair's file) prints no Method: line
     reads = reference.read_text(H200, "p2pBandwidthLatencyTest-p2p_read.txt")
-    assert p2p_test.method_parts(reads) == ("copy engine (cudaMemcpyPeerAsync), P2P reads",
-                                            "67108864 elements (256.0 MiB)")
+    assert p2p_test.method_parts(reads) == (
+        "copy engine (cudaMemcpyPeerAsync), P2P reads",
+        "67108864 elements (256.0 MiB)",
+    )
     kernel = reference.read_text(H200, "p2pBandwidthLatencyTest-sm_copy.txt")
-    assert p2p_test.method_parts(kernel) == ("SM copy kernel (16-byte loads/stores), P2P writes",
-                                             "67108864 elements (256.0 MiB)")
-    assert p2p_test.method_parts(reference.read_text(H100, "p2pBandwidthLatencyTest.txt")) == ("", "")
+    assert p2p_test.method_parts(kernel) == (
+        "SM copy kernel (16-byte loads/stores), P2P writes",
+        "67108864 elements (256.0 MiB)",
+    )
+    assert p2p_test.method_parts(reference.read_text(H100, "p2pBandwidthLatencyTest.txt")) == (
+        "",
+        "",
+    )
     assert p2p_test.method_parts("Method: cut off here") == ("", "")

@@ -8,6 +8,7 @@ path; the gputopo modules then loaded must stay inside that set, and `import gpu
 load nothing but the package file (it used to pull in discovery, 4,000 lines).
 tools/package_lines.py is run on a notebook written here.
 """
+
 import json
 import os
 import subprocess
@@ -17,15 +18,29 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED = {"gputopo", "gputopo.live", "gputopo.parsers", "gputopo.reference", "gputopo.alphabeta",
-           "gputopo.ncclpaths", "gputopo.links", "gputopo.linkcodes", "gputopo.plots",
-           "gputopo.verdicts", "gputopo.selfcheck", "gputopo.units", "gputopo.diagnose"}
+ALLOWED = {
+    "gputopo",
+    "gputopo.live",
+    "gputopo.parsers",
+    "gputopo.reference",
+    "gputopo.alphabeta",
+    "gputopo.ncclpaths",
+    "gputopo.links",
+    "gputopo.linkcodes",
+    "gputopo.plots",
+    "gputopo.verdicts",
+    "gputopo.selfcheck",
+    "gputopo.units",
+    "gputopo.diagnose",
+}
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
 
 
 def _loaded(statement):
     code = f"import sys\n{statement}\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('gputopo', 'coursetools')))"
-    done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.replace("'", '"'))
 
@@ -36,8 +51,11 @@ def test_import_gputopo_loads_only_the_package_file():
 
 @pytest.mark.parametrize("module", sorted(ALLOWED - {"gputopo"}))
 def test_allowed_module_loads_only_allowed_modules(module):
-    outside = [m for m in _loaded(f"import {module}")
-               if m not in ALLOWED and not m.startswith("gputopo.parsers.")]
+    outside = [
+        m
+        for m in _loaded(f"import {module}")
+        if m not in ALLOWED and not m.startswith("gputopo.parsers.")
+    ]
     assert outside == [], f"{module} loads {outside}"
 
 
@@ -46,7 +64,9 @@ def _notebook_imports(path):
     b` names a.b where that is a module), read after IPython turns its `!` lines into Python."""
     import ast
 
-    transform = pytest.importorskip("IPython.core.inputtransformer2").TransformerManager().transform_cell
+    transform = (
+        pytest.importorskip("IPython.core.inputtransformer2").TransformerManager().transform_cell
+    )
     source = ROOT / "source_code"
 
     def ours(name):
@@ -64,8 +84,12 @@ def _notebook_imports(path):
                 if isinstance(node, ast.Import):
                     found.update(alias.name for alias in node.names)
                 elif isinstance(node, ast.ImportFrom):
-                    found.update(f"{node.module}.{alias.name}" if is_module(f"{node.module}.{alias.name}")
-                                 else node.module for alias in node.names)
+                    found.update(
+                        f"{node.module}.{alias.name}"
+                        if is_module(f"{node.module}.{alias.name}")
+                        else node.module
+                        for alias in node.names
+                    )
     return {name for name in found if ours(name)}
 
 
@@ -82,24 +106,44 @@ def test_notebooks_import_only_what_the_rule_allows(notebook):
 
 
 def test_the_notebook_rule_catches_a_coursetools_import(tmp_path):
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-              "source": "!nvidia-smi -L\nif True:\n    !echo {x}\n    from coursetools import detect\n"
-                        "from gputopo import live, reference\nfrom gputopo.parsers import PARSERS\n"}]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": "!nvidia-smi -L\nif True:\n    !echo {x}\n    from coursetools import detect\n"
+            "from gputopo import live, reference\nfrom gputopo.parsers import PARSERS\n",
+        }
+    ]
     notebook = tmp_path / "n.ipynb"
-    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    assert _notebook_imports(notebook) == {"coursetools.detect", "gputopo.live", "gputopo.reference",
-                                           "gputopo.parsers"}
+    notebook.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    assert _notebook_imports(notebook) == {
+        "coursetools.detect",
+        "gputopo.live",
+        "gputopo.reference",
+        "gputopo.parsers",
+    }
 
 
 def test_cli_still_parses_after_a_bare_import(tmp_path):
     # `python -m gputopo KIND FILE --json` with a two-GPU topo -m (hand-written, NV18 both ways).
     topo = tmp_path / "topo.txt"
-    topo.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
-                    "GPU0\t X \tNV18\t0-47\t0\t\tN/A\n"
-                    "GPU1\tNV18\t X \t0-47\t0\t\tN/A\n\n"
-                    "Legend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n")
-    done = subprocess.run([sys.executable, "-m", "gputopo", "topo", str(topo), "--json"], env=ENV,
-                          capture_output=True, text=True, timeout=120)
+    topo.write_text(
+        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        "GPU0\t X \tNV18\t0-47\t0\t\tN/A\n"
+        "GPU1\tNV18\t X \t0-47\t0\t\tN/A\n\n"
+        "Legend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gputopo", "topo", str(topo), "--json"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["links"]["GPU0"]["GPU1"] == "NV18"
 
@@ -107,16 +151,31 @@ def test_cli_still_parses_after_a_bare_import(tmp_path):
 def test_package_lines_counts_what_a_notebook_imports(tmp_path):
     # A notebook with a shell line, an import inside a function and a non-gputopo import: the
     # count is units.py and the package file, wc -l of each (read here, not by the tool).
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-              "source": "!nvidia-smi topo -m | tee x.txt\nimport json\ndef f():\n    import gputopo.units\n"},
-             {"cell_type": "markdown", "metadata": {}, "source": "import gputopo.plots"}]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": "!nvidia-smi topo -m | tee x.txt\nimport json\ndef f():\n    import gputopo.units\n",
+        },
+        {"cell_type": "markdown", "metadata": {}, "source": "import gputopo.plots"},
+    ]
     notebook = tmp_path / "n.ipynb"
-    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "package_lines.py"), str(notebook)],
-                          capture_output=True, text=True, timeout=120)
+    notebook.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "package_lines.py"), str(notebook)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    lines = sum(len((ROOT / "source_code" / "gputopo" / name).read_text().splitlines())
-                for name in ("__init__.py", "units.py"))
+    lines = sum(
+        len((ROOT / "source_code" / "gputopo" / name).read_text().splitlines())
+        for name in ("__init__.py", "units.py")
+    )
     assert done.stdout.splitlines()[1].split()[1:] == ["2", str(lines)], done.stdout
 
 
@@ -151,8 +210,10 @@ def _import_graph(packages=("gputopo", "coursetools")):
                 if node.level:
                     anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
                     base = ".".join(anchor + ([base] if base else []))
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
-                           for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                    for alias in node.names
+                ]
             else:
                 continue
             for target in targets:

@@ -30,17 +30,20 @@ def fixture(name):
 # ---------------------------------------------------------------- launcher prefixes
 
 
-@pytest.mark.parametrize("line, rest", [
-    ("[1,3]<stdout>:#  size", "#  size"),
-    ("Mon Nov 23 04:00:01 2026[1,0]<stderr>:host:1:1 x", "host:1:1 x"),
-    ("Mon Nov  3 04:00:03 2026<stderr>:host x", "host x"),
-    ("[2]<stderr>:abc", "abc"),
-    ("[rank5]:abc", "abc"),
-    ("[default1]:abc", "abc"),
-    ("3: abc", "abc"),
-    ("host:12:12 [0] NCCL INFO x", "host:12:12 [0] NCCL INFO x"),
-    ("        8             2   float", "        8             2   float"),
-])
+@pytest.mark.parametrize(
+    "line, rest",
+    [
+        ("[1,3]<stdout>:#  size", "#  size"),
+        ("Mon Nov 23 04:00:01 2026[1,0]<stderr>:host:1:1 x", "host:1:1 x"),
+        ("Mon Nov  3 04:00:03 2026<stderr>:host x", "host x"),
+        ("[2]<stderr>:abc", "abc"),
+        ("[rank5]:abc", "abc"),
+        ("[default1]:abc", "abc"),
+        ("3: abc", "abc"),
+        ("host:12:12 [0] NCCL INFO x", "host:12:12 [0] NCCL INFO x"),
+        ("        8             2   float", "        8             2   float"),
+    ],
+)
 def test_launcher_prefixes(line, rest):
     assert launcher.strip(line) == rest
 
@@ -53,19 +56,36 @@ def test_nccl_24_ring_lines_with_ranks_and_no_device_ids():
     assert log["nccl_version"] == "2.4.8"
     assert log["transports"] == ["NET", "P2P"]
     send = [c for c in log["channels"] if c["src"] == 5]
-    assert send == [{"channel": 0, "src": 5, "dst": 2, "src_device": None, "dst_device": None,
-                     "direction": "send", "via": "NET/IB/0", "transport": "NET", "line": 13}]
-    assert [(c["src"], c["src_device"], c["dst_device"]) for c in log["channels"] if c["transport"] == "P2P"] == [
-        (0, "0", "1"), (1, "1", "2"), (2, "2", "3"), (4, "0", "1")]
+    assert send == [
+        {
+            "channel": 0,
+            "src": 5,
+            "dst": 2,
+            "src_device": None,
+            "dst_device": None,
+            "direction": "send",
+            "via": "NET/IB/0",
+            "transport": "NET",
+            "line": 13,
+        }
+    ]
+    assert [
+        (c["src"], c["src_device"], c["dst_device"])
+        for c in log["channels"]
+        if c["transport"] == "P2P"
+    ] == [(0, "0", "1"), (1, "1", "2"), (2, "2", "3"), (4, "0", "1")]
     assert len(log["channels"]) == 9
 
 
-@pytest.mark.parametrize("name, transports, via", [
-    ("nccl-mpirun-tag-output.txt", ["P2P"], "P2P/CUMEM/read"),
-    ("nccl-mpirun-timestamp-output.txt", ["SHM"], "SHM/direct/direct"),
-    ("nccl-horovodrun-gloo.txt", ["P2P"], "P2P/IPC"),
-    ("nccl-torchrun.txt", ["P2P"], "P2P/IPC"),
-])
+@pytest.mark.parametrize(
+    "name, transports, via",
+    [
+        ("nccl-mpirun-tag-output.txt", ["P2P"], "P2P/CUMEM/read"),
+        ("nccl-mpirun-timestamp-output.txt", ["SHM"], "SHM/direct/direct"),
+        ("nccl-horovodrun-gloo.txt", ["P2P"], "P2P/IPC"),
+        ("nccl-torchrun.txt", ["P2P"], "P2P/IPC"),
+    ],
+)
 def test_nccl_lines_behind_launcher_prefixes(name, transports, via):
     log = parse_nccl_log(fixture(name))
     assert log["transports"] == transports
@@ -78,7 +98,9 @@ def test_collnet_sharp_and_nvls_are_their_own_transports():
     assert log["transports"] == ["COLLNET", "NVLS", "P2P"]
     collnet = [c for c in log["channels"] if c["transport"] == "COLLNET"]
     assert [(c["src"], c["dst"], c["direction"], c["via"]) for c in collnet] == [
-        (0, None, "receive", "COLLNET/SHARP/1/GDRDMA"), (0, None, "send", "COLLNET/SHARP/1/GDRDMA")]
+        (0, None, "receive", "COLLNET/SHARP/1/GDRDMA"),
+        (0, None, "send", "COLLNET/SHARP/1/GDRDMA"),
+    ]
 
 
 def test_nvls_support_alone_is_not_nvls_in_use():
@@ -92,7 +114,12 @@ def test_nccl_tests_table_with_every_line_tagged_by_mpirun():
     table = parse_nccl_tests(fixture("nccl-tests-mpirun-tagged.txt"))
     assert [r["size"] for r in table["rows"]] == [1024, 65536, 1048576, 16777216]
     assert table["rows"][3]["root"] == -1
-    assert table["rows"][3]["out_of_place"] == {"time_us": 420.50, "algbw": 39.90, "busbw": 39.90, "wrong": 0}
+    assert table["rows"][3]["out_of_place"] == {
+        "time_us": 420.50,
+        "algbw": 39.90,
+        "busbw": 39.90,
+        "wrong": 0,
+    }
     assert table["metadata"]["avg_busbw_gbs"] == 14.9825
     assert [d["name"] for d in table["devices"]] == ["NVIDIA L40S", "NVIDIA L40S"]
     assert table["truncated"] is False
@@ -108,8 +135,20 @@ def test_old_nccl_tests_table_error_column_no_root_and_info_lines_inside():
 
 
 def test_avg_bus_bandwidth_reaches_the_cli_json():
-    done = subprocess.run([sys.executable, "-m", "gputopo", "nccl-tests", str(FIXTURES / "nccl-tests-mpirun-tagged.txt"),
-                           "--json"], capture_output=True, text=True, env={"PYTHONPATH": str(SOURCE)}, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputopo",
+            "nccl-tests",
+            str(FIXTURES / "nccl-tests-mpirun-tagged.txt"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SOURCE)},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["metadata"]["avg_busbw_gbs"] == 14.9825
 
@@ -120,7 +159,10 @@ def test_avg_bus_bandwidth_reaches_the_cli_json():
 def test_p2p_status_consumer_gpus_without_peer_access():
     parsed = parse_p2p_status(fixture("p2p-status-4x-rtx4090-r.txt"))
     assert parsed["status"]["GPU0"] == {"GPU1": "CNS", "GPU2": "CNS", "GPU3": "CNS"}
-    assert parsed["legend"]["CNS"] == "Chipset not supported" and parsed["legend"]["TNS"] == "Topology not supported"
+    assert (
+        parsed["legend"]["CNS"] == "Chipset not supported"
+        and parsed["legend"]["TNS"] == "Topology not supported"
+    )
     assert list(parsed["legend"]) == ["X", "OK", "CNS", "GNS", "TNS", "NS", "U"]
 
 
@@ -131,15 +173,33 @@ def test_p2p_status_nvlink_capability_of_two_bridged_pairs():
 
 
 def test_p2p_status_keeps_codes_it_does_not_know():
-    text = fixture("p2p-status-4x-rtx4090-r.txt").replace("GPU1\tCNS\tX\tCNS", "GPU1\tCNS\tX\tZZZ", 1)
+    text = fixture("p2p-status-4x-rtx4090-r.txt").replace(
+        "GPU1\tCNS\tX\tCNS", "GPU1\tCNS\tX\tZZZ", 1
+    )
     assert parse_p2p_status(text)["status"]["GPU1"]["GPU2"] == "ZZZ"
 
 
 def test_p2p_status_cli_kind():
-    done = subprocess.run([sys.executable, "-m", "gputopo", "p2p-status", str(FIXTURES / "p2p-status-4x-rtx4090-r.txt"),
-                           "--json"], capture_output=True, text=True, env={"PYTHONPATH": str(SOURCE)}, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputopo",
+            "p2p-status",
+            str(FIXTURES / "p2p-status-4x-rtx4090-r.txt"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SOURCE)},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"]["GPU3"] == {"GPU0": "CNS", "GPU1": "CNS", "GPU2": "CNS"}
+    assert json.loads(done.stdout)["status"]["GPU3"] == {
+        "GPU0": "CNS",
+        "GPU1": "CNS",
+        "GPU2": "CNS",
+    }
 
 
 # ---------------------------------------------------------------- truncated output
@@ -152,43 +212,100 @@ def cut_after(text, marker, keep=0):
 
 
 def run_cli(kind, path):
-    return subprocess.run([sys.executable, "-m", "gputopo", kind, str(path), "--json"], capture_output=True,
-                          text=True, env={"PYTHONPATH": str(SOURCE)}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", kind, str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SOURCE)},
+        timeout=60,
+    )
 
 
-@pytest.mark.parametrize("kind, text, last", [
-    ("p2p-status", cut_after(fixture("p2p-status-4x-rtx4090-r.txt"), " GPU2\tCNS"), "row GPU1 of the matrix"),
-    ("p2p-status", cut_after(fixture("p2p-status-4x-rtx4090-r.txt"), "GPU2\tGPU3\t\n"), "the header line"),
-    ("topo", cut_after(reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"), "\nGPU3\tNV2"),
-     "row GPU2 of the matrix"),
-    ("topo", reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt").split("\nGPU0")[0] + "\n",
-     "none (the text stops at the header)"),
-    ("nccl-tests", cut_after(fixture("nccl-tests-old-error-column.txt"), "  1048576", 20), "the row for 65536 bytes"),
-    ("nccl-tests", cut_after(fixture("nccl-tests-old-error-column.txt"), "#       size         count    type"),
-     "no row read whole"),
-    ("nccl-tests", cut_after(fixture("nccl-tests-old-error-column.txt"), "(GB/s)       \n"), "the table header"),
-    ("p2p", cut_after(reference.read_text("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt"),
-                      "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n"), "Bidirectional P2P=Disabled"),
-])
+@pytest.mark.parametrize(
+    "kind, text, last",
+    [
+        (
+            "p2p-status",
+            cut_after(fixture("p2p-status-4x-rtx4090-r.txt"), " GPU2\tCNS"),
+            "row GPU1 of the matrix",
+        ),
+        (
+            "p2p-status",
+            cut_after(fixture("p2p-status-4x-rtx4090-r.txt"), "GPU2\tGPU3\t\n"),
+            "the header line",
+        ),
+        (
+            "topo",
+            cut_after(
+                reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt"), "\nGPU3\tNV2"
+            ),
+            "row GPU2 of the matrix",
+        ),
+        (
+            "topo",
+            reference.read_text("v100-sxm2-8gpu-server", "nvidia-smi-topo-m.txt").split("\nGPU0")[0]
+            + "\n",
+            "none (the text stops at the header)",
+        ),
+        (
+            "nccl-tests",
+            cut_after(fixture("nccl-tests-old-error-column.txt"), "  1048576", 20),
+            "the row for 65536 bytes",
+        ),
+        (
+            "nccl-tests",
+            cut_after(
+                fixture("nccl-tests-old-error-column.txt"), "#       size         count    type"
+            ),
+            "no row read whole",
+        ),
+        (
+            "nccl-tests",
+            cut_after(fixture("nccl-tests-old-error-column.txt"), "(GB/s)       \n"),
+            "the table header",
+        ),
+        (
+            "p2p",
+            cut_after(
+                reference.read_text("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt"),
+                "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n",
+            ),
+            "Bidirectional P2P=Disabled",
+        ),
+    ],
+)
 def test_truncated_output_is_reported_as_truncated(tmp_path, kind, text, last):
-    parser = {"p2p-status": parse_p2p_status, "topo": parse_topo, "nccl-tests": parse_nccl_tests, "p2p": parse_p2p}[kind]
+    parser = {
+        "p2p-status": parse_p2p_status,
+        "topo": parse_topo,
+        "nccl-tests": parse_nccl_tests,
+        "p2p": parse_p2p,
+    }[kind]
     with pytest.raises(ParseError) as caught:
         parser(text)
     assert caught.value.truncated and last in caught.value.last_complete
     path = tmp_path / "cut.txt"
     path.write_text(text)
     done = run_cli(kind, path)
-    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert (
+        done.returncode == 2
+        and len(done.stderr.strip().splitlines()) == 1
+        and "Traceback" not in done.stderr
+    )
     assert done.stderr.startswith(f"gputopo {kind}: error: truncated input: ")
     assert f"last complete section: {caught.value.last_complete}" in done.stderr
     answer = json.loads(done.stdout)
-    assert answer["truncated"] is True and answer["last_complete_section"] == caught.value.last_complete
+    assert (
+        answer["truncated"] is True
+        and answer["last_complete_section"] == caught.value.last_complete
+    )
     assert answer["truncated_line"] == caught.value.lineno
     # what was read before the cut comes with it, never more
     flags = ("truncated", "truncated_line", "last_complete_section", "error")
     read = json.loads(json.dumps(caught.value.partial or {}))
     assert {k: v for k, v in answer.items() if k not in flags} == {
-        k: v for k, v in read.items() if k not in flags}
+        k: v for k, v in read.items() if k not in flags
+    }
 
 
 def test_nccl_tests_lenient_mode_says_where_it_stopped():

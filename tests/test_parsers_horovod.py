@@ -1,4 +1,5 @@
 """The Horovod throughput parser: the CNN script's EPOCH/SUMMARY lines and the old lab's logs."""
+
 import pytest
 
 from gputopo import reference
@@ -7,8 +8,12 @@ from gputopo.parsers.horovod_log import parse as parse_horovod_log
 
 # The old lab's published Horovod logs (the DDP lab's recorded outputs are of kind horovod too,
 # in the CNN script's format: test_reference_golden.py holds their facts).
-HOROVOD_LOGS = [(system, name) for system in reference.list_systems() for name in reference.find(system, "horovod")
-                if name.startswith("horovod-cnn-")]
+HOROVOD_LOGS = [
+    (system, name)
+    for system in reference.list_systems()
+    for name in reference.find(system, "horovod")
+    if name.startswith("horovod-cnn-")
+]
 
 
 def test_reference_logs_exist():
@@ -44,8 +49,16 @@ def test_cnn_script_lines():
     assert log["format"] == "cnn-script"
     assert [epoch["epoch"] for epoch in log["epochs"]] == [1, 2, 3]  # rank tag on line 3 stripped
     second = log["epochs"][1]
-    assert second == {"epoch": 2, "epochs_total": 3, "images_per_sec": 12345.6, "seconds": 1.234,
-                      "loss": 0.4321, "accuracy": 0.8765, "workers": 2, "batch_per_worker": 64}
+    assert second == {
+        "epoch": 2,
+        "epochs_total": 3,
+        "images_per_sec": 12345.6,
+        "seconds": 1.234,
+        "loss": 0.4321,
+        "accuracy": 0.8765,
+        "workers": 2,
+        "batch_per_worker": 64,
+    }
     assert isinstance(second["workers"], int)
     assert log["summary"]["images_per_sec_median"] == 12372.8
     assert log["summary"]["epochs_timed"] == 2
@@ -58,7 +71,9 @@ def test_summary_alone_is_enough():
 
 
 def test_keras_epoch_lines_only_label_the_next_throughput_line():
-    log = parse_horovod_log("Epoch 1/8\nEpoch 2/8\n469/469 - 5s\nImages/sec: 5.5e4\nImages/sec: 60000\n")
+    log = parse_horovod_log(
+        "Epoch 1/8\nEpoch 2/8\n469/469 - 5s\nImages/sec: 5.5e4\nImages/sec: 60000\n"
+    )
     assert log["epochs"] == [
         {"epoch": 2, "epochs_total": 8, "images_per_sec": 55000.0},
         {"epoch": None, "epochs_total": None, "images_per_sec": 60000.0},

@@ -1,4 +1,5 @@
 """The NCCL_DEBUG=INFO log parser and the nccl-tests table parser."""
+
 import pytest
 
 from gputopo import reference
@@ -6,12 +7,21 @@ from gputopo.parsers import ParseError
 from gputopo.parsers.nccl_log import parse as parse_nccl_log
 from gputopo.parsers.nccl_tests import parse as parse_nccl_tests
 
-NCCL_LOGS = [(system, name) for system in reference.list_systems() for name in reference.find(system, "nccl-log")]
-NCCL_TABLES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "nccl-tests")]
+NCCL_LOGS = [
+    (system, name)
+    for system in reference.list_systems()
+    for name in reference.find(system, "nccl-log")
+]
+NCCL_TABLES = [
+    (system, name)
+    for system in reference.list_systems()
+    for name in reference.find(system, "nccl-tests")
+]
 V100_TABLE = ("v100-sxm2-8gpu-server", "all_reduce_perf-g8.txt")
 
 
 # --- nccl-log -------------------------------------------------------------------------
+
 
 def test_reference_logs_exist():
     assert len(NCCL_LOGS) >= 6
@@ -31,10 +41,22 @@ def test_every_reference_log_has_channels_and_known_transports(system, name):
     [
         ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt", None, ["P2P"], "P2P/IPC"),
         ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "PIX", ["P2P"], "P2P/IPC"),
-        ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt", "LOC", ["SHM"], "direct shared memory"),
+        (
+            "dgx1-v100",
+            "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt",
+            "LOC",
+            ["SHM"],
+            "direct shared memory",
+        ),
         ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt", None, ["SHM"], "direct shared memory"),
         ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt", "PIX", ["P2P"], "P2P/IPC/read"),
-        ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt", "LOC", ["SHM"], "direct shared memory"),
+        (
+            "dgx-a100",
+            "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt",
+            "LOC",
+            ["SHM"],
+            "direct shared memory",
+        ),
     ],
 )
 def test_reference_logs_show_the_p2p_level_effect(system, name, p2p_level, transports, via):
@@ -48,8 +70,15 @@ def test_dgx1_channel_fields():
     log = parse_nccl_log(reference.read_text("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"))
     assert len(log["channels"]) == 8
     assert log["channels"][0] == {
-        "channel": 0, "src": 1, "dst": 0, "src_device": "b000", "dst_device": "6000",
-        "direction": None, "via": "P2P/IPC", "transport": "P2P", "line": 4,
+        "channel": 0,
+        "src": 1,
+        "dst": 0,
+        "src_device": "b000",
+        "dst_device": "6000",
+        "direction": None,
+        "via": "P2P/IPC",
+        "transport": "P2P",
+        "line": 4,
     }
     assert {channel["channel"] for channel in log["channels"]} == {0, 1, 2, 3}
 
@@ -70,8 +99,10 @@ def test_dgx1_channel_fields():
     ],
 )
 def test_old_and_new_spellings(tail, transport, direction):
-    for prefix in ("NCCL INFO Channel 01 : 0[1b000] -> 1[1c000] ",  # NCCL 2.7 style
-                   "node1:4242:4250 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] "):  # 2.19+ style
+    for prefix in (
+        "NCCL INFO Channel 01 : 0[1b000] -> 1[1c000] ",  # NCCL 2.7 style
+        "node1:4242:4250 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] ",
+    ):  # 2.19+ style
         log = parse_nccl_log(prefix + tail + "\n")
         [channel] = log["channels"]
         assert (channel["channel"], channel["src"], channel["dst"]) == (1, 0, 1)
@@ -81,7 +112,9 @@ def test_old_and_new_spellings(tail, transport, direction):
 
 
 def test_connection_lines_trimmed_of_their_prefix_still_count():
-    log = parse_nccl_log("Channel 00 : 0[6000] -> 1[b000] via P2P/IPC\nChannel 00 : 1[b000] -> 0[6000] via P2P/IPC\n")
+    log = parse_nccl_log(
+        "Channel 00 : 0[6000] -> 1[b000] via P2P/IPC\nChannel 00 : 1[b000] -> 0[6000] via P2P/IPC\n"
+    )
     assert [(channel["src"], channel["dst"]) for channel in log["channels"]] == [(0, 1), (1, 0)]
 
 
@@ -101,7 +134,11 @@ def test_new_log_version_level_mixed_transports_and_warnings():
     assert log["nccl_version"] == "2.28.3"
     assert log["p2p_level"] == "NVL"
     assert log["transports"] == ["NET", "P2P", "SHM"]
-    assert [channel["line"] for channel in log["channels"]] == [4, 5, 6]  # ring line 8 is no connection
+    assert [channel["line"] for channel in log["channels"]] == [
+        4,
+        5,
+        6,
+    ]  # ring line 8 is no connection
     assert log["warnings"] == ["Call to ibv_reg_mr failed"]
 
 
@@ -122,14 +159,17 @@ def test_malformed_logs_raise(text, expected, lineno):
 def test_a_connection_line_without_its_via_is_counted_not_fatal():
     # Until issue 27 this raised ParseError; a real NCCL 2.27 log (NVIDIA/nccl#1713, fixture
     # nccl-logs/nccl-2.27-mpirun-aiplatform-1713.txt) ends with such a line.
-    log = parse_nccl_log("NCCL INFO Channel 00 : 0[6000] -> 1[b000] via P2P/IPC\n"
-                         "NCCL INFO Channel 01 : 0[6000] -> 1[b000] via\n")
+    log = parse_nccl_log(
+        "NCCL INFO Channel 00 : 0[6000] -> 1[b000] via P2P/IPC\n"
+        "NCCL INFO Channel 01 : 0[6000] -> 1[b000] via\n"
+    )
     assert [c["line"] for c in log["channels"]] == [1]
     assert log["cut_lines"] == [2]
     assert (log["truncated"], log["truncated_line"]) == (True, 2)
 
 
 # --- nccl-tests -----------------------------------------------------------------------
+
 
 def test_reference_tables_exist():
     assert NCCL_TABLES
@@ -153,10 +193,15 @@ def test_v100_all_reduce_table():
     table = parse_nccl_tests(reference.read_text(*V100_TABLE))
     rows = table["rows"]
     assert len(rows) == 25
-    assert [row["size"] for row in rows] == [8 * 2 ** k for k in range(25)]
+    assert [row["size"] for row in rows] == [8 * 2**k for k in range(25)]
     assert rows[0]["out_of_place"] == {"time_us": 48.46, "algbw": 0.0, "busbw": 0.0, "wrong": 1e-07}
     assert rows[-1]["out_of_place"]["busbw"] == 129.14
-    assert rows[-1]["in_place"] == {"time_us": 1821.9, "algbw": 73.67, "busbw": 128.92, "wrong": 2e-07}
+    assert rows[-1]["in_place"] == {
+        "time_us": 1821.9,
+        "algbw": 73.67,
+        "busbw": 128.92,
+        "wrong": 2e-07,
+    }
     assert (rows[-1]["count"], rows[-1]["type"], rows[-1]["redop"]) == (33554432, "float", "sum")
     assert "root" not in rows[0]
     assert table["metadata"]["n_gpus"] == 8
@@ -164,8 +209,14 @@ def test_v100_all_reduce_table():
     assert table["metadata"]["avg_busbw_gbs"] == 25.9598
     assert table["metadata"]["out_of_bounds"] == 0 and table["metadata"]["out_of_bounds_ok"] is True
     assert len(table["devices"]) == 8
-    assert table["devices"][7] == {"rank": 7, "pid": 746, "host": "9a417caaf03b", "device": 7,
-                                   "bus_id": "0xdc", "name": "Tesla V100-SXM2-16GB"}
+    assert table["devices"][7] == {
+        "rank": 7,
+        "pid": 746,
+        "host": "9a417caaf03b",
+        "device": 7,
+        "bus_id": "0xdc",
+        "name": "Tesla V100-SXM2-16GB",
+    }
 
 
 BROADCAST = """# nccl-tests version 2.13.10 nccl-headers=22105 nccl-library=22105
@@ -251,12 +302,20 @@ HEADER = "#  size count type redop time algbw busbw #wrong time algbw busbw #wro
         ("# nThread 1 nGpus 8\nsomething failed\n", "no nccl-tests table header", None),
         (HEADER, "followed by no whole rows", 1),
         (HEADER + "# Out of bounds values : 0 OK\n", "followed by no whole rows", 1),
-        ("#  size count type redop time algbw\n 8 2 float sum 1.0 0.0\n", "unrecognised table header", 1),
+        (
+            "#  size count type redop time algbw\n 8 2 float sum 1.0 0.0\n",
+            "unrecognised table header",
+            1,
+        ),
         ("#  size count type time algbw busbw #wrong\n", "unrecognised table header", 1),
         (HEADER + " 8 2 float sum 1.0 0.0 0.0 0 1.0 0.0 0.0 0 7\n", "13 cells", 2),
         (HEADER + " 8 2 float sum 1.0 0.0 0.0 0 1.0 x.0 0.0 0\n", "algbw should be a number", 2),
         (HEADER + " 8 2 float sum 1.0 0.0 0.0 0 1.0 0.0 0.0 lots\n", "#wrong column", 2),
-        (HEADER + " 8 2.5 float sum 1.0 0.0 0.0 0 1.0 0.0 0.0 0\n", "count should be a whole number", 2),
+        (
+            HEADER + " 8 2.5 float sum 1.0 0.0 0.0 0 1.0 0.0 0.0 0\n",
+            "count should be a whole number",
+            2,
+        ),
     ],
 )
 def test_malformed_tables_raise(text, expected, lineno):

@@ -3,6 +3,7 @@
 Fixtures are outputs others published (sources in tests/fixtures/parsers/README.md); every
 expected value below was read by hand from the fixture file.
 """
+
 import json
 import os
 import subprocess
@@ -28,11 +29,20 @@ def test_v08_header_na_diagonal_and_sum_naming_the_test():
     assert out["cuda_runtime_version"] == 13000 and out["driver_version"] == "580.95.05"
     assert out["devices"] == []  # the poster cut the device list to "..."
     [test] = out["tests"]
-    assert test["name"] == "device_to_device_memcpy_read_ce"  # from its SUM line: no Running line was posted
+    assert (
+        test["name"] == "device_to_device_memcpy_read_ce"
+    )  # from its SUM line: no Running line was posted
     [matrix] = test["matrices"]
     assert matrix["method"] == "CE" and matrix["rows"] == "GPU" and matrix["columns"] == "GPU"
     assert matrix["diagonal"] == "N/A" and matrix["sum"] == 715.53
-    assert matrix["row_labels"] == [0, 1, 2, 3, 4, 5] and matrix["column_labels"] == [0, 1, 2, 3, 4, 5]
+    assert matrix["row_labels"] == [0, 1, 2, 3, 4, 5] and matrix["column_labels"] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
     assert matrix["values"][0] == [None, 26.34, 26.35, 21.95, 22.64, 21.80]
     assert matrix["values"][5][4] == 26.35 and matrix["values"][3][3] is None
     # read test: the copy GPU3 -> GPU0 sits in row 0, column 3 (the receiver issues it)
@@ -57,26 +67,47 @@ def test_several_tests_in_one_file_with_cpu_rows():
     assert out["version"] == "v0.2" and out["git_version"] == "6cefdda"
     assert [d["name"] for d in out["devices"]] == ["NVIDIA GeForce RTX 4090"] * 8
     assert out["devices"][0]["pci_bus_id"] is None
-    assert [t["name"] for t in out["tests"]] == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce"]
+    assert [t["name"] for t in out["tests"]] == [
+        "host_to_device_memcpy_ce",
+        "device_to_host_memcpy_ce",
+    ]
     h2d = find_matrix(out, "host_to_device_memcpy_ce")
     assert h2d["rows"] == "CPU" and h2d["columns"] == "GPU" and h2d["diagonal"] is None
-    assert h2d["values"] == [[25.50, 24.26, 23.90, 26.30, 26.28, 26.38, 26.09, 26.31]] and h2d["sum"] == 205.04
+    assert (
+        h2d["values"] == [[25.50, 24.26, 23.90, 26.30, 26.28, 26.38, 26.09, 26.31]]
+        and h2d["sum"] == 205.04
+    )
     assert find_matrix(out, "device_to_host_memcpy_ce")["values"][0][4] == 27.10
     five = parse(read("nvbandwidth-8x-rtx5090-host-three-tests.txt"))
-    assert [t["name"] for t in five["tests"]] == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
-                                                 "host_to_device_bidirectional_memcpy_ce"]
+    assert [t["name"] for t in five["tests"]] == [
+        "host_to_device_memcpy_ce",
+        "device_to_host_memcpy_ce",
+        "host_to_device_bidirectional_memcpy_ce",
+    ]
     bidir = find_matrix(five, "host_to_device_bidirectional_memcpy_ce")
     assert bidir["arrow"] == "<->" and bidir["values"][0][5] == 50.98 and bidir["sum"] == 407.31
 
 
 def test_waived_and_failed_tests_are_said_not_dropped():
     waived = parse(read("nvbandwidth-0.2-2x-rtx2080ti-waiving.txt"))
-    assert waived["tests"] == [{"name": "device_to_device_memcpy_write_ce", "status": "waived",
-                                "message": None, "matrices": []}]
+    assert waived["tests"] == [
+        {
+            "name": "device_to_device_memcpy_write_ce",
+            "status": "waived",
+            "message": None,
+            "matrices": [],
+        }
+    ]
     failed = parse(read("nvbandwidth-0.7-8x-a100-assert.txt"))
-    assert failed["devices"][7] == {"index": 7, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": "00000000:9e:00"}
+    assert failed["devices"][7] == {
+        "index": 7,
+        "name": "NVIDIA A100-SXM4-80GB",
+        "pci_bus_id": "00000000:9e:00",
+    }
     [test] = failed["tests"]
-    assert test["status"] == "error" and test["message"].startswith("ASSERT in expression h_errorFlag == 0")
+    assert test["status"] == "error" and test["message"].startswith(
+        "ASSERT in expression h_errorFlag == 0"
+    )
     # v0.8 prints "Waived: " without the test's name (nvbandwidth.cpp, output.cpp at v0.8)
     v08 = parse("nvbandwidth Version: v0.8\n\nWaived: \n")
     assert v08["tests"] == [{"name": None, "status": "waived", "message": None, "matrices": []}]
@@ -84,22 +115,31 @@ def test_waived_and_failed_tests_are_said_not_dropped():
 
 def test_bidirectional_variants_and_latency_titles():
     # Titles as testcases_ce.cpp / testcases_sm.cpp print them at v0.8; the numbers are made up.
-    text = ("Running device_to_device_bidirectional_memcpy_read_ce.\n"
-            "memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)\n"
-            "           0         1\n 0       N/A     10.00\n 1     11.00       N/A\n\n"
-            "SUM device_to_device_bidirectional_memcpy_read_ce 21.00\n\n"
-            "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)\n"
-            "           0         1\n 0       N/A     20.00\n 1     21.00       N/A\n\n"
-            "SUM device_to_device_bidirectional_memcpy_read_ce 41.00\n\n"
-            "Running device_to_device_latency_sm.\n"
-            "Device to Device Latency SM GPU(row) <-> GPU(column) (ns)\n"
-            "           0         1\n 0       N/A    900.50\n 1    901.25       N/A\n\n")
+    text = (
+        "Running device_to_device_bidirectional_memcpy_read_ce.\n"
+        "memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)\n"
+        "           0         1\n 0       N/A     10.00\n 1     11.00       N/A\n\n"
+        "SUM device_to_device_bidirectional_memcpy_read_ce 21.00\n\n"
+        "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)\n"
+        "           0         1\n 0       N/A     20.00\n 1     21.00       N/A\n\n"
+        "SUM device_to_device_bidirectional_memcpy_read_ce 41.00\n\n"
+        "Running device_to_device_latency_sm.\n"
+        "Device to Device Latency SM GPU(row) <-> GPU(column) (ns)\n"
+        "           0         1\n 0       N/A    900.50\n 1    901.25       N/A\n\n"
+    )
     out = parse(text)
     read1, total = out["tests"][0]["matrices"]
-    assert (read1["variant"], read1["sum"], total["variant"], total["values"][1][0]) == ("Read1", 21.0, "Total", 21.0)
+    assert (read1["variant"], read1["sum"], total["variant"], total["values"][1][0]) == (
+        "Read1",
+        21.0,
+        "Total",
+        21.0,
+    )
     assert find_matrix(out, "device_to_device_bidirectional_memcpy_read_ce", "Total") is total
     latency = find_matrix(out, "device_to_device_latency_sm")
-    assert latency["unit"] == "ns" and latency["method"] == "SM" and latency["values"][0][1] == 900.50
+    assert (
+        latency["unit"] == "ns" and latency["method"] == "SM" and latency["values"][0][1] == 900.50
+    )
     assert pair_gbs(out, "device_to_device_latency_sm", 0, 1) is None  # not a bandwidth
 
 
@@ -111,14 +151,19 @@ def test_cut_off_output_is_truncated_and_names_the_last_whole_test():
     lines = read("nvbandwidth-0.8-6x-a6000-read-ce.txt").splitlines()
     with pytest.raises(ParseError) as rows:  # a paste that stops after rows 0, 1 and 2 of 6
         parse("\n".join(lines[:14]) + "\n")
-    assert rows.value.truncated and "has 3 of its 6 rows" in rows.value.what and rows.value.lineno == 14
+    assert (
+        rows.value.truncated
+        and "has 3 of its 6 rows" in rows.value.what
+        and rows.value.lineno == 14
+    )
     with pytest.raises(ParseError) as started:
         parse("nvbandwidth Version: v0.8\nRunning device_to_device_memcpy_read_ce.\n")
     assert started.value.truncated and "started but printed no matrix" in started.value.what
 
 
-@pytest.mark.parametrize("text,message", [("", "empty input"),
-                                          ("hello\nworld\n", "no nvbandwidth test found")])
+@pytest.mark.parametrize(
+    "text,message", [("", "empty input"), ("hello\nworld\n", "no nvbandwidth test found")]
+)
 def test_bad_input_is_one_parse_error(text, message):
     with pytest.raises(ParseError, match=message):
         parse(text)
@@ -126,8 +171,13 @@ def test_bad_input_is_one_parse_error(text, message):
 
 def run_cli(*args):
     env = dict(os.environ, PYTHONPATH=str(SOURCE_DIR))
-    return subprocess.run([sys.executable, "-m", "gputopo", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_cli_kind_json_help_and_truncation():

@@ -7,12 +7,18 @@ from gputopo import reference
 from gputopo.parsers import ParseError
 from coursetools.detect import LINK_FIELDS, QUERY_FIELDS, parse_nvcc_version
 from gputopo.parsers import p2p_status
-from gputopo.parsers.nvidia_smi import (nvlink_link_counts, nvlink_speeds, parse_gpu_query, parse_mig_list,
-                                        parse_smi_banner)
+from gputopo.parsers.nvidia_smi import (
+    nvlink_link_counts,
+    nvlink_speeds,
+    parse_gpu_query,
+    parse_mig_list,
+    parse_smi_banner,
+)
 
 
 def parse_p2p_status(text):
     return p2p_status.parse(text)["status"]
+
 
 # The layout `nvidia-smi topo -p2p r` prints: a GPU header, one row per GPU, a legend.
 P2P_READ_TWO_GPUS = (
@@ -49,7 +55,9 @@ def test_parse_p2p_status_rejects_bad_text(text, complaint):
 
 def test_parse_p2p_status_keeps_a_code_it_has_never_seen_as_printed():
     assert parse_p2p_status("\tGPU0\tGPU1\nGPU0\tX\tMAYBE\nGPU1\tCNS\tX\n") == {
-        "GPU0": {"GPU1": "MAYBE"}, "GPU1": {"GPU0": "CNS"}}
+        "GPU0": {"GPU1": "MAYBE"},
+        "GPU1": {"GPU0": "CNS"},
+    }
 
 
 def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():
@@ -60,7 +68,9 @@ def test_parse_p2p_status_reads_the_recorded_h200_output_with_its_ansi_header():
 
 
 def test_nvlink_link_counts_tells_active_from_inactive_slots():
-    h100 = nvlink_link_counts(reference.read_text("h100-pcie-nvlink-pair", "nvidia-smi-nvlink-s.txt"))
+    h100 = nvlink_link_counts(
+        reference.read_text("h100-pcie-nvlink-pair", "nvidia-smi-nvlink-s.txt")
+    )
     assert h100 == {"GPU0": {"active": 12, "inactive": 6}, "GPU1": {"active": 12, "inactive": 6}}
     h200 = nvlink_link_counts(reference.read_text("h200-nvswitch-pair", "nvidia-smi-nvlink-s.txt"))
     assert h200["GPU0"]["active"] == 18 and h200["GPU0"]["inactive"] == 0
@@ -77,8 +87,16 @@ def test_parse_gpu_query_reads_rows_and_says_which_line_is_bad():
     with pytest.raises(ValueError, match=r"^GPU index 'x' is not a number \(line 1\)$"):
         parse_gpu_query("x, a, b, c, d\n", QUERY_FIELDS)
     link = parse_gpu_query("3, 5, 16, 4, 8, Disabled\n", ("index",) + LINK_FIELDS)
-    assert link == [{"index": "3", "pcie.link.gen.max": "5", "pcie.link.width.max": "16",
-                     "pcie.link.gen.current": "4", "pcie.link.width.current": "8", "mig.mode.current": "Disabled"}]
+    assert link == [
+        {
+            "index": "3",
+            "pcie.link.gen.max": "5",
+            "pcie.link.width.max": "16",
+            "pcie.link.gen.current": "4",
+            "pcie.link.width.current": "8",
+            "mig.mode.current": "Disabled",
+        }
+    ]
 
 
 def test_parse_smi_banner_reads_driver_and_cuda_versions():
@@ -90,21 +108,30 @@ def test_parse_smi_banner_reads_driver_and_cuda_versions():
 
 
 def test_nvlink_speeds_keep_the_slowest_active_link_per_gpu():
-    text = ("GPU 0: NVIDIA H100 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: 25 GB/s\n"
-            "\t Link 2: <inactive>\nGPU 1: NVIDIA H100 (UUID: GPU-b)\n\t Link 0: 50 GB/s\n")
+    text = (
+        "GPU 0: NVIDIA H100 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: 25 GB/s\n"
+        "\t Link 2: <inactive>\nGPU 1: NVIDIA H100 (UUID: GPU-b)\n\t Link 0: 50 GB/s\n"
+    )
     assert nvlink_speeds(text) == {"GPU0": 25.0, "GPU1": 50.0}
-    assert nvlink_link_counts(text) == {"GPU0": {"active": 2, "inactive": 1}, "GPU1": {"active": 1, "inactive": 0}}
+    assert nvlink_link_counts(text) == {
+        "GPU0": {"active": 2, "inactive": 1},
+        "GPU1": {"active": 1, "inactive": 0},
+    }
 
 
 def test_parse_mig_list_gives_instance_uuids_per_gpu():
-    text = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaa)\n"
-            "  MIG 3g.20gb     Device  0: (UUID: MIG-111)\n"
-            "  MIG 3g.20gb     Device  1: (UUID: MIG-222)\n"
-            "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbb)\n")
+    text = (
+        "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaa)\n"
+        "  MIG 3g.20gb     Device  0: (UUID: MIG-111)\n"
+        "  MIG 3g.20gb     Device  1: (UUID: MIG-222)\n"
+        "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbb)\n"
+    )
     assert parse_mig_list(text) == {0: ["MIG-111", "MIG-222"], 1: []}
 
 
 def test_parse_nvcc_version_reads_the_release():
-    text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\n"
+    text = (
+        "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\n"
+    )
     assert parse_nvcc_version(text) == "12.4"
     assert parse_nvcc_version("command not found") is None

@@ -1,13 +1,21 @@
 """The p2pBandwidthLatencyTest parser on recorded outputs, excerpts and broken text."""
+
 import pytest
 
 from gputopo import reference
 from gputopo.parsers import ParseError
 from gputopo.parsers.p2p import parse as parse_p2p
 
-P2P_FILES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "p2p")]
-BANDWIDTH_KEYS = {"unidirectional_disabled", "unidirectional_write", "unidirectional_read",
-                  "bidirectional_disabled", "bidirectional_enabled"}
+P2P_FILES = [
+    (system, name) for system in reference.list_systems() for name in reference.find(system, "p2p")
+]
+BANDWIDTH_KEYS = {
+    "unidirectional_disabled",
+    "unidirectional_write",
+    "unidirectional_read",
+    "bidirectional_disabled",
+    "bidirectional_enabled",
+}
 LATENCY_KEYS = {"disabled_gpu", "disabled_cpu", "write_gpu", "write_cpu", "read_gpu", "read_cpu"}
 
 
@@ -110,21 +118,39 @@ def test_a_row_excerpt_keeps_which_rows_it_has():
         ("Two or more GPUs are needed.\n", "no P2P matrix", None),
         # a section title followed by no rows: at the end, before another title, before other text
         ("P2P Connectivity Matrix\n", "followed by no rows", 1),
-        ("P2P Connectivity Matrix\n\nP2P=Disabled Latency Matrix (us)\n   GPU 0\n     0 1.0\n",
-         "followed by no rows", 1),
+        (
+            "P2P Connectivity Matrix\n\nP2P=Disabled Latency Matrix (us)\n   GPU 0\n     0 1.0\n",
+            "followed by no rows",
+            1,
+        ),
         ("P2P=Disabled Latency Matrix (us)\nsomething else\n", "followed by no rows", 1),
         ("P2P=Disabled Latency Matrix (us)\n   GPU     0      1\n\n", "followed by no rows", 2),
         # a row with fewer cells than its header (cut short)
-        ("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  48.0\n     1  47.9\n",
-         "row 1 of bidirectional_enabled has 1 cells", 4),
-        ("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  4x.0\n",
-         "not a number", 3),
-        ("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     5 700.0  4.0\n",
-         "names no device", 3),
-        ("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   GPU  0  1\n     0 700.0  4.0\n",
-         "must start with D\\D", 2),
-        ("P2P Connectivity Matrix\n D\\D 0\n 0 1\nP2P Connectivity Matrix\n D\\D 0\n 0 1\n",
-         "second table for connectivity", 5),
+        (
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  48.0\n     1  47.9\n",
+            "row 1 of bidirectional_enabled has 1 cells",
+            4,
+        ),
+        (
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  4x.0\n",
+            "not a number",
+            3,
+        ),
+        (
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     5 700.0  4.0\n",
+            "names no device",
+            3,
+        ),
+        (
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   GPU  0  1\n     0 700.0  4.0\n",
+            "must start with D\\D",
+            2,
+        ),
+        (
+            "P2P Connectivity Matrix\n D\\D 0\n 0 1\nP2P Connectivity Matrix\n D\\D 0\n 0 1\n",
+            "second table for connectivity",
+            5,
+        ),
     ],
 )
 def test_malformed_input_raises_with_a_location(text, expected, lineno):

@@ -1,11 +1,14 @@
 """The `nvidia-smi topo -m` parser on recorded outputs and on the shapes real drivers print."""
+
 import pytest
 
 from gputopo import reference
 from gputopo.parsers import ParseError
 from gputopo.parsers.topo import parse as parse_topo, rank_link
 
-TOPO_FILES = [(system, name) for system in reference.list_systems() for name in reference.find(system, "topo")]
+TOPO_FILES = [
+    (system, name) for system in reference.list_systems() for name in reference.find(system, "topo")
+]
 
 LEGEND = """
 Legend:
@@ -135,7 +138,9 @@ def test_one_gpu_has_no_pairs():
 
 
 def test_sixteen_gpus_in_two_nvlink_islands():
-    links = {(i, j): "NV18" if i // 8 == j // 8 else "SYS" for i in range(16) for j in range(i + 1, 16)}
+    links = {
+        (i, j): "NV18" if i // 8 == j // 8 else "SYS" for i in range(16) for j in range(i + 1, 16)
+    }
     topo = parse_topo(matrix_text(links))
     assert len(topo["gpus"]) == 16 and topo["gpus"][15] == "GPU15"
     assert topo["links"]["GPU9"]["GPU15"] == "NV18"
@@ -145,7 +150,14 @@ def test_sixteen_gpus_in_two_nvlink_islands():
 
 
 def test_legacy_soc_is_reported_as_sys_and_ranked_last():
-    links = {(0, 1): "PHB", (0, 2): "SOC", (0, 3): "SOC", (1, 2): "SOC", (1, 3): "SOC", (2, 3): "PHB"}
+    links = {
+        (0, 1): "PHB",
+        (0, 2): "SOC",
+        (0, 3): "SOC",
+        (1, 2): "SOC",
+        (1, 3): "SOC",
+        (2, 3): "PHB",
+    }
     topo = parse_topo(matrix_text(links))
     assert topo["links"]["GPU0"]["GPU2"] == "SYS"
     assert topo["best_pair"] == [0, 1]
@@ -153,7 +165,14 @@ def test_legacy_soc_is_reported_as_sys_and_ranked_last():
 
 
 def test_ranking_ties_go_to_the_lowest_pair():
-    links = {(0, 1): "NV1", (0, 2): "PIX", (0, 3): "NV2", (1, 2): "NV2", (1, 3): "PIX", (2, 3): "NV1"}
+    links = {
+        (0, 1): "NV1",
+        (0, 2): "PIX",
+        (0, 3): "NV2",
+        (1, 2): "NV2",
+        (1, 3): "PIX",
+        (2, 3): "NV1",
+    }
     topo = parse_topo(matrix_text(links))
     assert topo["best_pair"] == [0, 3]  # NV2 on (0,3) and (1,2): lowest wins
     assert topo["worst_pair"] == [0, 2]  # PIX on (0,2) and (1,3)
@@ -202,16 +221,27 @@ def test_malformed_input_raises_with_a_location(text, expected, lineno):
     assert error.value.lineno == lineno
 
 
-@pytest.mark.parametrize("text,row,cells,what", [
-    # a code no driver prints: that cell is unknown, the rest of the matrix is read
-    ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None},
-     "'QPI' in column GPU1"),
-    # a row whose own column is not X does not line up: all its cells are unknown
-    ("\tGPU0\tGPU1\nGPU0\tNV1\tNV1\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None}, "not X"),
-    # a row with a cell missing in the middle of the text: the missing one is unknown
-    ("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\nGPU1\tNV1\t X \tNV2\nGPU2\tNV1\tNV2\t X \n", "GPU0",
-     {"GPU1": "NV1", "GPU2": None}, "row has 2 link cells"),
-])
+@pytest.mark.parametrize(
+    "text,row,cells,what",
+    [
+        # a code no driver prints: that cell is unknown, the rest of the matrix is read
+        (
+            "\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tNV1\t X \n",
+            "GPU0",
+            {"GPU1": None},
+            "'QPI' in column GPU1",
+        ),
+        # a row whose own column is not X does not line up: all its cells are unknown
+        ("\tGPU0\tGPU1\nGPU0\tNV1\tNV1\nGPU1\tNV1\t X \n", "GPU0", {"GPU1": None}, "not X"),
+        # a row with a cell missing in the middle of the text: the missing one is unknown
+        (
+            "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\nGPU1\tNV1\t X \tNV2\nGPU2\tNV1\tNV2\t X \n",
+            "GPU0",
+            {"GPU1": "NV1", "GPU2": None},
+            "row has 2 link cells",
+        ),
+    ],
+)
 def test_a_damaged_row_is_read_with_unknown_cells_not_refused(text, row, cells, what):
     topo = parse_topo(text)
     assert topo["links"][row] == cells

@@ -1,5 +1,6 @@
 """coursetools.proctree: a command's whole process tree goes, even a worker that ignores SIGTERM,
 sits in a session of its own and has lost its parent (what Horovod's launcher makes)."""
+
 import os
 import subprocess
 import sys
@@ -17,8 +18,10 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc 
 
 # The worker ignores SIGTERM (as a worker stuck in a CUDA call effectively does), starts its own
 # session, and its parent (a middleman, like Horovod's) exits at once, so init adopts it.
-WORKER = "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
-         "open({pidfile!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(300)"
+WORKER = (
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open({pidfile!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(300)"
+)
 LAUNCHER = """
     import os, subprocess, sys, time
     worker = {worker!r}
@@ -35,8 +38,11 @@ LAUNCHER = """
 def launcher(tmp_path, after="time.sleep(300)"):
     pidfile = tmp_path / "worker.pids"
     script = tmp_path / "launch.py"
-    script.write_text(textwrap.dedent(LAUNCHER).format(worker=WORKER.format(pidfile=str(pidfile)),
-                                                       pidfile=str(pidfile), after=after))
+    script.write_text(
+        textwrap.dedent(LAUNCHER).format(
+            worker=WORKER.format(pidfile=str(pidfile)), pidfile=str(pidfile), after=after
+        )
+    )
     return [sys.executable, str(script)], pidfile
 
 
@@ -84,8 +90,13 @@ def test_a_launcher_that_exits_leaves_no_worker_behind(tmp_path):
 
 
 def test_behaves_like_subprocess_run(tmp_path):
-    done = proctree.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
-                        timeout=30, input="abc", capture_output=True, text=True)
+    done = proctree.run(
+        [sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
+        timeout=30,
+        input="abc",
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode, done.stdout) == (3, "ABC\n")
     with pytest.raises(subprocess.CalledProcessError):
         proctree.run([sys.executable, "-c", "raise SystemExit(4)"], timeout=30, check=True)
@@ -110,14 +121,19 @@ def test_without_psutil_the_session_still_goes(tmp_path):
         sys.modules["psutil"] = None  # import psutil now fails, as on a bare node
         import coursetools.check  # the preflight still imports
         from coursetools import proctree
-        child = "import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+        child = "import os, time; open({str(tmp_path / "pid")!r}, 'w').write(str(os.getpid())); time.sleep(300)"
         try:
             proctree.run([sys.executable, "-c", f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {{child!r}}]); time.sleep(300)"],
                          timeout=2, grace=1)
         except subprocess.TimeoutExpired:
             print("timed out")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert done.returncode == 0 and done.stdout.strip() == "timed out", done.stderr
     assert_gone(worker_pids(tmp_path / "pid"))

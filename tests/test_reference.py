@@ -1,18 +1,27 @@
 """The recorded reference systems: every file has a kind, loader errors (facts per file: test_reference_golden.py)."""
+
 from pathlib import Path
 
 import pytest
 
 from gputopo import reference
 
-ALL_FILES = [(system, name) for system in reference.list_systems() for name in reference.files(system)]
+ALL_FILES = [
+    (system, name) for system in reference.list_systems() for name in reference.files(system)
+]
 # Where the course's copy came from; present on the development machine only.
 SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "reference-systems"
 
 
 def test_the_published_systems_are_all_there():
-    assert {"v100-sxm2-8gpu-server", "dgx1-v100", "dgx-a100", "h100-pcie-nvlink-pair",
-            "rtx2080-nvlink-pair", "pcie-gen3-8gpu-mxnet"} <= set(reference.list_systems())
+    assert {
+        "v100-sxm2-8gpu-server",
+        "dgx1-v100",
+        "dgx-a100",
+        "h100-pcie-nvlink-pair",
+        "rtx2080-nvlink-pair",
+        "pcie-gen3-8gpu-mxnet",
+    } <= set(reference.list_systems())
 
 
 @pytest.mark.parametrize("system,name", ALL_FILES)
@@ -65,7 +74,9 @@ def test_load_passes_parser_options():
 def test_load_with_several_files_asks_for_a_name():
     with pytest.raises(ValueError) as error:
         reference.load("dgx1-v100", "horovod")
-    assert "filename=" in str(error.value) and "horovod-cnn-gpus-1-7-default.txt" in str(error.value)
+    assert "filename=" in str(error.value) and "horovod-cnn-gpus-1-7-default.txt" in str(
+        error.value
+    )
     one = reference.load("dgx1-v100", "horovod", filename="horovod-cnn-gpus-1-7-default.txt")
     assert one["epochs"][0]["images_per_sec"] == 98996.51
 
@@ -73,8 +84,12 @@ def test_load_with_several_files_asks_for_a_name():
 def test_load_picks_each_log_by_name():
     assert len(reference.find("dgx1-v100", "nccl-log")) == 4
     load = reference.load
-    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt")["transports"] == ["SHM"]
-    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-default.txt")["transports"] == ["P2P"]
+    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt")[
+        "transports"
+    ] == ["SHM"]
+    assert load("dgx1-v100", "nccl-log", "horovod-cnn-gpus-0-3-default.txt")["transports"] == [
+        "P2P"
+    ]
 
 
 def test_load_errors():
@@ -95,7 +110,10 @@ def test_csv_files_load_as_rows():
     assert summary["rows"][3]["gpus"] == "1,7"
 
 
-@pytest.mark.skipif(not SHARED_COPY.is_dir(), reason="the shared source folder exists only on the development machine")
+@pytest.mark.skipif(
+    not SHARED_COPY.is_dir(),
+    reason="the shared source folder exists only on the development machine",
+)
 def test_copy_is_byte_exact():
     # a folder renamed since the copy keeps its former name in system.json ("formerly")
     former = {reference.system_info(s).get("formerly"): s for s in reference.list_systems()}

@@ -5,6 +5,7 @@ and `Images/sec:` lines as the tools printed them), not produced by the parsers.
 drops a row, misreads a cell, swaps a direction or mislabels a transport fails here. A recorded
 file of a parsed kind that has no entry here fails too, so a new recording gets its own facts.
 """
+
 import pytest
 
 from gputopo import reference
@@ -23,13 +24,33 @@ NCCL_TESTS = {
     ("h200-nvswitch-8gpu", "nccl-bench-reduce_scatter-g4.txt"): (29, 16, 4294967296, 344.54),
     ("h200-nvswitch-8gpu", "nccl-bench-reduce_scatter-g8.txt"): (28, 32, 4294967296, 358.79),
     ("h200-nvswitch-pair", "nccl-bench-all_gather.txt"): (28, 8, 1073741824, 270.43),
-    ("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph.txt"): (26, 8, 268435456, 27.79),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC-cuda-graph.txt"): (
+        26,
+        8,
+        268435456,
+        27.79,
+    ),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"): (29, 8, 2147483648, 27.77),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce-cuda-graph.txt"): (29, 8, 2147483648, 342.43),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce-n100.txt"): (12, 1048576, 2147483648, 335.61),
-    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat1.txt"): (11, 1048576, 1073741824, 3.84),
-    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat2.txt"): (11, 1048576, 1073741824, 3.61),
-    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat3.txt"): (11, 1048576, 1073741824, 3.29),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat1.txt"): (
+        11,
+        1048576,
+        1073741824,
+        3.84,
+    ),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat2.txt"): (
+        11,
+        1048576,
+        1073741824,
+        3.61,
+    ),
+    ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-repeat3.txt"): (
+        11,
+        1048576,
+        1073741824,
+        3.29,
+    ),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets-run2.txt"): (28, 8, 1073741824, 3.31),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt"): (28, 8, 1073741824, 2.88),
     ("h200-nvswitch-pair", "nccl-bench-all_reduce.txt"): (29, 8, 2147483648, 332.29),
@@ -43,41 +64,80 @@ NCCL_TESTS = {
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-G.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug.txt"): (18, 8, 1048576, 0.0),
     # notebook 6's channel check under NCCL_MAX_NCHANNELS=4 (read by hand: 18 rows, 8 B to 1 MiB, busbw 0)
-    ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt"): (18, 8, 1048576, 0.0),
+    ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt"): (
+        18,
+        8,
+        1048576,
+        0.0,
+    ),
     # published multi-node runs (excerpts; their system.json "cluster" entries say what ran)
     ("a100-hdr-3node", "all_reduce_perf-24ranks-excerpt.txt"): (6, 127926280, 133169160, 95.74),
-    ("gb10-spark-pair", "all_gather_perf-16G-before-mtu9000-excerpt.txt"): (1, 17179869184, 17179869184, 18.94),
+    ("gb10-spark-pair", "all_gather_perf-16G-before-mtu9000-excerpt.txt"): (
+        1,
+        17179869184,
+        17179869184,
+        18.94,
+    ),
     ("gb200-nvl72-rack", "all_reduce_perf-72gpus-excerpt.txt"): (5, 536870912, 8589934592, 834.57),
-    ("h100-4gpu-2node", "all_reduce_perf-ring-8ranks-excerpt.txt"): (5, 536870912, 8589934592, 95.10),
+    ("h100-4gpu-2node", "all_reduce_perf-ring-8ranks-excerpt.txt"): (
+        5,
+        536870912,
+        8589934592,
+        95.10,
+    ),
     ("hgx-h100-8x400g-4node", "all_reduce_perf-32ranks-excerpt.txt"): (32, 8, 17179869184, 365.84),
 }
 
 # P2P program output: (matrix, row label, column label) -> value, as printed.
 P2P = {
-    ("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 256.62,
-                                                              ("unidirectional_write", 1, 0): 256.99},
-    ("h200-nvswitch-8gpu", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 7): 394.36,
-                                                           ("unidirectional_write", 1, 0): 394.21},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run1.txt"): {("unidirectional_write", 0, 1): 394.63,
-                                                                       ("unidirectional_write", 1, 0): 394.73},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run2.txt"): {("unidirectional_write", 0, 1): 394.67,
-                                                                       ("unidirectional_write", 1, 0): 394.82},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run3.txt"): {("unidirectional_write", 0, 1): 394.86,
-                                                                       ("unidirectional_write", 1, 0): 394.59},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt"): {("unidirectional_write", 0, 0): 2080.90},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-numElems40000000.txt"): {("unidirectional_write", 0, 1): 392.53,
-                                                                            ("unidirectional_write", 1, 0): 392.61},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-p2p_read.txt"): {("unidirectional_read", 0, 1): 390.22,
-                                                                    ("unidirectional_read", 1, 0): 390.17},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-sm_copy.txt"): {("unidirectional_write", 0, 1): 368.86,
-                                                                   ("unidirectional_write", 1, 0): 369.27},
-    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 396.51,
-                                                           ("unidirectional_write", 1, 0): 396.47},
-    ("rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {("unidirectional_write", 0, 1): 24.23,
-                                                            ("unidirectional_write", 1, 1): 389.76},
+    ("h100-pcie-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {
+        ("unidirectional_write", 0, 1): 256.62,
+        ("unidirectional_write", 1, 0): 256.99,
+    },
+    ("h200-nvswitch-8gpu", "p2pBandwidthLatencyTest.txt"): {
+        ("unidirectional_write", 0, 7): 394.36,
+        ("unidirectional_write", 1, 0): 394.21,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run1.txt"): {
+        ("unidirectional_write", 0, 1): 394.63,
+        ("unidirectional_write", 1, 0): 394.73,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run2.txt"): {
+        ("unidirectional_write", 0, 1): 394.67,
+        ("unidirectional_write", 1, 0): 394.82,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-256MiB-run3.txt"): {
+        ("unidirectional_write", 0, 1): 394.86,
+        ("unidirectional_write", 1, 0): 394.59,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-devices1.txt"): {
+        ("unidirectional_write", 0, 0): 2080.90
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-numElems40000000.txt"): {
+        ("unidirectional_write", 0, 1): 392.53,
+        ("unidirectional_write", 1, 0): 392.61,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-p2p_read.txt"): {
+        ("unidirectional_read", 0, 1): 390.22,
+        ("unidirectional_read", 1, 0): 390.17,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest-sm_copy.txt"): {
+        ("unidirectional_write", 0, 1): 368.86,
+        ("unidirectional_write", 1, 0): 369.27,
+    },
+    ("h200-nvswitch-pair", "p2pBandwidthLatencyTest.txt"): {
+        ("unidirectional_write", 0, 1): 396.51,
+        ("unidirectional_write", 1, 0): 396.47,
+    },
+    ("rtx2080-nvlink-pair", "p2pBandwidthLatencyTest.txt"): {
+        ("unidirectional_write", 0, 1): 24.23,
+        ("unidirectional_write", 1, 1): 389.76,
+    },
     # an excerpt: GPU 0's row only
-    ("dgx1-v100", "p2pBandwidthLatencyTest-row0-excerpt.txt"): {("bidirectional_enabled", 0, 3): 96.85,
-                                                               ("bidirectional_enabled", 0, 5): 14.25},
+    ("dgx1-v100", "p2pBandwidthLatencyTest-row0-excerpt.txt"): {
+        ("bidirectional_enabled", 0, 3): 96.85,
+        ("bidirectional_enabled", 0, 5): 14.25,
+    },
 }
 
 # nvidia-smi topo -m: GPU count and the link printed between GPU0 and GPU1 (None: one GPU).
@@ -99,8 +159,8 @@ P2P_STATUS = {
 
 # NCCL INFO logs of the original lab's CNN: the transport of every "via" line.
 NCCL_LOG = {
-    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): ["SHM"],   # via direct shared memory
-    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): ["P2P"],   # via P2P/IPC/read
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): ["SHM"],  # via direct shared memory
+    ("dgx-a100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): ["P2P"],  # via P2P/IPC/read
     ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-0.txt"): ["SHM"],
     ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): ["P2P"],  # via P2P/IPC
     ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"): ["P2P"],
@@ -129,8 +189,13 @@ HOROVOD = {
 # NCCL's topology dump (NCCL_TOPO_DUMP_FILE): cpu numaid and vendor, GPU dev/sm, PCI
 # link_width as written, the net's name, speed (Mb/s) and gdr.
 NCCL_TOPO = {
-    ("h100-single-gpu", "nccl-topo-dump.xml"): {"numaid": -1, "vendor": "GenuineIntel", "gpu": (0, 90),
-                                                "link_width": 0, "net": ("eth0", 10000, 0)},
+    ("h100-single-gpu", "nccl-topo-dump.xml"): {
+        "numaid": -1,
+        "vendor": "GenuineIntel",
+        "gpu": (0, 90),
+        "link_width": 0,
+        "net": ("eth0", 10000, 0),
+    },
 }
 
 # NCCL's graph dump (NCCL_GRAPH_DUMP_FILE): number of <graph> elements, and the first one's
@@ -151,12 +216,26 @@ HOST_DEVICE_COPY = {
     ("h200-single-gpu", "host-device-copy-bench-run2.txt"): (112, 5.88, 55.51),
 }
 
-GOLDEN = {"host-device-copy": HOST_DEVICE_COPY, "nccl-tests": NCCL_TESTS, "p2p": P2P, "topo": TOPO, "p2p-status": P2P_STATUS,
-          "nccl-log": NCCL_LOG, "horovod": HOROVOD, "nccl-topo": NCCL_TOPO, "nccl-graph": NCCL_GRAPH}
+GOLDEN = {
+    "host-device-copy": HOST_DEVICE_COPY,
+    "nccl-tests": NCCL_TESTS,
+    "p2p": P2P,
+    "topo": TOPO,
+    "p2p-status": P2P_STATUS,
+    "nccl-log": NCCL_LOG,
+    "horovod": HOROVOD,
+    "nccl-topo": NCCL_TOPO,
+    "nccl-graph": NCCL_GRAPH,
+}
 # A kind with no file name pattern in reference.KIND_PATTERNS (the JSON kinds, which no recorded
 # system holds yet) has no recorded file to check.
-PARSED = [(system, kind, name) for system in reference.list_systems() for kind in PARSERS
-          if kind in reference.KIND_PATTERNS for name in reference.find(system, kind)]
+PARSED = [
+    (system, kind, name)
+    for system in reference.list_systems()
+    for kind in PARSERS
+    if kind in reference.KIND_PATTERNS
+    for name in reference.find(system, kind)
+]
 
 
 def test_only_the_json_kinds_have_no_recorded_file_pattern():
@@ -166,7 +245,9 @@ def test_only_the_json_kinds_have_no_recorded_file_pattern():
 
 @pytest.mark.parametrize("system,kind,name", PARSED)
 def test_every_recorded_file_of_a_parsed_kind_has_facts_read_by_hand(system, kind, name):
-    assert (system, name) in GOLDEN.get(kind, {}), f"add the facts of {system}/{name} ({kind}) to this file"
+    assert (system, name) in GOLDEN.get(kind, {}), (
+        f"add the facts of {system}/{name} ({kind}) to this file"
+    )
 
 
 @pytest.mark.parametrize("key,facts", sorted(NCCL_TESTS.items()))
@@ -183,7 +264,11 @@ def test_nccl_tests_tables(key, facts):
 def test_p2p_matrices(key, cells):
     parsed = reference.load(key[0], "p2p", filename=key[1])
     for (matrix, row, column), value in cells.items():
-        assert parsed["bandwidth_gbs"][matrix][row][column] == pytest.approx(value), (matrix, row, column)
+        assert parsed["bandwidth_gbs"][matrix][row][column] == pytest.approx(value), (
+            matrix,
+            row,
+            column,
+        )
 
 
 @pytest.mark.parametrize("key,facts", sorted(TOPO.items()))
@@ -201,7 +286,9 @@ def test_topo_matrices(key, facts):
 def test_p2p_status_matrices(key, count):
     status = reference.load(key[0], "p2p-status", filename=key[1])
     assert len(status["gpus"]) == count
-    assert {v for row in status["status"].values() for v in row.values()} == ({"OK"} if count > 1 else set())
+    assert {v for row in status["status"].values() for v in row.values()} == (
+        {"OK"} if count > 1 else set()
+    )
 
 
 @pytest.mark.parametrize("key,transports", sorted(NCCL_LOG.items()))
@@ -235,7 +322,11 @@ def test_nccl_graph_dumps(key, facts):
     count, pattern, nchannels, typeintra = facts
     graphs = reference.load(key[0], "nccl-graph", filename=key[1])["graphs"]
     assert len(graphs) == count
-    assert (graphs[0]["pattern"], graphs[0]["nchannels"], graphs[0]["typeintra"]) == (pattern, nchannels, typeintra)
+    assert (graphs[0]["pattern"], graphs[0]["nchannels"], graphs[0]["typeintra"]) == (
+        pattern,
+        nchannels,
+        typeintra,
+    )
 
 
 @pytest.mark.parametrize("key,facts", sorted(HOST_DEVICE_COPY.items()))

@@ -21,13 +21,21 @@ from gputopo import reference
 README = Path(reference.__file__).resolve().parent.parent / "reference_systems" / "README.md"
 
 EXPECTED = {
-    "v100-sxm2-8gpu-server": ("Konnase Lee", "\"NCCL\"", "2019-09-26",
-                              "https://konnase.github.io/2019/09/26/machine_learning/NCCL/",
-                              "no licence is stated"),
-    "h100-pcie-nvlink-pair": ("Koga Masazumi", "2024-10-01", "2024-06-10",
-                              "https://github.com/HPE-Japan-Presales/e-learning/blob/main/gpu/h100/"
-                              "mgmt_gpu_on_dl380agen11.md",
-                              "states no licence"),
+    "v100-sxm2-8gpu-server": (
+        "Konnase Lee",
+        '"NCCL"',
+        "2019-09-26",
+        "https://konnase.github.io/2019/09/26/machine_learning/NCCL/",
+        "no licence is stated",
+    ),
+    "h100-pcie-nvlink-pair": (
+        "Koga Masazumi",
+        "2024-10-01",
+        "2024-06-10",
+        "https://github.com/HPE-Japan-Presales/e-learning/blob/main/gpu/h100/"
+        "mgmt_gpu_on_dl380agen11.md",
+        "states no licence",
+    ),
 }
 
 
@@ -40,7 +48,11 @@ def test_source_names_author_date_address_and_licence(system):
 
 @pytest.mark.parametrize("system", sorted(EXPECTED))
 def test_readme_row_gives_the_same_source(system):
-    rows = [line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith(f"| {system} |")]
+    rows = [
+        line
+        for line in README.read_text(encoding="utf-8").splitlines()
+        if line.startswith(f"| {system} |")
+    ]
     assert len(rows) == 1
     published = rows[0].rstrip(" |").rsplit(" | ", 1)[-1]
     for part in EXPECTED[system]:

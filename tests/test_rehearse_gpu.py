@@ -6,6 +6,7 @@ nvidia_cuda_nvcc_cu12-12.2.140 and nvidia_nccl_cu12-2.19.3, and `dpkg-deb -c` of
 nvidia-cuda-toolkit 12.4.131~12.4.1-2); its nvcc is a stand-in that prints nvcc's --version
 format, so the check of the compiler's CUDA release is exercised both ways.
 """
+
 import os
 import shutil
 import subprocess
@@ -18,13 +19,20 @@ SCRIPT = ROOT / "environment" / "rehearse-gpu.sh"
 
 
 def run(*args, timeout=60):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def fake_nvcc(release):
-    return ("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
-            f"echo 'Cuda compilation tools, release {release}, V{release}.131'\n")
+    return (
+        "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+        f"echo 'Cuda compilation tools, release {release}, V{release}.131'\n"
+    )
 
 
 def fake_tree(base, release="12.4"):
@@ -45,8 +53,11 @@ def fake_tree(base, release="12.4"):
         "usr/lib/nvidia-cuda-toolkit/bin/cicc": "cicc",
         "usr/lib/nvidia-cuda-toolkit/bin/crt/link.stub": "stub",
         "usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc": "bc",
-        "usr/bin/cudafe++": "cudafe", "usr/bin/ptxas": "ptxas 12.4", "usr/bin/fatbinary": "fatbinary",
-        "usr/bin/nvlink": "nvlink", "usr/bin/bin2c": "bin2c",
+        "usr/bin/cudafe++": "cudafe",
+        "usr/bin/ptxas": "ptxas 12.4",
+        "usr/bin/fatbinary": "fatbinary",
+        "usr/bin/nvlink": "nvlink",
+        "usr/bin/bin2c": "bin2c",
     }
     for rel, text in files.items():
         p = base / rel
@@ -61,10 +72,23 @@ def test_arranges_a_toolkit_root_from_the_wheels_and_the_package(tmp_path):
     r = run("--arrange", src, root)
     assert r.returncode == 0, r.stderr
     # What CMake's FindCUDAToolkit and Horovod's FindNCCL look for, in the places they look.
-    for rel in ("bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/ptxas", "bin/fatbinary", "bin/nvlink",
-                "bin/crt/link.stub", "nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc",
-                "include/cuda_runtime_api.h", "include/cuda_runtime.h", "include/crt/host_config.h",
-                "include/nccl.h", "lib64/libcudart.so.12", "lib64/libnccl.so.2"):
+    for rel in (
+        "bin/nvcc",
+        "bin/nvcc.profile",
+        "bin/cudafe++",
+        "bin/ptxas",
+        "bin/fatbinary",
+        "bin/nvlink",
+        "bin/crt/link.stub",
+        "nvvm/bin/cicc",
+        "nvvm/libdevice/libdevice.10.bc",
+        "include/cuda_runtime_api.h",
+        "include/cuda_runtime.h",
+        "include/crt/host_config.h",
+        "include/nccl.h",
+        "lib64/libcudart.so.12",
+        "lib64/libnccl.so.2",
+    ):
         assert (root / rel).is_file(), rel
     # The linker's unversioned names point at the versioned libraries of the wheels.
     assert os.readlink(root / "lib64/libnccl.so") == "libnccl.so.2"
@@ -72,7 +96,9 @@ def test_arranges_a_toolkit_root_from_the_wheels_and_the_package(tmp_path):
     assert os.readlink(root / "lib64/libcudart.so") == "libcudart.so.12"
     assert (root / "lib64/libcudart.so").read_text() == "ELF cudart"
     # CMake's -lcudadevrt finds an empty archive in the root, never the machine's CUDA 13 one.
-    members = subprocess.run(["ar", "t", str(root / "lib64/libcudadevrt.a")], capture_output=True, text=True)
+    members = subprocess.run(
+        ["ar", "t", str(root / "lib64/libcudadevrt.a")], capture_output=True, text=True
+    )
     assert members.returncode == 0 and members.stdout == ""
     # The Debian package's ptxas (same release as its cicc) wins over the wheel's.
     assert (root / "bin/ptxas").read_text() == "ptxas 12.4"
@@ -95,7 +121,8 @@ def test_a_cuda_13_nvcc_is_refused(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"rehearse-gpu.sh: error: {tmp_path}/root/bin/nvcc is CUDA 13.0, not CUDA 12 "
-        "(the image's TensorFlow 2.15.1 needs CUDA 12)"]
+        "(the image's TensorFlow 2.15.1 needs CUDA 12)"
+    ]
 
 
 def test_a_missing_piece_is_named_in_one_line(tmp_path):
@@ -130,35 +157,61 @@ def test_the_profile_points_a_real_nvcc_at_the_root(tmp_path):
     src, root = fake_tree(tmp_path / "src"), tmp_path / "root"
     shutil.copy(os.path.realpath(real), src / "usr/lib/nvidia-cuda-toolkit/bin/nvcc")
     r = run("--arrange", src, root)
-    release = subprocess.run([str(root / "bin/nvcc"), "--version"], capture_output=True, text=True).stdout
+    release = subprocess.run(
+        [str(root / "bin/nvcc"), "--version"], capture_output=True, text=True
+    ).stdout
     if "release 12." not in release:
         assert r.returncode == 2 and "not CUDA 12" in r.stderr
     (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
-    dry = subprocess.run([str(root / "bin/nvcc"), "--dryrun", "-c", str(tmp_path / "k.cu")],
-                         capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
-    lines = {l.split("=", 1)[0][3:]: l.split("=", 1)[1] for l in dry.stderr.splitlines() if l.startswith("#$ ") and "=" in l}
+    dry = subprocess.run(
+        [str(root / "bin/nvcc"), "--dryrun", "-c", str(tmp_path / "k.cu")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    lines = {
+        l.split("=", 1)[0][3:]: l.split("=", 1)[1]
+        for l in dry.stderr.splitlines()
+        if l.startswith("#$ ") and "=" in l
+    }
     assert f"-I{root}/bin/../include" in lines["INCLUDES"].replace('"', "")
     assert f"-L{root}/bin/../lib64" in lines["LIBRARIES"].replace('"', "")
     assert lines["NVVMIR_LIBRARY_DIR"] == f"{root}/bin/../nvvm/libdevice"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--arch", "8.0"], "--arch '8.0' is not a compute capability"),
-    (["--arch"], "--arch needs a compute capability"),
-    (["--work"], "--work needs a directory"),
-    (["--arrange", "only-one"], "--arrange needs SRC and ROOT"),
-    (["--arrange", "/nonexistent-src", "/tmp/x"], "--arrange: /nonexistent-src is not a directory"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--arch", "8.0"], "--arch '8.0' is not a compute capability"),
+        (["--arch"], "--arch needs a compute capability"),
+        (["--work"], "--work needs a directory"),
+        (["--arrange", "only-one"], "--arrange needs SRC and ROOT"),
+        (
+            ["--arrange", "/nonexistent-src", "/tmp/x"],
+            "--arrange: /nonexistent-src is not a directory",
+        ),
+    ],
+)
 def test_bad_input_one_line_exit_2(args, message):
     r = run(*args)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.startswith("rehearse-gpu.sh: error: ") and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        r.stderr.startswith("rehearse-gpu.sh: error: ") and len(r.stderr.strip().splitlines()) == 1
+    )
     assert message in r.stderr
 
 
 def test_help_names_the_pinned_pieces():
     r = run("--help")
     assert r.returncode == 0 and r.stderr == ""
-    for word in ("nvidia-cuda-runtime-cu12==12.2.140", "nvidia-cuda-nvcc-cu12==12.2.140",
-                 "nvidia-nccl-cu12==2.19.3", "nvidia-cuda-toolkit 12.4.131", "--arch", "--work", "--arrange"):
+    for word in (
+        "nvidia-cuda-runtime-cu12==12.2.140",
+        "nvidia-cuda-nvcc-cu12==12.2.140",
+        "nvidia-nccl-cu12==2.19.3",
+        "nvidia-cuda-toolkit 12.4.131",
+        "--arch",
+        "--work",
+        "--arrange",
+    ):
         assert word in r.stdout, word

@@ -13,7 +13,9 @@ from gputopo import live
 
 def lines_of(kind):
     """The records of results/<kind>.jsonl, read here as people read them (one JSON per line)."""
-    return [json.loads(line) for line in (live.results_dir() / f"{kind}.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line) for line in (live.results_dir() / f"{kind}.jsonl").read_text().splitlines()
+    ]
 
 
 @pytest.fixture
@@ -64,7 +66,9 @@ def test_given_environment_replaces_the_local_one(store):
 
 def test_numpy_values_are_stored_as_plain_numbers(store):
     numpy = pytest.importorskip("numpy")
-    results.append_record("np", {"values": numpy.array([1.5, 2.5]), "peak": numpy.float32(3.0), "n": numpy.int64(7)})
+    results.append_record(
+        "np", {"values": numpy.array([1.5, 2.5]), "peak": numpy.float32(3.0), "n": numpy.int64(7)}
+    )
     record = lines_of("np")[0]
     assert (record["values"], record["peak"], record["n"]) == ([1.5, 2.5], 3.0, 7)
 
@@ -84,13 +88,17 @@ def test_reserved_keys_are_refused(store):
 def _append_many(folder, worker, count):
     os.environ["GPUTOPO_RESULTS_DIR"] = str(folder)
     for index in range(count):
-        results.append_record("race", {"worker": worker, "index": index, "pad": "x" * 2000}, environment_info={})
+        results.append_record(
+            "race", {"worker": worker, "index": index, "pad": "x" * 2000}, environment_info={}
+        )
 
 
 def test_concurrent_appends_do_not_interleave(store):
     store.mkdir()
     context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_append_many, args=(store, worker, 40)) for worker in range(3)]
+    workers = [
+        context.Process(target=_append_many, args=(store, worker, 40)) for worker in range(3)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -98,15 +106,22 @@ def test_concurrent_appends_do_not_interleave(store):
     lines = (store / "race.jsonl").read_text().splitlines()
     assert len(lines) == 120
     records = [json.loads(line) for line in lines]  # any interleaving would break the JSON
-    assert sorted((r["worker"], r["index"]) for r in records) == [(w, i) for w in range(3) for i in range(40)]
+    assert sorted((r["worker"], r["index"]) for r in records) == [
+        (w, i) for w in range(3) for i in range(40)
+    ]
 
 
 def _gpu_facts_of(path):
     environment = json.loads(path.read_text().splitlines()[-1])["environment"]
-    return {key: environment[key] for key in ("gpus", "driver_version", "cuda_version", "nccl_version", "mode")}
+    return {
+        key: environment[key]
+        for key in ("gpus", "driver_version", "cuda_version", "nccl_version", "mode")
+    }
 
 
-def test_record_metadata_does_not_depend_on_what_was_called_first(store, fake_nvidia_smi, monkeypatch):
+def test_record_metadata_does_not_depend_on_what_was_called_first(
+    store, fake_nvidia_smi, monkeypatch
+):
     import importlib
 
     detect_module = importlib.import_module("coursetools.detect")
@@ -131,8 +146,18 @@ def test_a_given_machine_supplies_the_gpu_facts(store, monkeypatch):
 
     detect_module = importlib.import_module("coursetools.detect")
     monkeypatch.setattr(detect_module, "_cached", Machine(mode="reference", reason="cached one"))
-    given = Machine(mode="single-gpu", gpu_names=["Tesla V100-SXM2-16GB"], driver_version="535.1",
-                    cuda_version="12.2", nccl_version="2.18.3")
+    given = Machine(
+        mode="single-gpu",
+        gpu_names=["Tesla V100-SXM2-16GB"],
+        driver_version="535.1",
+        cuda_version="12.2",
+        nccl_version="2.18.3",
+    )
     facts = _gpu_facts_of(results.append_record("given", {"n": 1}, machine=given))
-    assert facts == {"gpus": ["Tesla V100-SXM2-16GB"], "driver_version": "535.1", "cuda_version": "12.2",
-                     "nccl_version": "2.18.3", "mode": "single-gpu"}
+    assert facts == {
+        "gpus": ["Tesla V100-SXM2-16GB"],
+        "driver_version": "535.1",
+        "cuda_version": "12.2",
+        "nccl_version": "2.18.3",
+        "mode": "single-gpu",
+    }

@@ -2,6 +2,7 @@
 stay whole, an append waits while another process holds the lock, and a holder that dies
 (SIGKILL, no clean-up) does not block the next writer: the kernel drops its flock.
 """
+
 import json
 import os
 import signal
@@ -16,7 +17,8 @@ RECORDS_EACH = 20
 PAYLOAD = 150_000  # characters per record: far above a pipe buffer or a page
 
 # A writer process: waits for the start file, then appends RECORDS_EACH big records.
-WRITER = textwrap.dedent("""
+WRITER = textwrap.dedent(
+    """
     import os, sys, time
     from coursetools import results
     writer, count, size, start = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -25,7 +27,9 @@ WRITER = textwrap.dedent("""
     for seq in range(count):
         body = (f"{writer}-{seq}-" * size)[:size]
         results.append_record("%s", {"writer": writer, "seq": seq, "body": body})
-""" % KIND)
+"""
+    % KIND
+)
 
 # Another process that takes the store's lock, says so, and holds it until killed.
 HOLDER = textwrap.dedent("""
@@ -38,19 +42,31 @@ HOLDER = textwrap.dedent("""
 
 
 def child_env(tmp_path):
-    return dict(os.environ, GPUTOPO_RESULTS_DIR=str(tmp_path / "results"), PYTHONPATH=os.pathsep.join(sys.path))
+    return dict(
+        os.environ,
+        GPUTOPO_RESULTS_DIR=str(tmp_path / "results"),
+        PYTHONPATH=os.pathsep.join(sys.path),
+    )
 
 
 def start_writer(tmp_path, writer, count, start_file):
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(writer), str(count), str(PAYLOAD), str(start_file)],
-                            env=child_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(writer), str(count), str(PAYLOAD), str(start_file)],
+        env=child_env(tmp_path),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def start_holder(tmp_path):
     folder = tmp_path / "results"
     folder.mkdir(exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder / f"{KIND}.jsonl.lock")],
-                              env=child_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder / f"{KIND}.jsonl.lock")],
+        env=child_env(tmp_path),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -86,7 +102,9 @@ def test_an_append_waits_while_another_process_holds_the_lock(tmp_path):
     try:
         writer = start_writer(tmp_path, 0, 1, start)
         time.sleep(2.0)
-        assert writer.poll() is None and read_lines(tmp_path) == [], "the append did not wait for the lock"
+        assert writer.poll() is None and read_lines(tmp_path) == [], (
+            "the append did not wait for the lock"
+        )
     finally:
         holder.terminate()
         holder.wait(timeout=30)

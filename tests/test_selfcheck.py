@@ -1,4 +1,5 @@
 """gputopo.selfcheck, and the expected answers the notebooks' self-check cells use."""
+
 import json
 from pathlib import Path
 
@@ -28,7 +29,9 @@ def test_right_answers_pass(capsys):
     assert capsys.readouterr().out.count("Correct") == 3
 
 
-@pytest.mark.parametrize("answer, expected", [(2.097, 20.97152), ("PIX", "SYS"), ([0, 4], [0, 3]), ("16", 16)])
+@pytest.mark.parametrize(
+    "answer, expected", [(2.097, 20.97152), ("PIX", "SYS"), ([0, 4], [0, 3]), ("16", 16)]
+)
 def test_wrong_answers_explain_and_never_raise(answer, expected, capsys):
     # A wrong answer must not stop "Run All" (issue 15): it prints the hint and returns False.
     assert check(answer, expected, hint="check the units") is False
@@ -36,13 +39,16 @@ def test_wrong_answers_explain_and_never_raise(answer, expected, capsys):
     assert "Not right yet" in out and "check the units" in out and "Correct" not in out
 
 
-@pytest.mark.parametrize("answer, expected, diagnosis", [
-    (2.097152, 20.97152, "10^-1"),                      # micro taken as 1e-5
-    (20.97152 * 1e3, 20.97152, "10^3"),                 # GB/s against MB/s
-    (20.97152 * 2**30 / 1e9, 20.97152, "2**30 / 10**9"),  # GiB against GB
-    (2 * 20.97152, 20.97152, "factor of 2"),
-    (-20.97152, 20.97152, "sign"),
-])
+@pytest.mark.parametrize(
+    "answer, expected, diagnosis",
+    [
+        (2.097152, 20.97152, "10^-1"),  # micro taken as 1e-5
+        (20.97152 * 1e3, 20.97152, "10^3"),  # GB/s against MB/s
+        (20.97152 * 2**30 / 1e9, 20.97152, "2**30 / 10**9"),  # GiB against GB
+        (2 * 20.97152, 20.97152, "factor of 2"),
+        (-20.97152, 20.97152, "sign"),
+    ],
+)
 def test_wrong_numbers_get_a_diagnosis(answer, expected, diagnosis, capsys):
     assert check(answer, expected, rel=1e-3) is False
     assert diagnosis in capsys.readouterr().out
@@ -87,19 +93,27 @@ def check_cells(prefix):
 def test_notebook1_expected_answers():
     assert 2**20 / 50e-6 / 1e9 == pytest.approx(20.97152)
     h100 = reference.load("h100-pcie-nvlink-pair", "p2p")
-    alpha_on, beta_on = h100["latency_us"]["write_gpu"][0][1], h100["bandwidth_gbs"]["unidirectional_write"][0][1]
-    alpha_off, beta_off = h100["latency_us"]["disabled_gpu"][0][1], h100["bandwidth_gbs"]["unidirectional_disabled"][0][1]
+    alpha_on, beta_on = (
+        h100["latency_us"]["write_gpu"][0][1],
+        h100["bandwidth_gbs"]["unidirectional_write"][0][1],
+    )
+    alpha_off, beta_off = (
+        h100["latency_us"]["disabled_gpu"][0][1],
+        h100["bandwidth_gbs"]["unidirectional_disabled"][0][1],
+    )
     assert (alpha_on, beta_on, alpha_off, beta_off) == (2.56, 256.62, 16.59, 26.10)
     # Exercise 2: 64 KiB is below n_half of the NVLink path, so latency-bound.
-    assert 64 * 2**10 < alpha_on * beta_on * 1e3   # n_half = alpha x beta: us x GB/s = 1e3 bytes
+    assert 64 * 2**10 < alpha_on * beta_on * 1e3  # n_half = alpha x beta: us x GB/s = 1e3 bytes
     n = 64 * 2**20
     ratio = (alpha_off + n / (beta_off * 1e3)) / (alpha_on + n / (beta_on * 1e3))
     assert ratio == pytest.approx(9.80, abs=0.01)
     cells = check_cells("1.")
     assert "check(answer_1, 20.97152," in cells
     assert 'check(answer_2, "latency",' in cells
-    assert (f"check(answer_4, ({alpha_off:.2f} + 64 * 2**20 / {beta_off:.2f}e3) / "
-            f"({alpha_on:.2f} + 64 * 2**20 / {beta_on:.2f}e3)") in cells
+    assert (
+        f"check(answer_4, ({alpha_off:.2f} + 64 * 2**20 / {beta_off:.2f}e3) / "
+        f"({alpha_on:.2f} + 64 * 2**20 / {beta_on:.2f}e3)"
+    ) in cells
 
 
 def test_notebook2_expected_answers():
@@ -107,7 +121,7 @@ def test_notebook2_expected_answers():
 
     v100 = reference.load("v100-sxm2-8gpu-server", "topo")
     gpus = v100["gpus"]
-    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
     nvlink_pairs = sum(v100["links"][a][b].startswith("NV") for a, b in pairs)
     assert nvlink_pairs == 16
     # Exercise 2: GPUs 1 and 7 have NVLink on the blog's server only.
@@ -115,7 +129,8 @@ def test_notebook2_expected_answers():
     assert wirings[lessons.BLOG_V100]["links"]["GPU1"]["GPU7"].startswith("NV")
     assert wirings[lessons.DGX1_V100]["links"]["GPU1"]["GPU7"] == "SYS"
     assert links.peak_gbs("NV12", "H100") / links.peak_gbs("PIX", "gen5") == pytest.approx(
-        300 / (32 * 16 * 128 / 130 / 8))
+        300 / (32 * 16 * 128 / 130 / 8)
+    )
     cells = check_cells("2.")
     assert f"check(answer_1, {nvlink_pairs}, rel=0" in cells
     assert 'check(answer_2, "blog",' in cells

@@ -5,6 +5,7 @@ What each must say, read by hand from the recorded files: h100-single-gpu's topo
 row; h200-nvswitch-pair's has two (GPU0, GPU1, NV18). Without a GPU, Start_Here shows the
 recorded H200 pair (two GPUs), labelled "[recorded]".
 """
+
 import json
 import os
 from pathlib import Path
@@ -20,10 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(path, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "source_code") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv(
+        "PYTHONPATH", str(ROOT / "source_code") + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     outputs = {}
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -32,27 +36,37 @@ def run(path, tmp_path, monkeypatch):
     return outputs
 
 
-@pytest.mark.parametrize("system, says", [
-    ("h100-single-gpu", "[live] nvidia-smi-topo-m.txt"),
-    ("h200-nvswitch-pair", "[live] nvidia-smi-topo-m.txt"),
-    (None, "[recorded] the command did not run"),
-])
-def test_start_here_reads_this_machine_or_says_it_shows_a_recorded_one(system, says, fake_nvidia_smi,
-                                                                       tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "system, says",
+    [
+        ("h100-single-gpu", "[live] nvidia-smi-topo-m.txt"),
+        ("h200-nvswitch-pair", "[live] nvidia-smi-topo-m.txt"),
+        (None, "[recorded] the command did not run"),
+    ],
+)
+def test_start_here_reads_this_machine_or_says_it_shows_a_recorded_one(
+    system, says, fake_nvidia_smi, tmp_path, monkeypatch
+):
     if system:
         fake_nvidia_smi(system)
     else:
-        fake_nvidia_smi(fail="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+        fake_nvidia_smi(
+            fail="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+        )
     out = run(ROOT / "Start_Here.ipynb", tmp_path, monkeypatch)
     text = "\n".join(out.values())
     assert says in text
-    expected = {"h100-single-gpu": "This machine: 1 GPU(s)", "h200-nvswitch-pair": "This machine: 2 GPU(s)",
-                None: "Recorded machine: 2 GPU(s)"}[system]
+    expected = {
+        "h100-single-gpu": "This machine: 1 GPU(s)",
+        "h200-nvswitch-pair": "This machine: 2 GPU(s)",
+        None: "Recorded machine: 2 GPU(s)",
+    }[system]
     assert expected in text
 
 
 def test_notebook1_on_one_gpu_reads_its_own_nvidia_smi_and_falls_back_only_where_it_must(
-        fake_nvidia_smi, tmp_path, monkeypatch):
+    fake_nvidia_smi, tmp_path, monkeypatch
+):
     fake_nvidia_smi("h100-single-gpu")
     out = run(ROOT / "notebooks" / "1.Latency-and-Bandwidth.ipynb", tmp_path, monkeypatch)
     assert "[live] nvidia-smi.txt" in out["c08b"]

@@ -9,6 +9,7 @@ multi-bit (ALL) members, so the default "--redirects 0" becomes None (AttributeE
 The test hands step_breakdown a `python` whose `-m torch.distributed.run` applies the one-line fix
 (Std(int(value))) before running torchrun unchanged; every other call is Debian's python3.
 """
+
 import contextlib
 import importlib.util
 import json
@@ -23,7 +24,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "source_code" / "labs" / "step_breakdown.py"
 DEBIAN_PYTHON = "/usr/bin/python3"
-RUN_TIMEOUT_S = 300  # each torchrun; the whole test gets twice that, then its process group is killed
+RUN_TIMEOUT_S = (
+    300  # each torchrun; the whole test gets twice that, then its process group is killed
+)
 
 TORCHRUN_FIX = """
 import runpy, sys
@@ -41,8 +44,17 @@ def torch_python():
         return sys.executable, False
     if not os.path.exists(DEBIAN_PYTHON):
         return None
-    probe = subprocess.run([DEBIAN_PYTHON, "-c", "import torch, torch.distributed as d; assert d.is_gloo_available(); "
-                            "print(torch.__version__)"], capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [
+            DEBIAN_PYTHON,
+            "-c",
+            "import torch, torch.distributed as d; assert d.is_gloo_available(); "
+            "print(torch.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return (DEBIAN_PYTHON, probe.stdout.startswith("1.")) if probe.returncode == 0 else None
 
 
@@ -50,27 +62,57 @@ TORCH = torch_python()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(TORCH is None, reason="no Python with PyTorch and Gloo here (make test installs Debian's "
-                    "python3-torch where root and apt exist: environment/install-test-tools.sh)")
+@pytest.mark.skipif(
+    TORCH is None,
+    reason="no Python with PyTorch and Gloo here (make test installs Debian's "
+    "python3-torch where root and apt exist: environment/install-test-tools.sh)",
+)
 def test_one_real_ddp_round_on_cpu_pairs_one_and_two_workers(tmp_path):
     python, needs_fix = TORCH
-    argv = [str(SCRIPT), "--out", str(tmp_path / "steps"), "--ddp", "--cpu", "--rounds", "1",
-            "--bucket-caps", "25", "--epochs", "2", "--steps-per-epoch", "3", "--timeout", str(RUN_TIMEOUT_S)]
+    argv = [
+        str(SCRIPT),
+        "--out",
+        str(tmp_path / "steps"),
+        "--ddp",
+        "--cpu",
+        "--rounds",
+        "1",
+        "--bucket-caps",
+        "25",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "3",
+        "--timeout",
+        str(RUN_TIMEOUT_S),
+    ]
     command = [python, *argv]
     if needs_fix:
         fix = tmp_path / "torchrun_py311.py"
         fix.write_text(TORCHRUN_FIX)
         shim = tmp_path / "python"
-        shim.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m torch.distributed.run" ]; then shift 2; '
-                        f'exec {python} {fix} "$@"; fi\nexec {python} "$@"\n')
+        shim.write_text(
+            f'#!/bin/sh\nif [ "$1 $2" = "-m torch.distributed.run" ]; then shift 2; '
+            f'exec {python} {fix} "$@"; fi\nexec {python} "$@"\n'
+        )
         shim.chmod(0o755)
-        command = [python, "-c", f"import runpy, sys; sys.executable = {str(shim)!r}; sys.argv = {argv!r}; "
-                   f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"]
+        command = [
+            python,
+            "-c",
+            f"import runpy, sys; sys.executable = {str(shim)!r}; sys.argv = {argv!r}; "
+            f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')",
+        ]
     log = tmp_path / "step_breakdown.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
     with open(log, "w") as fh:
-        proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
     try:
         proc.wait(timeout=2 * RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -82,16 +124,24 @@ def test_one_real_ddp_round_on_cpu_pairs_one_and_two_workers(tmp_path):
     output = log.read_text(errors="replace")
     assert proc.returncode == 0, f"exit {proc.returncode}:\n" + "\n".join(output.splitlines()[-25:])
 
-    rows = [json.loads(line) for line in (tmp_path / "steps" / "results.jsonl").read_text().splitlines()]
-    assert [(r["mode"], r["workers"], r["bucket_cap_mb"], r["rc"]) for r in rows] == \
-        [("ddp", 1, 25.0, 0), ("ddp", 2, 25.0, 0)]
+    rows = [
+        json.loads(line) for line in (tmp_path / "steps" / "results.jsonl").read_text().splitlines()
+    ]
+    assert [(r["mode"], r["workers"], r["bucket_cap_mb"], r["rc"]) for r in rows] == [
+        ("ddp", 1, 25.0, 0),
+        ("ddp", 2, 25.0, 0),
+    ]
     for row in rows:
         split = row["steptime"]
         assert set(split) == {"forward_backward_ms", "allreduce_wait_ms", "optimizer_ms", "step_ms"}
         assert row["step_ms"] == split["step_ms"] > 0 and split["forward_backward_ms"] > 0
         run_dir = tmp_path / "steps" / row["run_dir"]
         assert "--bucket-cap-mb 25" in (run_dir / "command.txt").read_text()
-        workers = [line for line in (run_dir / "output.txt").read_text().splitlines() if line.startswith("WORKER ")]
+        workers = [
+            line
+            for line in (run_dir / "output.txt").read_text().splitlines()
+            if line.startswith("WORKER ")
+        ]
         assert len(workers) == row["workers"] and all("framework=pytorch-ddp" in w for w in workers)
     # the table pairs the two runs of the round: extra = two-worker step - one-worker step
     assert "DDP:" in output

@@ -4,6 +4,7 @@ Review R1 m7: h100-single-gpu read "driver and CUDA 13.0" while its nvidia-smi.t
 "Driver Version: 580.159.04". The expected version is read from each system's own recorded
 nvidia-smi.txt (the banner's "Driver Version:" field), never from the code under test.
 """
+
 import re
 
 import pytest

@@ -3,6 +3,7 @@
 Adding a recorded system is one folder with its files and its system.json, no code: the
 tests below add one (copies of real recordings) and find it in every reader.
 """
+
 import json
 import shutil
 
@@ -36,14 +37,27 @@ def test_every_system_has_a_system_json(system):
 def test_the_dgx1_facts_are_read_from_its_system_json():
     known = reference.known_links("dgx1-v100")
     # NVIDIA's DGX-1 V100 wiring, GPU 0's row: one NVLink to 1 and 2, two to 3 and 4, none to 5-7.
-    assert [known["pairs"][(0, j)] for j in range(1, 8)] == ["NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"]
+    assert [known["pairs"][(0, j)] for j in range(1, 8)] == [
+        "NV1",
+        "NV1",
+        "NV2",
+        "NV2",
+        "SYS",
+        "SYS",
+        "SYS",
+    ]
     blocked, why = reference.no_peer_access("dgx1-v100")
     assert (0, 5) in blocked and (0, 3) not in blocked and "staged copy" in why
     assert blocked == {pair for pair, code in known["pairs"].items() if code == "SYS"}
     assert reference.file_settings("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt") == {
-        "gpus": "1,7", "env": {}, "framework": "tensorflow", "batch_per_worker": 512}
-    assert reference.file_settings("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")["env"] == {
-        "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+        "gpus": "1,7",
+        "env": {},
+        "framework": "tensorflow",
+        "batch_per_worker": 512,
+    }
+    assert reference.file_settings("h200-nvswitch-pair", "nccl-bench-all_reduce-sockets.txt")[
+        "env"
+    ] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     assert reference.file_settings("h200-nvswitch-pair", "nccl-bench-all_reduce-n100.txt") == {}
 
 
@@ -51,19 +65,47 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     new = reference_dir / "a100-pcie-quad"
     new.mkdir()
     # Its recordings: copies of real ones (a V100 all_reduce table, a DGX-1 Horovod log).
-    shutil.copy(REAL / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt", new / "all_reduce_perf-g8.txt")
-    shutil.copy(REAL / "dgx1-v100" / "horovod-cnn-gpus-1-7-default.txt", new / "horovod-cnn-gpus-0-2-default.txt")
-    shutil.copy(REAL / "rtx2080-nvlink-pair" / "p2pBandwidthLatencyTest.txt", new / "p2pBandwidthLatencyTest.txt")
-    (new / reference.SYSTEM_FILE).write_text(json.dumps({
-        "machine": "4x test GPU, two NVLink pairs", "what": "copies", "source": "this test",
-        "cpu_vendor": "AuthenticAMD", "nvswitch": False,
-        "links": {"source": "this test", "pairs": {"0,1": "NV4", "0,2": "PHB", "2,3": "NV4"}},
-        "no_peer_access": {"pairs": ["0,3"], "why": "this test"},
-        "cnn": {"label": "Test quad", "order": 5,
-                "pairs": {"0,2": {"link": "PCIe through the host bridge", "path_type": "PHB"}}},
-        "files": {"horovod-cnn-gpus-0-2-default.txt": {"gpus": "0,2", "env": {}, "framework": "tensorflow",
-                                                       "batch_per_worker": 256}},
-    }), encoding="utf-8")
+    shutil.copy(
+        REAL / "v100-sxm2-8gpu-server" / "all_reduce_perf-g8.txt", new / "all_reduce_perf-g8.txt"
+    )
+    shutil.copy(
+        REAL / "dgx1-v100" / "horovod-cnn-gpus-1-7-default.txt",
+        new / "horovod-cnn-gpus-0-2-default.txt",
+    )
+    shutil.copy(
+        REAL / "rtx2080-nvlink-pair" / "p2pBandwidthLatencyTest.txt",
+        new / "p2pBandwidthLatencyTest.txt",
+    )
+    (new / reference.SYSTEM_FILE).write_text(
+        json.dumps(
+            {
+                "machine": "4x test GPU, two NVLink pairs",
+                "what": "copies",
+                "source": "this test",
+                "cpu_vendor": "AuthenticAMD",
+                "nvswitch": False,
+                "links": {
+                    "source": "this test",
+                    "pairs": {"0,1": "NV4", "0,2": "PHB", "2,3": "NV4"},
+                },
+                "no_peer_access": {"pairs": ["0,3"], "why": "this test"},
+                "cnn": {
+                    "label": "Test quad",
+                    "order": 5,
+                    "pairs": {"0,2": {"link": "PCIe through the host bridge", "path_type": "PHB"}},
+                },
+                "files": {
+                    "horovod-cnn-gpus-0-2-default.txt": {
+                        "gpus": "0,2",
+                        "env": {},
+                        "framework": "tensorflow",
+                        "batch_per_worker": 256,
+                    }
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
 
     assert "a100-pcie-quad" in reference.list_systems()
     assert reference.describe("a100-pcie-quad")["machine"] == "4x test GPU, two NVLink pairs"
@@ -73,7 +115,9 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
     assert access(3, 0) is False and access(0, 1) is True
     assert "a100-pcie-quad" in p2p_test.recorded()
     tables = [t for t in collectives.nccl_tables() if t["system"] == "a100-pcie-quad"]
-    assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0]["nvls"] == "n/a (no NVSwitch)"
+    assert [t["file"] for t in tables] == ["all_reduce_perf-g8.txt"] and tables[0][
+        "nvls"
+    ] == "n/a (no NVSwitch)"
 
     # The CNN log is found as an NCCL log with the settings and pair facts system.json gives it.
     log = "horovod-cnn-gpus-0-2-default.txt"
@@ -85,10 +129,16 @@ def test_a_new_system_folder_appears_in_every_reader(reference_dir):
 def test_recorded_transport_files_come_from_system_json(reference_dir):
     info_file = reference_dir / "h200-nvswitch-pair" / reference.SYSTEM_FILE
     info = json.loads(info_file.read_text(encoding="utf-8"))
-    assert ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"}) == "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"
+    assert (
+        ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"})
+        == "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"
+    )
     del info["files"]["nccl-bench-*-P2P_LEVEL-LOC.txt"]
     info_file.write_text(json.dumps(info), encoding="utf-8")
-    assert ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"}) == "nccl-bench-all_reduce.txt"
+    assert (
+        ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"})
+        == "nccl-bench-all_reduce.txt"
+    )
 
 
 def test_a_broken_system_json_is_a_one_line_error(reference_dir):

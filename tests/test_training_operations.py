@@ -1,5 +1,6 @@
 """Fused operations per step (review R3 major 1) and the ranges of "where the step time goes"
 (major 4), against values read by hand from recorded files."""
+
 import gzip
 
 import pytest
@@ -26,13 +27,19 @@ def test_fused_run_counts_each_fused_operation_once():
 
 def test_fusion_off_sends_every_tensor_alone():
     steps = timeline("20261125T024359-r1-w2-cycle1-fusion0")["steps"]["per_step"]
-    assert {s["operations"] for s in steps} == {8}   # 8 tensors, HOROVOD_FUSION_THRESHOLD=0
+    assert {s["operations"] for s in steps} == {8}  # 8 tensors, HOROVOD_FUSION_THRESHOLD=0
 
 
 def test_operations_per_step_read_from_the_saved_timeline():
-    row = {"folder": str(RUNS.parent), "run_dir": "runs/20261125T024359-r1-w2-cycle1-fusion0", "timeline": {}}
+    row = {
+        "folder": str(RUNS.parent),
+        "run_dir": "runs/20261125T024359-r1-w2-cycle1-fusion0",
+        "timeline": {},
+    }
     assert training.operations_per_step(row) == 8
-    assert training.operations_per_step({"run_dir": "runs/none", "folder": str(RUNS.parent)}) is None
+    assert (
+        training.operations_per_step({"run_dir": "runs/none", "folder": str(RUNS.parent)}) is None
+    )
 
 
 def test_one_gpu_step_range_is_its_epochs():
@@ -45,7 +52,11 @@ def test_one_gpu_step_range_is_its_epochs():
 
 def test_step_rows_give_ranges():
     fits = training.transport_fits()
-    net = next(r for r in training.step_rows(training.read_runs(), 4_799_528, 64, fits) if r["transport"] == "NET")
+    net = next(
+        r
+        for r in training.step_rows(training.read_runs(), 4_799_528, 64, fits)
+        if r["transport"] == "NET"
+    )
     # sockets busbw 2.5-3.7 GB/s (R3 review, recomputed from the five recorded tables):
     # model 1.30-1.92 ms within rounding of the fit's alpha
     lo, _, hi = net["model"]

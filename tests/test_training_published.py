@@ -8,6 +8,7 @@ reader, against the figures as their sources print them:
 - GitHub issue scottclowe/pytorch-experiment-template#11: 5.72 s per step over sockets, 2.51 s
   over RoCE.
 The expected percentages are those figures' ratios, worked out by hand in the comments."""
+
 import pytest
 
 from gputopo import reference
@@ -17,8 +18,9 @@ H200_DEFAULT = "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-
 
 
 def _row(model, precision="fp32"):
-    return next(r for r in training.published_runs()
-                if r["model"] == model and r["precision"] == precision)
+    return next(
+        r for r in training.published_runs() if r["model"] == model and r["precision"] == precision
+    )
 
 
 def test_puget_rows_as_published():
@@ -65,11 +67,12 @@ def test_a_study_file_of_another_folder(tmp_path):
     (tmp_path / "model-sizes.csv").write_text("model,parameters,source\nx,1,y\n")
     (tmp_path / "two-nodes.csv").write_text(
         "# a made-up study\n# Source: someone,\n# somewhere\n"
-        "model,precision,unit,1x A,sockets,IB\nnet,fp32,s per step,,3.0,1.5\n")
-    [row] = training.published_runs(tmp_path)   # model-sizes.csv is not a study
+        "model,precision,unit,1x A,sockets,IB\nnet,fp32,s per step,,3.0,1.5\n"
+    )
+    [row] = training.published_runs(tmp_path)  # model-sizes.csv is not a study
     assert (row["study"], row["slower_link"], row["faster_link"]) == ("two-nodes", "sockets", "IB")
     assert row["source"] == "someone, somewhere"
-    assert row["gain_percent"] == pytest.approx(100.0)   # 3.0 s against 1.5 s per step
+    assert row["gain_percent"] == pytest.approx(100.0)  # 3.0 s against 1.5 s per step
     (tmp_path / "two-nodes.csv").write_text("model,precision,unit,slow,fast\nnet,fp32,s,n/a,1\n")
     with pytest.raises(ValueError, match="two-nodes.csv"):
         training.published_runs(tmp_path)
@@ -78,10 +81,12 @@ def test_a_study_file_of_another_folder(tmp_path):
 def test_ran_on_cpu_reads_the_worker_lines(tmp_path):
     cpu = tmp_path / "horovod-pair-0-1.txt"
     # as horovodrun tags rank 1's line on the CPU (the WORKER line of source_code/cnn_run.py)
-    cpu.write_text("[1]<stdout>:WORKER rank=1 size=2 local_rank=1 device=CPU shard_images=30000 "
-                   "host=vm framework=tensorflow\n")
+    cpu.write_text(
+        "[1]<stdout>:WORKER rank=1 size=2 local_rank=1 device=CPU shard_images=30000 "
+        "host=vm framework=tensorflow\n"
+    )
     assert training.ran_on_cpu(cpu)
-    assert not training.ran_on_cpu(reference.REFERENCE_DIR / H200_DEFAULT)   # device=GPU:0
+    assert not training.ran_on_cpu(reference.REFERENCE_DIR / H200_DEFAULT)  # device=GPU:0
     assert not training.ran_on_cpu(tmp_path / "not-written.txt")
 
 
@@ -89,6 +94,6 @@ def test_recorded_instead_says_why_then_prints_the_recorded_log(capsys):
     out = training.recorded_instead("CPU run: no NCCL", H200_DEFAULT)
     printed = capsys.readouterr().out
     assert printed.startswith("[recorded] CPU run: no NCCL.\nBelow, a recorded run on 2x NVIDIA")
-    assert "Channel 00/24 : 0 1" in printed            # the whole log follows
+    assert "Channel 00/24 : 0 1" in printed  # the whole log follows
     assert not out.live and out.parsed["nccl_version"] == "2.28.3"
     assert out.text == (reference.REFERENCE_DIR / H200_DEFAULT).read_text()

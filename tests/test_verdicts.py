@@ -35,9 +35,15 @@ def test_h200_pair_p2p_is_as_expected():
 
 
 def test_h100_pcie_bridge_and_rtx2080_are_as_expected():
-    got = judge_p2p_output(read("h100-pcie-nvlink-pair/p2pBandwidthLatencyTest.txt"), V.Link("nvlink", "nvlink4", count=12))
+    got = judge_p2p_output(
+        read("h100-pcie-nvlink-pair/p2pBandwidthLatencyTest.txt"),
+        V.Link("nvlink", "nvlink4", count=12),
+    )
     assert got.value == pytest.approx(256.62) and got.status == "as expected"
-    got = judge_p2p_output(read("rtx2080-nvlink-pair/p2pBandwidthLatencyTest.txt"), V.Link("nvlink", "nvlink2", count=1))
+    got = judge_p2p_output(
+        read("rtx2080-nvlink-pair/p2pBandwidthLatencyTest.txt"),
+        V.Link("nvlink", "nvlink2", count=1),
+    )
     assert got.value == pytest.approx(24.23) and got.status == "as expected"
 
 
@@ -52,7 +58,9 @@ def test_h200_pair_all_reduce_busbw():
     got = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18)
     assert got.value == pytest.approx(332.29) and got.status == "as expected"
     # at 1 MiB (44.14 GB/s) the message is far below the plateau
-    small = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18, size=1048576)
+    small = V.judge_nccl_output(
+        read("h200-nvswitch-pair/nccl-bench-all_reduce.txt"), NV18, size=1048576
+    )
     assert small.status == "not comparable" and "plateau" in small.why
 
 
@@ -60,9 +68,17 @@ def test_sockets_and_loc_runs_are_not_comparable_their_transport_was_forced():
     # NCCL over sockets on an NV18 pair (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): 2.88 GB/s; under
     # NCCL_P2P_LEVEL=LOC (SHM): 27.77. Their headers show the setting, their logs NET and SHM: the
     # data never crossed the NVLink, so the NVLink peak does not judge them (review r5 M3).
-    sockets = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-sockets.txt"), NV18)
-    assert sockets.status == "not comparable" and "NET" in sockets.why and "NCCL_P2P_DISABLE=1" in sockets.why
-    loc = V.judge_nccl_output(read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"), NV18)
+    sockets = V.judge_nccl_output(
+        read("h200-nvswitch-pair/nccl-bench-all_reduce-sockets.txt"), NV18
+    )
+    assert (
+        sockets.status == "not comparable"
+        and "NET" in sockets.why
+        and "NCCL_P2P_DISABLE=1" in sockets.why
+    )
+    loc = V.judge_nccl_output(
+        read("h200-nvswitch-pair/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"), NV18
+    )
     assert loc.status == "not comparable" and "SHM" in loc.why and "NCCL_P2P_LEVEL=LOC" in loc.why
     assert not loc.reasons
 
@@ -72,8 +88,14 @@ def test_h200_8gpu_and_v100_all_reduce():
     # plateau (busbw still rises past 512 MiB: nccl-tests issue #149), so it is not judged.
     got = V.judge_nccl_output(read("h200-nvswitch-8gpu/nccl-bench-all_reduce-g8.txt"), NV18)
     assert got.value == pytest.approx(365.22) and got.status == "as expected"
-    got = V.judge_nccl_output(read("v100-sxm2-8gpu-server/all_reduce_perf-g8.txt"), V.Link("nvlink", "nvlink2", count=6))
-    assert got.value == pytest.approx(129.14) and got.status == "not comparable" and "plateau" in got.why
+    got = V.judge_nccl_output(
+        read("v100-sxm2-8gpu-server/all_reduce_perf-g8.txt"), V.Link("nvlink", "nvlink2", count=6)
+    )
+    assert (
+        got.value == pytest.approx(129.14)
+        and got.status == "not comparable"
+        and "plateau" in got.why
+    )
     assert not any("NVLS" in f.what for f in got.figures)  # a 2019 V100 run: no NVLS label
 
 
@@ -86,7 +108,6 @@ def test_a_table_cut_off_is_incomplete():
     assert judge_p2p_output(cut, NV18).status == "incomplete"
 
 
-
 def test_pinned_copy_on_a_link_showing_x4_is_low_and_the_link_is_a_reason_to_check_under_load():
     # A gen5 x16 link that shows x4 now: its ceiling now is 14.4 GB/s, 12 GB/s fits that ceiling,
     # but the machine can do 57.6: low. What an idle GPU's link shows is not a fact about the copy
@@ -95,7 +116,9 @@ def test_pinned_copy_on_a_link_showing_x4_is_low_and_the_link_is_a_reason_to_che
     got = V.judge("h2d", 12.0, link, memory="pinned", size=1 << 30)
     assert got.status == "low"
     assert got.expected[1] == pytest.approx(57.6, abs=0.05)
-    assert any("idle now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures)
+    assert any(
+        "idle now" in f.what and f.value == pytest.approx(14.4, abs=0.05) for f in got.figures
+    )
     link_reasons = [(r, c) for r, c in got.reasons if "under load" in r]
     assert len(link_reasons) == 1 and "pcie.link.width.current" in link_reasons[0][1]
     assert "while the copy runs" in link_reasons[0][1]
@@ -114,18 +137,26 @@ def test_nvbandwidth_rtx4090_host_copies_are_as_expected():
     parsed = nvbandwidth.parse((FIX / "nvbandwidth-0.2-8x-rtx4090-host.txt").read_text())
     row = parsed["tests"][0]["matrices"][0]["values"][0]
     link = V.Link("pcie", "gen4", width=16)
-    assert all(V.judge("h2d", gbs, link, memory="pinned", size=512 << 20).status == "as expected" for gbs in row)
+    assert all(
+        V.judge("h2d", gbs, link, memory="pinned", size=512 << 20).status == "as expected"
+        for gbs in row
+    )
 
 
 def test_unknown_kinds():
-    assert V.judge("host_copy", 10.0).status == "not comparable"   # no kind of the course's
-
+    assert V.judge("host_copy", 10.0).status == "not comparable"  # no kind of the course's
 
 
 def test_nccl_tests_between_two_nodes_has_no_link_peak():
     # two DGX Spark nodes joined by one network cable: the verdict has no NVLink/PCIe peak for it
-    got = V.judge_nccl_output((FIX / "nccl-tests-2.20-two-gb10-nodes.txt").read_text(), V.Link("network"))
-    assert got.value == pytest.approx(22.74) and got.status == "not comparable" and "no peak" in got.why
+    got = V.judge_nccl_output(
+        (FIX / "nccl-tests-2.20-two-gb10-nodes.txt").read_text(), V.Link("network")
+    )
+    assert (
+        got.value == pytest.approx(22.74)
+        and got.status == "not comparable"
+        and "no peak" in got.why
+    )
 
 
 def test_a_one_gpu_p2p_output_has_no_pair_to_judge():

@@ -23,7 +23,10 @@ KVM_DETECT_VIRT = (FIXTURES / "systemd-detect-virt-kvm.txt").read_text()
 def test_the_kvm_guest_is_a_vm_by_both_signs():
     found = doctor.virtualization(detect_virt=KVM_DETECT_VIRT, cpuinfo=KVM_CPUINFO)
     assert found["vm"] is True and found["name"] == "kvm"
-    assert found["evidence"] == ["systemd-detect-virt --vm: kvm", "the CPU flag 'hypervisor' in /proc/cpuinfo"]
+    assert found["evidence"] == [
+        "systemd-detect-virt --vm: kvm",
+        "the CPU flag 'hypervisor' in /proc/cpuinfo",
+    ]
 
 
 def test_the_cpu_flag_alone_is_enough():
@@ -33,20 +36,27 @@ def test_the_cpu_flag_alone_is_enough():
 
 def test_bare_metal_is_not_a_vm():
     assert doctor.virtualization(cpuinfo=BARE_CPUINFO)["vm"] is False  # its flags line was read
-    found = doctor.virtualization(cpuinfo=BARE_CPUINFO, detect_virt="none\n",
-                                              sys_vendor="Dell Inc.\n", product_name="PowerEdge R650\n")
+    found = doctor.virtualization(
+        cpuinfo=BARE_CPUINFO,
+        detect_virt="none\n",
+        sys_vendor="Dell Inc.\n",
+        product_name="PowerEdge R650\n",
+    )
     assert found == {"vm": False, "name": None, "evidence": []}
 
 
-@pytest.mark.parametrize("vendor, product, name", [
-    ("QEMU", "Standard PC (Q35 + ICH9, 2009)", "qemu"),
-    ("Microsoft Corporation", "Virtual Machine", "microsoft"),
-    ("VMware, Inc.", "VMware Virtual Platform", "vmware"),
-    ("innotek GmbH", "VirtualBox", "oracle"),
-    ("Xen", "HVM domU", "xen"),
-    ("Google", "Google Compute Engine", "google"),
-    ("OpenStack Foundation", "OpenStack Nova", "openstack"),
-])
+@pytest.mark.parametrize(
+    "vendor, product, name",
+    [
+        ("QEMU", "Standard PC (Q35 + ICH9, 2009)", "qemu"),
+        ("Microsoft Corporation", "Virtual Machine", "microsoft"),
+        ("VMware, Inc.", "VMware Virtual Platform", "vmware"),
+        ("innotek GmbH", "VirtualBox", "oracle"),
+        ("Xen", "HVM domU", "xen"),
+        ("Google", "Google Compute Engine", "google"),
+        ("OpenStack Foundation", "OpenStack Nova", "openstack"),
+    ],
+)
 def test_firmware_names_of_hypervisors(vendor, product, name):
     found = doctor.virtualization(sys_vendor=vendor + "\n", product_name=product + "\n")
     assert found["vm"] is True and found["name"] == name
@@ -55,8 +65,12 @@ def test_firmware_names_of_hypervisors(vendor, product, name):
 
 def test_firmware_of_bare_metal_clouds_is_not_taken_for_a_vm():
     assert doctor.virtualization(sys_vendor="Amazon EC2", product_name="i3.metal")["vm"] is False
-    assert doctor.virtualization(sys_vendor="Microsoft Corporation",
-                                             product_name="Surface Laptop 5")["vm"] is False
+    assert (
+        doctor.virtualization(sys_vendor="Microsoft Corporation", product_name="Surface Laptop 5")[
+            "vm"
+        ]
+        is False
+    )
 
 
 def test_nothing_readable_is_unknown_not_bare_metal():
@@ -65,7 +79,9 @@ def test_nothing_readable_is_unknown_not_bare_metal():
 
 
 def host_signs(host):
-    return doctor.virtualization(host["detect_virt"], host["cpuinfo"], host["dmi_vendor"], host["dmi_product"])
+    return doctor.virtualization(
+        host["detect_virt"], host["cpuinfo"], host["dmi_vendor"], host["dmi_product"]
+    )
 
 
 def test_gather_reads_the_signs_and_survives_a_missing_tool(tmp_path, monkeypatch):
@@ -85,14 +101,23 @@ def test_gather_reads_the_signs_and_survives_a_missing_tool(tmp_path, monkeypatc
     assert host_signs(doctor.gather(Machine(mode="reference")))["vm"] is None
 
 
-@pytest.mark.parametrize("virtualization, expected", [
-    ({"vm": True, "name": "kvm", "evidence": ["systemd-detect-virt --vm: kvm"]},
-     "running under kvm (systemd-detect-virt --vm: kvm)"),
-    ({"vm": True, "name": None, "evidence": ["the CPU flag 'hypervisor' in /proc/cpuinfo"]},
-     "running under a hypervisor (the CPU flag 'hypervisor' in /proc/cpuinfo)"),
-    ({"vm": False, "name": None, "evidence": []}, "bare metal"),
-    ({"vm": None, "name": None, "evidence": []}, "unknown: none of systemd-detect-virt"),
-])
+@pytest.mark.parametrize(
+    "virtualization, expected",
+    [
+        (
+            {"vm": True, "name": "kvm", "evidence": ["systemd-detect-virt --vm: kvm"]},
+            "running under kvm (systemd-detect-virt --vm: kvm)",
+        ),
+        (
+            {"vm": True, "name": None, "evidence": ["the CPU flag 'hypervisor' in /proc/cpuinfo"]},
+            "running under a hypervisor (the CPU flag 'hypervisor' in /proc/cpuinfo)",
+        ),
+        ({"vm": False, "name": None, "evidence": []}, "bare metal"),
+        ({"vm": None, "name": None, "evidence": []}, "unknown: none of systemd-detect-virt"),
+    ],
+)
 def test_the_doctor_line_says_what_was_found(virtualization, expected):
     line = doctor.check_vm(Machine(mode="reference"), virtualization)[0]
-    assert line.status == "PASS" and line.finding.startswith(expected) and "None" not in line.finding
+    assert (
+        line.status == "PASS" and line.finding.startswith(expected) and "None" not in line.finding
+    )

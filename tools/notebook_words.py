@@ -6,6 +6,7 @@ The main path is every markdown cell's text outside <details>...</details>; a wo
 non-space characters that holds a letter or a digit (table rules and markup alone are not words).
 Code is not counted. The course's budget: about 2,500 words of main path per notebook.
 """
+
 import json
 import re
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "source_code"))
 from gputopo.cliutil import OneLineParser, parse_args_or_exit  # noqa: E402
+
 DETAILS = re.compile(r"<details>.*?</details>", re.S | re.I)
 WORD = re.compile(r"\S*[A-Za-z0-9]\S*")
 
@@ -27,10 +29,17 @@ def words(path):
 
 
 def main(argv):
-    parser = OneLineParser(prog="notebook_words.py", description="Words of prose per notebook: main path and Go-deeper blocks.")
-    parser.add_argument("notebooks", nargs="*", help="notebooks (default: Start_Here and notebooks/*.ipynb)")
+    parser = OneLineParser(
+        prog="notebook_words.py",
+        description="Words of prose per notebook: main path and Go-deeper blocks.",
+    )
+    parser.add_argument(
+        "notebooks", nargs="*", help="notebooks (default: Start_Here and notebooks/*.ipynb)"
+    )
     argv = parse_args_or_exit(parser, argv).notebooks
-    paths = argv or [str(ROOT / "Start_Here.ipynb")] + sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    paths = argv or [str(ROOT / "Start_Here.ipynb")] + sorted(
+        str(p) for p in (ROOT / "notebooks").glob("*.ipynb")
+    )
     print(f"{'notebook':45} {'main path':>9} {'go deeper':>9}")
     for path in paths:
         try:

@@ -13,6 +13,7 @@ they are called (the parser of each kind live.read meets, plots drawn on demand)
 run of the notebook actually executes from source_code/.
 An import that fails in the child is reported on stderr and makes the exit status 1.
 """
+
 import ast
 import json
 import os
@@ -72,10 +73,20 @@ def import_statements(path):
 def loaded_files(statements):
     """(files under source_code/ that the statements load, the statements that failed)."""
     env = dict(os.environ, PYTHONPATH=str(SOURCE))
-    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(statements)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(statements)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+        raise RuntimeError(
+            done.stderr.strip().splitlines()[-1]
+            if done.stderr.strip()
+            else f"exit {done.returncode}"
+        )
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     source = SOURCE.resolve()
     files = set()
@@ -87,8 +98,10 @@ def loaded_files(statements):
 
 
 # Appended to a copy of the notebook by --executed: the kernel's modules after every cell ran.
-_LAST_CELL = ("import json as _j, sys as _s\n"
-              "print('LOADED=' + _j.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(_s.modules.values())} - {''})))")
+_LAST_CELL = (
+    "import json as _j, sys as _s\n"
+    "print('LOADED=' + _j.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(_s.modules.values())} - {''})))"
+)
 
 
 def executed_files(path):
@@ -98,13 +111,21 @@ def executed_files(path):
 
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(_LAST_CELL))
-    client = NotebookClient(notebook, timeout=1200, kernel_name="python3",
-                            resources={"metadata": {"path": str(Path(path).resolve().parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=1200,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(Path(path).resolve().parent)}},
+    )
     client.execute(env=dict(os.environ, PYTHONPATH=str(SOURCE)))
     text = "".join(out.get("text", "") for out in notebook.cells[-1].outputs)
     names = json.loads(text.split("LOADED=", 1)[1].strip().splitlines()[0])
     source = SOURCE.resolve()
-    return {Path(n).resolve() for n in names if n.endswith(".py") and source in Path(n).resolve().parents}, []
+    return {
+        Path(n).resolve()
+        for n in names
+        if n.endswith(".py") and source in Path(n).resolve().parents
+    }, []
 
 
 def count_lines(path):
@@ -113,22 +134,44 @@ def count_lines(path):
 
 
 def main(argv=None):
-    parser = OneLineParser(prog="package_lines.py", description="Lines of source_code/ that the notebooks' imports load.")
-    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                        help="notebooks to read (default: Start_Here.ipynb and notebooks/*.ipynb)")
-    parser.add_argument("--list", action="store_true", help="also list every file counted, with its lines")
-    parser.add_argument("--executed", action="store_true",
-                        help="run each notebook and count what its kernel loaded by the end (minutes)")
+    parser = OneLineParser(
+        prog="package_lines.py",
+        description="Lines of source_code/ that the notebooks' imports load.",
+    )
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="notebooks to read (default: Start_Here.ipynb and notebooks/*.ipynb)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="also list every file counted, with its lines"
+    )
+    parser.add_argument(
+        "--executed",
+        action="store_true",
+        help="run each notebook and count what its kernel loaded by the end (minutes)",
+    )
     args = parse_args_or_exit(parser, argv)
     paths = args.notebooks or [str(ROOT / "Start_Here.ipynb")] + sorted(
-        str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
+        str(p) for p in (ROOT / "notebooks").glob("*.ipynb")
+    )
     union = set()
     status = 0
     print(f"{'notebook':45} {'modules':>7} {'lines':>6}")
     for path in paths:
         try:
-            files, failed = executed_files(path) if args.executed else loaded_files(import_statements(path))
-        except (OSError, ValueError, KeyError, IndexError, RuntimeError, subprocess.SubprocessError) as exc:
+            files, failed = (
+                executed_files(path) if args.executed else loaded_files(import_statements(path))
+            )
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            IndexError,
+            RuntimeError,
+            subprocess.SubprocessError,
+        ) as exc:
             print(f"package_lines.py: error: {path}: {exc}", file=sys.stderr)
             return 1
         for line in failed:
@@ -136,7 +179,9 @@ def main(argv=None):
             status = 1
         union |= files
         print(f"{Path(path).name:45} {len(files):7d} {sum(map(count_lines, files)):6d}")
-    print(f"{'union (what the notebooks ran)' if args.executed else 'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}")
+    print(
+        f"{'union (what the notebooks ran)' if args.executed else 'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}"
+    )
     if args.list:
         for path in sorted(union):
             print(f"  {count_lines(path):6d}  {path.relative_to(SOURCE.resolve())}")

@@ -9,6 +9,7 @@ source_code/reference_systems/ named in the table, with the number of files (n) 
 over them. `make test` runs the --check form (tests/test_readme_tables.py), so a changed
 recording or a hand edit of a figure fails until this script has been run again.
 """
+
 import json
 import re
 import statistics
@@ -39,7 +40,9 @@ def _span(values, digits=1):
     """'a' for one value or equal values, 'lo-hi' otherwise."""
     lo, hi = min(values), max(values)
     fmt = f"{{:.{digits}f}}"
-    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+    return (
+        fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+    )
 
 
 def _cells(files, group, key, digits=1):
@@ -75,36 +78,90 @@ def pair_tools_table():
     loc = _files(r"nccl-bench-all_reduce-P2P_LEVEL-LOC(-cuda-graph)?\.txt")
     sockets = _files(r"nccl-bench-all_reduce-sockets.*\.txt")
     rows = [
-        ("P2P writes one way, copy engine, 1 GiB x 4 (0->1 / 1->0)", "`p2pBandwidthLatencyTest.txt`", 1,
-         _cells(["p2pBandwidthLatencyTest.txt"], "bandwidth_gbs", "unidirectional_write") + " GB/s"),
-        ("P2P writes one way, copy engine, 256 MiB x 8", "`p2pBandwidthLatencyTest-256MiB-run1..3.txt`", 3,
-         _cells(runs256, "bandwidth_gbs", "unidirectional_write") + " GB/s"),
-        ("P2P reads one way, copy engine, 256 MiB x 8", "`p2pBandwidthLatencyTest-p2p_read.txt`", 1,
-         _cells(["p2pBandwidthLatencyTest-p2p_read.txt"], "bandwidth_gbs", "unidirectional_read") + " GB/s"),
-        ("P2P writes one way, copy kernel (`--sm_copy`)", "`p2pBandwidthLatencyTest-sm_copy.txt`", 1,
-         _cells(["p2pBandwidthLatencyTest-sm_copy.txt"], "bandwidth_gbs", "unidirectional_write") + " GB/s"),
-        ("P2P both ways at once, copy engine, 1 GiB x 4", "`p2pBandwidthLatencyTest.txt`", 1,
-         _cells(["p2pBandwidthLatencyTest.txt"], "bandwidth_gbs", "bidirectional_enabled") + " GB/s"),
-        ("P2P write latency, GPU side", "`p2pBandwidthLatencyTest-256MiB-run1..3.txt`", 3,
-         _cells(runs256, "latency_us", "write_gpu", 2) + " us"),
+        (
+            "P2P writes one way, copy engine, 1 GiB x 4 (0->1 / 1->0)",
+            "`p2pBandwidthLatencyTest.txt`",
+            1,
+            _cells(["p2pBandwidthLatencyTest.txt"], "bandwidth_gbs", "unidirectional_write")
+            + " GB/s",
+        ),
+        (
+            "P2P writes one way, copy engine, 256 MiB x 8",
+            "`p2pBandwidthLatencyTest-256MiB-run1..3.txt`",
+            3,
+            _cells(runs256, "bandwidth_gbs", "unidirectional_write") + " GB/s",
+        ),
+        (
+            "P2P reads one way, copy engine, 256 MiB x 8",
+            "`p2pBandwidthLatencyTest-p2p_read.txt`",
+            1,
+            _cells(["p2pBandwidthLatencyTest-p2p_read.txt"], "bandwidth_gbs", "unidirectional_read")
+            + " GB/s",
+        ),
+        (
+            "P2P writes one way, copy kernel (`--sm_copy`)",
+            "`p2pBandwidthLatencyTest-sm_copy.txt`",
+            1,
+            _cells(["p2pBandwidthLatencyTest-sm_copy.txt"], "bandwidth_gbs", "unidirectional_write")
+            + " GB/s",
+        ),
+        (
+            "P2P both ways at once, copy engine, 1 GiB x 4",
+            "`p2pBandwidthLatencyTest.txt`",
+            1,
+            _cells(["p2pBandwidthLatencyTest.txt"], "bandwidth_gbs", "bidirectional_enabled")
+            + " GB/s",
+        ),
+        (
+            "P2P write latency, GPU side",
+            "`p2pBandwidthLatencyTest-256MiB-run1..3.txt`",
+            3,
+            _cells(runs256, "latency_us", "write_gpu", 2) + " us",
+        ),
     ]
     for size, label in ((128 * MiB, "128 MiB"), (512 * MiB, "512 MiB"), (2 * GiB, "2 GiB")):
         values, used = _column(default_ar, size, "busbw")
-        rows.append((f"all_reduce busbw at {label}, NCCL defaults, NVLS off (course default)",
-                     _names(used), len(values), _span(values) + " GB/s"))
+        rows.append(
+            (
+                f"all_reduce busbw at {label}, NCCL defaults, NVLS off (course default)",
+                _names(used),
+                len(values),
+                _span(values) + " GB/s",
+            )
+        )
     for size, label in ((128 * MiB, "128 MiB"), (2 * GiB, "2 GiB")):
         values, used = _column(loc, size, "busbw")
-        rows.append((f"all_reduce busbw at {label}, `NCCL_P2P_LEVEL=LOC` (SHM)",
-                     _names(used), len(values), _span(values) + " GB/s"))
+        rows.append(
+            (
+                f"all_reduce busbw at {label}, `NCCL_P2P_LEVEL=LOC` (SHM)",
+                _names(used),
+                len(values),
+                _span(values) + " GB/s",
+            )
+        )
     for size, label in ((128 * MiB, "128 MiB"), (GiB, "1 GiB")):
         values, used = _column(sockets, size, "busbw")
-        rows.append((f"all_reduce busbw at {label}, sockets (`NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1`)",
-                     _names(used), len(values), _span(values) + " GB/s"))
-    for name, label in (("nccl-bench-all_reduce.txt", "plain launches"),
-                        ("nccl-bench-all_reduce-cuda-graph.txt", "CUDA graph (`-G`)")):
+        rows.append(
+            (
+                f"all_reduce busbw at {label}, sockets (`NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1`)",
+                _names(used),
+                len(values),
+                _span(values) + " GB/s",
+            )
+        )
+    for name, label in (
+        ("nccl-bench-all_reduce.txt", "plain launches"),
+        ("nccl-bench-all_reduce-cuda-graph.txt", "CUDA graph (`-G`)"),
+    ):
         values, used = _column([name], 8, "time_us")
-        rows.append((f"all_reduce of 8 B, one process driving both GPUs, {label}",
-                     _names(used), len(values), _span(values, 2) + " us"))
+        rows.append(
+            (
+                f"all_reduce of 8 B, one process driving both GPUs, {label}",
+                _names(used),
+                len(values),
+                _span(values, 2) + " us",
+            )
+        )
     out = ["| what (2x H200, NV18) | file(s) | n | recorded |", "| --- | --- | --- | --- |"]
     out += [f"| {what} | {files} | {n} | {value} |" for what, files, n, value in rows]
     return "\n".join(out)
@@ -112,10 +169,16 @@ def pair_tools_table():
 
 # The recorded CNN runs: <PAIR>/horovod-cnn/horovod-cnn-<framework>-b<batch>-gpus-<0-1>-<tag>-r<n>.txt
 # (the log) beside a .json record; the tag names the NCCL variables set for the run.
-_CNN_RUN = re.compile(r"horovod-cnn-[a-z]+-b(?P<batch>\d+)-gpus-(?P<gpus>\d+(?:-\d+)*)-(?P<tag>[A-Za-z].*)-r\d+\.txt")
-_CNN_SETTINGS = {"default": "default", "NCCL_P2P_LEVEL-NVL": "NCCL_P2P_LEVEL=NVL",
-                 "NCCL_P2P_LEVEL-PIX": "NCCL_P2P_LEVEL=PIX", "NCCL_P2P_LEVEL-LOC": "NCCL_P2P_LEVEL=LOC",
-                 "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1": "P2P and SHM disabled"}
+_CNN_RUN = re.compile(
+    r"horovod-cnn-[a-z]+-b(?P<batch>\d+)-gpus-(?P<gpus>\d+(?:-\d+)*)-(?P<tag>[A-Za-z].*)-r\d+\.txt"
+)
+_CNN_SETTINGS = {
+    "default": "default",
+    "NCCL_P2P_LEVEL-NVL": "NCCL_P2P_LEVEL=NVL",
+    "NCCL_P2P_LEVEL-PIX": "NCCL_P2P_LEVEL=PIX",
+    "NCCL_P2P_LEVEL-LOC": "NCCL_P2P_LEVEL=LOC",
+    "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1": "P2P and SHM disabled",
+}
 
 
 def recorded_cnn_runs():
@@ -140,10 +203,15 @@ def recorded_cnn_runs():
                 summary = horovod_log.parse(log)["summary"] or {}
             except ParseError:
                 summary = {}
-        rows.append({"batch_per_worker": int(match.group("batch")),
-                     "pair": match.group("gpus").replace("-", ","),
-                     "setting": _CNN_SETTINGS[match.group("tag")], "transports": "+".join(transports),
-                     "images_per_sec_median": summary.get("images_per_sec_median")})
+        rows.append(
+            {
+                "batch_per_worker": int(match.group("batch")),
+                "pair": match.group("gpus").replace("-", ","),
+                "setting": _CNN_SETTINGS[match.group("tag")],
+                "transports": "+".join(transports),
+                "images_per_sec_median": summary.get("images_per_sec_median"),
+            }
+        )
     return rows
 
 
@@ -153,9 +221,17 @@ def cnn_table():
     for run in runs:
         key = (run["batch_per_worker"], run["pair"], run["setting"])
         groups.setdefault(key, []).append(run)
-    out = ["| batch per GPU | GPUs | setting | NCCL transport in the log | n runs | images/s, median (range) |",
-           "| --- | --- | --- | --- | --- | --- |"]
-    order = ["default", "NCCL_P2P_LEVEL=NVL", "NCCL_P2P_LEVEL=PIX", "NCCL_P2P_LEVEL=LOC", "P2P and SHM disabled"]
+    out = [
+        "| batch per GPU | GPUs | setting | NCCL transport in the log | n runs | images/s, median (range) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    order = [
+        "default",
+        "NCCL_P2P_LEVEL=NVL",
+        "NCCL_P2P_LEVEL=PIX",
+        "NCCL_P2P_LEVEL=LOC",
+        "P2P and SHM disabled",
+    ]
 
     def place(item):
         (batch, pair, setting), _ = item
@@ -170,7 +246,9 @@ def cnn_table():
             value = f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
         if pair.count(",") == 0:
             setting = "one GPU, no all-reduce"
-        out.append(f"| {batch} | {pair} | {setting} | {', '.join(transports)} | {len(rates)} | {value} |")
+        out.append(
+            f"| {batch} | {pair} | {setting} | {', '.join(transports)} | {len(rates)} | {value} |"
+        )
     return "\n".join(out)
 
 
@@ -182,18 +260,23 @@ def node8_table():
         matrix = parsed["bandwidth_gbs"][key]
         return [v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j]
 
-    out = ["| what (8x H200, NVSwitch) | file(s) | recorded |", "| --- | --- | --- |",
-           f"| P2P writes one way, every pair of the 8 GPUs | `p2pBandwidthLatencyTest.txt` | "
-           f"{_span(off_diagonal('unidirectional_write'))} GB/s |",
-           f"| P2P both ways at once, every pair | `p2pBandwidthLatencyTest.txt` | "
-           f"{_span(off_diagonal('bidirectional_enabled'))} GB/s |"]
+    out = [
+        "| what (8x H200, NVSwitch) | file(s) | recorded |",
+        "| --- | --- | --- |",
+        f"| P2P writes one way, every pair of the 8 GPUs | `p2pBandwidthLatencyTest.txt` | "
+        f"{_span(off_diagonal('unidirectional_write'))} GB/s |",
+        f"| P2P both ways at once, every pair | `p2pBandwidthLatencyTest.txt` | "
+        f"{_span(off_diagonal('bidirectional_enabled'))} GB/s |",
+    ]
     for gpus in (2, 4, 8):
         name = f"nccl-bench-all_reduce-g{gpus}.txt"
         rows = nccl_tests.parse(reference.read_text(node, name))["rows"]
         by_size = {r["size"]: r["out_of_place"] for r in rows}
         big = max(by_size)
-        out.append(f"| all_reduce on {gpus} GPUs, one process: busbw at {big // GiB} GiB; time of 8 B | `{name}` | "
-                   f"{by_size[big]['busbw']:.1f} GB/s; {by_size[8]['time_us']:.1f} us |")
+        out.append(
+            f"| all_reduce on {gpus} GPUs, one process: busbw at {big // GiB} GiB; time of 8 B | `{name}` | "
+            f"{by_size[big]['busbw']:.1f} GB/s; {by_size[8]['time_us']:.1f} us |"
+        )
     return "\n".join(out)
 
 
@@ -205,20 +288,33 @@ def nvidia_tools_table():
     for key in ("p2pBandwidthLatencyTest", "nccl-tests"):
         section = data[key]
         for figure in section["figures"]:
-            values = "; ".join(f"{k} {'-'.join(str(x) for x in v) if isinstance(v, list) else v}"
-                               for k, v in figure.items() if k not in ("what", "approximate"))
+            values = "; ".join(
+                f"{k} {'-'.join(str(x) for x in v) if isinstance(v, list) else v}"
+                for k, v in figure.items()
+                if k not in ("what", "approximate")
+            )
             out.append(f"| {section['tool']} | {figure['what']} | {values} |")
     return "\n".join(out)
 
 
-BLOCKS = {"h200-pair-tools": pair_tools_table, "h200-pair-nvidia": nvidia_tools_table, "h200-pair-cnn": cnn_table, "h200-node8": node8_table}
+BLOCKS = {
+    "h200-pair-tools": pair_tools_table,
+    "h200-pair-nvidia": nvidia_tools_table,
+    "h200-pair-cnn": cnn_table,
+    "h200-node8": node8_table,
+}
 
 
 def render(text):
     for name, build in BLOCKS.items():
-        pattern = re.compile(rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- end generated: {re.escape(name)} -->)", re.S)
+        pattern = re.compile(
+            rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- end generated: {re.escape(name)} -->)",
+            re.S,
+        )
         if not pattern.search(text):
-            raise SystemExit(f"readme_tables.py: error: {TARGET_NAME} has no block '{name}' (add the two marker lines)")
+            raise SystemExit(
+                f"readme_tables.py: error: {TARGET_NAME} has no block '{name}' (add the two marker lines)"
+            )
         table = build()
         text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     return text
@@ -231,18 +327,26 @@ def main(argv):
         print(__doc__.strip().splitlines()[0])
         return 0
     if argv not in ([], ["--check"]):
-        print(f"readme_tables.py: error: unknown arguments {' '.join(argv)} ({usage})", file=sys.stderr)
+        print(
+            f"readme_tables.py: error: unknown arguments {' '.join(argv)} ({usage})",
+            file=sys.stderr,
+        )
         return 2
     try:
         current = TARGET.read_text()
     except OSError as exc:
-        print(f"readme_tables.py: error: cannot read {TARGET_NAME} ({exc.strerror})", file=sys.stderr)
+        print(
+            f"readme_tables.py: error: cannot read {TARGET_NAME} ({exc.strerror})", file=sys.stderr
+        )
         return 2
     wanted = render(current)
     if argv == ["--check"]:
         if wanted != current:
-            print(f"readme_tables.py: error: {TARGET_NAME}'s generated tables differ from the recorded files: "
-                  "run python tools/readme_tables.py", file=sys.stderr)
+            print(
+                f"readme_tables.py: error: {TARGET_NAME}'s generated tables differ from the recorded files: "
+                "run python tools/readme_tables.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if wanted != current:

@@ -43,9 +43,15 @@ _ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/cours
 UNREADABLE = "see the topology line"
 
 # What `nvidia-smi topo -p2p` codes mean (its legend).
-P2P_MEANING = {"OK": "peer access", "CNS": "chipset not supported", "GNS": "GPU not supported",
-               "TNS": "topology not supported", "NS": "not supported", "DR": "disabled by regkey",
-               "U": "unknown"}
+P2P_MEANING = {
+    "OK": "peer access",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "DR": "disabled by regkey",
+    "U": "unknown",
+}
 
 
 def _gib(n):
@@ -58,11 +64,18 @@ def _gib(n):
 def check_gpus(machine):
     count, item = machine.gpu_count or 0, "GPUs and driver"
     if machine.mode == "reference" or count == 0:
-        return [Finding(WARN, item, f"reference mode ({machine.reason or 'no NVIDIA GPU visible'});"
-                        " every notebook runs and shows the recorded reference systems instead of "
-                        "live measurements", "none needed for reference mode; for live runs use a "
-                        "node with NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: "
-                        "--gres=gpu:2)")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"reference mode ({machine.reason or 'no NVIDIA GPU visible'});"
+                " every notebook runs and shows the recorded reference systems instead of "
+                "live measurements",
+                "none needed for reference mode; for live runs use a "
+                "node with NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: "
+                "--gres=gpu:2)",
+            )
+        ]
     names = machine.gpu_names or []
     what = ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names))) or f"{count} GPU(s)"
     finding = f"{what}, driver {machine.driver_version or 'version unknown'}"
@@ -71,40 +84,76 @@ def check_gpus(machine):
     if machine.mode != "multi-gpu":
         if machine.visible_gpu_count != count:
             finding += f" ({machine.visible_gpu_count} visible under CUDA_VISIBLE_DEVICES)"
-        return [Finding(WARN, item, f"{finding}; one GPU: pair and collective experiments use the "
-                        "reference systems", "for live pair experiments use a node with 2 or more "
-                        "GPUs")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"{finding}; one GPU: pair and collective experiments use the reference systems",
+                "for live pair experiments use a node with 2 or more GPUs",
+            )
+        ]
     return [Finding(PASS, item, f"{finding} (mode {machine.mode})")]
 
 
 def check_cuda(machine):
-    nvcc = f"nvcc {machine.nvcc_version or '(version unknown)'} at {machine.nvcc_path}" \
-        if machine.nvcc_path else "no nvcc"
+    nvcc = (
+        f"nvcc {machine.nvcc_version or '(version unknown)'} at {machine.nvcc_path}"
+        if machine.nvcc_path
+        else "no nvcc"
+    )
     if machine.mode == "reference":
         return [Finding(PASS, "CUDA and nvcc", f"not needed in reference mode ({nvcc})")]
-    cuda = f"driver supports CUDA {machine.cuda_version}" if machine.cuda_version else \
-        "CUDA version not reported"
+    cuda = (
+        f"driver supports CUDA {machine.cuda_version}"
+        if machine.cuda_version
+        else "CUDA version not reported"
+    )
     if not machine.nvcc_path:
-        return [Finding(WARN, "CUDA and nvcc", f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build "
-                        "the P2P test and the NCCL benchmark and show reference data", "install "
-                        "the CUDA toolkit (or use the course container) and put nvcc on PATH, e.g. "
-                        "export PATH=/usr/local/cuda/bin:$PATH")]
+        return [
+            Finding(
+                WARN,
+                "CUDA and nvcc",
+                f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build "
+                "the P2P test and the NCCL benchmark and show reference data",
+                "install "
+                "the CUDA toolkit (or use the course container) and put nvcc on PATH, e.g. "
+                "export PATH=/usr/local/cuda/bin:$PATH",
+            )
+        ]
     return [Finding(PASS, "CUDA and nvcc", f"{cuda}; {nvcc}")]
 
 
 def check_topology(machine):
     if machine.mode == "reference":
-        return [Finding(PASS, "topology", "reference mode: notebook 2 reads the recorded "
-                        "topologies in source_code/reference_systems/")]
+        return [
+            Finding(
+                PASS,
+                "topology",
+                "reference mode: notebook 2 reads the recorded "
+                "topologies in source_code/reference_systems/",
+            )
+        ]
     if machine.topology is None:
-        return [Finding(WARN, "topology", "`nvidia-smi topo -m` gave no matrix; notebook 2 falls "
-                        "back to reference systems", "run `nvidia-smi topo -m` by hand and see "
-                        "what it prints; update the driver if the subcommand is missing")]
+        return [
+            Finding(
+                WARN,
+                "topology",
+                "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to reference systems",
+                "run `nvidia-smi topo -m` by hand and see "
+                "what it prints; update the driver if the subcommand is missing",
+            )
+        ]
     # The pairs among the GPUs this job may use (CUDA_VISIBLE_DEVICES applied), as notebooks do.
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
-        return [Finding(WARN, "topology", "one GPU in the matrix: no pair to compare",
-                        "use a node with 2 or more GPUs for the pair experiments")]
+        return [
+            Finding(
+                WARN,
+                "topology",
+                "one GPU in the matrix: no pair to compare",
+                "use a node with 2 or more GPUs for the pair experiments",
+            )
+        ]
     text = f"best pair GPU{best[0]},GPU{best[1]} ({machine.link_between(*best) or '?'})"
     if worst and worst != best:
         text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({machine.link_between(*worst) or '?'})"
@@ -116,8 +165,13 @@ def check_topology(machine):
 def check_peer_access(machine):
     item = "peer access"
     if machine.mode != "multi-gpu":
-        return [Finding(PASS, item, "not applicable without 2 GPUs; notebook 3 shows the "
-                        "reference P2P matrices")]
+        return [
+            Finding(
+                PASS,
+                item,
+                "not applicable without 2 GPUs; notebook 3 shows the reference P2P matrices",
+            )
+        ]
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
         return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", UNREADABLE)]
@@ -125,27 +179,52 @@ def check_peer_access(machine):
     if cell is None:
         notes = machine.notes
         why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
-        return [Finding(WARN, item, "`nvidia-smi topo -p2p r/w` gave no answer for the chosen "
-                        f"pair ({why}); notebook 3's P2P test will show it",
-                        "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)")]
+        return [
+            Finding(
+                WARN,
+                item,
+                "`nvidia-smi topo -p2p r/w` gave no answer for the chosen "
+                f"pair ({why}); notebook 3's P2P test will show it",
+                "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)",
+            )
+        ]
     if cell.upper() == "GNS":  # the GPUs themselves offer no peer access (GeForce cards do this)
-        return [Finding(WARN, item, f"no peer access between the chosen pair {name} (topo -p2p rw "
-                        "says GNS: GPU not supported): these GPUs do not do P2P, so NCCL stages "
-                        "through host memory (SHM) and notebook 3 shows P2P from the recorded "
-                        "systems", "none on this hardware; for live P2P lessons use data-centre "
-                        "GPUs (or NVLink-bridged pairs)")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"no peer access between the chosen pair {name} (topo -p2p rw "
+                "says GNS: GPU not supported): these GPUs do not do P2P, so NCCL stages "
+                "through host memory (SHM) and notebook 3 shows P2P from the recorded "
+                "systems",
+                "none on this hardware; for live P2P lessons use data-centre "
+                "GPUs (or NVLink-bridged pairs)",
+            )
+        ]
     if cell.upper() != "OK":
-        return [Finding(FAIL, item, f"no peer access between the chosen pair {name} (topo -p2p rw "
-                        f"says {cell}: {P2P_MEANING.get(cell.upper(), cell)}); NCCL would stage "
-                        "every transfer through host memory and the P2P lessons show nothing",
-                        "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU "
-                        "passthrough, PCIe ACS off for the GPUs' switch), or pick another node")]
+        return [
+            Finding(
+                FAIL,
+                item,
+                f"no peer access between the chosen pair {name} (topo -p2p rw "
+                f"says {cell}: {P2P_MEANING.get(cell.upper(), cell)}); NCCL would stage "
+                "every transfer through host memory and the P2P lessons show nothing",
+                "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU "
+                "passthrough, PCIe ACS off for the GPUs' switch), or pick another node",
+            )
+        ]
     found = [Finding(PASS, item, f"chosen pair {name}: read/write peer access OK")]
     worst_cell = peer_status(machine.p2p_matrix, *worst) if worst and worst != best else None
     if worst_cell is not None and worst_cell.upper() != "OK":
-        found.append(Finding(PASS, item, f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access "
-                             f"({worst_cell}); expected across CPU sockets, NCCL will use SHM "
-                             "there, which notebook 5 shows"))
+        found.append(
+            Finding(
+                PASS,
+                item,
+                f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access "
+                f"({worst_cell}); expected across CPU sockets, NCCL will use SHM "
+                "there, which notebook 5 shows",
+            )
+        )
     return found
 
 
@@ -165,10 +244,21 @@ def check_nvlink(machine):
     if counts is None:
         why = machine.notes.get("nvlink", "no output")
         if nv:
-            return [Finding(WARN, item, f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` failed "
-                            f"({why})", "run `nvidia-smi nvlink -s` by hand")]
-        return [Finding(PASS, item, f"NVLink state unknown ({why}); topo -m shows no NVLink "
-                        "between the chosen pair")]
+            return [
+                Finding(
+                    WARN,
+                    item,
+                    f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` failed ({why})",
+                    "run `nvidia-smi nvlink -s` by hand",
+                )
+            ]
+        return [
+            Finding(
+                PASS,
+                item,
+                f"NVLink state unknown ({why}); topo -m shows no NVLink between the chosen pair",
+            )
+        ]
     if not any(c["active"] or c["inactive"] for c in counts.values()):
         return [Finding(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe")]
     if best is None:
@@ -177,19 +267,31 @@ def check_nvlink(machine):
     active = [counts.get(n, {}).get("active", 0) for n in names]
     slots = [active[k] + counts.get(n, {}).get("inactive", 0) for k, n in enumerate(names)]
     pair = f"GPU{best[0]},GPU{best[1]}"
-    problems = [f"{n} has all {slots[k]} links inactive"
-                for k, n in enumerate(names) if slots[k] and active[k] == 0]
+    problems = [
+        f"{n} has all {slots[k]} links inactive"
+        for k, n in enumerate(names)
+        if slots[k] and active[k] == 0
+    ]
     if not problems and active[0] != active[1]:
         problems.append(f"{names[0]} has {active[0]} active links but {names[1]} has {active[1]}")
     if problems:
-        return [Finding(WARN, item, f"chosen pair {pair}: " + "; ".join(problems) + ": an NVLink "
-                        "bridge or link is down", "reseat the NVLink bridge(s), check `nvidia-smi "
-                        "nvlink -e` for errors; on NVSwitch systems start nvidia-fabricmanager")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"chosen pair {pair}: " + "; ".join(problems) + ": an NVLink "
+                "bridge or link is down",
+                "reseat the NVLink bridge(s), check `nvidia-smi "
+                "nvlink -e` for errors; on NVSwitch systems start nvidia-fabricmanager",
+            )
+        ]
     finding = f"chosen pair {pair}: {active[0]} links active on each GPU"
     finding += f" (topo -m: NV{nv})" if nv else ""
     if max(slots) - active[0]:
-        finding += (f"; the other {max(slots) - active[0]} link slots per GPU are <inactive>, not "
-                    "wired by this board or bridge")
+        finding += (
+            f"; the other {max(slots) - active[0]} link slots per GPU are <inactive>, not "
+            "wired by this board or bridge"
+        )
     return [Finding(PASS, item, finding)]
 
 
@@ -199,9 +301,15 @@ def check_nccl(machine):
         found = "NCCL " + version if version else "not found"
         return [Finding(PASS, "NCCL", f"not needed in reference mode ({found})")]
     if not version:
-        return [Finding(WARN, "NCCL", "NCCL library not found; live NCCL benchmarks fall back to "
-                        "reference data", "install NCCL (apt install libnccl2 libnccl-dev, or the "
-                        "nvidia-nccl-cu12 wheel) or use the course container")]
+        return [
+            Finding(
+                WARN,
+                "NCCL",
+                "NCCL library not found; live NCCL benchmarks fall back to reference data",
+                "install NCCL (apt install libnccl2 libnccl-dev, or the "
+                "nvidia-nccl-cu12 wheel) or use the course container",
+            )
+        ]
     return [Finding(PASS, "NCCL", f"NCCL {version}")]
 
 
@@ -214,61 +322,109 @@ def check_horovod(machine, installed_here, flavour=None):
     install = flavour.install_command() + (" --gpu" if tensorflow_gpu else "")
     if not flavour.installed:
         # The course's venv is not this Python: make course installs (or reuses) Horovod there.
-        return [Finding(WARN, item,
-                        f"not checked: this Python ({sys.executable}) is not the course's "
-                        f"{flavour.venv}; make course{flavour.make_suffix} builds Horovod 0.28.1 "
-                        "there before the first notebook",
-                        f"make course{flavour.make_suffix} ({install}), then make check"
-                        f"{flavour.make_suffix} again for the build line")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"not checked: this Python ({sys.executable}) is not the course's "
+                f"{flavour.venv}; make course{flavour.make_suffix} builds Horovod 0.28.1 "
+                "there before the first notebook",
+                f"make course{flavour.make_suffix} ({install}), then make check"
+                f"{flavour.make_suffix} again for the build line",
+            )
+        ]
     if not build:
         why = machine.notes.get("horovod") or "not installed"
         if installed_here:  # the package is there but cannot even report its build
-            return [Finding(FAIL, item, f"Horovod is installed but broken ({why})",
-                            f"reinstall it: {install}")]
-        return [Finding(WARN, item, f"no Horovod ({why}); the CNN cells show the reference runs",
-                        f"{install} builds Horovod 0.28.1")]
+            return [
+                Finding(
+                    FAIL,
+                    item,
+                    f"Horovod is installed but broken ({why})",
+                    f"reinstall it: {install}",
+                )
+            ]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"no Horovod ({why}); the CNN cells show the reference runs",
+                f"{install} builds Horovod 0.28.1",
+            )
+        ]
     controllers = [c for c in ("gloo", "mpi") if build.get(c)]
-    text = ", ".join([f"Horovod {build.get('version') or '?'}",
-                      "TensorFlow " + ("yes" if build.get("tensorflow") else "no"),
-                      "PyTorch " + ("yes" if build.get("pytorch") else "no"),
-                      "NCCL ops " + ("yes" if build.get("nccl") else "no"),
-                      "controllers " + ("+".join(c.capitalize() if c == "gloo" else c.upper()
-                                                 for c in controllers) or "none")])
+    text = ", ".join(
+        [
+            f"Horovod {build.get('version') or '?'}",
+            "TensorFlow " + ("yes" if build.get("tensorflow") else "no"),
+            "PyTorch " + ("yes" if build.get("pytorch") else "no"),
+            "NCCL ops " + ("yes" if build.get("nccl") else "no"),
+            "controllers "
+            + (
+                "+".join(c.capitalize() if c == "gloo" else c.upper() for c in controllers)
+                or "none"
+            ),
+        ]
+    )
     problems = []
     if not (build.get("tensorflow") or build.get("pytorch")):
         problems.append("neither TensorFlow nor PyTorch support: the CNN cannot run")
     if not controllers:
         problems.append("neither Gloo nor MPI: horovodrun cannot start workers")
     if not installed_here:
-        problems.append(f"this Python ({sys.executable}) has no horovod package; the horovodrun on "
-                        "PATH belongs to another environment")
+        problems.append(
+            f"this Python ({sys.executable}) has no horovod package; the horovodrun on "
+            "PATH belongs to another environment"
+        )
     no_nccl = gpu_node and not build.get("nccl")
     framework = "PYTORCH" if flavour.framework == "pytorch" else "TENSORFLOW"
-    fix = (f"HOROVOD_WITH_{framework}=1 HOROVOD_WITH_GLOO=1"
-           + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
-           + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this"
-           + ("" if flavour.framework == "pytorch" else "; the PyTorch flavour: "
-              + Flavour("pytorch", default_venv("pytorch")).install_command()) + ")")
+    fix = (
+        f"HOROVOD_WITH_{framework}=1 HOROVOD_WITH_GLOO=1"
+        + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
+        + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this"
+        + (
+            ""
+            if flavour.framework == "pytorch"
+            else "; the PyTorch flavour: "
+            + Flavour("pytorch", default_venv("pytorch")).install_command()
+        )
+        + ")"
+    )
     if problems:
         problems += ["no NCCL operations: gradients would go through host memory"] * no_nccl
         return [Finding(FAIL, item, f"{text}; " + "; ".join(problems), f"rebuild: {fix}")]
     if no_nccl:
-        return [Finding(WARN, item, f"{text}; no NCCL operations: the CNN trains on two CPU "
-                        "workers (Gloo) here and multi-GPU training shows recorded runs",
-                        f"for the CNN on GPUs, the GPU build: {fix}")]
+        return [
+            Finding(
+                WARN,
+                item,
+                f"{text}; no NCCL operations: the CNN trains on two CPU "
+                "workers (Gloo) here and multi-GPU training shows recorded runs",
+                f"for the CNN on GPUs, the GPU build: {fix}",
+            )
+        ]
     text += "" if gpu_node or build.get("nccl") else " (NCCL not needed without GPUs)"
     return [Finding(PASS, item, text)]
 
 
 def check_shm(size_bytes, path="/dev/shm"):
-    fix = ("start the container with --ipc=host (or --shm-size=8g); on Slurm/Apptainer "
-           "/dev/shm is the host's")
+    fix = (
+        "start the container with --ipc=host (or --shm-size=8g); on Slurm/Apptainer "
+        "/dev/shm is the host's"
+    )
     if size_bytes is None:
         return [Finding(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport fails", fix)]
     if size_bytes < doctor.SHM_WARN_BYTES:
-        return [Finding(WARN, "/dev/shm", f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: "
-                        "NCCL's SHM transport (pairs without P2P) can fail with 'unhandled system "
-                        "error'", fix)]
+        return [
+            Finding(
+                WARN,
+                "/dev/shm",
+                f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: "
+                "NCCL's SHM transport (pairs without P2P) can fail with 'unhandled system "
+                "error'",
+                fix,
+            )
+        ]
     return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}")]
 
 
@@ -279,20 +435,37 @@ def check_dataset(has=None, flavour=None):
     where = fmnist.find_dataset_dir()
     if where is None:
         looked = ", ".join(str(d) for d in fmnist.search_dirs())
-        return [Finding(WARN, "dataset", f"Fashion-MNIST not found (looked in {looked}); the CNN "
-                        "cells show the reference runs",
-                        f"{flavour.install_command('--with-dataset')} (make course"
-                        f"{flavour.make_suffix} does it), or python -m gputopo.fmnist --download, "
-                        "or set FASHION_MNIST_DIR to a folder with the four files")]
+        return [
+            Finding(
+                WARN,
+                "dataset",
+                f"Fashion-MNIST not found (looked in {looked}); the CNN "
+                "cells show the reference runs",
+                f"{flavour.install_command('--with-dataset')} (make course"
+                f"{flavour.make_suffix} does it), or python -m gputopo.fmnist --download, "
+                "or set FASHION_MNIST_DIR to a folder with the four files",
+            )
+        ]
     if not has("numpy"):
-        return [Finding(PASS, "dataset", f"Fashion-MNIST files in {where} (content not verified: "
-                        "numpy missing)")]
+        return [
+            Finding(
+                PASS,
+                "dataset",
+                f"Fashion-MNIST files in {where} (content not verified: numpy missing)",
+            )
+        ]
     try:
         fmnist.verify(where)
     except fmnist.DatasetError as exc:
-        return [Finding(FAIL, "dataset", f"Fashion-MNIST in {where} is damaged: "
-                        f"{str(exc).splitlines()[0]}", "delete the folder's four files and fetch "
-                        "them again (python -m gputopo.fmnist --download)")]
+        return [
+            Finding(
+                FAIL,
+                "dataset",
+                f"Fashion-MNIST in {where} is damaged: {str(exc).splitlines()[0]}",
+                "delete the folder's four files and fetch "
+                "them again (python -m gputopo.fmnist --download)",
+            )
+        ]
     return [Finding(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK")]
 
 
@@ -345,7 +518,9 @@ def flavour_of(framework=None, venv=None, prefix=None):
     if framework is None:
         stamp = ".requirements-pytorch.sha256"
         here = venv is None and (prefix / stamp).is_file()
-        framework = "pytorch" if here or (venv and (_ROOT / venv / stamp).is_file()) else "tensorflow"
+        framework = (
+            "pytorch" if here or (venv and (_ROOT / venv / stamp).is_file()) else "tensorflow"
+        )
     venv = venv or default_venv(framework)
     place = Path(venv) if Path(venv).is_absolute() else _ROOT / venv
     try:
@@ -370,23 +545,45 @@ def check_jupyter(has=importable, flavour=None):
     missing = [m for m in needed if not has(m)]
     if missing == ["jupyterlab"] and flavour.framework == "pytorch":
         # The PyTorch flavour adds JupyterLab only for `make lab` (install.sh --with-lab).
-        return [Finding(WARN, "JupyterLab", f"not installed yet for the PyTorch flavour "
-                        f"({sys.prefix}); make course and make test run without it",
-                        "make lab FRAMEWORK=pytorch installs it "
-                        f"({flavour.install_command('--with-lab')})")]
+        return [
+            Finding(
+                WARN,
+                "JupyterLab",
+                f"not installed yet for the PyTorch flavour "
+                f"({sys.prefix}); make course and make test run without it",
+                f"make lab FRAMEWORK=pytorch installs it ({flavour.install_command('--with-lab')})",
+            )
+        ]
     if missing and not flavour.installed:
         # make check before the install runs on the system python3: make course installs these.
-        return [Finding(WARN, "JupyterLab", f"not installed yet: this Python ({sys.executable}) is "
-                        f"not the course's {flavour.venv} and lacks " + ", ".join(missing),
-                        f"make course{flavour.make_suffix} installs them into {flavour.venv} "
-                        f"first ({flavour.install_command()})")]
+        return [
+            Finding(
+                WARN,
+                "JupyterLab",
+                f"not installed yet: this Python ({sys.executable}) is "
+                f"not the course's {flavour.venv} and lacks " + ", ".join(missing),
+                f"make course{flavour.make_suffix} installs them into {flavour.venv} "
+                f"first ({flavour.install_command()})",
+            )
+        ]
     if "jupyterlab" in missing or "ipykernel" in missing:
-        return [Finding(FAIL, "JupyterLab", f"missing in this Python ({sys.executable}): "
-                        + ", ".join(missing), f"{flavour.install_command()}, then run make check"
-                        f"{flavour.make_suffix} again")]
+        return [
+            Finding(
+                FAIL,
+                "JupyterLab",
+                f"missing in this Python ({sys.executable}): " + ", ".join(missing),
+                f"{flavour.install_command()}, then run make check{flavour.make_suffix} again",
+            )
+        ]
     if missing:
-        return [Finding(FAIL, "JupyterLab", "JupyterLab importable, but notebooks need: "
-                        + ", ".join(missing), flavour.install_command())]
+        return [
+            Finding(
+                FAIL,
+                "JupyterLab",
+                "JupyterLab importable, but notebooks need: " + ", ".join(missing),
+                flavour.install_command(),
+            )
+        ]
     return [Finding(PASS, "JupyterLab", ", ".join(needed[:-1]) + " and matplotlib import")]
 
 
@@ -421,8 +618,11 @@ def _smoke_worker():
         on_gpu = bool(gpus)
         with tf.device("/GPU:0" if on_gpu else "/CPU:0"):
             total = float(hvd.allreduce(tf.fill([1024], float(hvd.rank() + 1)), op=hvd.Sum)[0])
-    print(f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={total} "
-          f"device={'GPU' if on_gpu else 'CPU'}", flush=True)
+    print(
+        f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={total} "
+        f"device={'GPU' if on_gpu else 'CPU'}",
+        flush=True,
+    )
     return 0
 
 
@@ -432,15 +632,21 @@ def smoke_command(machine):
     cmd += ["--gloo"] if (machine.horovod or {}).get("gloo") else []
     cmd += [sys.executable, "-m", "coursetools.check", "--smoke-worker"]
     env = gpu_model.child_environment()
-    env.update(NCCL_NVLS_ENABLE="0", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
-        p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p))
+    env.update(
+        NCCL_NVLS_ENABLE="0",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=os.pathsep.join(
+            p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p
+        ),
+    )
     if machine.mode != "multi-gpu":
         # Two ranks on one GPU make NCCL refuse ("duplicate GPU"); test the CPU path instead.
         env["CUDA_VISIBLE_DEVICES"] = ""
     elif machine.best_pair:  # the pair the course uses (nvidia-smi indices), inside the job's GPUs
         try:
             env["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(
-                list(machine.best_pair), *gpu_model.from_machine(machine))
+                list(machine.best_pair), *gpu_model.from_machine(machine)
+            )
         except gpu_model.GpuSelectionError:
             pass  # the inherited setting stays; the GPU line says which GPUs are allowed
     return cmd, env
@@ -449,25 +655,58 @@ def smoke_command(machine):
 def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.run):
     item = "Horovod smoke run"
     if not (installed_here and machine.horovod):
-        return [Finding(WARN, item, "skipped: no working Horovod in this Python",
-                        "see the Horovod build line")]
+        return [
+            Finding(
+                WARN,
+                item,
+                "skipped: no working Horovod in this Python",
+                "see the Horovod build line",
+            )
+        ]
     cmd, env = smoke_command(machine)
     start = time.monotonic()
     try:
-        proc = run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                   timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = run(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return [Finding(FAIL, item, f"2 workers did not finish within {timeout} s (a hang is "
-                        "usually NCCL waiting on a blocked transport)",
-                        "rerun with NCCL_DEBUG=INFO and look at the last 'via' lines")]
+        return [
+            Finding(
+                FAIL,
+                item,
+                f"2 workers did not finish within {timeout} s (a hang is "
+                "usually NCCL waiting on a blocked transport)",
+                "rerun with NCCL_DEBUG=INFO and look at the last 'via' lines",
+            )
+        ]
     lines = {int(m.group(1)): m for m in _SMOKE_LINE.finditer(proc.stdout or "")}
-    if not (proc.returncode == 0 and set(lines) == {0, 1} and all(
-            int(m.group(2)) == 2 and float(m.group(3)) == 3.0 for m in lines.values())):
+    if not (
+        proc.returncode == 0
+        and set(lines) == {0, 1}
+        and all(int(m.group(2)) == 2 and float(m.group(3)) == 3.0 for m in lines.values())
+    ):
         tail = " | ".join((proc.stdout or "").strip().splitlines()[-3:])[-300:]
-        return [Finding(FAIL, item, f"2-worker all-reduce failed (exit {proc.returncode}): "
-                        f"{tail or 'no output'}", "run the command by hand: " + " ".join(cmd[2:]))]
-    return [Finding(PASS, item, f"2 workers all-reduced on {lines[0].group(4)} in "
-                    f"{time.monotonic() - start:.1f} s")]
+        return [
+            Finding(
+                FAIL,
+                item,
+                f"2-worker all-reduce failed (exit {proc.returncode}): {tail or 'no output'}",
+                "run the command by hand: " + " ".join(cmd[2:]),
+            )
+        ]
+    return [
+        Finding(
+            PASS,
+            item,
+            f"2 workers all-reduced on {lines[0].group(4)} in {time.monotonic() - start:.1f} s",
+        )
+    ]
 
 
 def _detect():
@@ -478,8 +717,17 @@ def _detect():
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proctree.run,
-               has=importable, flavour=None, host=None, ladder=False, ladder_runners=None):
+def run_checks(
+    machine=None,
+    skip_smoke=False,
+    shm_size=None,
+    smoke_runner=proctree.run,
+    has=importable,
+    flavour=None,
+    host=None,
+    ladder=False,
+    ladder_runners=None,
+):
     """(machine, all findings in page order). Arguments let tests inject a machine, sizes, the
     install flavour (make's FRAMEWORK/VENV) and the host facts the doctor reads; `ladder` climbs
     the P2P ladder's GPU rungs, `ladder_runners` are its {"p2p": f(pair), "nccl": f(pair)}."""
@@ -488,22 +736,38 @@ def run_checks(machine=None, skip_smoke=False, shm_size=None, smoke_runner=proct
         machine, error = _detect()
         machine = machine or Machine(mode="reference", reason=f"discovery failed: {error}")
     findings = []
-    for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink,
-                  check_nccl):
+    for check in (
+        check_gpus,
+        check_cuda,
+        check_topology,
+        check_peer_access,
+        check_nvlink,
+        check_nccl,
+    ):
         findings += check(machine)
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
     findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(doctor.shm_size() if shm_size is None else shm_size)
     runners = {f"{k}_runner": v for k, v in (ladder_runners or {}).items()}
-    parts = (("machine doctor", lambda: doctor.findings(
-        machine, doctor.gather(machine) if host is None else host)),
-             ("P2P ladder", lambda: p2p_ladder.climb(machine, run_gpu=ladder, **runners)))
+    parts = (
+        (
+            "machine doctor",
+            lambda: doctor.findings(machine, doctor.gather(machine) if host is None else host),
+        ),
+        ("P2P ladder", lambda: p2p_ladder.climb(machine, run_gpu=ladder, **runners)),
+    )
     for name, part in parts:
         try:
             findings += part()
         except Exception as exc:  # a reader's bug must not take the preflight down with it
-            findings.append(Finding(WARN, name, f"could not finish ({type(exc).__name__}: {exc})",
-                                    "please report it; the other lines stand"))
+            findings.append(
+                Finding(
+                    WARN,
+                    name,
+                    f"could not finish ({type(exc).__name__}: {exc})",
+                    "please report it; the other lines stand",
+                )
+            )
     findings += check_dataset(has, flavour) + check_disk() + check_jupyter(has, flavour)
     if skip_smoke:
         findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)"))
@@ -522,45 +786,71 @@ def verdict(machine, findings):
         return "BLOCKED by: " + ", ".join(dict.fromkeys(fails))
     if machine.mode == "reference":
         return "the course can run, in reference mode (recorded data instead of live GPUs)"
-    return (f"the course can run live ({machine.mode}); WARN lines name parts that use reference "
-            "data or what can slow GPU-to-GPU copies")
+    return (
+        f"the course can run live ({machine.mode}); WARN lines name parts that use reference "
+        "data or what can slow GPU-to-GPU copies"
+    )
 
 
 def format_page(machine, findings, flavour=None):
     flavour = flavour_of() if flavour is None else flavour
     where = "this Python" if flavour.installed else "not installed yet"
-    lines = [f"gputopo check on {platform.node()} with {sys.executable}: {machine.mode} mode"
-             + (f" ({machine.reason})" if machine.reason else "")
-             + f"; {flavour.framework} flavour, {flavour.venv} ({where})", ""]
+    lines = [
+        f"gputopo check on {platform.node()} with {sys.executable}: {machine.mode} mode"
+        + (f" ({machine.reason})" if machine.reason else "")
+        + f"; {flavour.framework} flavour, {flavour.venv} ({where})",
+        "",
+    ]
     lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
     counts = {s: sum(f.status == s for f in findings) for s in (PASS, WARN, FAIL)}
-    lines += ["", f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
-              + verdict(machine, findings)]
+    lines += [
+        "",
+        f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
+        + verdict(machine, findings),
+    ]
     return "\n".join(lines)
 
 
 def as_json(machine, findings, flavour=None):
     flavour = flavour_of() if flavour is None else flavour
-    return {"mode": machine.mode, "framework": flavour.framework, "venv": flavour.venv,
-            "venv_installed": flavour.installed, "exit_code": exit_code(findings),
-            "verdict": verdict(machine, findings), "findings": [f._asdict() for f in findings]}
+    return {
+        "mode": machine.mode,
+        "framework": flavour.framework,
+        "venv": flavour.venv,
+        "venv_installed": flavour.installed,
+        "exit_code": exit_code(findings),
+        "verdict": verdict(machine, findings),
+        "findings": [f._asdict() for f in findings],
+    }
 
 
 def main(argv=None):
-    parser = OneLineParser(prog="python -m coursetools.check",
-                           description="Preflight check: can this machine run the course?")
+    parser = OneLineParser(
+        prog="python -m coursetools.check",
+        description="Preflight check: can this machine run the course?",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--skip-smoke", action="store_true",
-                        help="skip the ~10 s two-worker Horovod run")
-    parser.add_argument("--ladder", action="store_true",
-                        help="climb the P2P ladder's GPU rungs: build and run the P2P test and "
-                        "nccl_bench on the chosen pair, building them first if missing "
-                        "(make check LADDER=1)")
-    parser.add_argument("--framework", choices=("tensorflow", "pytorch"),
-                        help="the install to check for (make check FRAMEWORK=...); default: the "
-                        "venv's own, else tensorflow")
-    parser.add_argument("--venv", metavar="DIR", help="the course's venv (make's VENV; default "
-                        ".venv, .venv-pytorch for pytorch)")
+    parser.add_argument(
+        "--skip-smoke", action="store_true", help="skip the ~10 s two-worker Horovod run"
+    )
+    parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="climb the P2P ladder's GPU rungs: build and run the P2P test and "
+        "nccl_bench on the chosen pair, building them first if missing "
+        "(make check LADDER=1)",
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("tensorflow", "pytorch"),
+        help="the install to check for (make check FRAMEWORK=...); default: the "
+        "venv's own, else tensorflow",
+    )
+    parser.add_argument(
+        "--venv",
+        metavar="DIR",
+        help="the course's venv (make's VENV; default .venv, .venv-pytorch for pytorch)",
+    )
     parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
     args = parse_args_or_exit(parser, argv, where="command line")
     if args.smoke_worker:

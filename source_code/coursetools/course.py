@@ -38,6 +38,7 @@ def plain_text(text):
 
 def default_notebooks(root=REPO_ROOT):
     """Start_Here.ipynb, then notebooks/*.ipynb by their leading number."""
+
     def number(path):
         match = re.match(r"(\d+)", path.name)
         return (int(match.group(1)) if match else float("inf"), path.name)
@@ -61,8 +62,9 @@ def live_and_reference(nb):
             if output.get("output_type") == "stream":
                 text = output.get("text", "")
                 streams[output.get("name")] = streams.get(output.get("name"), "") + "".join(text)
-        lines = [line.strip() for text in streams.values()
-                 for line in plain_text(text).splitlines()]
+        lines = [
+            line.strip() for text in streams.values() for line in plain_text(text).splitlines()
+        ]
         for kind, mark in (("live", LIVE_MARK), ("recorded", RECORDED_MARK)):
             line = next((line for line in lines if line.startswith(mark)), None)
             if line:
@@ -98,20 +100,37 @@ def execute_notebook(path, timeout, env):
     # Unix sockets, since a TCP port found free can be taken by another kernel before this one
     # binds it (seen when two course runs started their kernels at once).
     socket = os.path.join(tempfile.gettempdir(), f"gputopo-kernel-{uuid.uuid4().hex[:16]}")
-    km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=socket,
-                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
+    km = AsyncKernelManager(
+        kernel_name="python3",
+        transport="ipc",
+        ip=socket,
+        kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+    )
     ran = {"cell": None}
-    client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(
-        path.parent)}}, on_cell_execute=lambda cell, cell_index: ran.update(cell=cell_index))
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=timeout,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_execute=lambda cell, cell_index: ran.update(cell=cell_index),
+    )
     start, failure = time.monotonic(), None
     try:
         client.execute(env=env, cleanup_kc=True)
     except Exception as exc:  # a failed cell, a timeout, a dead kernel, a broken notebook file
-        said = f"{exc.ename}: {_first_line(exc.evalue or '')}" if getattr(exc, "ename", None) \
+        said = (
+            f"{exc.ename}: {_first_line(exc.evalue or '')}"
+            if getattr(exc, "ename", None)
             else f"{type(exc).__name__}: {_first_line(str(exc))}"
+        )
         index = ran["cell"]
-        failure = {"cell": index, "error": said, "first_line": "(before the first cell)"
-                   if index is None else _first_line(nb.cells[index].source)}
+        failure = {
+            "cell": index,
+            "error": said,
+            "first_line": "(before the first cell)"
+            if index is None
+            else _first_line(nb.cells[index].source),
+        }
     return nb, time.monotonic() - start, failure
 
 
@@ -125,7 +144,8 @@ def write_html(nb, path, source_dir):
     for template in ("lab", "classic", "basic"):
         try:
             body, _ = HTMLExporter(embed_images=True, template_name=template).from_notebook_node(
-                nb, resources={"metadata": {"path": str(source_dir)}})
+                nb, resources={"metadata": {"path": str(source_dir)}}
+            )
         except Exception as error:  # ValueError, OSError, TemplateNotFound
             problems.append(f"{template}: {_first_line(str(error))}")
             continue
@@ -141,30 +161,44 @@ def _cells(entries):
 def write_index(run_dir, rows, machine_line, started):
     """index.html: this machine, then one table row per notebook with links."""
     esc = html.escape
-    lines = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-             f"<title>Course run {esc(run_dir.name)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:"
-             "collapse}td,th{border:1px solid #999;padding:.3em .6em;vertical-align:top;"
-             "text-align:left}.failed{background:#fdd}.ok{background:#dfd}small{color:#555}"
-             "</style></head><body>",
-             f"<h1>Course run {esc(run_dir.name)}</h1>",
-             f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
-             f"{esc(machine_line)}</p>", "<table><tr><th>notebook</th><th>seconds</th><th>status"
-             "</th><th>ran live</th><th>showed recorded data</th></tr>"]
+    lines = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>Course run {esc(run_dir.name)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:"
+        "collapse}td,th{border:1px solid #999;padding:.3em .6em;vertical-align:top;"
+        "text-align:left}.failed{background:#fdd}.ok{background:#dfd}small{color:#555}"
+        "</style></head><body>",
+        f"<h1>Course run {esc(run_dir.name)}</h1>",
+        f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
+        f"{esc(machine_line)}</p>",
+        "<table><tr><th>notebook</th><th>seconds</th><th>status"
+        "</th><th>ran live</th><th>showed recorded data</th></tr>",
+    ]
     for row in rows:
-        title = (f"<a href='{esc(row['html'])}'>{esc(row['notebook'])}</a>" if row["html"]
-                 else esc(row["notebook"]) + " <small>(no HTML export here)</small>")
-        cells = [esc(_cells(row[kind])) + "".join(f"<br><small>cell {i}: {esc(text)}</small>"
-                                                   for i, text in row[kind][:3])
-                 for kind in ("live", "recorded")]
-        lines.append(f"<tr class='{'ok' if row['status'] == 'ok' else 'failed'}'><td>{title} "
-                     f"<small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small></td>"
-                     f"<td>{row['seconds']:.1f}</td><td>{esc(row['status'])}</td>"
-                     f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>")
-    lines += [f"</table><p>Total {sum(row['seconds'] for row in rows):.1f} s.</p>",
-              "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in "
-              "the cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]"
-              "</code> line, nothing shown, is in neither column).</small></p>", "</body></html>"]
+        title = (
+            f"<a href='{esc(row['html'])}'>{esc(row['notebook'])}</a>"
+            if row["html"]
+            else esc(row["notebook"]) + " <small>(no HTML export here)</small>"
+        )
+        cells = [
+            esc(_cells(row[kind]))
+            + "".join(f"<br><small>cell {i}: {esc(text)}</small>" for i, text in row[kind][:3])
+            for kind in ("live", "recorded")
+        ]
+        lines.append(
+            f"<tr class='{'ok' if row['status'] == 'ok' else 'failed'}'><td>{title} "
+            f"<small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small></td>"
+            f"<td>{row['seconds']:.1f}</td><td>{esc(row['status'])}</td>"
+            f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>"
+        )
+    lines += [
+        f"</table><p>Total {sum(row['seconds'] for row in rows):.1f} s.</p>",
+        "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in "
+        "the cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]"
+        "</code> line, nothing shown, is in neither column).</small></p>",
+        "</body></html>",
+    ]
     (run_dir / "index.html").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -203,22 +237,53 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=T
         if html and problem:
             log(f"    {name}: {problem}; the executed notebook is {stem}.ipynb")
         found = live_and_reference(nb)
-        status = "ok" if failure is None else (
-            f"failed at cell {failure['cell']} ({failure['first_line']}): {failure['error']}")
-        rows.append({"notebook": name, "seconds": round(seconds, 1), "status": status,
-                     "failure": failure, "html": None if problem else f"{stem}.html",
-                     "executed": f"{stem}.ipynb", **found})
-        log(f"{'ok' if failure is None else 'FAILED'} in {seconds:.1f} s (live: "
-            f"{_cells(found['live'])}; recorded: {_cells(found['recorded'])})")
+        status = (
+            "ok"
+            if failure is None
+            else (f"failed at cell {failure['cell']} ({failure['first_line']}): {failure['error']}")
+        )
+        rows.append(
+            {
+                "notebook": name,
+                "seconds": round(seconds, 1),
+                "status": status,
+                "failure": failure,
+                "html": None if problem else f"{stem}.html",
+                "executed": f"{stem}.ipynb",
+                **found,
+            }
+        )
+        log(
+            f"{'ok' if failure is None else 'FAILED'} in {seconds:.1f} s (live: "
+            f"{_cells(found['live'])}; recorded: {_cells(found['recorded'])})"
+        )
         if failure is not None:
             log(f"    cell {failure['cell']}: {failure['first_line']}\n    {failure['error']}")
     write_index(run_dir, rows, machine_line, started)
-    (run_dir / "summary.json").write_text(json.dumps(
-        {"run_dir": str(run_dir), "started": started, "machine": machine_line,
-         "python": sys.executable, "notebooks": rows}, indent=2) + "\n", encoding="utf-8")
+    (run_dir / "summary.json").write_text(
+        json.dumps(
+            {
+                "run_dir": str(run_dir),
+                "started": started,
+                "machine": machine_line,
+                "python": sys.executable,
+                "notebooks": rows,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     with moved:
-        results.append_record("course", {"run_dir": str(run_dir), "notebooks": [
-            {k: row[k] for k in ("notebook", "seconds", "status")} for row in rows]})
+        results.append_record(
+            "course",
+            {
+                "run_dir": str(run_dir),
+                "notebooks": [
+                    {k: row[k] for k in ("notebook", "seconds", "status")} for row in rows
+                ],
+            },
+        )
     return run_dir, rows
 
 
@@ -233,17 +298,39 @@ def _seconds(text):
 
 
 def main(argv=None):
-    parser = OneLineParser(prog=PROG, description="Execute every notebook headless and write one "
-                           "HTML report into a new dated folder under results/.")
-    parser.add_argument("--notebooks", nargs="+", type=Path, metavar="NB",
-                        help="notebooks to run, in this order (default: Start_Here.ipynb, then "
-                        "notebooks/*.ipynb by number)")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
-                        help=f"seconds one cell may run (default {DEFAULT_TIMEOUT_S})")
-    parser.add_argument("--no-html", action="store_true", help="write the executed notebooks and "
-                        "the index only, no HTML copy of each notebook (faster)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="folder to create the dated run "
-                        "folder in (default: results/, or $GPUTOPO_RESULTS_DIR)")
+    parser = OneLineParser(
+        prog=PROG,
+        description="Execute every notebook headless and write one "
+        "HTML report into a new dated folder under results/.",
+    )
+    parser.add_argument(
+        "--notebooks",
+        nargs="+",
+        type=Path,
+        metavar="NB",
+        help="notebooks to run, in this order (default: Start_Here.ipynb, then "
+        "notebooks/*.ipynb by number)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds one cell may run (default {DEFAULT_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--no-html",
+        action="store_true",
+        help="write the executed notebooks and "
+        "the index only, no HTML copy of each notebook (faster)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="folder to create the dated run "
+        "folder in (default: results/, or $GPUTOPO_RESULTS_DIR)",
+    )
     try:
         args = parser.parse_args(argv)
         notebooks = args.notebooks or default_notebooks()
@@ -256,8 +343,9 @@ def main(argv=None):
             try:
                 __import__(module)
             except ImportError:
-                raise UsageError(f"{module} is not installed in {sys.executable} "
-                                 "(run environment/install.sh)") from None
+                raise UsageError(
+                    f"{module} is not installed in {sys.executable} (run environment/install.sh)"
+                ) from None
     except UsageError as exc:
         where = "" if str(exc).endswith(")") else " (command line)"
         print(f"{PROG}: error: {exc}{where}", file=sys.stderr)
@@ -265,15 +353,21 @@ def main(argv=None):
     try:
         run_dir, rows = run_course(notebooks, args.timeout, args.out, html=not args.no_html)
     except OSError as exc:  # results folder not writable, disk full
-        print(f"{PROG}: error: cannot write the report: {exc.strerror or exc} "
-              f"({exc.filename or 'results'})", file=sys.stderr)
+        print(
+            f"{PROG}: error: cannot write the report: {exc.strerror or exc} "
+            f"({exc.filename or 'results'})",
+            file=sys.stderr,
+        )
         return 1
     print(f"course: report {run_dir / 'index.html'}")
     failed = [row for row in rows if row["failure"] is not None]
     if failed:
         f = failed[0]["failure"]
-        print(f"{PROG}: error: {failed[0]['notebook']} failed at cell {f['cell']} "
-              f"({f['first_line']}): {f['error']}", file=sys.stderr)
+        print(
+            f"{PROG}: error: {failed[0]['notebook']} failed at cell {f['cell']} "
+            f"({f['first_line']}): {f['error']}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

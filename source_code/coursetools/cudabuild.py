@@ -24,7 +24,7 @@ LOCK_NAME = ".build-lock"
 
 
 def sms_argument(sms: Architectures) -> Optional[str]:
-    """"80 90" from "80 90", 90 or [80, 90]; None for the Makefile's default; ValueError else."""
+    """ "80 90" from "80 90", 90 or [80, 90]; None for the Makefile's default; ValueError else."""
     if sms is None:
         return None
     names = str(sms).split() if isinstance(sms, (str, int)) else [str(sm).strip() for sm in sms]
@@ -33,31 +33,43 @@ def sms_argument(sms: Architectures) -> Optional[str]:
     return " ".join(names)
 
 
-def make_program(source_dir: Path, binary: Path, sms: Architectures = None, timeout: float = 900,
-                 error: Type[Exception] = RuntimeError) -> Path:
+def make_program(
+    source_dir: Path,
+    binary: Path,
+    sms: Architectures = None,
+    timeout: float = 900,
+    error: Type[Exception] = RuntimeError,
+) -> Path:
     """Run `make [SMS=...]` in source_dir and return binary, or raise `error` saying why."""
     try:
         sms_text = sms_argument(sms)
     except ValueError as bad:
         raise error(str(bad)) from None
     if shutil.which("make") is None:
-        raise error(f"make is not installed, so {source_dir.name} cannot be built (needs make "
-                    "and nvcc)")
+        raise error(
+            f"make is not installed, so {source_dir.name} cannot be built (needs make and nvcc)"
+        )
     command = ["make", "-C", str(source_dir)] + ([f"SMS={sms_text}"] if sms_text else [])
     deadline = time.monotonic() + timeout
     try:
         with _one_build_at_a_time(Path(source_dir), deadline):
-            done = proctree.run(command, capture_output=True, text=True,
-                                timeout=max(1.0, deadline - time.monotonic()))
+            done = proctree.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
     except TimeoutError:
-        raise error(f"another build of {source_dir} held its lock ({LOCK_NAME}) for over "
-                    f"{timeout:.0f} s") from None
+        raise error(
+            f"another build of {source_dir} held its lock ({LOCK_NAME}) for over {timeout:.0f} s"
+        ) from None
     except subprocess.TimeoutExpired:
         raise error(f"make did not finish within {timeout:.0f} s in {source_dir}") from None
     if done.returncode != 0 or not binary.exists():
         tail = "\n".join((done.stdout + "\n" + done.stderr).strip().splitlines()[-15:])
-        raise error(f"building {source_dir.name} failed (make exit status {done.returncode}):"
-                    f"\n{tail}")
+        raise error(
+            f"building {source_dir.name} failed (make exit status {done.returncode}):\n{tail}"
+        )
     return binary
 
 
@@ -71,6 +83,7 @@ def _one_build_at_a_time(source_dir: Path, deadline: float):
     """
     try:
         import fcntl
+
         descriptor = os.open(source_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
     except (ImportError, OSError):
         yield

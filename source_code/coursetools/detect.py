@@ -29,16 +29,25 @@ from coursetools import nvml
 from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
 from coursetools.proctree import first_line, run_tool
 from gputopo.parsers import ParseError, p2p_status
-from gputopo.parsers.nvidia_smi import (nvlink_link_counts, parse_gpu_query, parse_mig_list,
-                                        parse_smi_banner)
+from gputopo.parsers.nvidia_smi import (
+    nvlink_link_counts,
+    parse_gpu_query,
+    parse_mig_list,
+    parse_smi_banner,
+)
 from gputopo.parsers.topo import extreme_pairs
 from gputopo.parsers.topo import parse as parse_topology
 
 HOROVOD_TIMEOUT_S = 90  # Horovod's check-build imports TensorFlow: many seconds on a cold cache
 QUERY_FIELDS = ("index", "name", "driver_version", "pci.bus_id", "uuid")
 # Asked with QUERY_FIELDS; a driver that refuses one of them is asked QUERY_FIELDS alone.
-LINK_FIELDS = ("pcie.link.gen.max", "pcie.link.width.max", "pcie.link.gen.current",
-               "pcie.link.width.current", "mig.mode.current")
+LINK_FIELDS = (
+    "pcie.link.gen.max",
+    "pcie.link.width.max",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "mig.mode.current",
+)
 
 
 def _number(value: Optional[str]) -> Optional[int]:
@@ -64,14 +73,21 @@ def text_inventory(smi: str, timeout: float):
     mig = "Enabled" in (row.get("mig.mode.current") for row in rows)  # instances' UUIDs, which
     listing = run_tool([smi, "-L"], timeout) if mig else None  # CUDA_VISIBLE_DEVICES may name
     instances = parse_mig_list(listing.stdout) if listing and listing.ok else {}
-    gpus = [gpu_model.Gpu(
-        index=int(row["index"]), name=row["name"] or "", bus_id=row["pci.bus_id"], uuid=row["uuid"],
-        pcie_gen_max=_number(row.get("pcie.link.gen.max")),
-        pcie_width_max=_number(row.get("pcie.link.width.max")),
-        pcie_gen_current=_number(row.get("pcie.link.gen.current")),
-        pcie_width_current=_number(row.get("pcie.link.width.current")),
-        mig_mode=row.get("mig.mode.current"), mig_uuids=instances.get(int(row["index"]), []))
-        for row in rows]
+    gpus = [
+        gpu_model.Gpu(
+            index=int(row["index"]),
+            name=row["name"] or "",
+            bus_id=row["pci.bus_id"],
+            uuid=row["uuid"],
+            pcie_gen_max=_number(row.get("pcie.link.gen.max")),
+            pcie_width_max=_number(row.get("pcie.link.width.max")),
+            pcie_gen_current=_number(row.get("pcie.link.gen.current")),
+            pcie_width_current=_number(row.get("pcie.link.width.current")),
+            mig_mode=row.get("mig.mode.current"),
+            mig_uuids=instances.get(int(row["index"]), []),
+        )
+        for row in rows
+    ]
     return gpus, rows[0]["driver_version"], None
 
 
@@ -113,18 +129,34 @@ def _nvml_details(machine: Machine, lib) -> None:
         if paths and all(code for row in paths.values() for code in row.values()):
             names = [gpu.label for gpu in machine.gpus]
             best, worst = extreme_pairs(names, paths)
-            machine.topology = {"gpus": names, "nics": {}, "links": paths, "cpu_affinity": {},
-                                "numa_affinity": {}, "source": "NVML", "best_pair": best,
-                                "worst_pair": worst}
-            machine.notes["topology"] = (machine.notes.get("topology", "") + " (PCIe paths from "
-                                         "NVML's common ancestors instead)").strip()
+            machine.topology = {
+                "gpus": names,
+                "nics": {},
+                "links": paths,
+                "cpu_affinity": {},
+                "numa_affinity": {},
+                "source": "NVML",
+                "best_pair": best,
+                "worst_pair": worst,
+            }
+            machine.notes["topology"] = (
+                machine.notes.get("topology", "") + " (PCIe paths from "
+                "NVML's common ancestors instead)"
+            ).strip()
     except Exception as error:  # what NVML did not answer stays unknown, with this note
         machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
 
 
-def detect(nvidia_smi: str = "nvidia-smi", timeout: float = 20, *, check_horovod: bool = True,
-           horovod_timeout: float = HOROVOD_TIMEOUT_S, horovodrun: Optional[str] = None,
-           environ: Optional[Dict[str, str]] = None, use_nvml: bool = True) -> Machine:
+def detect(
+    nvidia_smi: str = "nvidia-smi",
+    timeout: float = 20,
+    *,
+    check_horovod: bool = True,
+    horovod_timeout: float = HOROVOD_TIMEOUT_S,
+    horovodrun: Optional[str] = None,
+    environ: Optional[Dict[str, str]] = None,
+    use_nvml: bool = True,
+) -> Machine:
     """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
     environ = os.environ if environ is None else environ
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
@@ -168,10 +200,12 @@ def detect(nvidia_smi: str = "nvidia-smi", timeout: float = 20, *, check_horovod
         machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
     machine.nccl_version, nccl = find_nccl()
     machine.nvcc_path, machine.nvcc_version, nvcc = find_nvcc(timeout)
-    machine.horovod, horovod = find_horovod(horovod_timeout, horovodrun) if check_horovod \
-        else (None, "not checked")
-    machine.notes.update((k, v) for k, v in (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod))
-                         if v)
+    machine.horovod, horovod = (
+        find_horovod(horovod_timeout, horovodrun) if check_horovod else (None, "not checked")
+    )
+    machine.notes.update(
+        (k, v) for k, v in (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod)) if v
+    )
     return machine
 
 
@@ -252,8 +286,11 @@ def find_horovod(timeout: float, horovodrun: Optional[str] = None):
         origin = Path(importlib.util.find_spec("horovod").origin or ".")
         if origin.is_file():
             key = f"{origin.parent}:{origin.stat().st_mtime_ns}".encode()
-            cache = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gputopo"
-                     / f"horovod-check-build-{hashlib.sha256(key).hexdigest()[:16]}.txt")
+            cache = (
+                Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                / "gputopo"
+                / f"horovod-check-build-{hashlib.sha256(key).hexdigest()[:16]}.txt"
+            )
     elif shutil.which("horovodrun"):
         command = [shutil.which("horovodrun"), "--check-build"]
     else:

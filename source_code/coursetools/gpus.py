@@ -67,8 +67,10 @@ def apply_visibility(gpus: Sequence[Gpu], value: Optional[str]) -> Optional[str]
         gpu = _resolve(entry, ordered)
         if gpu is None or gpu.cuda_ordinal is not None:
             why = "names a GPU twice" if gpu is not None else "names no GPU of this machine"
-            return (f"{VISIBLE_VARIABLE}={value!r}: entry {entry!r} {why}, so CUDA ignores it and "
-                    "every entry after it")
+            return (
+                f"{VISIBLE_VARIABLE}={value!r}: entry {entry!r} {why}, so CUDA ignores it and "
+                "every entry after it"
+            )
         gpu.cuda_ordinal, gpu.visible_as = ordinal, entry
     return None
 
@@ -101,8 +103,10 @@ def from_machine(machine) -> Tuple[List[Gpu], Optional[str]]:
     value, found = machine.cuda_visible_devices, list(machine.gpus)
     if not found:
         names = list(machine.gpu_names)
-        found = [Gpu(index=i, name=names[i] if i < len(names) else "")
-                 for i in range(machine.gpu_count or 0)]
+        found = [
+            Gpu(index=i, name=names[i] if i < len(names) else "")
+            for i in range(machine.gpu_count or 0)
+        ]
         apply_visibility(found, value)
     return found, value
 
@@ -121,11 +125,13 @@ def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
         gpu = by_index.get(index)
         if gpu is None:
             span = f"indices 0-{len(gpus) - 1}" if gpus else "no indices"
-            raise GpuSelectionError(f"GPU {index} does not exist: this machine has {len(gpus)} "
-                                    f"GPU(s), {span}")
+            raise GpuSelectionError(
+                f"GPU {index} does not exist: this machine has {len(gpus)} GPU(s), {span}"
+            )
         if gpu.cuda_ordinal is None:
-            raise GpuSelectionError(f"GPU {index} is not one this job may use "
-                                    f"({describe_allowed(gpus, value)})")
+            raise GpuSelectionError(
+                f"GPU {index} is not one this job may use ({describe_allowed(gpus, value)})"
+            )
         picked.append(gpu)
     return picked
 
@@ -133,8 +139,10 @@ def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
 def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> str:
     """CUDA_VISIBLE_DEVICES for a child that should see exactly these GPUs (nvidia-smi indices),
     each named as the inherited setting named it (index, UUID, MIG UUID), in the order asked."""
-    return ",".join(g.visible_as if g.visible_as is not None else str(g.index)
-                    for g in _select(indices, gpus, value))
+    return ",".join(
+        g.visible_as if g.visible_as is not None else str(g.index)
+        for g in _select(indices, gpus, value)
+    )
 
 
 def cuda_ordinals(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> List[int]:
@@ -142,8 +150,9 @@ def cuda_ordinals(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[s
     return [g.cuda_ordinal for g in _select(indices, gpus, value)]
 
 
-def child_environment(base: Optional[Mapping[str, str]] = None,
-                      visible: Optional[str] = None) -> Dict[str, str]:
+def child_environment(
+    base: Optional[Mapping[str, str]] = None, visible: Optional[str] = None
+) -> Dict[str, str]:
     """A child's environment: base (default os.environ), PCI bus order, and `visible` if given."""
     env = dict(os.environ if base is None else base)
     env[ORDER_VARIABLE] = ORDER_VALUE
@@ -153,7 +162,7 @@ def child_environment(base: Optional[Mapping[str, str]] = None,
 
 
 def describe_allowed(gpus: Sequence[Gpu], value: Optional[str]) -> str:
-    """"CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3", or "all 8 GPU(s) (... unset)"."""
+    """ "CUDA_VISIBLE_DEVICES=2,3 allows GPU2, GPU3", or "all 8 GPU(s) (... unset)"."""
     if value is None:
         return f"all {len(gpus)} GPU(s) (CUDA_VISIBLE_DEVICES unset)"
     if not allowed(gpus):
@@ -192,8 +201,13 @@ def cuda_device_count(environ: Optional[Mapping[str, str]] = None, timeout: floa
     visible = (os.environ if environ is None else environ).get(VISIBLE_VARIABLE)
     env.update({} if visible is None else {VISIBLE_VARIABLE: visible})
     try:
-        done = proctree.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True,
-                            timeout=timeout, env=env)
+        done = proctree.run(
+            [sys.executable, "-c", _CUDA_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except (OSError, subprocess.SubprocessError) as error:
         return None, f"the CUDA driver could not be asked ({type(error).__name__})"
     answer = done.stdout.strip().split(" ", 1)

@@ -78,28 +78,42 @@ class Machine:
     def banner(self) -> str:
         """One honest sentence about what the notebooks run live here."""
         if self.mode == MODE_REFERENCE:
-            return (f"No NVIDIA GPU is visible here ({self.reason}): this notebook shows recorded "
-                    "data from real systems (reference mode).")
+            return (
+                f"No NVIDIA GPU is visible here ({self.reason}): this notebook shows recorded "
+                "data from real systems (reference mode)."
+            )
         names = sorted(set(self.gpu_names))
-        what = f"{len(self.gpu_names)} x {names[0]}" if len(names) == 1 else \
-            ", ".join(self.gpu_names)
+        what = (
+            f"{len(self.gpu_names)} x {names[0]}" if len(names) == 1 else ", ".join(self.gpu_names)
+        )
         if self.cuda_visible_devices is not None:
-            what += (f"; the course may use {self.visible_gpu_count} of {self.gpu_count}: "
-                     + gpu_model.describe_allowed(*gpu_model.from_machine(self)))
+            what += (
+                f"; the course may use {self.visible_gpu_count} of {self.gpu_count}: "
+                + gpu_model.describe_allowed(*gpu_model.from_machine(self))
+            )
             what += f" ({self.visibility_problem})" if self.visibility_problem else ""
         one = self.mode == MODE_SINGLE
         pair = self.best_pair
-        over = f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {self.link_between(*pair)}" \
-            if pair else ""
+        over = (
+            f"; best-connected pair GPU{pair[0]}-GPU{pair[1]} over {self.link_between(*pair)}"
+            if pair
+            else ""
+        )
         cuda_note = self.notes.get("cuda") if not self.cuda_devices else None
         if cuda_note:
             count = "One GPU is" if one else f"{self.visible_gpu_count} GPUs are"
-            return (f"{count} listed by nvidia-smi here ({what}{over}), but CUDA "
-                    f"cannot use {'it' if one else 'them'} ({cuda_note}): the GPU programs say so "
-                    "and show recorded data from real systems.")
+            return (
+                f"{count} listed by nvidia-smi here ({what}{over}), but CUDA "
+                f"cannot use {'it' if one else 'them'} ({cuda_note}): the GPU programs say so "
+                "and show recorded data from real systems."
+            )
         if one:
-            return (f"One GPU is visible here ({what}): what needs one GPU runs live on it, and "
-                    "what needs two (GPU-to-GPU copies, NCCL, training on GPUs) shows recorded "
-                    "data from real systems.")
-        return (f"{self.visible_gpu_count} GPUs are visible here ({what}{over}): "
-                "the experiments run live on this machine.")
+            return (
+                f"One GPU is visible here ({what}): what needs one GPU runs live on it, and "
+                "what needs two (GPU-to-GPU copies, NCCL, training on GPUs) shows recorded "
+                "data from real systems."
+            )
+        return (
+            f"{self.visible_gpu_count} GPUs are visible here ({what}{over}): "
+            "the experiments run live on this machine."
+        )

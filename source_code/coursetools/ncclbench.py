@@ -83,7 +83,9 @@ def _visible_gpu_count() -> Optional[int]:
     return int(getattr(machine, "visible_gpu_count", 0) or 0)
 
 
-def _run_env(env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequence[int]]]) -> Dict[str, str]:
+def _run_env(
+    env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequence[int]]]
+) -> Dict[str, str]:
     full = dict(os.environ)
     for key, value in (env or {}).items():
         if value is None:
@@ -97,7 +99,9 @@ def _run_env(env: Optional[Mapping[str, str]], gpus: Optional[Union[int, Sequenc
         known, value = _gpu_numbering()
         if known:
             try:
-                full["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(list(gpus), known, value)
+                full["CUDA_VISIBLE_DEVICES"] = gpu_model.child_visible_devices(
+                    list(gpus), known, value
+                )
             except gpu_model.GpuSelectionError as error:
                 raise NcclBenchError(f"gpus {list(gpus)!r}: {error}") from None
         else:
@@ -115,18 +119,40 @@ def _gpu_numbering():
         return [], None
 
 
-def _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path) -> List[str]:
+def _arguments(
+    op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path
+) -> List[str]:
     if op not in OPS:
         raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
-    for name, value, low in (("min_bytes", min_bytes, 1), ("max_bytes", max_bytes, 1), ("factor", factor, 2),
-                             ("iters", iters, 1), ("warmup", warmup, 0)):
+    for name, value, low in (
+        ("min_bytes", min_bytes, 1),
+        ("max_bytes", max_bytes, 1),
+        ("factor", factor, 2),
+        ("iters", iters, 1),
+        ("warmup", warmup, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be a whole number >= {low}, not {value!r}")
     if max_bytes < min_bytes:
         raise ValueError("max_bytes is below min_bytes")
     # nccl-tests' flags; the collective is the first word (nccl_bench --help)
-    args = [op, "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(factor),
-            "-n", str(iters), "-w", str(warmup), "-d", datatype, "-J", json_path]
+    args = [
+        op,
+        "-b",
+        str(min_bytes),
+        "-e",
+        str(max_bytes),
+        "-f",
+        str(factor),
+        "-n",
+        str(iters),
+        "-w",
+        str(warmup),
+        "-d",
+        datatype,
+        "-J",
+        json_path,
+    ]
     if isinstance(gpus, int):
         args += ["-g", str(gpus)]
     elif gpus is not None:
@@ -145,15 +171,26 @@ def launcher_command(nproc: int, launcher: str = "torchrun") -> List[str]:
     when PyTorch is not installed, ValueError for another launcher or a count below 1.
     """
     if launcher not in LAUNCHERS:
-        raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)")
+        raise ValueError(
+            f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)"
+        )
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"the number of processes must be a whole number >= 1, not {nproc!r}")
     if importlib.util.find_spec("torch") is None:
-        raise NcclBenchError("launcher='torchrun' needs PyTorch (python -m torch.distributed.run), which is not "
-                             "installed here; install torch, or leave launcher out to drive every GPU from one "
-                             "process")
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-            "--no_python"]
+        raise NcclBenchError(
+            "launcher='torchrun' needs PyTorch (python -m torch.distributed.run), which is not "
+            "installed here; install torch, or leave launcher out to drive every GPU from one "
+            "process"
+        )
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "--no_python",
+    ]
 
 
 def _error_line(stderr: str) -> str:
@@ -167,7 +204,9 @@ def _error_line(stderr: str) -> str:
 
 def nccl_settings(env: Mapping[str, str]) -> Dict[str, str]:
     """The NCCL_* (and CUDA_VISIBLE_DEVICES) entries of an environment."""
-    return {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"}
+    return {
+        k: v for k, v in sorted(env.items()) if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"
+    }
 
 
 def reference_file(op: str = "all_reduce", env: Optional[Mapping[str, str]] = None) -> str:
@@ -183,24 +222,33 @@ def reference_file(op: str = "all_reduce", env: Optional[Mapping[str, str]] = No
         files = reference.system_info(REFERENCE_SYSTEM).get("files") or {}
     for pattern, settings in files.items():
         wanted = settings.get("env") or {}
-        if wanted and pattern.startswith("nccl-bench-*") and all(
-                str((env or {}).get(k, "")) == str(v) for k, v in wanted.items()):
+        if (
+            wanted
+            and pattern.startswith("nccl-bench-*")
+            and all(str((env or {}).get(k, "")) == str(v) for k, v in wanted.items())
+        ):
             return pattern.replace("*", op, 1)
     return f"nccl-bench-{op}.txt"
 
 
-def reference_run(op: str = "all_reduce", env: Optional[Mapping[str, str]] = None,
-                  reason: str = "reference data requested") -> Dict[str, Any]:
+def reference_run(
+    op: str = "all_reduce",
+    env: Optional[Mapping[str, str]] = None,
+    reason: str = "reference data requested",
+) -> Dict[str, Any]:
     """The recorded H200 run in the same shape as run() returns (mode="reference")."""
     from gputopo import reference
 
     name = reference_file(op, env)
-    if REFERENCE_SYSTEM not in reference.list_systems() or name not in reference.files(REFERENCE_SYSTEM):
+    if REFERENCE_SYSTEM not in reference.list_systems() or name not in reference.files(
+        REFERENCE_SYSTEM
+    ):
         raise NcclBenchError(f"no recorded run {name} in reference_systems/{REFERENCE_SYSTEM}")
     text = reference.read_text(REFERENCE_SYSTEM, name)
     return {
         # A cell that prints the text says first where it comes from.
-        "text": f"# Not measured here: {reason}. Reference mode: {REFERENCE_SYSTEM}/{name}.\n" + text,
+        "text": f"# Not measured here: {reason}. Reference mode: {REFERENCE_SYSTEM}/{name}.\n"
+        + text,
         "parsed": nccl_tests.parse(text),
         "env": dict(env or {}),
         "json": None,
@@ -244,7 +292,9 @@ def run(
     prefix: List[str] = []
     if launcher is not None:
         if launcher not in LAUNCHERS:
-            raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)")
+            raise ValueError(
+                f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)} (or None)"
+            )
         launcher_command(1, launcher)  # no PyTorch: say so before anything else
     needed = 2
     if isinstance(gpus, int):
@@ -254,8 +304,10 @@ def run(
         needed = max(2, len(gpus)) if launcher is None or len(gpus) != 1 else 1
     visible = _visible_gpu_count()
     if visible is not None and visible < needed:
-        why = (f"{visible} GPU(s) visible here and this run needs {needed}: "
-               f"showing the run recorded on {REFERENCE_SYSTEM} instead (reference mode)")
+        why = (
+            f"{visible} GPU(s) visible here and this run needs {needed}: "
+            f"showing the run recorded on {REFERENCE_SYSTEM} instead (reference mode)"
+        )
         if not reference:
             raise NcclBenchError(why)
         return reference_run(op, env, reason=why)
@@ -263,10 +315,14 @@ def run(
     with tempfile.TemporaryDirectory(prefix="nccl_bench-") as scratch:
         json_path = os.path.join(scratch, "result.json")
         if launcher is None:
-            args = _arguments(op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+            args = _arguments(
+                op, gpus, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path
+            )
         else:
             # One GPU per process: the count goes to the launcher, never to -g.
-            args = _arguments(op, None, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path)
+            args = _arguments(
+                op, None, min_bytes, max_bytes, factor, iters, warmup, datatype, json_path
+            )
             args += ["--launcher", launcher]
             if isinstance(gpus, int):
                 nproc = gpus
@@ -275,7 +331,9 @@ def run(
             elif visible:
                 nproc = visible
             else:
-                raise NcclBenchError("could not count the GPUs here: pass gpus=N with launcher='torchrun'")
+                raise NcclBenchError(
+                    "could not count the GPUs here: pass gpus=N with launcher='torchrun'"
+                )
             prefix = launcher_command(nproc, launcher)
         if cuda_graph:
             args += ["-G", "1"]
@@ -285,12 +343,17 @@ def run(
             except NcclBenchError as error:  # no NCCL, a broken toolkit: say so, don't stop
                 if not reference:
                     raise
-                return reference_run(op, env, reason=f"nccl_bench could not be built here "
-                                     f"({str(error).splitlines()[0]})")
+                return reference_run(
+                    op,
+                    env,
+                    reason=f"nccl_bench could not be built here ({str(error).splitlines()[0]})",
+                )
         full_env = _run_env(env, gpus)
         command = prefix + [str(BINARY)] + args
         try:
-            done = proctree.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+            done = proctree.run(
+                command, capture_output=True, text=True, timeout=timeout, env=full_env
+            )
         except subprocess.TimeoutExpired as error:
             raise NcclBenchError(f"nccl_bench did not finish within {timeout:.0f} s") from error
         stored = None
@@ -302,14 +365,22 @@ def run(
     if launcher is not None:  # torchrun adds its own report after a failed process's line
         problem = _error_line(done.stderr)
         if done.returncode != 0 and reference and _NO_GPU.search(problem):
-            return reference_run(op, env, reason=f"the benchmark could not use the GPUs here ({problem}): "
-                                                 f"showing the run recorded on {REFERENCE_SYSTEM} instead")
+            return reference_run(
+                op,
+                env,
+                reason=f"the benchmark could not use the GPUs here ({problem}): "
+                f"showing the run recorded on {REFERENCE_SYSTEM} instead",
+            )
     if done.returncode == 2:  # bad arguments or too few GPUs: nothing was measured
         if reference and _NO_GPU.search(problem):
             # nvidia-smi listed GPUs but CUDA could use none (no driver, a container without
             # --gpus, a stand-in): say so and show the recorded run, as with too few GPUs.
-            return reference_run(op, env, reason=f"the benchmark could not use the GPUs here ({problem}): "
-                                                 f"showing the run recorded on {REFERENCE_SYSTEM} instead")
+            return reference_run(
+                op,
+                env,
+                reason=f"the benchmark could not use the GPUs here ({problem}): "
+                f"showing the run recorded on {REFERENCE_SYSTEM} instead",
+            )
         raise NcclBenchError(problem or "nccl_bench refused its arguments (exit 2)")
     parsed = None
     try:
@@ -322,8 +393,9 @@ def run(
         "parsed": parsed,
         "env": nccl_settings(full_env),
         "json": stored,
-        "command": " ".join(command[:len(prefix) + 1]
-                            + [a for a in args if a != json_path and a != "-J"]),
+        "command": " ".join(
+            command[: len(prefix) + 1] + [a for a in args if a != json_path and a != "-J"]
+        ),
         "returncode": done.returncode,
         "mode": "live",
         "source": "this machine",
@@ -331,17 +403,20 @@ def run(
     if record and parsed is not None:
         from coursetools import results
 
-        results.append_record(RESULTS_KIND, {
-            "op": op,
-            "command": result["command"],
-            "nccl_env": result["env"],
-            "returncode": done.returncode,
-            "metadata": parsed.get("metadata"),
-            "devices": parsed.get("devices"),
-            "rows": parsed.get("rows"),
-            "transports": ((stored or {}).get("nccl_bench") or {}).get("transports"),
-            **({"launcher": launcher} if launcher is not None else {}),
-        })
+        results.append_record(
+            RESULTS_KIND,
+            {
+                "op": op,
+                "command": result["command"],
+                "nccl_env": result["env"],
+                "returncode": done.returncode,
+                "metadata": parsed.get("metadata"),
+                "devices": parsed.get("devices"),
+                "rows": parsed.get("rows"),
+                "transports": ((stored or {}).get("nccl_bench") or {}).get("transports"),
+                **({"launcher": launcher} if launcher is not None else {}),
+            },
+        )
     if done.returncode != 0:
         raise NcclBenchError(problem or f"nccl_bench failed with exit status {done.returncode}")
     return result

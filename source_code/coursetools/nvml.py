@@ -60,20 +60,25 @@ def inventory(lib) -> List[Gpu]:
     gpus = []
     for index, handle in enumerate(_handles(lib)):
         pci, mig = ask(lib.nvmlDeviceGetPciInfo, handle), ask(lib.nvmlDeviceGetMigMode, handle)
-        gpus.append(Gpu(
-            index=index, name=text(ask(lib.nvmlDeviceGetName, handle)) or "",
-            bus_id=text(pci.busId) if pci is not None else None,
-            uuid=text(ask(lib.nvmlDeviceGetUUID, handle)),
-            pcie_gen_max=ask(lib.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-            pcie_width_max=ask(lib.nvmlDeviceGetMaxPcieLinkWidth, handle),
-            pcie_gen_current=ask(lib.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-            pcie_width_current=ask(lib.nvmlDeviceGetCurrPcieLinkWidth, handle),
-            mig_mode=None if not mig else ("Enabled" if mig[0] == 1 else "Disabled")))
+        gpus.append(
+            Gpu(
+                index=index,
+                name=text(ask(lib.nvmlDeviceGetName, handle)) or "",
+                bus_id=text(pci.busId) if pci is not None else None,
+                uuid=text(ask(lib.nvmlDeviceGetUUID, handle)),
+                pcie_gen_max=ask(lib.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+                pcie_width_max=ask(lib.nvmlDeviceGetMaxPcieLinkWidth, handle),
+                pcie_gen_current=ask(lib.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+                pcie_width_current=ask(lib.nvmlDeviceGetCurrPcieLinkWidth, handle),
+                mig_mode=None if not mig else ("Enabled" if mig[0] == 1 else "Disabled"),
+            )
+        )
         if mig and mig[0] == 1:  # its instances, each a CUDA device named by its MIG- UUID
             slots = range(ask(lib.nvmlDeviceGetMaxMigDeviceCount, handle) or 0)
             found = [ask(lib.nvmlDeviceGetMigDeviceHandleByIndex, handle, i) for i in slots]
-            gpus[-1].mig_uuids = [text(ask(lib.nvmlDeviceGetUUID, h))
-                                  for h in found if h is not None]
+            gpus[-1].mig_uuids = [
+                text(ask(lib.nvmlDeviceGetUUID, h)) for h in found if h is not None
+            ]
     return gpus
 
 
@@ -95,8 +100,12 @@ def nvlink_counts(lib) -> Dict[str, Dict[str, int]]:
 
 def _pairs(lib, call, codes, *extra) -> Dict[str, Dict[str, Optional[str]]]:
     handles = _handles(lib)
-    return {f"GPU{i}": {f"GPU{j}": codes.get(ask(call, a, b, *extra)) for j, b in enumerate(handles)
-                        if i != j} for i, a in enumerate(handles)}
+    return {
+        f"GPU{i}": {
+            f"GPU{j}": codes.get(ask(call, a, b, *extra)) for j, b in enumerate(handles) if i != j
+        }
+        for i, a in enumerate(handles)
+    }
 
 
 def p2p_status(lib, capability: str) -> Dict[str, Dict[str, str]]:

@@ -111,7 +111,9 @@ def reference(system: str = REFERENCE_SYSTEM, filename: Optional[str] = None) ->
     if not names:
         raise P2PTestError(f"reference system {system!r} has no p2pBandwidthLatencyTest output")
     if filename is None:
-        filename = "p2pBandwidthLatencyTest.txt" if "p2pBandwidthLatencyTest.txt" in names else names[0]
+        filename = (
+            "p2pBandwidthLatencyTest.txt" if "p2pBandwidthLatencyTest.txt" in names else names[0]
+        )
     if filename not in names:
         raise P2PTestError(f"{system} has no P2P output {filename!r}; it has: {', '.join(names)}")
     text = recorded.read_text(system, filename)
@@ -139,7 +141,7 @@ def _reference_result(reason: str, p2p_read: bool, sm_copy: bool, command: list)
         {
             # A cell that prints the text says first where it comes from.
             "text": f"Not measured here: {reason}. Reference mode: the run recorded on {result['source']}.\n\n"
-                    + result["text"],
+            + result["text"],
             "reason": reason,
             "command": command,
             "returncode": None,
@@ -176,7 +178,9 @@ def run(
             build()
         except P2PTestError as error:
             if use_reference:
-                return _reference_result(f"the P2P test could not be built here: {error}", p2p_read, sm_copy, command)
+                return _reference_result(
+                    f"the P2P test could not be built here: {error}", p2p_read, sm_copy, command
+                )
             raise
     environment = gpu_model.child_environment()
     environment.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -191,13 +195,17 @@ def run(
                 env=environment,
             )
         except subprocess.TimeoutExpired:
-            raise P2PTestError(f"the P2P test did not finish within {timeout:.0f} s: {' '.join(command)}") from None
+            raise P2PTestError(
+                f"the P2P test did not finish within {timeout:.0f} s: {' '.join(command)}"
+            ) from None
         data = json.loads(json_path.read_text()) if json_path.exists() else None
 
     stderr = done.stderr.strip()
     if done.returncode == 2 and _NO_GPU_MARK in stderr:
         if use_reference:
-            return _reference_result(f"no GPU here ({stderr.splitlines()[-1]})", p2p_read, sm_copy, command)
+            return _reference_result(
+                f"no GPU here ({stderr.splitlines()[-1]})", p2p_read, sm_copy, command
+            )
         raise P2PTestError(stderr.splitlines()[-1])
     if done.returncode != 0:
         raise P2PTestError(
@@ -240,8 +248,9 @@ def _ordinals(devices: Optional[Sequence[int]]):
     if devices is None or not known:
         return devices, index_of
     try:
-        return gpu_model.cuda_ordinals([int(d) if not isinstance(d, bool) else d for d in devices],
-                                       known, value), index_of
+        return gpu_model.cuda_ordinals(
+            [int(d) if not isinstance(d, bool) else d for d in devices], known, value
+        ), index_of
     except (gpu_model.GpuSelectionError, TypeError, ValueError) as error:
         raise P2PTestError(f"devices {devices!r}: {error}") from None
 
@@ -277,8 +286,12 @@ def headline(parsed: Dict[str, Any]) -> Dict[str, Optional[float]]:
         if not matrix or len(matrix) < 2:
             return []
         # None: a cell the program had no number for (N/A, JSON null) is missing, not zero.
-        return [value for i, row in enumerate(matrix) for j, value in enumerate(row)
-                if i != j and value is not None]
+        return [
+            value
+            for i, row in enumerate(matrix)
+            for j, value in enumerate(row)
+            if i != j and value is not None
+        ]
 
     bandwidth, latency = parsed.get("bandwidth_gbs", {}), parsed.get("latency_us", {})
     one_way = bandwidth.get("unidirectional_write") or bandwidth.get("unidirectional_read")

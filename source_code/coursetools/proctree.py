@@ -89,9 +89,17 @@ def _communicate(process, input, timeout, mark, grace):
                 raise subprocess.TimeoutExpired(process.args, timeout) from None
 
 
-def run(args, *, timeout: Optional[float], grace: float = GRACE_S, input=None,
-        capture_output: bool = False, check: bool = False, env: Optional[dict] = None,
-        **popen_kwargs) -> subprocess.CompletedProcess:
+def run(
+    args,
+    *,
+    timeout: Optional[float],
+    grace: float = GRACE_S,
+    input=None,
+    capture_output: bool = False,
+    check: bool = False,
+    env: Optional[dict] = None,
+    **popen_kwargs,
+) -> subprocess.CompletedProcess:
     """subprocess.run that stops the command's whole process tree (see the module docstring).
     A TimeoutExpired's `returncode` is the command's exit status after the kill."""
     if capture_output:
@@ -147,8 +155,9 @@ def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", errors="replace")
         message = first_line(stderr) or first_line(stdout) or "no message"
-        return ToolRun(False, stdout,
-                       f"{program} failed (exit status {done.returncode}): {message}")
+        return ToolRun(
+            False, stdout, f"{program} failed (exit status {done.returncode}): {message}"
+        )
     return ToolRun(True, stdout, None)
 
 

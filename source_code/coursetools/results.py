@@ -37,9 +37,10 @@ def _now() -> str:
 def git_commit(repo: Path = REPO_ROOT) -> Optional[str]:
     """The checked-out commit, with "-dirty" if tracked files changed; None outside git."""
     try:
-        head, status = (proctree.run(["git", "-C", str(repo), *args], capture_output=True,
-                                     text=True, timeout=5)
-                        for args in (["rev-parse", "HEAD"], ["status", "--porcelain", "-uno"]))
+        head, status = (
+            proctree.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5)
+            for args in (["rev-parse", "HEAD"], ["status", "--porcelain", "-uno"])
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
@@ -52,13 +53,23 @@ def environment(machine: Optional[Any] = None) -> Dict[str, Any]:
     """Where and when a result was measured; GPU facts from `machine` (a Machine), else from this
     process's detect_once (so a record says the same whatever was detected first)."""
     machine = machine or detect_once(check_horovod=False)
-    return {"hostname": socket.gethostname(), "time_utc": _now(), "git_commit": git_commit(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "gpus": list(machine.gpu_names), "driver_version": machine.driver_version,
-            "cuda_version": machine.cuda_version, "nccl_version": machine.nccl_version,
-            "mode": machine.mode,
-            "variables": {k: v for k, v in sorted(os.environ.items())
-                          if k.startswith(RECORDED_VARIABLE_PREFIXES) or k in RECORDED_VARIABLES}}
+    return {
+        "hostname": socket.gethostname(),
+        "time_utc": _now(),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "gpus": list(machine.gpu_names),
+        "driver_version": machine.driver_version,
+        "cuda_version": machine.cuda_version,
+        "nccl_version": machine.nccl_version,
+        "mode": machine.mode,
+        "variables": {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith(RECORDED_VARIABLE_PREFIXES) or k in RECORDED_VARIABLES
+        },
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -70,19 +81,28 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot store a {type(value).__name__} in a results record")
 
 
-def append_record(kind: str, record: Dict[str, Any], environment_info: Optional[Dict] = None,
-                  machine: Optional[Any] = None) -> Path:
+def append_record(
+    kind: str,
+    record: Dict[str, Any],
+    environment_info: Optional[Dict] = None,
+    machine: Optional[Any] = None,
+) -> Path:
     """Append {"kind", "recorded_at", "environment", **record} to results/<kind>.jsonl and return
     the file; environment_info replaces environment() for data measured elsewhere."""
     if not isinstance(kind, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", kind):
-        raise ValueError(f"result kind must be letters, digits, '_', '.' or '-', not starting "
-                         f"with a symbol (got {kind!r})")
+        raise ValueError(
+            f"result kind must be letters, digits, '_', '.' or '-', not starting "
+            f"with a symbol (got {kind!r})"
+        )
     clashing = [key for key in RESERVED_KEYS if key in record]
     if clashing:
         raise ValueError(f"record key {clashing[0]!r} is reserved for append_record itself")
-    line = {"kind": kind, "recorded_at": _now(),
-            "environment": environment(machine) if environment_info is None else environment_info,
-            **record}
+    line = {
+        "kind": kind,
+        "recorded_at": _now(),
+        "environment": environment(machine) if environment_info is None else environment_info,
+        **record,
+    }
     path = results_dir() / f"{kind}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_TIMEOUT_S):

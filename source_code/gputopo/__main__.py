@@ -21,6 +21,7 @@ text stops), "last_complete_section" and "error", so that nothing read is lost a
 result passes as whole.
 Standard library only: it runs on a bare cluster node before anything is installed.
 """
+
 import json
 import os
 import sys
@@ -31,26 +32,38 @@ from gputopo.parsers import KINDS, PARSERS, ParseError
 
 
 def _build_parser():
-    parser = OneLineParser(prog="gputopo", description="Parse the text a GPU tool printed and print it as JSON.")
+    parser = OneLineParser(
+        prog="gputopo", description="Parse the text a GPU tool printed and print it as JSON."
+    )
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=OneLineParser)
     kinds.required = True
     for kind, (_, _, reads) in KINDS.items():
-        sub = kinds.add_parser(kind, help=f"parse {reads}",
-                               description=f"Parse {reads} and print it as one JSON object.")
+        sub = kinds.add_parser(
+            kind,
+            help=f"parse {reads}",
+            description=f"Parse {reads} and print it as one JSON object.",
+        )
         sub.add_argument("file", metavar="FILE", help="file to read, or - for standard input")
-        sub.add_argument("--json", action="store_true", help="print exactly one compact JSON object on one line")
-    sub = kinds.add_parser("diagnose", help="read an NCCL_DEBUG=INFO log against the topology: "
-                           "one finding per silent fallback",
-                           description="What NCCL did against what the topology allowed "
-                           "(gputopo.diagnose): one finding per silent fallback, or 'clean'.")
-    sub.add_argument("file", metavar="NCCL_LOG",
-                     help="NCCL_DEBUG=INFO output, or - for standard input")
+        sub.add_argument(
+            "--json", action="store_true", help="print exactly one compact JSON object on one line"
+        )
+    sub = kinds.add_parser(
+        "diagnose",
+        help="read an NCCL_DEBUG=INFO log against the topology: one finding per silent fallback",
+        description="What NCCL did against what the topology allowed "
+        "(gputopo.diagnose): one finding per silent fallback, or 'clean'.",
+    )
+    sub.add_argument(
+        "file", metavar="NCCL_LOG", help="NCCL_DEBUG=INFO output, or - for standard input"
+    )
     where = sub.add_mutually_exclusive_group()
     where.add_argument("--topo", metavar="TOPO_FILE", help="the node's nvidia-smi topo -m output")
-    where.add_argument("--nccl-topo", metavar="XML",
-                       help="NCCL's topology dump (NCCL_TOPO_DUMP_FILE)")
-    sub.add_argument("--json", action="store_true",
-                     help="print exactly one compact JSON object on one line")
+    where.add_argument(
+        "--nccl-topo", metavar="XML", help="NCCL's topology dump (NCCL_TOPO_DUMP_FILE)"
+    )
+    sub.add_argument(
+        "--json", action="store_true", help="print exactly one compact JSON object on one line"
+    )
     return parser
 
 
@@ -69,15 +82,25 @@ def main(argv=None):
     try:
         text = _read(args.file)
     except OSError as error:
-        print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})", file=sys.stderr)
+        print(
+            f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})",
+            file=sys.stderr,
+        )
         return USAGE_EXIT_STATUS
     last_line = max(1, len(text.splitlines()))
     try:
         result = PARSERS[args.kind](text)
     except ParseError as error:
         if error.truncated:
-            return _truncated(prog, where, args.json, error.partial, error.what,
-                              error.lineno or last_line, error.last_complete)
+            return _truncated(
+                prog,
+                where,
+                args.json,
+                error.partial,
+                error.what,
+                error.lineno or last_line,
+                error.last_complete,
+            )
         what = " ".join(error.what.splitlines())
         print(f"{prog}: error: {what} ({where}:{error.lineno or last_line})", file=sys.stderr)
         return USAGE_EXIT_STATUS
@@ -97,11 +120,20 @@ def _truncated(prog, where, compact, partial, what, line, last_complete):
     """The one rule for a cut-off output of any kind: what was read on stdout with
     "truncated": true, one line on stderr, exit status 2."""
     what = " ".join(str(what).splitlines())
-    print(f"{prog}: error: truncated input: {what}; last complete section: "
-          f"{last_complete or 'none'} ({where}:{line})", file=sys.stderr)
+    print(
+        f"{prog}: error: truncated input: {what}; last complete section: "
+        f"{last_complete or 'none'} ({where}:{line})",
+        file=sys.stderr,
+    )
     read = dict(partial) if isinstance(partial, dict) else {}
-    read.update({"truncated": True, "truncated_line": line, "last_complete_section": last_complete,
-                 "error": what})
+    read.update(
+        {
+            "truncated": True,
+            "truncated_line": line,
+            "last_complete_section": last_complete,
+            "error": what,
+        }
+    )
     _print(read, compact)
     return USAGE_EXIT_STATUS
 
@@ -131,8 +163,10 @@ def _diagnose(args):
         try:
             texts[option] = (_read(path), where)
         except OSError as error:
-            print(f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})",
-                  file=sys.stderr)
+            print(
+                f"{prog}: error: cannot read {where}: {error.strerror or error} ({where})",
+                file=sys.stderr,
+            )
             return USAGE_EXIT_STATUS
     current = texts["log"][1]
     try:
@@ -155,8 +189,11 @@ def _diagnose(args):
         print(f"{prog}: error: {what} ({location})", file=sys.stderr)
         return USAGE_EXIT_STATUS
     except Exception as error:  # a bug of ours: one line, not blamed on the input
-        print(f"{prog}: internal error: {type(error).__name__}: {error} ({current}); "
-              "please report it", file=sys.stderr)
+        print(
+            f"{prog}: internal error: {type(error).__name__}: {error} ({current}); "
+            "please report it",
+            file=sys.stderr,
+        )
         return 1
     try:
         print(json.dumps(result) if args.json else diagnose.report(result))

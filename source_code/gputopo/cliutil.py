@@ -4,6 +4,7 @@ Every gputopo command builds its parser from OneLineParser and lets `parse_args_
 that line; a command that checks more than argparse does raises UsageError and prints
 `<prog>: error: <message>` itself.
 """
+
 import argparse
 import sys
 

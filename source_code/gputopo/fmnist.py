@@ -26,6 +26,7 @@ Command line::
 
 numpy is imported inside functions (the rest of the module is standard library only).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -55,13 +56,25 @@ DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 # every copy, wherever it was found or however it was obtained.
 FILES = {
     "train-images-idx3-ubyte.gz": (
-        2051, (60000, 28, 28), "2e487a6c89124f78f2d7521542223cafe96f7123c3ca13d447772ac6ecbb3012"),
+        2051,
+        (60000, 28, 28),
+        "2e487a6c89124f78f2d7521542223cafe96f7123c3ca13d447772ac6ecbb3012",
+    ),
     "train-labels-idx1-ubyte.gz": (
-        2049, (60000,), "657fbd221bfc9f4198cc14b5619cc33ec57c58dd0e47af4d99d6650759e869a7"),
+        2049,
+        (60000,),
+        "657fbd221bfc9f4198cc14b5619cc33ec57c58dd0e47af4d99d6650759e869a7",
+    ),
     "t10k-images-idx3-ubyte.gz": (
-        2051, (10000, 28, 28), "c867c93ff95360594e8ec3287995350b824dd110b11595c0e13d5423f621867a"),
+        2051,
+        (10000, 28, 28),
+        "c867c93ff95360594e8ec3287995350b824dd110b11595c0e13d5423f621867a",
+    ),
     "t10k-labels-idx1-ubyte.gz": (
-        2049, (10000,), "3d0e6c6ea990b53b6f8f500a41cac93881d981b315f84578b7d915342ade01e9"),
+        2049,
+        (10000,),
+        "3d0e6c6ea990b53b6f8f500a41cac93881d981b315f84578b7d915342ade01e9",
+    ),
 }
 
 # The official files (github.com/zalandoresearch/fashion-mnist, MIT licence) and their MD5s as
@@ -105,7 +118,7 @@ def search_dirs() -> List[Path]:
 
 def find_dataset_dir(dirs: Optional[Sequence[os.PathLike]] = None) -> Optional[Path]:
     """The first folder that holds all four files, or ``None``. Content is not checked here."""
-    for d in (search_dirs() if dirs is None else [Path(p) for p in dirs]):
+    for d in search_dirs() if dirs is None else [Path(p) for p in dirs]:
         if all((d / name).is_file() for name in FILES):
             return d
     return None
@@ -118,14 +131,18 @@ def _read_idx(path: Path, magic: int, shape: Tuple[int, ...], sha256: Optional[s
         with gzip.open(path, "rb") as f:
             raw = f.read()
     except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
-        raise DatasetError(f"{path}: not a readable gzip file, corrupt or truncated ({e})") from None
+        raise DatasetError(
+            f"{path}: not a readable gzip file, corrupt or truncated ({e})"
+        ) from None
     header = 4 + 4 * len(shape)
     if len(raw) < header:
         raise DatasetError(f"{path}: truncated: {len(raw)} bytes, shorter than the idx header")
     got_magic = struct.unpack(">I", raw[:4])[0]
     if got_magic != magic:
-        raise DatasetError(f"{path}: wrong idx magic number {got_magic} (expected {magic}); "
-                           "not a Fashion-MNIST file of this kind")
+        raise DatasetError(
+            f"{path}: wrong idx magic number {got_magic} (expected {magic}); "
+            "not a Fashion-MNIST file of this kind"
+        )
     dims = struct.unpack(">" + "I" * len(shape), raw[4:header])
     if dims != shape:
         raise DatasetError(f"{path}: idx header says shape {dims}, expected {shape}")
@@ -134,15 +151,19 @@ def _read_idx(path: Path, magic: int, shape: Tuple[int, ...], sha256: Optional[s
     for n in shape:
         size *= n
     if len(data) != size:
-        raise DatasetError(f"{path}: truncated or padded: {len(data)} bytes of data, expected {size}")
+        raise DatasetError(
+            f"{path}: truncated or padded: {len(data)} bytes of data, expected {size}"
+        )
     arr = np.frombuffer(data, dtype=np.uint8).reshape(shape)
     if len(shape) == 1 and int(arr.max()) > 9:
         raise DatasetError(f"{path}: label {int(arr.max())} outside 0-9")
     if sha256 is not None:
         got = hashlib.sha256(data).hexdigest()
         if got != sha256:
-            raise DatasetError(f"{path}: content checksum mismatch (SHA-256 {got[:16]}..., expected "
-                               f"{sha256[:16]}...); the file is corrupt or not Fashion-MNIST")
+            raise DatasetError(
+                f"{path}: content checksum mismatch (SHA-256 {got[:16]}..., expected "
+                f"{sha256[:16]}...); the file is corrupt or not Fashion-MNIST"
+            )
     arr.flags.writeable = False  # read-only in the cache; load() hands out copies
     return arr
 
@@ -181,8 +202,10 @@ def download(dest: os.PathLike = PROJECT_DATA_DIR, timeout: float = 60.0) -> Pat
     Files already in ``dest`` with the right MD5 are kept. Raises :class:`DatasetError`."""
     dest = Path(dest)
     if not all((dest / n).is_file() for n in OFFICIAL_MD5) and not _network_available():
-        raise DatasetError(f"cannot download into {dest}: no network (none of the mirrors answers)\n"
-                           + HOW_TO_GET_IT)
+        raise DatasetError(
+            f"cannot download into {dest}: no network (none of the mirrors answers)\n"
+            + HOW_TO_GET_IT
+        )
     dest.mkdir(parents=True, exist_ok=True)
     for name, md5 in OFFICIAL_MD5.items():
         target = dest / name
@@ -192,7 +215,10 @@ def download(dest: os.PathLike = PROJECT_DATA_DIR, timeout: float = 60.0) -> Pat
         for base in MIRRORS:
             fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{name}.")
             try:
-                with os.fdopen(fd, "wb") as out, urllib.request.urlopen(base + name, timeout=timeout) as r:
+                with (
+                    os.fdopen(fd, "wb") as out,
+                    urllib.request.urlopen(base + name, timeout=timeout) as r,
+                ):
                     digest = hashlib.md5()
                     for chunk in iter(lambda: r.read(1 << 20), b""):
                         out.write(chunk)
@@ -208,7 +234,9 @@ def download(dest: os.PathLike = PROJECT_DATA_DIR, timeout: float = 60.0) -> Pat
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         else:
-            raise DatasetError(f"download of {name} failed:\n  " + "\n  ".join(errors) + "\n" + HOW_TO_GET_IT)
+            raise DatasetError(
+                f"download of {name} failed:\n  " + "\n  ".join(errors) + "\n" + HOW_TO_GET_IT
+            )
     verify(dest)
     return dest
 
@@ -218,8 +246,14 @@ def _missing_message(dirs: Sequence[Path]) -> str:
     return f"Fashion-MNIST not found. Looked in (in this order):\n{looked}\n{HOW_TO_GET_IT}"
 
 
-def load(shard: Optional[int] = None, num_shards: int = 1, *, shard_test: bool = False,
-         directory: Optional[os.PathLike] = None, download_if_missing: bool = True):
+def load(
+    shard: Optional[int] = None,
+    num_shards: int = 1,
+    *,
+    shard_test: bool = False,
+    directory: Optional[os.PathLike] = None,
+    download_if_missing: bool = True,
+):
     """Return ``((x_train, y_train), (x_test, y_test))`` as uint8 arrays, like Keras' loader.
 
     Images are ``(N, 28, 28)`` uint8 (0-255), labels ``(N,)`` uint8 (0-9).
@@ -242,8 +276,11 @@ def load(shard: Optional[int] = None, num_shards: int = 1, *, shard_test: bool =
         d = find_dataset_dir(dirs)
         if d is None:
             if download_if_missing and _network_available():
-                print(f"fmnist: data not found locally; downloading the official files into "
-                      f"{PROJECT_DATA_DIR} (MD5-checked)", file=sys.stderr)
+                print(
+                    f"fmnist: data not found locally; downloading the official files into "
+                    f"{PROJECT_DATA_DIR} (MD5-checked)",
+                    file=sys.stderr,
+                )
                 d = download(PROJECT_DATA_DIR)
             else:
                 raise DatasetError(_missing_message(dirs))
@@ -251,8 +288,10 @@ def load(shard: Optional[int] = None, num_shards: int = 1, *, shard_test: bool =
     x_train, y_train = arrays["train-images-idx3-ubyte.gz"], arrays["train-labels-idx1-ubyte.gz"]
     x_test, y_test = arrays["t10k-images-idx3-ubyte.gz"], arrays["t10k-labels-idx1-ubyte.gz"]
     if shard is not None and num_shards > 1:
+
         def part(a):
             return np.array_split(a, num_shards)[shard]
+
         x_train, y_train = part(x_train), part(y_train)
         if shard_test:
             x_test, y_test = part(x_test), part(y_test)
@@ -280,12 +319,21 @@ def _verify_cached(d: Path):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = OneLineParser(prog="python -m gputopo.fmnist",
-                      description="Find and verify the offline Fashion-MNIST files.")
+    p = OneLineParser(
+        prog="python -m gputopo.fmnist",
+        description="Find and verify the offline Fashion-MNIST files.",
+    )
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--check", action="store_true", help="say where the data is and verify it (exit 0/1)")
-    g.add_argument("--download", nargs="?", const=str(PROJECT_DATA_DIR), metavar="DIR",
-                   help=f"official download with MD5 check (default DIR: {PROJECT_DATA_DIR})")
+    g.add_argument(
+        "--check", action="store_true", help="say where the data is and verify it (exit 0/1)"
+    )
+    g.add_argument(
+        "--download",
+        nargs="?",
+        const=str(PROJECT_DATA_DIR),
+        metavar="DIR",
+        help=f"official download with MD5 check (default DIR: {PROJECT_DATA_DIR})",
+    )
     args = parse_args_or_exit(p, argv, where="command line")
     try:
         if args.download:

@@ -5,6 +5,7 @@ NV<n>, else the PCIe code; SOC is SYS), a rank (higher is closer: any NVLink bon
 path, more links beat fewer, then PIX > PXB > PHB > NODE > SYS), NCCL's path type and how its peak
 is figured (the figures are in links.py). Standard library only (the parsers use it).
 """
+
 import dataclasses
 import re
 from typing import Optional
@@ -73,7 +74,7 @@ def _link(code) -> LinkCode:
 
 
 def family(code: str) -> str:
-    """"NV" for any NV<n>, else the PCIe code; ValueError for X or unknown."""
+    """ "NV" for any NV<n>, else the PCIe code; ValueError for X or unknown."""
     return _link(code).family
 
 

@@ -30,7 +30,11 @@ PCIE_128B130B = 128 / 130
 # as 1/1): gen6's figure has its link-level overhead deducted, gen3-5's only their line code.
 PCIE_FLIT = 236 / 256
 # How each efficiency is written in a table's "how" column.
-_EFFICIENCY_TEXT = {PCIE_8B10B: "8/10", PCIE_128B130B: "128/130", PCIE_FLIT: "236/256 (flit bytes for TLPs)"}
+_EFFICIENCY_TEXT = {
+    PCIE_8B10B: "8/10",
+    PCIE_128B130B: "128/130",
+    PCIE_FLIT: "236/256 (flit bytes for TLPs)",
+}
 
 # PCIe generation -> (transfer rate per lane in GT/s, line-code efficiency, source)
 PCIE_GENERATIONS: Dict[str, tuple] = {
@@ -39,8 +43,12 @@ PCIE_GENERATIONS: Dict[str, tuple] = {
     "gen3": (8.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 3.0 (2010)"),
     "gen4": (16.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 4.0 (2017)"),
     "gen5": (32.0, PCIE_128B130B, "PCI-SIG, PCI Express Base Specification Revision 5.0 (2019)"),
-    "gen6": (64.0, PCIE_FLIT, "PCI-SIG, PCI Express Base Specification Revision 6.0 (2022), Flit Mode: "
-                              "236 TLP bytes per 256-byte flit"),
+    "gen6": (
+        64.0,
+        PCIE_FLIT,
+        "PCI-SIG, PCI Express Base Specification Revision 6.0 (2022), Flit Mode: "
+        "236 TLP bytes per 256-byte flit",
+    ),
 }
 # The generations link_table() lists (gen1/gen2 only serve machines that report them).
 TABLE_PCIE_GENERATIONS = ("gen3", "gen4", "gen5", "gen6")
@@ -59,14 +67,49 @@ NVLINK_GENERATIONS: Dict[str, tuple] = {
 NVLINK_CONFIGURATIONS = (
     ("Tesla P100 SXM2", "nvlink1", 4, None, "NVIDIA Tesla P100 whitepaper (2016)"),
     ("Tesla V100 SXM2", "nvlink2", 6, None, "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"),
-    ("GeForce RTX 2080 + NVLink bridge", "nvlink2", 1, None, "NVIDIA Turing GPU Architecture whitepaper (2018)"),
-    ("A100 SXM4", "nvlink3", 12, None, "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)"),
-    ("GeForce RTX 3090 + NVLink bridge", "nvlink3", 4, 14.0625,
-     "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 x4 links, 112.5 GB/s both ways"),
-    ("H100 SXM5", "nvlink4", 18, None, "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"),
-    ("H100 PCIe + NVLink bridge", "nvlink4", 12, None, "NVIDIA H100 Tensor Core GPU datasheet (600 GB/s bridge)"),
+    (
+        "GeForce RTX 2080 + NVLink bridge",
+        "nvlink2",
+        1,
+        None,
+        "NVIDIA Turing GPU Architecture whitepaper (2018)",
+    ),
+    (
+        "A100 SXM4",
+        "nvlink3",
+        12,
+        None,
+        "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)",
+    ),
+    (
+        "GeForce RTX 3090 + NVLink bridge",
+        "nvlink3",
+        4,
+        14.0625,
+        "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 x4 links, 112.5 GB/s both ways",
+    ),
+    (
+        "H100 SXM5",
+        "nvlink4",
+        18,
+        None,
+        "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)",
+    ),
+    (
+        "H100 PCIe + NVLink bridge",
+        "nvlink4",
+        12,
+        None,
+        "NVIDIA H100 Tensor Core GPU datasheet (600 GB/s bridge)",
+    ),
     ("H200 SXM", "nvlink4", 18, None, "NVIDIA H200 Tensor Core GPU datasheet (900 GB/s)"),
-    ("B200 / GB200", "nvlink5", 18, None, "NVIDIA Blackwell Architecture Technical Brief (2024): 1.8 TB/s"),
+    (
+        "B200 / GB200",
+        "nvlink5",
+        18,
+        None,
+        "NVIDIA Blackwell Architecture Technical Brief (2024): 1.8 TB/s",
+    ),
 )
 
 
@@ -82,39 +125,123 @@ class GpuSpec:  # what the course knows about one GPU family's links, with the s
 # Checked in order, so a more specific pattern comes first (GH200 before H200, GB200
 # before B200, RTX PRO 6000 before RTX 6000).
 GPU_SPECS: Tuple[GpuSpec, ...] = (
-    GpuSpec(r"GH200", "nvlink4", None, "gen5",
-            "NVIDIA GH200 Grace Hopper Superchip datasheet (2023): NVLink 4 900 GB/s, PCIe Gen5"),
-    GpuSpec(r"GB200", "nvlink5", None, None,
-            "NVIDIA GB200 NVL72 datasheet (2024): NVLink 5 1.8 TB/s per GPU; the GPU reaches its "
-            "Grace CPU over NVLink-C2C, not PCIe"),
-    GpuSpec(r"\bB200\b", "nvlink5", None, "gen6",
-            "NVIDIA Blackwell Architecture Technical Brief (2024): NVLink 5 1.8 TB/s, PCIe Gen6 host "
-            "interface (on a Gen5 host the link trains at gen5: the machine's figure wins)"),
+    GpuSpec(
+        r"GH200",
+        "nvlink4",
+        None,
+        "gen5",
+        "NVIDIA GH200 Grace Hopper Superchip datasheet (2023): NVLink 4 900 GB/s, PCIe Gen5",
+    ),
+    GpuSpec(
+        r"GB200",
+        "nvlink5",
+        None,
+        None,
+        "NVIDIA GB200 NVL72 datasheet (2024): NVLink 5 1.8 TB/s per GPU; the GPU reaches its "
+        "Grace CPU over NVLink-C2C, not PCIe",
+    ),
+    GpuSpec(
+        r"\bB200\b",
+        "nvlink5",
+        None,
+        "gen6",
+        "NVIDIA Blackwell Architecture Technical Brief (2024): NVLink 5 1.8 TB/s, PCIe Gen6 host "
+        "interface (on a Gen5 host the link trains at gen5: the machine's figure wins)",
+    ),
     GpuSpec(r"H200", "nvlink4", None, "gen5", "NVIDIA H200 Tensor Core GPU datasheet (2023)"),
-    GpuSpec(r"H100", "nvlink4", None, "gen5", "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"),
-    GpuSpec(r"\bH20\b", "nvlink4", None, "gen5",
-            "Hopper generation (NVLink 4 at 25 GB/s per link, PCIe Gen5; NVIDIA H100 whitepaper, 2022); "
-            "published nvidia-smi topo -m of HGX H20 nodes show NV18"),
-    GpuSpec(r"A100", "nvlink3", None, "gen4", "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)"),
-    GpuSpec(r"\bA10G?\b", None, None, "gen4",
-            "NVIDIA A10 Tensor Core GPU datasheet (2021): PCIe Gen4 x16, no NVLink (AWS's A10G is its variant)"),
-    GpuSpec(r"\bL40S?\b", None, None, "gen4", "NVIDIA L40S / L40 datasheets (2023): PCIe Gen4 x16, no NVLink"),
-    GpuSpec(r"\bL4\b", None, None, "gen4", "NVIDIA L4 Tensor Core GPU datasheet (2023): PCIe Gen4 x16, no NVLink"),
-    GpuSpec(r"\bT4\b", None, None, "gen3", "NVIDIA T4 Tensor Core GPU datasheet (2018): PCIe Gen3 x16, no NVLink"),
-    GpuSpec(r"V100", "nvlink2", None, "gen3", "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"),
+    GpuSpec(
+        r"H100",
+        "nvlink4",
+        None,
+        "gen5",
+        "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)",
+    ),
+    GpuSpec(
+        r"\bH20\b",
+        "nvlink4",
+        None,
+        "gen5",
+        "Hopper generation (NVLink 4 at 25 GB/s per link, PCIe Gen5; NVIDIA H100 whitepaper, 2022); "
+        "published nvidia-smi topo -m of HGX H20 nodes show NV18",
+    ),
+    GpuSpec(
+        r"A100",
+        "nvlink3",
+        None,
+        "gen4",
+        "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020)",
+    ),
+    GpuSpec(
+        r"\bA10G?\b",
+        None,
+        None,
+        "gen4",
+        "NVIDIA A10 Tensor Core GPU datasheet (2021): PCIe Gen4 x16, no NVLink (AWS's A10G is its variant)",
+    ),
+    GpuSpec(
+        r"\bL40S?\b",
+        None,
+        None,
+        "gen4",
+        "NVIDIA L40S / L40 datasheets (2023): PCIe Gen4 x16, no NVLink",
+    ),
+    GpuSpec(
+        r"\bL4\b",
+        None,
+        None,
+        "gen4",
+        "NVIDIA L4 Tensor Core GPU datasheet (2023): PCIe Gen4 x16, no NVLink",
+    ),
+    GpuSpec(
+        r"\bT4\b",
+        None,
+        None,
+        "gen3",
+        "NVIDIA T4 Tensor Core GPU datasheet (2018): PCIe Gen3 x16, no NVLink",
+    ),
+    GpuSpec(
+        r"V100", "nvlink2", None, "gen3", "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"
+    ),
     GpuSpec(r"P100", "nvlink1", None, "gen3", "NVIDIA Tesla P100 whitepaper (2016)"),
-    GpuSpec(r"RTX PRO 6000", None, None, "gen5",
-            "NVIDIA RTX PRO 6000 Blackwell datasheet (2025): PCIe Gen5 x16, no NVLink"),
-    GpuSpec(r"RTX 6000 Ada", None, None, "gen4",
-            "NVIDIA RTX 6000 Ada Generation datasheet (2022): PCIe Gen4 x16, no NVLink"),
-    GpuSpec(r"RTX 5090", None, None, "gen5",
-            "NVIDIA RTX Blackwell GPU Architecture whitepaper (2025): PCIe Gen5, no NVLink on GeForce"),
-    GpuSpec(r"RTX 4090", None, None, "gen4",
-            "NVIDIA Ada GPU Architecture whitepaper (2022): PCIe Gen4, no NVLink on AD102"),
-    GpuSpec(r"RTX 3090", "nvlink3", 14.0625, "gen4",
-            "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 NVLink 3 x4 links of 14.0625 GB/s, PCIe Gen4"),
+    GpuSpec(
+        r"RTX PRO 6000",
+        None,
+        None,
+        "gen5",
+        "NVIDIA RTX PRO 6000 Blackwell datasheet (2025): PCIe Gen5 x16, no NVLink",
+    ),
+    GpuSpec(
+        r"RTX 6000 Ada",
+        None,
+        None,
+        "gen4",
+        "NVIDIA RTX 6000 Ada Generation datasheet (2022): PCIe Gen4 x16, no NVLink",
+    ),
+    GpuSpec(
+        r"RTX 5090",
+        None,
+        None,
+        "gen5",
+        "NVIDIA RTX Blackwell GPU Architecture whitepaper (2025): PCIe Gen5, no NVLink on GeForce",
+    ),
+    GpuSpec(
+        r"RTX 4090",
+        None,
+        None,
+        "gen4",
+        "NVIDIA Ada GPU Architecture whitepaper (2022): PCIe Gen4, no NVLink on AD102",
+    ),
+    GpuSpec(
+        r"RTX 3090",
+        "nvlink3",
+        14.0625,
+        "gen4",
+        "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 NVLink 3 x4 links of 14.0625 GB/s, PCIe Gen4",
+    ),
     # Turing's NVLink bridge uses NVLink 2 links (NVIDIA Turing GPU Architecture whitepaper, 2018).
-    GpuSpec(r"RTX 2080", "nvlink2", None, "gen3", "NVIDIA Turing GPU Architecture whitepaper (2018)"),
+    GpuSpec(
+        r"RTX 2080", "nvlink2", None, "gen3", "NVIDIA Turing GPU Architecture whitepaper (2018)"
+    ),
 )
 
 
@@ -144,7 +271,9 @@ def pcie_tlp_gbs(generation: str, max_payload: int = 256, lanes: int = PCIE_X16_
     most servers). ACK and flow-control DLLPs and SKP ordered sets take a little more, so a
     real copy stays below this. ValueError for gen6 (flits pack TLPs differently) or below gen3."""
     if generation not in ("gen3", "gen4", "gen5"):
-        raise ValueError(f"pcie_tlp_gbs covers gen3 to gen5 (128b/130b framing), not {generation!r}")
+        raise ValueError(
+            f"pcie_tlp_gbs covers gen3 to gen5 (128b/130b framing), not {generation!r}"
+        )
     return pcie_gbs(generation, lanes) * max_payload / (max_payload + PCIE_TLP_OVERHEAD_BYTES)
 
 
@@ -152,11 +281,13 @@ def spec_for(gpu_name: Optional[str]) -> Optional[GpuSpec]:
     """The table's entry for a GPU name ("NVIDIA L40S", "Tesla T4"), or None if unknown."""
     if not gpu_name:
         return None
-    return next((spec for spec in GPU_SPECS if re.search(spec.pattern, str(gpu_name), re.IGNORECASE)), None)
+    return next(
+        (spec for spec in GPU_SPECS if re.search(spec.pattern, str(gpu_name), re.IGNORECASE)), None
+    )
 
 
 def _pcie_name(value) -> Optional[str]:
-    """"gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans too)."""
+    """ "gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans too)."""
     text = str(value).strip().lower().replace(" ", "").replace("pcie", "")
     if text.isdigit():
         text = "gen" + text
@@ -194,8 +325,11 @@ def peak(link_code, generation=None) -> Peak:
     row = linkcodes.lookup(code)
     if row is None:
         codes = [row.code for row in linkcodes.CODES]
-        return Peak(None, why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
-                              f"({', '.join(codes[:-1])} or {codes[-1]})")
+        return Peak(
+            None,
+            why=f"{link_code!r} is not a link code of nvidia-smi topo -m "
+            f"({', '.join(codes[:-1])} or {codes[-1]})",
+        )
     if row.peak is None:
         return Peak(None, why="X is the GPU itself: there is no link to measure")
     if row.peak == "nvlink" and rate:
@@ -231,13 +365,24 @@ def link_table() -> List[Dict[str, object]]:
     rows: List[Dict[str, object]] = []
     for name in TABLE_PCIE_GENERATIONS:
         per_direction = pcie_gbs(name)
-        rows.append({"link": f"PCIe {name} x16", "per_direction_gbs": round(per_direction, 2),
-                     "both_directions_gbs": round(2 * per_direction, 2), "how_computed": _how_pcie(name),
-                     "source": PCIE_GENERATIONS[name][2]})
+        rows.append(
+            {
+                "link": f"PCIe {name} x16",
+                "per_direction_gbs": round(per_direction, 2),
+                "both_directions_gbs": round(2 * per_direction, 2),
+                "how_computed": _how_pcie(name),
+                "source": PCIE_GENERATIONS[name][2],
+            }
+        )
     for gpu, generation, count, rate, source in NVLINK_CONFIGURATIONS:
         per_link = rate if rate is not None else NVLINK_GENERATIONS[generation][0]
-        rows.append({"link": f"NVLink {generation[-1]}: {gpu}", "per_direction_gbs": per_link * count,
-                     "both_directions_gbs": 2 * per_link * count,
-                     "how_computed": f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction",
-                     "source": source})
+        rows.append(
+            {
+                "link": f"NVLink {generation[-1]}: {gpu}",
+                "per_direction_gbs": per_link * count,
+                "both_directions_gbs": 2 * per_link * count,
+                "how_computed": f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction",
+                "source": source,
+            }
+        )
     return rows

@@ -10,6 +10,7 @@ or, without a kind, it is not empty and is not a "command not found" or driver e
 why not, in one line, and a recorded machine's output, labelled with the machine and its source,
 so every reading exercise still works on a laptop. Each session writes a new run folder.
 """
+
 import datetime
 import os
 import re
@@ -21,9 +22,11 @@ from gputopo.parsers import ANSI_ESCAPE, PARSERS, ParseError
 from gputopo.reference import REFERENCE_DIR, system_info
 
 # What a shell or a driver prints when the command did not run: not an output to read.
-DID_NOT_RUN = re.compile(r"command not found|: not found|No such file or directory|No devices were found|"
-                         r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
-                         r"Failed to initialize NVML")
+DID_NOT_RUN = re.compile(
+    r"command not found|: not found|No such file or directory|No devices were found|"
+    r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|"
+    r"Failed to initialize NVML"
+)
 
 # The first word of the line `read` prints, read back by the headless course report
 # (coursetools.course.live_and_reference): this machine's output, a recorded machine's standing
@@ -66,10 +69,10 @@ def run_dir(name: str) -> Path:
 
 @dataclass
 class Output:
-    text: str            # the raw output, as the tool printed it
-    parsed: Any          # what the parser of `kind` made of it (None without a kind)
-    live: bool           # True: printed on this machine; False: a recorded machine's
-    label: str           # "this machine" or "<machine> (<source>), recorded in <path>"
+    text: str  # the raw output, as the tool printed it
+    parsed: Any  # what the parser of `kind` made of it (None without a kind)
+    live: bool  # True: printed on this machine; False: a recorded machine's
+    label: str  # "this machine" or "<machine> (<source>), recorded in <path>"
 
 
 def _usable(text: str, kind: Optional[str]):
@@ -84,9 +87,14 @@ def _usable(text: str, kind: Optional[str]):
         return PARSERS[kind](text), None
     except ParseError as exc:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if len(lines) <= 2 and "error" in lines[-1].lower():   # the tool stopped and said why: that is the reason
+        if (
+            len(lines) <= 2 and "error" in lines[-1].lower()
+        ):  # the tool stopped and said why: that is the reason
             return None, f"the command failed here: {lines[-1]}"
-        return None, f"its output is not a complete {kind} output ({exc}); its last line: {lines[-1][:160]!r}"
+        return (
+            None,
+            f"its output is not a complete {kind} output ({exc}); its last line: {lines[-1][:160]!r}",
+        )
 
 
 def recorded_label(recorded: str) -> str:
@@ -96,8 +104,13 @@ def recorded_label(recorded: str) -> str:
     return f"{info.get('machine', system)}{source}, recorded in reference_systems/{recorded}"
 
 
-def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
-         head: Optional[int] = None, needs: Optional[Tuple[Callable[[Any], bool], str]] = None) -> Output:
+def read(
+    saved,
+    kind: Optional[str] = None,
+    recorded: Optional[str] = None,
+    head: Optional[int] = None,
+    needs: Optional[Tuple[Callable[[Any], bool], str]] = None,
+) -> Output:
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
     The live text is not printed again (the command's cell showed it already); the recorded text
@@ -106,8 +119,11 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
     (one GPU's matrices where a pair is read): the recorded output stands in, and `why` says so."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
-    parsed, why = _usable(text, kind) if saved.is_file() else (
-        None, f"{saved.name} was not written (was the command's cell run?)")
+    parsed, why = (
+        _usable(text, kind)
+        if saved.is_file()
+        else (None, f"{saved.name} was not written (was the command's cell run?)")
+    )
     if why is None and needs is not None and not needs[0](parsed):
         why = f"this machine's output (above) is complete but {needs[1]}"
     if why is None:
@@ -118,10 +134,16 @@ def read(saved, kind: Optional[str] = None, recorded: Optional[str] = None,
         return Output(text, None, False, "nothing")
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
-    print(f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
-          f"names it, may differ from yours in sizes or flags):\n")
-    lines = ANSI_ESCAPE.sub("", text).splitlines()  # the terminal's underline codes, as a terminal shows them
+    print(
+        f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
+        f"names it, may differ from yours in sizes or flags):\n"
+    )
+    lines = ANSI_ESCAPE.sub(
+        "", text
+    ).splitlines()  # the terminal's underline codes, as a terminal shows them
     print("\n".join(lines[:head]))
     if head is not None and len(lines) > head:
-        print(f"... ({len(lines) - head} more lines: the whole output is source_code/reference_systems/{recorded})")
+        print(
+            f"... ({len(lines) - head} more lines: the whole output is source_code/reference_systems/{recorded})"
+        )
     return Output(text, PARSERS[kind](text) if kind else None, False, label)

@@ -15,18 +15,18 @@ from gputopo import linkcodes
 
 P2P_LEVEL_SOURCES = {
     "docs": "NCCL User Guide, Environment Variables, NCCL_P2P_LEVEL "
-            "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level; "
-            "same text in the archived 2.16-2.20 guides)",
+    "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level; "
+    "same text in the archived 2.16-2.20 guides)",
     "docs-2.4": "NCCL 2.4 Developer Guide, Environment Variables "
-                "(https://docs.nvidia.com/deeplearning/nccl/archives/nccl_247/"
-                "nccl-developer-guide/docs/env.html): integer-only levels, default 3",
+    "(https://docs.nvidia.com/deeplearning/nccl/archives/nccl_247/"
+    "nccl-developer-guide/docs/env.html): integer-only levels, default 3",
     "source": "NCCL source, src/graph/paths.cc: levelsOldToNew[], ncclGetLevel(), "
-              "ncclTopoCheckP2p() at the tags v2.6.4-1, v2.7.8-1, v2.9.9-1, v2.22.3-1, v2.23.4-1, "
-              "v2.28.3-1 (https://github.com/NVIDIA/nccl); src/transport/p2p.cc at v2.4.8-1 and "
-              "v2.5.6-1 for the older integer scheme",
+    "ncclTopoCheckP2p() at the tags v2.6.4-1, v2.7.8-1, v2.9.9-1, v2.22.3-1, v2.23.4-1, "
+    "v2.28.3-1 (https://github.com/NVIDIA/nccl); src/transport/p2p.cc at v2.4.8-1 and "
+    "v2.5.6-1 for the older integer scheme",
     "shm": "NCCL source, src/transport/shm.cc shmCanConnect() and src/graph/paths.cc "
-           "ncclTopoCheckNet() at v2.14.3-1 and v2.28.3-1: SHM declines when NET is faster; "
-           "different /dev/shm refuses SHM (since 2.5.6) and P2P (src/transport/p2p.cc, since 2.10.3)",
+    "ncclTopoCheckNet() at v2.14.3-1 and v2.28.3-1: SHM declines when NET is faster; "
+    "different /dev/shm refuses SHM (since 2.5.6) and P2P (src/transport/p2p.cc, since 2.10.3)",
 }
 
 # NCCL's path types, closest first, and the path type of each topo -m code: gputopo/linkcodes.py.
@@ -72,8 +72,12 @@ path_type_of_link = linkcodes.path_type
 
 
 # CPU family -> words of its vendor_id or machine name (NCCL's ncclTopoCpuType treats HygonGenuine as AMD too)
-CPU_FAMILY_WORDS = {"intel": ("intel",), "amd": ("amd", "hygon"), "arm": ("arm", "aarch64"),
-                    "zhaoxin": ("zhaoxin", "centaurhauls", "shanghai")}
+CPU_FAMILY_WORDS = {
+    "intel": ("intel",),
+    "amd": ("amd", "hygon"),
+    "arm": ("arm", "aarch64"),
+    "zhaoxin": ("zhaoxin", "centaurhauls", "shanghai"),
+}
 
 
 def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
@@ -81,11 +85,15 @@ def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
     if not cpu_vendor:
         return None
     vendor = cpu_vendor.strip().lower()
-    return next((family for family, words in CPU_FAMILY_WORDS.items() if any(w in vendor for w in words)), "other")
+    return next(
+        (family for family, words in CPU_FAMILY_WORDS.items() if any(w in vendor for w in words)),
+        "other",
+    )
 
 
-def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int]],
-                    local_gpus: Optional[int]) -> FrozenSet[str]:
+def _default_levels(
+    family: Optional[str], version: Optional[Tuple[int, int, int]], local_gpus: Optional[int]
+) -> FrozenSet[str]:
     """Every default level NCCL (2.6 or later) may take for what is known; one when known.
 
     ncclTopoCheckP2p() in src/graph/paths.cc, by release (tag and lines where it was read):
@@ -112,16 +120,23 @@ def _default_levels(family: Optional[str], version: Optional[Tuple[int, int, int
             levels.add("PXB" if fam in ("intel", "arm", "zhaoxin") else "SYS")
         elif version >= (2, 7, 0):  # Broadwell: PXB; Zhaoxin PXB from 2.8 (v2.8.4-1 line 286)
             zhaoxin = {"PXB"} if version >= (2, 8, 0) else {"SYS"}
-            levels |= {"arm": {"PXB"}, "intel": {"PXB", "PHB"}, "zhaoxin": zhaoxin}.get(fam, {"SYS"})
+            levels |= {"arm": {"PXB"}, "intel": {"PXB", "PHB"}, "zhaoxin": zhaoxin}.get(
+                fam, {"SYS"}
+            )
         else:  # 2.6
             levels |= {"arm": {"PXB"}, "intel": {"PXB", "SYS"}}.get(fam, {"SYS"})  # Broadwell: PXB
     return frozenset(levels)
 
 
-def expected_transport(env: Dict[str, str], path_type: Optional[str],
-                       cpu_vendor: Optional[str] = None, *, nccl_version: Optional[str] = None,
-                       local_gpus: Optional[int] = None,
-                       nics: Optional[Iterable[Sequence[Optional[str]]]] = None) -> Optional[str]:
+def expected_transport(
+    env: Dict[str, str],
+    path_type: Optional[str],
+    cpu_vendor: Optional[str] = None,
+    *,
+    nccl_version: Optional[str] = None,
+    local_gpus: Optional[int] = None,
+    nics: Optional[Iterable[Sequence[Optional[str]]]] = None,
+) -> Optional[str]:
     """The transport NCCL should pick between two GPUs of one node under `env`: "P2P", "SHM",
     "NET", or None when it cannot be told from what is known.
 
@@ -146,11 +161,14 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
     # net_may_win: False when no NIC can be faster (none close to both GPUs, or before 2.14), else
     # unknown: the NICs are unknown, or close ones are, whose speed topo -m does not give.
     net_may_win = False
-    if (version is None or version >= (2, 14, 0)) and str(env.get("NCCL_NET_DISABLE_INTRA", "0")).strip() != "1":
+    if (version is None or version >= (2, 14, 0)) and str(
+        env.get("NCCL_NET_DISABLE_INTRA", "0")
+    ).strip() != "1":
         codes = None if nics is None else [tuple(nic) for nic in nics]
         net_may_win = codes is None or all(
             any(len(nic) > side and path_type_of_link(nic[side]) in ("PIX", "PXB") for nic in codes)
-            for side in (0, 1))
+            for side in (0, 1)
+        )
     fallback = "NET" if shm_off else None if net_may_win else "SHM"
     if p2p_off:
         return fallback
@@ -163,7 +181,11 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
         since = LEVEL_NAMES_SINCE.get(level)
         if level not in PATH_ORDER or (since and version is not None and version[:2] < since):
             level = None  # ncclGetLevel ignores a name it does not know: the default applies
-    levels = {level} if level is not None else set(_default_levels(cpu_family(cpu_vendor), version, local_gpus))
+    levels = (
+        {level}
+        if level is not None
+        else set(_default_levels(cpu_family(cpu_vendor), version, local_gpus))
+    )
     if path_type is None:
         return fallback if levels == {"LOC"} else None
 
@@ -172,6 +194,7 @@ def expected_transport(env: Dict[str, str], path_type: Optional[str],
         p2p = PATH_ORDER.index(path_type) <= PATH_ORDER.index(lvl)
         # Known NICs close to each GPU: NET when they are faster than the P2P path, unknown here.
         # With the NICs unknown a P2P pair stays P2P: a NIC path must beat the P2P path itself.
-        outcomes.add(None if p2p and nics is not None and net_may_win else "P2P" if p2p else fallback)
+        outcomes.add(
+            None if p2p and nics is not None and net_may_win else "P2P" if p2p else fallback
+        )
     return outcomes.pop() if len(outcomes) == 1 else None
-

@@ -9,6 +9,7 @@ Each system is a folder of `source_code/reference_systems/` with its `system.jso
 files do not say themselves; keys in reference_systems/README.md); a file's kind follows from its
 name (KIND_PATTERNS). Adding a recorded system is one folder, no code. Standard library only.
 """
+
 import csv
 import fnmatch
 import io
@@ -26,7 +27,10 @@ KIND_PATTERNS = {
     "p2p": ("p2pBandwidthLatencyTest*.txt",),
     "nccl-log": ("horovod-cnn-*.txt", "nccl-debug*.txt"),
     "nccl-tests": ("*_perf*.txt", "nccl-bench*.txt"),
-    "horovod": ("horovod-cnn-*.txt", "ddp-fmnist-*.txt"),  # the DDP lab prints the same EPOCH/SUMMARY lines
+    "horovod": (
+        "horovod-cnn-*.txt",
+        "ddp-fmnist-*.txt",
+    ),  # the DDP lab prints the same EPOCH/SUMMARY lines
     "horovod-timeline": ("horovod-timeline*.json",),  # HOROVOD_TIMELINE (also of kind json)
     "nvlink-status": ("nvidia-smi-nvlink-s*.txt",),
     "nvlink-remote": ("nvidia-smi-nvlink-R*.txt",),
@@ -50,8 +54,11 @@ SYSTEM_FILE = "system.json"
 
 def list_systems():
     """Names of the recorded systems (folder names), sorted."""
-    return sorted(entry.name for entry in REFERENCE_DIR.iterdir()
-                  if entry.is_dir() and not entry.name.startswith((".", "_")))
+    return sorted(
+        entry.name
+        for entry in REFERENCE_DIR.iterdir()
+        if entry.is_dir() and not entry.name.startswith((".", "_"))
+    )
 
 
 def _folder(system):
@@ -63,8 +70,11 @@ def _folder(system):
 
 def files(system):
     """File names recorded for one system, sorted."""
-    return sorted(entry.name for entry in _folder(system).iterdir()
-                  if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE)
+    return sorted(
+        entry.name
+        for entry in _folder(system).iterdir()
+        if entry.is_file() and not entry.name.startswith(".") and entry.name != SYSTEM_FILE
+    )
 
 
 def read_text(system, filename):
@@ -77,8 +87,11 @@ def read_text(system, filename):
 
 def kinds_of(filename):
     """Every kind whose name pattern the file name matches (may be several, or none)."""
-    return [kind for kind, patterns in KIND_PATTERNS.items()
-            if any(fnmatch.fnmatchcase(filename, pattern) for pattern in patterns)]
+    return [
+        kind
+        for kind, patterns in KIND_PATTERNS.items()
+        if any(fnmatch.fnmatchcase(filename, pattern) for pattern in patterns)
+    ]
 
 
 def find(system, kind):
@@ -96,7 +109,9 @@ def load(system, kind, filename=None, **options):
         if not names:
             raise ValueError(f"{system} has no {kind} file; its files: {', '.join(files(system))}")
         if len(names) > 1:
-            raise ValueError(f"{system} has {len(names)} {kind} files ({', '.join(names)}); pass filename=")
+            raise ValueError(
+                f"{system} has {len(names)} {kind} files ({', '.join(names)}); pass filename="
+            )
         filename = names[0]
     elif filename not in names:
         those = ", ".join(names) or "none"
@@ -118,7 +133,9 @@ def system_info(system):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
-        raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}") from None
+        raise ValueError(
+            f"reference_systems/{system}/{SYSTEM_FILE} is not valid JSON: {error}"
+        ) from None
 
 
 def describe(system):
@@ -127,7 +144,12 @@ def describe(system):
     missing = [key for key in ("machine", "what", "source") if not info.get(key)]
     if missing:
         raise ValueError(f"reference_systems/{system}/{SYSTEM_FILE} lacks {', '.join(missing)}")
-    return {"system": system, "machine": info["machine"], "what": info["what"], "source": info["source"]}
+    return {
+        "system": system,
+        "machine": info["machine"],
+        "what": info["what"],
+        "source": info["source"],
+    }
 
 
 def file_settings(system, filename):
@@ -152,8 +174,11 @@ def known_links(system):
     links = system_info(system).get("links")
     if not links:
         return None
-    return {"pairs": {_pair(key): code for key, code in (links.get("pairs") or {}).items()},
-            "every_pair": links.get("every_pair"), "source": links.get("source", "")}
+    return {
+        "pairs": {_pair(key): code for key, code in (links.get("pairs") or {}).items()},
+        "every_pair": links.get("every_pair"),
+        "source": links.get("source", ""),
+    }
 
 
 def no_peer_access(system):

@@ -17,18 +17,25 @@ def _same(answer, expected, rel, abs_tol) -> bool:
     if isinstance(expected, bool) or isinstance(answer, bool):
         return answer is expected
     if isinstance(expected, Number):
-        return isinstance(answer, Number) and math.isclose(answer, expected, rel_tol=rel, abs_tol=abs_tol)
+        return isinstance(answer, Number) and math.isclose(
+            answer, expected, rel_tol=rel, abs_tol=abs_tol
+        )
     if isinstance(expected, str):
         return isinstance(answer, str) and answer.strip().upper() == expected.strip().upper()
     if isinstance(expected, (list, tuple)):
-        return (isinstance(answer, (list, tuple)) and len(answer) == len(expected)
-                and all(_same(a, e, rel, abs_tol) for a, e in zip(answer, expected)))
+        return (
+            isinstance(answer, (list, tuple))
+            and len(answer) == len(expected)
+            and all(_same(a, e, rel, abs_tol) for a, e in zip(answer, expected))
+        )
     return answer == expected
 
 
 def _how_far(answer, expected) -> str:
     """A short diagnosis of a numeric miss: factor off, powers of ten, sign."""
-    if not (isinstance(answer, Number) and isinstance(expected, Number)) or isinstance(answer, bool):
+    if not (isinstance(answer, Number) and isinstance(expected, Number)) or isinstance(
+        answer, bool
+    ):
         return ""
     if expected == 0 or answer == 0:
         return ""
@@ -37,29 +44,46 @@ def _how_far(answer, expected) -> str:
         return " The sign is wrong."
     decades = math.log10(ratio)
     if abs(decades - round(decades)) < 0.02 and round(decades) != 0:
-        return (f" It is off by exactly 10^{round(decades)}: check the unit conversions "
-                "(us = 1e-6 s, GB = 1e9 bytes, MiB = 2**20 bytes).")
-    for name, factor in (("2**30 / 10**9", 2 ** 30 / 1e9), ("2**20 / 10**6", 2 ** 20 / 1e6), ("2", 2.0)):
+        return (
+            f" It is off by exactly 10^{round(decades)}: check the unit conversions "
+            "(us = 1e-6 s, GB = 1e9 bytes, MiB = 2**20 bytes)."
+        )
+    for name, factor in (
+        ("2**30 / 10**9", 2**30 / 1e9),
+        ("2**20 / 10**6", 2**20 / 1e6),
+        ("2", 2.0),
+    ):
         for shown, r in ((f"{name}", factor), (f"1 / ({name})", 1 / factor)):
             if math.isclose(ratio, r, rel_tol=0.005):
                 return f" It is off by a factor of {shown}: check binary against decimal units, or a factor of two."
     return f" It is {ratio:.3g} times the expected value."
 
 
-def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: str = "",
-          solution: str = "above") -> Optional[bool]:
+def check(
+    answer,
+    expected,
+    *,
+    rel: float = 0.01,
+    abs_tol: float = 0.0,
+    hint: str = "",
+    solution: str = "above",
+) -> Optional[bool]:
     """Print whether `answer` matches `expected`: True, False, or None for "not answered yet".
 
     Numbers match within `rel` (relative) or `abs_tol`; strings ignore case and surrounding
     spaces; lists and tuples match item by item. `solution`: where the collapsed solution is.
     """
     if answer is None or answer is Ellipsis:
-        print("Not answered yet: replace None with your answer and run both cells again "
-              f"(the solution is in the collapsed block {solution}).")
+        print(
+            "Not answered yet: replace None with your answer and run both cells again "
+            f"(the solution is in the collapsed block {solution})."
+        )
         return None
     if not _same(answer, expected, rel, abs_tol):
-        print(f"Not right yet: {answer!r}.{_how_far(answer, expected)} {hint}".rstrip()
-              + " Change the answer and run both cells again; the notebook goes on either way.")
+        print(
+            f"Not right yet: {answer!r}.{_how_far(answer, expected)} {hint}".rstrip()
+            + " Change the answer and run both cells again; the notebook goes on either way."
+        )
         return False
     print(f"Correct: {answer!r}")
     return True
@@ -68,7 +92,9 @@ def check(answer, expected, *, rel: float = 0.01, abs_tol: float = 0.0, hint: st
 def predict(name: str, value, unit: str = "") -> Optional[float]:
     """Record (and print) a prediction before a measurement."""
     if value is None or value is Ellipsis:
-        print(f"No prediction for {name} yet: write one down (replace None) before you run the measurement.")
+        print(
+            f"No prediction for {name} yet: write one down (replace None) before you run the measurement."
+        )
         _PREDICTIONS.pop(name, None)
         return None
     _PREDICTIONS[name] = value
@@ -91,16 +117,23 @@ def compare(name: str, measured, unit: str = "", how: str = "measured") -> Optio
         return None
     if isinstance(predicted, str) or isinstance(measured, str):
         same = str(predicted).strip().upper() == str(measured).strip().upper()
-        print(f"{name}: predicted {predicted!r}, {how} {measured!r}: "
-              + ("as predicted." if same else "different: what did the prediction leave out?"))
+        print(
+            f"{name}: predicted {predicted!r}, {how} {measured!r}: "
+            + ("as predicted." if same else "different: what did the prediction leave out?")
+        )
         return None
     if not predicted:
         print(f"{name}: {how} {measured!r}; a prediction of 0 cannot be compared.")
         return None
     ratio = measured / predicted
-    verdict = ("close to the prediction." if abs(ratio - 1) <= 0.25 else
-               f"{ratio:.2g} x the prediction: what did the model leave out?")
-    print(f"{name}: predicted {predicted:.4g}, {how} {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}")
+    verdict = (
+        "close to the prediction."
+        if abs(ratio - 1) <= 0.25
+        else f"{ratio:.2g} x the prediction: what did the model leave out?"
+    )
+    print(
+        f"{name}: predicted {predicted:.4g}, {how} {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}"
+    )
     return ratio
 
 
@@ -114,8 +147,12 @@ def text_table(rows: Iterable[Sequence], header: Optional[Sequence[str]] = None)
         rows.insert(0, [str(cell) for cell in header])
     if not rows:
         return ""
-    widths = [max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(max(map(len, rows)))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    widths = [
+        max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(max(map(len, rows)))
+    ]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
     if header is not None:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -84,6 +84,7 @@ with another run:
     torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 16 --weights-out two.npy
     torchrun --standalone --nproc_per_node 1 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 32 --weights-out one.npy
 """
+
 import argparse
 import contextlib
 import datetime
@@ -96,7 +97,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # source_code/: cnn_model, cnn_run, gputopo
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # source_code/: cnn_model, cnn_run, gputopo
 import cnn_model as cnn  # noqa: E402  the network
 import cnn_run  # noqa: E402  the lr rule and the printed lines
 
@@ -123,30 +126,52 @@ def number(convert, low):
         if value is None or not low <= value < float("inf"):
             raise argparse.ArgumentTypeError(f"expected a number >= {low}, got {text!r}")
         return value
+
     return parse
 
 
 def parse_args(argv):
     p = OneLineParser(prog=PROG, description="Fashion-MNIST CNN under PyTorch DDP (torchrun).")
     p.add_argument("--epochs", type=number(int, 1), default=5)
-    p.add_argument("--batch-size", type=number(int, 1), default=64, help="images per worker per step")
-    p.add_argument("--steps-per-epoch", type=number(int, 1), default=None,
-                   help="default: one pass over the smallest shard")
-    p.add_argument("--bucket-cap-mb", type=number(float, 0.001), default=None,
-                   help="DDP's gradient bucket size in MiB (default: DDP's own, 25 MiB with a 1 MiB "
-                        "first bucket; a value given here also caps the first bucket in PyTorch versions with "
-                        "bucket_bytes_cap_default, while 1.13 keeps 1 MiB)")
-    p.add_argument("--extra-params", type=number(int, 0), default=0, metavar="N",
-                   help="N more parameters whose (zero) gradients are all-reduced every step")
+    p.add_argument(
+        "--batch-size", type=number(int, 1), default=64, help="images per worker per step"
+    )
+    p.add_argument(
+        "--steps-per-epoch",
+        type=number(int, 1),
+        default=None,
+        help="default: one pass over the smallest shard",
+    )
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=number(float, 0.001),
+        default=None,
+        help="DDP's gradient bucket size in MiB (default: DDP's own, 25 MiB with a 1 MiB "
+        "first bucket; a value given here also caps the first bucket in PyTorch versions with "
+        "bucket_bytes_cap_default, while 1.13 keeps 1 MiB)",
+    )
+    p.add_argument(
+        "--extra-params",
+        type=number(int, 0),
+        default=0,
+        metavar="N",
+        help="N more parameters whose (zero) gradients are all-reduced every step",
+    )
     p.add_argument("--lr", type=number(float, 1e-12), default=0.001, help="base rate of one worker")
     p.add_argument("--warmup-epochs", type=number(float, 0), default=1.0)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--cpu", action="store_true", help="train on the CPU with Gloo even with GPUs")
     p.add_argument("--json-out", metavar="FILE", help="rank 0's JSON record; FILE must not exist")
-    p.add_argument("--check-maths", action="store_true",
-                   help="SGD on fixed slices of the same global batches, dropout off; print WEIGHTS")
-    p.add_argument("--weights-out", metavar="FILE",
-                   help="with --check-maths: rank 0's final weights (.npy); FILE must not exist")
+    p.add_argument(
+        "--check-maths",
+        action="store_true",
+        help="SGD on fixed slices of the same global batches, dropout off; print WEIGHTS",
+    )
+    p.add_argument(
+        "--weights-out",
+        metavar="FILE",
+        help="with --check-maths: rank 0's final weights (.npy); FILE must not exist",
+    )
     args = p.parse_args(argv)
     if args.weights_out and not args.check_maths:
         p.error("--weights-out needs --check-maths")
@@ -161,11 +186,17 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    missing = [name for name in TORCHRUN_VARIABLES if not os.environ.get(name)
-               or (name in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and not os.environ[name].isdigit())]
+    missing = [
+        name
+        for name in TORCHRUN_VARIABLES
+        if not os.environ.get(name)
+        or (name in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and not os.environ[name].isdigit())
+    ]
     if missing:
-        return die(f"{', '.join(missing)} not set or not a number: start it with torchrun, e.g. "
-                   f"torchrun --standalone --nproc_per_node 1 {sys.argv[0]}")
+        return die(
+            f"{', '.join(missing)} not set or not a number: start it with torchrun, e.g. "
+            f"torchrun --standalone --nproc_per_node 1 {sys.argv[0]}"
+        )
     try:
         import numpy  # noqa: F401  torch.from_numpy and gputopo.fmnist need it
         import torch
@@ -179,27 +210,37 @@ def main(argv=None):
     on_gpu = torch.cuda.is_available() and not args.cpu
     if on_gpu:
         if local_rank >= torch.cuda.device_count():
-            return die(f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible "
-                       f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            return die(
+                f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible "
+                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+            )
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         dist.init_process_group("nccl", device_id=device)
         sync = torch.cuda.synchronize
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+        torch.set_num_threads(
+            max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        )
         device = torch.device("cpu")
         dist.init_process_group("gloo")
         sync = lambda: None  # noqa: E731  the CPU has nothing running behind our back
     try:  # --check-maths: every worker holds the whole training set and takes its slice below
         (x_train, y_train), (x_test, y_test) = fmnist.load(
-            shard=0 if args.check_maths else rank, num_shards=1 if args.check_maths else size)
+            shard=0 if args.check_maths else rank, num_shards=1 if args.check_maths else size
+        )
     except fmnist.DatasetError as exc:
-        return die(f"Fashion-MNIST: {str(exc).strip().splitlines()[0]} (python -m gputopo.fmnist --check)")
+        return die(
+            f"Fashion-MNIST: {str(exc).strip().splitlines()[0]} (python -m gputopo.fmnist --check)"
+        )
     images = torch.from_numpy(x_train).unsqueeze(1).to(device)  # uint8 (N, 1, 28, 28), whole shard
     labels = torch.from_numpy(y_train).long().to(device)
-    print(f"WORKER rank={rank} size={size} local_rank={local_rank} "
-          f"device={f'GPU:{local_rank}' if on_gpu else 'CPU'} shard_images={len(labels)} "
-          f"host={platform.node()} framework=pytorch-ddp", flush=True)
+    print(
+        f"WORKER rank={rank} size={size} local_rank={local_rank} "
+        f"device={f'GPU:{local_rank}' if on_gpu else 'CPU'} shard_images={len(labels)} "
+        f"host={platform.node()} framework=pytorch-ddp",
+        flush=True,
+    )
     smallest = torch.tensor([len(labels)], device=device)
     dist.all_reduce(smallest, op=dist.ReduceOp.MIN)  # every worker must run the same steps
     B = args.batch_size
@@ -230,6 +271,7 @@ def main(argv=None):
         sent["buckets"] += 1
         grads.div_(size)  # sum over workers of gradient / workers = the mean gradient
         return dist.all_reduce(grads, async_op=True).get_future().then(lambda fut: fut.value()[0])
+
     ddp.register_comm_hook(None, average_hook)
 
     def loss_of(x, y):
@@ -253,11 +295,12 @@ def main(argv=None):
                 pick = torch.arange(first, first + B, device=device)
             else:
                 for group in optimizer.param_groups:
-                    group["lr"] = cnn_run.warmup_lr(args.lr, size, epoch + step / steps,
-                                                    args.warmup_epochs)
+                    group["lr"] = cnn_run.warmup_lr(
+                        args.lr, size, epoch + step / steps, args.warmup_epochs
+                    )
                 if position + B > len(order):  # next pass over the shard
                     order, position = torch.randperm(len(labels), generator=shuffle), 0
-                pick = order[position:position + B].to(device)
+                pick = order[position : position + B].to(device)
                 position += B
             x, y = images[pick].float().div_(255.0), labels[pick]
             model.zero_grad(set_to_none=True)
@@ -279,13 +322,30 @@ def main(argv=None):
         seconds = time.perf_counter() - started
         metrics = torch.tensor([loss_sum.item() / steps, hits.item() / (steps * B)], device=device)
         dist.all_reduce(metrics)  # summed over workers, divided below
-        row = {"epoch": epoch + 1, "seconds": seconds, "images": steps * B * size,
-               "images_per_sec": steps * B * size / seconds, "loss": metrics[0].item() / size,
-               "accuracy": metrics[1].item() / size, "timed": epoch > 0 or args.epochs == 1}
+        row = {
+            "epoch": epoch + 1,
+            "seconds": seconds,
+            "images": steps * B * size,
+            "images_per_sec": steps * B * size / seconds,
+            "loss": metrics[0].item() / size,
+            "accuracy": metrics[1].item() / size,
+            "timed": epoch > 0 or args.epochs == 1,
+        }
         epoch_rows.append(row)
         if rank == 0:
-            print(cnn_run.epoch_line(epoch + 1, args.epochs, row["images_per_sec"], seconds,
-                                     row["loss"], row["accuracy"], size, B), flush=True)
+            print(
+                cnn_run.epoch_line(
+                    epoch + 1,
+                    args.epochs,
+                    row["images_per_sec"],
+                    seconds,
+                    row["loss"],
+                    row["accuracy"],
+                    size,
+                    B,
+                ),
+                flush=True,
+            )
 
     if args.check_maths:
         ddp = loss_of = None  # DDP freed before the process group (see the note further down)
@@ -314,8 +374,16 @@ def main(argv=None):
     with torch.no_grad():
         x = torch.from_numpy(x_test[part.numpy()]).unsqueeze(1).to(device).float().div_(255.0)
         y = torch.from_numpy(y_test[part.numpy()]).long().to(device)
-        counts = torch.tensor([sum(int((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum())
-                                   for i in range(0, len(y), 1000)), len(y)], device=device)
+        counts = torch.tensor(
+            [
+                sum(
+                    int((model(x[i : i + 1000]).argmax(1) == y[i : i + 1000]).sum())
+                    for i in range(0, len(y), 1000)
+                ),
+                len(y),
+            ],
+            device=device,
+        )
     dist.all_reduce(counts)
     # Free DDP before the process group, while `counts` is still held here: dropped last by DDP at
     # exit, Gloo's group joins its threads with Python's lock held while one may need that lock to
@@ -327,27 +395,43 @@ def main(argv=None):
         return 0
     summary = cnn_run.summarize(epoch_rows, counts[0].item() / counts[1].item())
     print(cnn_run.summary_line(summary, size, B), flush=True)
-    ms = {name: statistics.median(s[k] for s in split) * 1e3
-          for k, name in enumerate(("training_backward_end_ms", "optimizer_ms", "step_ms"))}
+    ms = {
+        name: statistics.median(s[k] for s in split) * 1e3
+        for k, name in enumerate(("training_backward_end_ms", "optimizer_ms", "step_ms"))
+    }
     ms["forward_backward_ms"] = statistics.median(alone for alone, _ in pairs) * 1e3
     ms["allreduce_wait_ms"] = statistics.median(both - alone for alone, both in pairs) * 1e3
-    print(f"STEPTIME forward_backward_ms={ms['forward_backward_ms']:.3f} "
-          f"allreduce_wait_ms={ms['allreduce_wait_ms']:.3f} optimizer_ms={ms['optimizer_ms']:.3f} "
-          f"step_ms={ms['step_ms']:.3f} n_steps={len(split)} n_compute_steps={len(pairs)} "
-          f"allreduce_bytes={per_step['bytes']} buckets={per_step['buckets']} "
-          f"bucket_cap_mb={'default' if args.bucket_cap_mb is None else f'{args.bucket_cap_mb:g}'} "
-          f"workers={size} batch_per_worker={B}", flush=True)
+    print(
+        f"STEPTIME forward_backward_ms={ms['forward_backward_ms']:.3f} "
+        f"allreduce_wait_ms={ms['allreduce_wait_ms']:.3f} optimizer_ms={ms['optimizer_ms']:.3f} "
+        f"step_ms={ms['step_ms']:.3f} n_steps={len(split)} n_compute_steps={len(pairs)} "
+        f"allreduce_bytes={per_step['bytes']} buckets={per_step['buckets']} "
+        f"bucket_cap_mb={'default' if args.bucket_cap_mb is None else f'{args.bucket_cap_mb:g}'} "
+        f"workers={size} batch_per_worker={B}",
+        flush=True,
+    )
     if args.json_out:
-        record = {"script": PROG, "framework": "pytorch-ddp", "argv": sys.argv[1:],
-                  "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                  "workers": size, "batch_per_worker": B, "steps_per_epoch": steps,
-                  "device": "GPU" if on_gpu else "CPU", "backend": "nccl" if on_gpu else "gloo",
-                  "parameters": sum(p.numel() for p in model.parameters()),
-                  "extra_params": args.extra_params, "allreduce_bytes_per_step": per_step["bytes"],
-                  "buckets_per_step": per_step["buckets"], "epochs_detail": epoch_rows,
-                  "summary": summary, "steptime_ms": ms, "torch": torch.__version__,
-                  "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        record = {
+            "script": PROG,
+            "framework": "pytorch-ddp",
+            "argv": sys.argv[1:],
+            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "workers": size,
+            "batch_per_worker": B,
+            "steps_per_epoch": steps,
+            "device": "GPU" if on_gpu else "CPU",
+            "backend": "nccl" if on_gpu else "gloo",
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "extra_params": args.extra_params,
+            "allreduce_bytes_per_step": per_step["bytes"],
+            "buckets_per_step": per_step["buckets"],
+            "epochs_detail": epoch_rows,
+            "summary": summary,
+            "steptime_ms": ms,
+            "torch": torch.__version__,
+            "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
         try:
             with open(args.json_out, "x") as fh:  # "x": fail rather than overwrite
                 json.dump(record, fh, indent=1)
@@ -371,10 +455,14 @@ def check_maths_report(args, start, flat, rank, dist):
     dist.destroy_process_group()
     if rank != 0:
         return 0
-    print(f"WEIGHTS n={flat.numel()} sum={float(flat.sum()):.9g} "
-          f"sumsq={float((flat * flat).sum()):.9g} ranks_max_abs_diff={spread:.3g}", flush=True)
+    print(
+        f"WEIGHTS n={flat.numel()} sum={float(flat.sum()):.9g} "
+        f"sumsq={float((flat * flat).sum()):.9g} ranks_max_abs_diff={spread:.3g}",
+        flush=True,
+    )
     if args.weights_out:
         import numpy
+
         try:
             with open(args.weights_out, "xb") as fh:  # "x": fail rather than overwrite
                 numpy.save(fh, numpy.stack([start.cpu().numpy(), flat.cpu().numpy()]))

@@ -21,6 +21,7 @@ source's bytes (`--inject-fault` flips one bit of the first destination before i
 must then say WRONG). GB = 10^9 bytes. One line per measurement, nccl-tests style; `--json FILE`
 appends one JSON line per measurement (results are never overwritten).
 """
+
 import argparse
 import json
 import statistics
@@ -30,14 +31,14 @@ UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
 
 def size_arg(text):
-    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")):].upper()
+    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")) :].upper()
     if not number.isdigit() or int(number) < 1 or unit not in UNITS:
         raise argparse.ArgumentTypeError(f"'{text}' is not a size like 8, 64K, 256M or 1G")
     return int(number) * UNITS[unit]
 
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):          # one line and exit 2, without argparse's usage dump
+    def error(self, message):  # one line and exit 2, without argparse's usage dump
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -45,16 +46,21 @@ def parse_args(argv):
     parser = OneLineParser(prog="host_device_copy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     parser.add_argument("--min-bytes", type=size_arg, default=8, help="smallest copy (default 8)")
-    parser.add_argument("--max-bytes", type=size_arg, default=2**30,
-                        help="largest copy (default 1G)")
+    parser.add_argument(
+        "--max-bytes", type=size_arg, default=2**30, help="largest copy (default 1G)"
+    )
     parser.add_argument("--iters", type=int, default=20, help="copies per timed batch (default 20)")
-    parser.add_argument("--reps", type=int, default=5,
-                        help="timed batches; the median is printed (default 5)")
-    parser.add_argument("--json", metavar="FILE",
-                        help="append one JSON line per measurement to FILE")
-    parser.add_argument("--inject-fault", action="store_true",
-                        help="test only: flip one bit of the first copy's destination "
-                             "before its check")
+    parser.add_argument(
+        "--reps", type=int, default=5, help="timed batches; the median is printed (default 5)"
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", help="append one JSON line per measurement to FILE"
+    )
+    parser.add_argument(
+        "--inject-fault",
+        action="store_true",
+        help="test only: flip one bit of the first copy's destination before its check",
+    )
     args = parser.parse_args(argv)
     if args.min_bytes > args.max_bytes or args.iters < 1 or args.reps < 1:
         parser.error("need --min-bytes <= --max-bytes, --iters >= 1 and --reps >= 1")
@@ -65,13 +71,13 @@ def time_copy(torch, dst, src, iters, reps, stream):
     """Median over `reps` batches of the time of one copy (us), each batch `iters` copies."""
     samples = []
     with torch.cuda.stream(stream):
-        dst.copy_(src, non_blocking=True)                   # warm-up (first use of the buffers)
+        dst.copy_(src, non_blocking=True)  # warm-up (first use of the buffers)
         stream.synchronize()
         for _ in range(reps):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
             for _ in range(iters):
-                dst.copy_(src, non_blocking=True)           # pageable: the driver stages and waits
+                dst.copy_(src, non_blocking=True)  # pageable: the driver stages and waits
             end.record(stream)
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1000.0 / iters)
@@ -110,8 +116,11 @@ def one_row(torch, nbytes, direction, memory, timer, device="cuda", inject_fault
         torch.cuda.synchronize()
     if inject_fault:
         where = plant_fault(dst)
-        print(f"host_device_copy: --inject-fault: flipped one bit of byte {where} "
-              f"({direction} {memory}, {nbytes} B)", file=sys.stderr)
+        print(
+            f"host_device_copy: --inject-fault: flipped one bit of byte {where} "
+            f"({direction} {memory}, {nbytes} B)",
+            file=sys.stderr,
+        )
     return time_us, wrong_elements(dst, expected)
 
 
@@ -120,25 +129,33 @@ def main(argv=None):
     try:
         import torch
     except ImportError:
-        print("host_device_copy: error: PyTorch is not installed (pip install torch, or use the "
-              "PyTorch flavour: environment/install.sh --framework pytorch)", file=sys.stderr)
+        print(
+            "host_device_copy: error: PyTorch is not installed (pip install torch, or use the "
+            "PyTorch flavour: environment/install.sh --framework pytorch)",
+            file=sys.stderr,
+        )
         return 2
     if not torch.cuda.is_available() or args.device >= torch.cuda.device_count():
-        print(f"host_device_copy: error: no CUDA device {args.device} here "
-              f"(torch sees {torch.cuda.device_count() if torch.cuda.is_available() else 0})",
-              file=sys.stderr)
+        print(
+            f"host_device_copy: error: no CUDA device {args.device} here "
+            f"(torch sees {torch.cuda.device_count() if torch.cuda.is_available() else 0})",
+            file=sys.stderr,
+        )
         return 2
     torch.cuda.set_device(args.device)
     stream = torch.cuda.Stream()
     name = torch.cuda.get_device_name(args.device)
-    print(f"# host_device_copy: device {args.device} ({name}), torch {torch.__version__}, "
-          f"CUDA {torch.version.cuda}")
+    print(
+        f"# host_device_copy: device {args.device} ({name}), torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}"
+    )
     print(f"# {args.iters} copies per batch, median of {args.reps} batches; GB = 10^9 bytes")
     print(f"# {'bytes':>12} {'direction':>10} {'memory':>9} {'time_us':>10} {'GB/s':>8} check")
     sizes, size = [], args.min_bytes
     while size <= args.max_bytes:
         sizes.append(size)
         size *= 2
+
     def timer(dst, src):
         return time_copy(torch, dst, src, args.iters, args.reps, stream)
 
@@ -148,17 +165,37 @@ def main(argv=None):
         for nbytes in sizes:
             for memory in ("pinned", "pageable"):
                 for direction in ("h2d", "d2h"):
-                    time_us, bad = one_row(torch, nbytes, direction, memory, timer,
-                                           inject_fault=args.inject_fault and not wrong)
+                    time_us, bad = one_row(
+                        torch,
+                        nbytes,
+                        direction,
+                        memory,
+                        timer,
+                        inject_fault=args.inject_fault and not wrong,
+                    )
                     ok = bad == 0
                     wrong += not ok
                     gbs = nbytes / time_us / 1e3
-                    print(f"  {nbytes:>12} {direction:>10} {memory:>9} {time_us:>10.2f} "
-                          f"{gbs:>8.2f} {'ok' if ok else 'WRONG'}")
+                    print(
+                        f"  {nbytes:>12} {direction:>10} {memory:>9} {time_us:>10.2f} "
+                        f"{gbs:>8.2f} {'ok' if ok else 'WRONG'}"
+                    )
                     if out:
-                        out.write(json.dumps({"device": args.device, "gpu": name, "bytes": nbytes,
-                                              "direction": direction, "memory": memory,
-                                              "time_us": time_us, "gbs": gbs, "check": ok}) + "\n")
+                        out.write(
+                            json.dumps(
+                                {
+                                    "device": args.device,
+                                    "gpu": name,
+                                    "bytes": nbytes,
+                                    "direction": direction,
+                                    "memory": memory,
+                                    "time_us": time_us,
+                                    "gbs": gbs,
+                                    "check": ok,
+                                }
+                            )
+                            + "\n"
+                        )
     finally:
         if out:
             out.close()

@@ -49,6 +49,7 @@ The environment passes to every child untouched except for the HOROVOD_* variabl
 (and HOROVOD_TIMELINE); NCCL variables are never set here (NCCL_NVLS_ENABLE stays what the
 shell says; the course's Makefile exports 0).
 """
+
 import argparse
 import datetime
 import gzip
@@ -89,54 +90,117 @@ def numbers(convert, low):
         except ValueError:
             values = []
         if not values or any(not low <= v < float("inf") for v in values):
-            raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= {low}, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated numbers >= {low}, got {text!r}"
+            )
         return values
+
     return parse
 
 
 def make_parser():
-    p = Parser(prog=PROG, description="One worker against two: ms per step and the extra split "
-               "into collective, framework and unexplained time (Horovod timeline or DDP's STEPTIME).")
-    p.add_argument("--out", metavar="DIR", help="folder for results.jsonl, tables.txt and runs/ (appended)")
-    p.add_argument("--table", metavar="RESULTS_JSONL", help="only print the table of a results.jsonl")
-    p.add_argument("--framework", choices=("tensorflow", "pytorch"), default="tensorflow",
-                   help="passed to cnn_fmnist.py (default %(default)s)")
+    p = Parser(
+        prog=PROG,
+        description="One worker against two: ms per step and the extra split "
+        "into collective, framework and unexplained time (Horovod timeline or DDP's STEPTIME).",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="folder for results.jsonl, tables.txt and runs/ (appended)"
+    )
+    p.add_argument(
+        "--table", metavar="RESULTS_JSONL", help="only print the table of a results.jsonl"
+    )
+    p.add_argument(
+        "--framework",
+        choices=("tensorflow", "pytorch"),
+        default="tensorflow",
+        help="passed to cnn_fmnist.py (default %(default)s)",
+    )
     p.add_argument("--rounds", type=numbers(int, 1), default=[5], help="paired rounds (default 5)")
-    p.add_argument("--cycle-times", type=numbers(float, 0), default=[0.1, 1.0, 5.0],
-                   help="HOROVOD_CYCLE_TIME values in ms (default 0.1,1,5)")
-    p.add_argument("--fusion-thresholds", type=numbers(int, 0), default=[DEFAULT_FUSION, 0],
-                   help=f"HOROVOD_FUSION_THRESHOLD values in bytes (default {DEFAULT_FUSION},0; 0 = no fusion)")
-    p.add_argument("--pairs", metavar="CYCLE:FUSION,...", default=None,
-                   help="run only these (cycle ms, fusion bytes) pairs instead of every combination")
-    p.add_argument("--workers", type=numbers(int, 1), default=[2],
-                   help="workers of the parallel run (default 2); 1 = only one-worker runs, one per "
-                        "setting (a one-GPU machine: does the setting move a one-worker step?)")
-    p.add_argument("--gloo", action="store_true", help="horovodrun --gloo (no MPI needed; CPU runs)")
-    p.add_argument("--epochs", type=numbers(int, 2), default=[2], help="epochs per run; the first is not timed (default 2)")
+    p.add_argument(
+        "--cycle-times",
+        type=numbers(float, 0),
+        default=[0.1, 1.0, 5.0],
+        help="HOROVOD_CYCLE_TIME values in ms (default 0.1,1,5)",
+    )
+    p.add_argument(
+        "--fusion-thresholds",
+        type=numbers(int, 0),
+        default=[DEFAULT_FUSION, 0],
+        help=f"HOROVOD_FUSION_THRESHOLD values in bytes (default {DEFAULT_FUSION},0; 0 = no fusion)",
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="CYCLE:FUSION,...",
+        default=None,
+        help="run only these (cycle ms, fusion bytes) pairs instead of every combination",
+    )
+    p.add_argument(
+        "--workers",
+        type=numbers(int, 1),
+        default=[2],
+        help="workers of the parallel run (default 2); 1 = only one-worker runs, one per "
+        "setting (a one-GPU machine: does the setting move a one-worker step?)",
+    )
+    p.add_argument(
+        "--gloo", action="store_true", help="horovodrun --gloo (no MPI needed; CPU runs)"
+    )
+    p.add_argument(
+        "--epochs",
+        type=numbers(int, 2),
+        default=[2],
+        help="epochs per run; the first is not timed (default 2)",
+    )
     p.add_argument("--steps-per-epoch", type=numbers(int, 1), default=[30], help="default 30")
-    p.add_argument("--batch-size", type=numbers(int, 1), default=[64], help="per worker (default 64)")
-    p.add_argument("--ddp", action="store_true", help="PyTorch DDP under torchrun instead of Horovod")
-    p.add_argument("--bucket-caps", type=numbers(float, 0.001), default=[25.0, 1.0],
-                   help="DDP bucket_cap_mb values (default 25,1)")
-    p.add_argument("--extra-params", type=numbers(int, 0), default=[0],
-                   help="DDP: N more parameters all-reduced every step (bandwidth-bound variant)")
+    p.add_argument(
+        "--batch-size", type=numbers(int, 1), default=[64], help="per worker (default 64)"
+    )
+    p.add_argument(
+        "--ddp", action="store_true", help="PyTorch DDP under torchrun instead of Horovod"
+    )
+    p.add_argument(
+        "--bucket-caps",
+        type=numbers(float, 0.001),
+        default=[25.0, 1.0],
+        help="DDP bucket_cap_mb values (default 25,1)",
+    )
+    p.add_argument(
+        "--extra-params",
+        type=numbers(int, 0),
+        default=[0],
+        help="DDP: N more parameters all-reduced every step (bandwidth-bound variant)",
+    )
     p.add_argument("--cpu", action="store_true", help="DDP: train on the CPU with Gloo")
-    p.add_argument("--timeout", type=numbers(float, 1), default=[600.0], help="seconds per run (default 600)")
+    p.add_argument(
+        "--timeout", type=numbers(float, 1), default=[600.0], help="seconds per run (default 600)"
+    )
     return p
 
 
 def parse_args(argv):
     args = make_parser().parse_args(argv)
-    for name in ("rounds", "workers", "epochs", "steps_per_epoch", "batch_size", "extra_params", "timeout"):
+    for name in (
+        "rounds",
+        "workers",
+        "epochs",
+        "steps_per_epoch",
+        "batch_size",
+        "extra_params",
+        "timeout",
+    ):
         values = getattr(args, name)
         if len(values) != 1:
             raise Bad(f"--{name.replace('_', '-')} takes one value, got {len(values)}")
         setattr(args, name, values[0])
     if args.pairs is not None:
         try:
-            args.pairs = [(float(c), int(f)) for c, f in (p.split(":") for p in args.pairs.split(","))]
+            args.pairs = [
+                (float(c), int(f)) for c, f in (p.split(":") for p in args.pairs.split(","))
+            ]
         except ValueError:
-            raise Bad(f"--pairs expects CYCLE_MS:FUSION_BYTES,... e.g. 1:0,5:134217728, got {args.pairs!r}") from None
+            raise Bad(
+                f"--pairs expects CYCLE_MS:FUSION_BYTES,... e.g. 1:0,5:134217728, got {args.pairs!r}"
+            ) from None
         if any(not (0 <= c < float("inf")) or f < 0 for c, f in args.pairs):
             raise Bad(f"--pairs values must be >= 0, got {args.pairs}")
     if args.table:
@@ -145,20 +209,25 @@ def parse_args(argv):
         raise Bad("--out DIR is required (or --table RESULTS_JSONL)")
     if args.ddp:
         if importlib.util.find_spec("torch") is None:
-            raise Bad("--ddp needs PyTorch, which is not installed in this Python "
-                      f"({sys.executable}); run without --ddp for the Horovod CNN")
+            raise Bad(
+                "--ddp needs PyTorch, which is not installed in this Python "
+                f"({sys.executable}); run without --ddp for the Horovod CNN"
+            )
     else:
         needs = {"tensorflow": "tensorflow", "pytorch": "torch"}[args.framework]
         for module in ("horovod", needs):
             if importlib.util.find_spec(module) is None:
-                raise Bad(f"--framework {args.framework} needs {module}, which is not installed "
-                          f"in this Python ({sys.executable})")
+                raise Bad(
+                    f"--framework {args.framework} needs {module}, which is not installed "
+                    f"in this Python ({sys.executable})"
+                )
     return args
 
 
 # ------------------------------------------------------------------------------------------
 # Table maths (pure; tests/test_step_breakdown.py checks it on a recorded results.jsonl)
 # ------------------------------------------------------------------------------------------
+
 
 def describe(values):
     """(median, min, max, n) of the values, or None when there is none."""
@@ -192,9 +261,15 @@ def table_rows(rows):
         mine = [r for r in parallel if setting_of(r) == setting]
         base, two, extra, coll, frame, nego, unexpl = [], [], [], [], [], [], []
         for r in mine:
-            same = [b for b in ok if b["workers"] == 1 and b["batch"] == r["batch"]
-                    and b["series"] == r["series"] and b["round"] == r["round"]
-                    and b["mode"] == r["mode"]]
+            same = [
+                b
+                for b in ok
+                if b["workers"] == 1
+                and b["batch"] == r["batch"]
+                and b["series"] == r["series"]
+                and b["round"] == r["round"]
+                and b["mode"] == r["mode"]
+            ]
             exact = [b for b in same if setting_of(b) == setting]
             b = (exact or same or [None])[0]
             two.append(r["step_ms"])
@@ -216,10 +291,20 @@ def table_rows(rows):
             frame.append(f)
             nego.append(n)
             unexpl.append(None if e is None or c is None else e - c - f)
-        out.append({"setting": setting, "one": base, "two": two, "extra": extra, "collective": coll,
-                    "framework": frame, "negotiate": nego, "unexplained": unexpl,
-                    "workers": mine[0]["workers"], "failed": sum(1 for r in rows if r.get("rc") != 0
-                                                                 and setting_of(r) == setting)})
+        out.append(
+            {
+                "setting": setting,
+                "one": base,
+                "two": two,
+                "extra": extra,
+                "collective": coll,
+                "framework": frame,
+                "negotiate": nego,
+                "unexplained": unexpl,
+                "workers": mine[0]["workers"],
+                "failed": sum(1 for r in rows if r.get("rc") != 0 and setting_of(r) == setting),
+            }
+        )
     return out
 
 
@@ -230,28 +315,65 @@ def format_table(rows):
         if not mine:
             continue
         if mode == "horovod":
-            lines.append("Horovod: ms per step, median [min to max] n paired rounds; collective and "
-                         "framework from rank 0's timeline")
-            head = ("cycle ms", "fusion B", "1 worker", "N workers", "extra", "collective",
-                    "framework", "of it negotiation", "unexplained")
+            lines.append(
+                "Horovod: ms per step, median [min to max] n paired rounds; collective and "
+                "framework from rank 0's timeline"
+            )
+            head = (
+                "cycle ms",
+                "fusion B",
+                "1 worker",
+                "N workers",
+                "extra",
+                "collective",
+                "framework",
+                "of it negotiation",
+                "unexplained",
+            )
         else:
-            lines.append("DDP: ms per step, median [min to max] n paired rounds; collective = "
-                         "allreduce_wait_ms (STEPTIME)")
-            head = ("bucket MiB", "extra params", "1 worker", "N workers", "extra", "collective",
-                    "framework", "of it negotiation", "unexplained")
+            lines.append(
+                "DDP: ms per step, median [min to max] n paired rounds; collective = "
+                "allreduce_wait_ms (STEPTIME)"
+            )
+            head = (
+                "bucket MiB",
+                "extra params",
+                "1 worker",
+                "N workers",
+                "extra",
+                "collective",
+                "framework",
+                "of it negotiation",
+                "unexplained",
+            )
         lines.append(" | ".join(head))
         for t in mine:
             _, a, b = t["setting"]
-            fields = [f"{a:g}", f"{b}"] + [cell(t[k]) for k in ("one", "two", "extra", "collective",
-                                                                "framework", "negotiate", "unexplained")]
+            fields = [f"{a:g}", f"{b}"] + [
+                cell(t[k])
+                for k in (
+                    "one",
+                    "two",
+                    "extra",
+                    "collective",
+                    "framework",
+                    "negotiate",
+                    "unexplained",
+                )
+            ]
             fields[3] = f"{fields[3]} ({t['workers']} workers)"
-            lines.append(" | ".join(fields) + (f"  ({t['failed']} failed runs left out)" if t["failed"] else ""))
+            lines.append(
+                " | ".join(fields)
+                + (f"  ({t['failed']} failed runs left out)" if t["failed"] else "")
+            )
     ok = [r for r in rows if r.get("rc") == 0 and r.get("step_ms") is not None]
     if ok and all(r["workers"] == 1 for r in ok):
         lines.append("one worker only: ms per step, median [min to max] n rounds")
         for setting in sorted({setting_of(r) for r in ok}, key=str):
-            lines.append(f"{setting[0]} {setting[1]:g} {setting[2]} | "
-                         + cell([r["step_ms"] for r in ok if setting_of(r) == setting]))
+            lines.append(
+                f"{setting[0]} {setting[1]:g} {setting[2]} | "
+                + cell([r["step_ms"] for r in ok if setting_of(r) == setting])
+            )
     return "\n".join(lines) if lines else "no completed run in the results"
 
 
@@ -280,12 +402,15 @@ def read_results(path):
 # Running
 # ------------------------------------------------------------------------------------------
 
+
 def read_steptime(text):
     """The *_ms fields of ddp_fmnist.py's last STEPTIME line, as floats; None without one."""
     found = None
     for line in text.splitlines():
         if "STEPTIME " in line:
-            fields = (part.split("=", 1) for part in line.split("STEPTIME ", 1)[1].split() if "=" in part)
+            fields = (
+                part.split("=", 1) for part in line.split("STEPTIME ", 1)[1].split() if "=" in part
+            )
             try:
                 found = {k: float(v) for k, v in fields if k.endswith("_ms")}
             except ValueError:
@@ -297,50 +422,110 @@ def timed_median(split_steps, timed):
     steps = split_steps[-timed:] if timed else split_steps
     if not steps:
         return None
-    return {k: statistics.median(s[k] for s in steps) for k in steps[0]} | {"steps_used": len(steps)}
+    return {k: statistics.median(s[k] for s in steps) for k in steps[0]} | {
+        "steps_used": len(steps)
+    }
 
 
 def run_one(args, out, series, rnd, workers, knob, stamp):
-    label = (f"r{rnd}-ddp-w{workers}-bucket{knob:g}" if args.ddp
-             else f"r{rnd}-w{workers}-cycle{knob[0]:g}-fusion{knob[1]}")
+    label = (
+        f"r{rnd}-ddp-w{workers}-bucket{knob:g}"
+        if args.ddp
+        else f"r{rnd}-w{workers}-cycle{knob[0]:g}-fusion{knob[1]}"
+    )
     run_dir, again = out / "runs" / f"{stamp}-{label}", 1
     while run_dir.exists():  # never reuse a run's folder
         again += 1
         run_dir = out / "runs" / f"{stamp}-{label}-{again}"
     run_dir.mkdir(parents=True)
     env = dict(os.environ)
-    common = ["--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps_per_epoch),
-              "--batch-size", str(args.batch_size)]
+    common = [
+        "--epochs",
+        str(args.epochs),
+        "--steps-per-epoch",
+        str(args.steps_per_epoch),
+        "--batch-size",
+        str(args.batch_size),
+    ]
     if args.ddp:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                   str(workers), str(SOURCE / "labs" / "ddp_fmnist.py"), *common,
-                   "--bucket-cap-mb", f"{knob:g}", "--extra-params", str(args.extra_params)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(workers),
+            str(SOURCE / "labs" / "ddp_fmnist.py"),
+            *common,
+            "--bucket-cap-mb",
+            f"{knob:g}",
+            "--extra-params",
+            str(args.extra_params),
+        ]
         command += ["--cpu"] if args.cpu else []
     else:
         timeline = run_dir / "timeline.json"
-        env.update(HOROVOD_TIMELINE=str(timeline), HOROVOD_CYCLE_TIME=f"{knob[0]:g}",
-                   HOROVOD_FUSION_THRESHOLD=str(knob[1]))
-        command = [sys.executable, "-m", "horovod.runner.launch", "-np", str(workers), "-H",
-                   f"localhost:{workers}", *(["--gloo"] if args.gloo else []), sys.executable,
-                   str(SOURCE / "cnn_fmnist.py"), "--framework", args.framework, *common,
-                   "--test-images", "100"]
-    shown = " ".join(f"{k}={env[k]}" for k in ("HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD",
-                                              "HOROVOD_TIMELINE") if not args.ddp)
+        env.update(
+            HOROVOD_TIMELINE=str(timeline),
+            HOROVOD_CYCLE_TIME=f"{knob[0]:g}",
+            HOROVOD_FUSION_THRESHOLD=str(knob[1]),
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "horovod.runner.launch",
+            "-np",
+            str(workers),
+            "-H",
+            f"localhost:{workers}",
+            *(["--gloo"] if args.gloo else []),
+            sys.executable,
+            str(SOURCE / "cnn_fmnist.py"),
+            "--framework",
+            args.framework,
+            *common,
+            "--test-images",
+            "100",
+        ]
+    shown = " ".join(
+        f"{k}={env[k]}"
+        for k in ("HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_TIMELINE")
+        if not args.ddp
+    )
     (run_dir / "command.txt").write_text(f"{shown} {' '.join(command)}\n".lstrip())
     started = time.time()
     try:
-        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace", timeout=args.timeout)
+        done = subprocess.run(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=args.timeout,
+        )
         rc, text = done.returncode, done.stdout
     except subprocess.TimeoutExpired as exc:
         partial = exc.stdout or ""
-        rc, text = 124, partial.decode("utf-8", "replace") if isinstance(partial, bytes) else partial
+        rc, text = (
+            124,
+            partial.decode("utf-8", "replace") if isinstance(partial, bytes) else partial,
+        )
     (run_dir / "output.txt").write_text(text)
-    row = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "series": series, "round": rnd, "mode": "ddp" if args.ddp else "horovod",
-           "workers": workers, "batch": args.batch_size, "epochs": args.epochs,
-           "steps_per_epoch": args.steps_per_epoch, "rc": rc, "wall_s": round(time.time() - started, 1),
-           "run_dir": str(run_dir.relative_to(out)), "step_ms": None}
+    row = {
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "series": series,
+        "round": rnd,
+        "mode": "ddp" if args.ddp else "horovod",
+        "workers": workers,
+        "batch": args.batch_size,
+        "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
+        "rc": rc,
+        "wall_s": round(time.time() - started, 1),
+        "run_dir": str(run_dir.relative_to(out)),
+        "step_ms": None,
+    }
     timed = args.steps_per_epoch * (args.epochs - 1)
     if args.ddp:
         row.update(bucket_cap_mb=knob, extra_params=args.extra_params, steptime=read_steptime(text))
@@ -349,7 +534,9 @@ def run_one(args, out, series, rnd, workers, knob, stamp):
         row.update(framework=args.framework, cycle_time_ms=knob[0], fusion_threshold_bytes=knob[1])
         try:
             epochs = [e for e in parse_log(text)["epochs"] if e["epoch"] > 1]
-            row["step_ms"] = statistics.median(e["seconds"] * 1e3 / args.steps_per_epoch for e in epochs)
+            row["step_ms"] = statistics.median(
+                e["seconds"] * 1e3 / args.steps_per_epoch for e in epochs
+            )
         except (ParseError, KeyError, statistics.StatisticsError):
             pass
         if timeline.exists():
@@ -365,8 +552,11 @@ def run_one(args, out, series, rnd, workers, knob, stamp):
             timeline.unlink()
     with open(out / "results.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
-    print(f"{label}: rc={rc} step_ms={row['step_ms'] if row['step_ms'] is None else round(row['step_ms'], 2)} "
-          f"wall={row['wall_s']}s", flush=True)
+    print(
+        f"{label}: rc={rc} step_ms={row['step_ms'] if row['step_ms'] is None else round(row['step_ms'], 2)} "
+        f"wall={row['wall_s']}s",
+        flush=True,
+    )
     return row
 
 
@@ -384,7 +574,11 @@ def main(argv=None):
     except OSError as exc:
         print(f"{PROG}: error: cannot create {args.out}: {exc.strerror}", file=sys.stderr)
         return 2
-    if not args.ddp and shutil.which("horovodrun") is None and importlib.util.find_spec("horovod.runner") is None:
+    if (
+        not args.ddp
+        and shutil.which("horovodrun") is None
+        and importlib.util.find_spec("horovod.runner") is None
+    ):
         print(f"{PROG}: error: horovod's launcher is not installed", file=sys.stderr)
         return 2
     series = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -393,9 +587,15 @@ def main(argv=None):
     else:
         base = (1.0, DEFAULT_FUSION)
         pairs = args.pairs or [(c, f) for c in args.cycle_times for f in args.fusion_thresholds]
-        plan = ([(1, pair) for pair in pairs] if args.workers == 1
-                else [(1, base)] + [(args.workers, pair) for pair in pairs])
-    print(f"series {series}: {args.rounds} rounds x {len(plan)} runs -> {out / 'results.jsonl'}", flush=True)
+        plan = (
+            [(1, pair) for pair in pairs]
+            if args.workers == 1
+            else [(1, base)] + [(args.workers, pair) for pair in pairs]
+        )
+    print(
+        f"series {series}: {args.rounds} rounds x {len(plan)} runs -> {out / 'results.jsonl'}",
+        flush=True,
+    )
     rows = []
     for rnd in range(1, args.rounds + 1):
         shift = (rnd - 1) % len(plan)

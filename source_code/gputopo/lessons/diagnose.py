@@ -17,6 +17,7 @@ changes the machine: every fault is an environment variable, a numactl binding o
 of this one process. NCCL_NVLS_ENABLE stays 0 unless the caller exported a value; no protocol is
 forced.
 """
+
 import importlib.util
 import os
 import platform
@@ -33,7 +34,7 @@ from gputopo.parsers import ParseError
 from gputopo.parsers import topo as topo_parser
 from gputopo.reference import REFERENCE_DIR, system_info
 
-SOURCE = Path(__file__).resolve().parents[2]          # source_code/
+SOURCE = Path(__file__).resolve().parents[2]  # source_code/
 BENCH = SOURCE / "nccl_bench" / "nccl_bench"
 COPY_LAB = SOURCE / "labs" / "host_device_copy.py"
 CNN = SOURCE / "cnn_fmnist.py"
@@ -44,41 +45,53 @@ TIMEOUT_S = 600
 class Mystery:
     number: int
     title: str
-    needs: str            # "pair" (2 GPUs), "gpu" (1 GPU), "numa" (1 GPU and 2 NUMA nodes)
-    shown: str            # the command as the learner sees it (the planted part left out)
-    kind: Optional[str]   # gputopo.parsers kind of its output, for live.read
-    recorded: str         # reference_systems/<...>: the real output that stands in
+    needs: str  # "pair" (2 GPUs), "gpu" (1 GPU), "numa" (1 GPU and 2 NUMA nodes)
+    shown: str  # the command as the learner sees it (the planted part left out)
+    kind: Optional[str]  # gputopo.parsers kind of its output, for live.read
+    recorded: str  # reference_systems/<...>: the real output that stands in
     recorded_topo: Optional[str]  # the recorded machine's topo -m, for `diagnose --topo`
-    accept: Tuple[str, ...]   # regexes; a diagnosis must affirm every one ("partly": some)
-    wrong: Tuple[str, ...]    # regexes of causes this mystery does not have ("too many")
-    reject: Tuple[str, ...]   # regexes of claims the evidence contradicts (a wrong value): wrong
-    evidence: str         # regex of the line that gives the fault away
-    answer: str           # the planted cause in words, printed once the diagnosis is right
-    hint: str             # which tool tells, printed after a wrong diagnosis
-    partial: Tuple[str, ...] = ()   # regexes that earn "partly" on their own
-    live_accept: Optional[Tuple[str, ...]] = None   # where a live run plants another cause
+    accept: Tuple[str, ...]  # regexes; a diagnosis must affirm every one ("partly": some)
+    wrong: Tuple[str, ...]  # regexes of causes this mystery does not have ("too many")
+    reject: Tuple[str, ...]  # regexes of claims the evidence contradicts (a wrong value): wrong
+    evidence: str  # regex of the line that gives the fault away
+    answer: str  # the planted cause in words, printed once the diagnosis is right
+    hint: str  # which tool tells, printed after a wrong diagnosis
+    partial: Tuple[str, ...] = ()  # regexes that earn "partly" on their own
+    live_accept: Optional[Tuple[str, ...]] = None  # where a live run plants another cause
     live_reject: Optional[Tuple[str, ...]] = None
 
 
 # Words that deny or rule out what their clause names ("not the NUMA node", "the link is fine").
-_NEGATION = (r"\b(not|no|never|nor|none|isn'?t|aren'?t|wasn'?t|weren'?t|doesn'?t|don'?t|"
-             r"didn'?t|without|ruled? out|rules? out|healthy|fine|as (its )?max|rather than|"
-             r"instead of|unlike)\b")
+_NEGATION = (
+    r"\b(not|no|never|nor|none|isn'?t|aren'?t|wasn'?t|weren'?t|doesn'?t|don'?t|"
+    r"didn'?t|without|ruled? out|rules? out|healthy|fine|as (its )?max|rather than|"
+    r"instead of|unlike)\b"
+)
 _OFF = r"(disabled|off|switched off|turned off|=\s*1)"
 _P2P = r"(P2P|peer[- ]to[- ]peer|peer access)"
 _SHM = r"(SHM|shared memory)"
-_BOTH_OFF = (rf"{_P2P}\b[\w /-]*\b(and|&|\+)\b[\w /-]*\b{_SHM}\b[\w ]*?\b(are |were |both )*"
-             rf"{_OFF}")
-_NOT_PINNED = (r"(not|no|without|never|isn'?t|aren'?t|wasn'?t|weren'?t|doesn'?t|don'?t|didn'?t)"
-               r" (use |using |in |be |been )?(pinned|page-locked)")
+_BOTH_OFF = (
+    rf"{_P2P}\b[\w /-]*\b(and|&|\+)\b[\w /-]*\b{_SHM}\b[\w ]*?\b(are |were |both )*"
+    rf"{_OFF}"
+)
+_NOT_PINNED = (
+    r"(not|no|without|never|isn'?t|aren'?t|wasn'?t|weren'?t|doesn'?t|don'?t|didn'?t)"
+    r" (use |using |in |be |been )?(pinned|page-locked)"
+)
 _FAR = r"(far|remote|wrong|other|another) (numa|node|socket)|numa (node )?(binding|bound)"
 _NCCL_VARS = r"NCCL_P2P_LEVEL|P2P_LEVEL|NCCL_P2P_DISABLE|P2P_DISABLE|NCCL_SHM_DISABLE|SHM_DISABLE"
 _H200 = "h200-nvswitch-pair"
 
-MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
-    Mystery(1, "A slow all-reduce", "pair",
+MYSTERIES: Dict[int, Mystery] = {
+    m.number: m
+    for m in (
+        Mystery(
+            1,
+            "A slow all-reduce",
+            "pair",
             "../source_code/nccl_bench/nccl_bench all_reduce -b 8 -e 128M -f 2 -g 2",
-            "nccl-tests", f"{_H200}/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
+            "nccl-tests",
+            f"{_H200}/nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
             f"{_H200}/nvidia-smi-topo-m.txt",
             (r"P2P_LEVEL\W*(=|to|is|of|at)?\W*(LOC|0)\b|p2p level\b.*\bLOC\b",),
             (r"P2P_DISABLE", r"SHM_DISABLE", r"pageable", _FAR),
@@ -88,78 +101,120 @@ MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
             "although the GPUs share NVLink or a PCIe switch",
             "run diagnose on the output with the node's topo -m; which line names a variable, "
             "and to which value?",
-            partial=(rf"{_P2P}\W+(is |was )?{_OFF}|P2P_LEVEL|p2p level|\bSHM\b",)),
-    Mystery(2, "Training below par", "pair",
+            partial=(rf"{_P2P}\W+(is |was )?{_OFF}|P2P_LEVEL|p2p level|\bSHM\b",),
+        ),
+        Mystery(
+            2,
+            "Training below par",
+            "pair",
             "NCCL_DEBUG=INFO horovodrun -np 2 -H localhost:2 python ../source_code/cnn_fmnist.py "
             "--framework F --epochs 2 --steps-per-epoch 50",
-            "nccl-log", f"{_H200}/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-"
-            "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r1.txt", f"{_H200}/nvidia-smi-topo-m.txt",
-            (rf"P2P_DISABLE(?!\W*=?\W*0\b)|{_P2P}\W+(is |was |were |are )?{_OFF}|"
-             rf"(disabl\w*|turn\w* off|switch\w* off) (the )?{_P2P}|{_BOTH_OFF}",
-             rf"SHM_DISABLE(?!\W*=?\W*0\b)|{_SHM}\W+(is |was |were |are )?{_OFF}|"
-             rf"(disabl\w*|turn\w* off|switch\w* off) (the )?{_SHM}|{_BOTH_OFF}"),
+            "nccl-log",
+            f"{_H200}/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-"
+            "NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r1.txt",
+            f"{_H200}/nvidia-smi-topo-m.txt",
+            (
+                rf"P2P_DISABLE(?!\W*=?\W*0\b)|{_P2P}\W+(is |was |were |are )?{_OFF}|"
+                rf"(disabl\w*|turn\w* off|switch\w* off) (the )?{_P2P}|{_BOTH_OFF}",
+                rf"SHM_DISABLE(?!\W*=?\W*0\b)|{_SHM}\W+(is |was |were |are )?{_OFF}|"
+                rf"(disabl\w*|turn\w* off|switch\w* off) (the )?{_SHM}|{_BOTH_OFF}",
+            ),
             (r"P2P_LEVEL", r"pageable", _FAR),
             (r"(P2P|SHM)_DISABLE\W*=?\W*0\b",),
             r"via NET/|NCCL_(P2P|SHM)_DISABLE set by environment",
             "NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1: with both off, NCCL sends through its "
             "network plugin (TCP sockets here), even between two GPUs of one machine",
-            "the 'via' of the Channel lines, then the 'set by environment' lines: two variables"),
-    Mystery(3, "Is anything wrong?", "pair",
+            "the 'via' of the Channel lines, then the 'set by environment' lines: two variables",
+        ),
+        Mystery(
+            3,
+            "Is anything wrong?",
+            "pair",
             "NCCL_DEBUG=INFO horovodrun -np 2 -H localhost:2 python ../source_code/cnn_fmnist.py "
             "--framework F --epochs 2 --steps-per-epoch 50",
             "nccl-log",
             f"{_H200}/horovod-cnn/horovod-cnn-pytorch-b64-gpus-0-1-NCCL_P2P_LEVEL-NVL-r1.txt",
             f"{_H200}/nvidia-smi-topo-m.txt",
-            (r"nothing|no (fault|problem|fallback|issue)|clean|\bfine\b|normal|as expected|"
-             r"red herring|harmless|no effect|changes nothing|not (a|the|any) (fault|problem|"
-             r"cause|issue)|(does|did)n'?t (hurt|matter|change)",
-             r"P2P/|P2P (over|via|on|through|kept|stays|still|is used|as before)|via P2P|"
-             r"keeps? (P2P|the default)|\bNVL\b|NVLink|clean|(same as|matches|is) (the |its |"
-             r"NCCL'?s )?default|no (fallback|effect)|changes nothing"),
+            (
+                r"nothing|no (fault|problem|fallback|issue)|clean|\bfine\b|normal|as expected|"
+                r"red herring|harmless|no effect|changes nothing|not (a|the|any) (fault|problem|"
+                r"cause|issue)|(does|did)n'?t (hurt|matter|change)",
+                r"P2P/|P2P (over|via|on|through|kept|stays|still|is used|as before)|via P2P|"
+                r"keeps? (P2P|the default)|\bNVL\b|NVLink|clean|(same as|matches|is) (the |its |"
+                r"NCCL'?s )?default|no (fallback|effect)|changes nothing",
+            ),
             (r"P2P_DISABLE", r"SHM_DISABLE", r"pageable", _FAR),
-            (r"\b(something|it|that|this) (is )?wrong\b|\bnot (fine|normal|clean|harmless)\b|"
-             r"\b(is|was) (the |a )?(problem|cause|fault|culprit)\b",
-             r"\b(disabl\w*|turns? off|slows?|slowed|breaks?|broke|forces?|forced|hurts?|pushe[sd])"
-             r"\b.*\b(P2P|run|traffic|training|path|it)\b"),
+            (
+                r"\b(something|it|that|this) (is )?wrong\b|\bnot (fine|normal|clean|harmless)\b|"
+                r"\b(is|was) (the |a )?(problem|cause|fault|culprit)\b",
+                r"\b(disabl\w*|turns? off|slows?|slowed|breaks?|broke|forces?|forced|hurts?|pushe[sd])"
+                r"\b.*\b(P2P|run|traffic|training|path|it)\b",
+            ),
             r"NCCL_P2P_LEVEL set by environment|via P2P",
             "nothing wrong: NCCL_P2P_LEVEL is set, but to NCCL's own default level for this pair "
             "and CPU (the recording: NVL on an NVLink pair), so every channel still uses P2P, "
             "and diagnose says clean",
             "a variable in the log is not a fault by itself: compare the channels' 'via' with "
-            "what the topology allows (diagnose), and say what NCCL did"),
-    Mystery(4, "Copies at a fraction of the link", "gpu",
+            "what the topology allows (diagnose), and say what NCCL did",
+        ),
+        Mystery(
+            4,
+            "Copies at a fraction of the link",
+            "gpu",
             "python ../source_code/labs/host_device_copy.py --min-bytes 256M --max-bytes 256M",
-            "host-device-copy", "h100-single-gpu/host-device-copy-run1.txt", None,
+            "host-device-copy",
+            "h100-single-gpu/host-device-copy-run1.txt",
+            None,
             (rf"pageable|unpinned|{_NOT_PINNED}|pin_memory|staging|staged|bounce buffer",),
-            (_FAR + r"|\bnuma\b", r"P2P_",
-             r"gen ?[1-3]\b|\bx[1-8]\b|downtrain|trained down|narrow|link (is |was )?(slow|"
-             r"degraded|down|the cause)"),
+            (
+                _FAR + r"|\bnuma\b",
+                r"P2P_",
+                r"gen ?[1-3]\b|\bx[1-8]\b|downtrain|trained down|narrow|link (is |was )?(slow|"
+                r"degraded|down|the cause)",
+            ),
             (r"\b(is|are|was|were|uses?|using|used) (already )?(pinned|page-locked)",),
             r"^\s*268435456\s+h2d\s+(pageable|\?)",
             "pageable host memory: the job's buffers were not pinned, so the driver staged every "
             "copy through a pinned buffer of its own (two hops)",
             "rule out the link first (nvidia-smi's pcie.link.gen/width current against max), then "
-            "compare the job's GB/s with the copy lab's two memory kinds"),
-    Mystery(5, "Far from home", "numa",
+            "compare the job's GB/s with the copy lab's two memory kinds",
+        ),
+        Mystery(
+            5,
+            "Far from home",
+            "numa",
             "python ../source_code/labs/host_device_copy.py --min-bytes 256M --max-bytes 256M",
-            "host-device-copy", "_mysteries/far-numa-p100-bandwidthtest-gearshifft-82.txt", None,
-            (r"numa|far (node|socket|memory)|remote (node|memory|socket)|other (node|socket)|"
-             r"membind|wrong (socket|node|cpu)|affinity|cross\w* (the )?(socket|QPI|UPI|xGMI)",),
+            "host-device-copy",
+            "_mysteries/far-numa-p100-bandwidthtest-gearshifft-82.txt",
+            None,
+            (
+                r"numa|far (node|socket|memory)|remote (node|memory|socket)|other (node|socket)|"
+                r"membind|wrong (socket|node|cpu)|affinity|cross\w* (the )?(socket|QPI|UPI|xGMI)",
+            ),
             (r"pageable|unpinned|" + _NOT_PINNED, r"P2P_", r"CUDA_VISIBLE"),
-            (), r"^GPU0\s+X\s|^\s*268435456\s+h2d\s+pinned",
+            (),
+            r"^GPU0\s+X\s|^\s*268435456\s+h2d\s+pinned",
             "host memory (and the CPUs) on the NUMA node that is not the GPU's: every copy crosses "
             "the link between the sockets",
             "topo -m's NUMA/CPU Affinity column says which node is the GPU's; numactl -H lists "
-            "the nodes; where did the job's memory live?"),
-    Mystery(6, "Which GPU did it run on?", "gpu",
+            "the nodes; where did the job's memory live?",
+        ),
+        Mystery(
+            6,
+            "Which GPU did it run on?",
+            "gpu",
             "nvidia-smi -L; RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 ../source_code/nccl_bench/nccl_bench "
             "all_reduce --launcher torchrun -b 8 -e 1M -f 2",
-            None, "_mysteries/cuda-order-1660-3090-koboldcpp-1023.txt", None,
+            None,
+            "_mysteries/cuda-order-1660-3090-koboldcpp-1023.txt",
+            None,
             # recorded: nothing was hidden ("found 2 CUDA devices"), CUDA's default order was it
-            (r"fastest[ _-]?first|pci[ _-]?bus|CUDA_DEVICE_ORDER|(orders?|ordering|ordered|"
-             r"enumerat\w*|numbers?|numbering|numbered|sorts?|sorted) (the )?(gpus|devices)|"
-             r"(device|gpu) 0 is( not)?|cuda'?s? (device )?(index|order|ordering|numbering)|"
-             r"device order|numbering|ordinal",),
+            (
+                r"fastest[ _-]?first|pci[ _-]?bus|CUDA_DEVICE_ORDER|(orders?|ordering|ordered|"
+                r"enumerat\w*|numbers?|numbering|numbered|sorts?|sorted) (the )?(gpus|devices)|"
+                r"(device|gpu) 0 is( not)?|cuda'?s? (device )?(index|order|ordering|numbering)|"
+                r"device order|numbering|ordinal",
+            ),
             (r"P2P_", r"pageable", r"\bnuma\b"),
             (r"CUDA_VISIBLE|visible devices",),
             r"device\s+\d+\s+\[|found none|Device 0:",
@@ -168,11 +223,15 @@ MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
             "default order, fastest first, put the RTX 3090 at 0)",
             "compare the bus id (or name) the program printed with nvidia-smi "
             "--query-gpu=index,pci.bus_id,name --format=csv",
-            live_accept=(r"CUDA_VISIBLE_DEVICES|visible (devices|gpus?|list)|numbering|ordinal|"
-                         r"(device|gpu) 0 is( not)?|(device|gpu) (order|numbering|index)|"
-                         r"(index|number) (is |was )?(wrong|different|another)",),
-            live_reject=(r"fastest[ _-]?first",)),
-)}
+            live_accept=(
+                r"CUDA_VISIBLE_DEVICES|visible (devices|gpus?|list)|numbering|ordinal|"
+                r"(device|gpu) 0 is( not)?|(device|gpu) (order|numbering|index)|"
+                r"(index|number) (is |was )?(wrong|different|another)",
+            ),
+            live_reject=(r"fastest[ _-]?first",),
+        ),
+    )
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -183,10 +242,10 @@ MYSTERIES: Dict[int, Mystery] = {m.number: m for m in (
 class Machine:
     gpus: int
     numa_nodes: List[int]
-    gpu_node: Optional[int]      # GPU 0's NUMA node
-    pair_path: Optional[str]     # NCCL path type between GPUs 0 and 1 (topo -m)
-    visible: Optional[List[str]] = None   # the inherited CUDA_VISIBLE_DEVICES entries; None: unset
-    cpu_vendor: Optional[str] = None      # /proc/cpuinfo's vendor_id, or the machine name (ARM)
+    gpu_node: Optional[int]  # GPU 0's NUMA node
+    pair_path: Optional[str]  # NCCL path type between GPUs 0 and 1 (topo -m)
+    visible: Optional[List[str]] = None  # the inherited CUDA_VISIBLE_DEVICES entries; None: unset
+    cpu_vendor: Optional[str] = None  # /proc/cpuinfo's vendor_id, or the machine name (ARM)
 
 
 def visible_entries(gpus: int, inherited: Optional[str]) -> Optional[List[str]]:
@@ -224,8 +283,9 @@ def machine(run_dir: Optional[Path] = None) -> Machine:
     gpus = 0
     if shutil.which("nvidia-smi"):
         try:
-            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                                    timeout=30)
+            listed = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+            )
             gpus = sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
         except (OSError, subprocess.SubprocessError):
             gpus = 0
@@ -253,8 +313,11 @@ def machine(run_dir: Optional[Path] = None) -> Machine:
 def why_not_live(number: int, here: Machine) -> Optional[str]:
     """None when mystery `number` can run live on this machine, else why not (one sentence)."""
     needs, usable = MYSTERIES[number].needs, len(devices(here))
-    listed = (f"nvidia-smi lists {here.gpus}" if here.visible is None else
-              f"CUDA_VISIBLE_DEVICES leaves this job {usable} of the node's {here.gpus}")
+    listed = (
+        f"nvidia-smi lists {here.gpus}"
+        if here.visible is None
+        else f"CUDA_VISIBLE_DEVICES leaves this job {usable} of the node's {here.gpus}"
+    )
     if needs == "pair" and usable < 2:
         return f"it needs two GPUs and {listed} here"
     if needs in ("gpu", "numa") and usable < 1:
@@ -270,8 +333,10 @@ def why_not_live(number: int, here: Machine) -> Optional[str]:
     if number in (4, 5) and importlib.util.find_spec("torch") is None:
         return "the copy lab needs PyTorch, which this kernel cannot import"
     if number == 3 and red_herring_level(here.pair_path, here.cpu_vendor) is None:
-        return ("NCCL's default P2P level for this pair is not certain here (CPU or topo -m "
-                "unknown), so no setting provably leaves it as it is")
+        return (
+            "NCCL's default P2P level for this pair is not certain here (CPU or topo -m "
+            "unknown), so no setting provably leaves it as it is"
+        )
     if number in (1, 6) and not os.access(BENCH, os.X_OK):
         return "the NCCL benchmark is not built here (the build cell above says why)"
     return None
@@ -290,19 +355,27 @@ def run(number: int, run_dir: Path, framework: str = "pytorch") -> Optional[Path
     print(f"Mystery {number}: {shown}   (one setting hidden)")
     reason = why_not_live(number, here)
     if reason:
-        print(f"It does not run live here: {reason}. The next cell shows a recording of the "
-              "same fault.")
+        print(
+            f"It does not run live here: {reason}. The next cell shows a recording of the "
+            "same fault."
+        )
         return None
     planted = _planted(number, here)
     env = dict(os.environ)
-    if here.visible is None:   # an inherited list keeps the order its entries were chosen in
+    if here.visible is None:  # an inherited list keeps the order its entries were chosen in
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env.setdefault("NCCL_NVLS_ENABLE", "0")   # the course default; an exported value passes
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # the course default; an exported value passes
     env.update(planted.get("env", {}))
     argv = planted.get("prefix", []) + _argv(number, framework)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
-                              cwd=str(SOURCE.parent / "notebooks"))
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIMEOUT_S,
+            cwd=str(SOURCE.parent / "notebooks"),
+        )
         text = done.stdout + done.stderr
     except subprocess.TimeoutExpired as stopped:
         text = (stopped.stdout or "") + f"\n(stopped after {TIMEOUT_S} s)\n"
@@ -312,8 +385,9 @@ def run(number: int, run_dir: Path, framework: str = "pytorch") -> Optional[Path
     out = Path(run_dir) / f"mystery-{number}.txt"
     if number == 6:  # the job's log starts with the GPUs the node has, as many job scripts do
         try:
-            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                                    timeout=30).stdout
+            listed = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             listed = ""
         text = listed + text
@@ -326,12 +400,36 @@ def _argv(number: int, framework: str) -> List[str]:
     if number == 1:
         return [str(BENCH), "-o", "all_reduce", "-b", "8", "-e", "128M", "-f", "2", "-g", "2"]
     if number in (2, 3):
-        return ["horovodrun", "-np", "2", "-H", "localhost:2", sys.executable, str(CNN),
-                "--framework", framework, "--epochs", "2", "--steps-per-epoch", "50"]
+        return [
+            "horovodrun",
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            sys.executable,
+            str(CNN),
+            "--framework",
+            framework,
+            "--epochs",
+            "2",
+            "--steps-per-epoch",
+            "50",
+        ]
     if number in (4, 5):
         return [sys.executable, str(COPY_LAB), "--min-bytes", "256M", "--max-bytes", "256M"]
-    return [str(BENCH), "--launcher", "torchrun", "-o", "all_reduce", "-b", "8", "-e", "1M",
-            "-f", "2"]
+    return [
+        str(BENCH),
+        "--launcher",
+        "torchrun",
+        "-o",
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "2",
+    ]
 
 
 _ROW = re.compile(r"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
@@ -356,10 +454,14 @@ def _job_rows(lab_text: str, memory: str) -> str:
 # and its source (its name gives the cause away) are printed by check after a right answer, and
 # by reveal. The _mysteries/ runs are published ones: their threads are in its README.
 PUBLISHED = {
-    5: ("one Tesla P100-PCIE-16GB of a two-socket node",
-        "mpicbg-scicomp/gearshifft pull request #82, comment of 2017-03-27"),
-    6: ("a desktop with a GTX 1660 SUPER and an RTX 3090",
-        "LostRuins/koboldcpp issue #1023, first post"),
+    5: (
+        "one Tesla P100-PCIE-16GB of a two-socket node",
+        "mpicbg-scicomp/gearshifft pull request #82, comment of 2017-03-27",
+    ),
+    6: (
+        "a desktop with a GTX 1660 SUPER and an RTX 3090",
+        "LostRuins/koboldcpp issue #1023, first post",
+    ),
 }
 
 
@@ -406,15 +508,20 @@ def show(number: int, out) -> None:
         memory = _planted(4, Machine(1, [], None, None))["memory"]
         where = "this machine's" if out.live else "the recorded H100's"
         print(f"The job's copies ({where} copy lab, one memory kind, its name hidden):")
-        print("\n".join(line for line in _job_rows(text, memory).splitlines()
-                        if "268435456" in line or line.startswith("#")))
+        print(
+            "\n".join(
+                line
+                for line in _job_rows(text, memory).splitlines()
+                if "268435456" in line or line.startswith("#")
+            )
+        )
     elif number == 5 and not out.live:
-        far = text[text.index("$ numactl -m1"):]
+        far = text[text.index("$ numactl -m1") :]
         print("The job's run (a P100 node; the launch line is hidden):")
         print("\n".join(far.splitlines()[1:]))
         print("\nThat machine's topology, as its owner posted it:")
         print("\n".join(text.splitlines()[:6]))
-        near = text[text.index("$ numactl -m0"):text.index("$ numactl -m1")]
+        near = text[text.index("$ numactl -m0") : text.index("$ numactl -m1")]
         print("\nThe same program launched another way on the same node (that line hidden too):")
         print("\n".join(line for line in near.splitlines()[1:] if line.strip()))
     elif number == 6 and not out.live:
@@ -423,8 +530,7 @@ def show(number: int, out) -> None:
         print("\nThat machine's nvidia-smi, as its owner posted it:")
         print("\n".join(text.splitlines()[:3]))
     elif number in (2, 3):
-        lines = [line for line in text.splitlines()
-                 if re.search(r"via |SUMMARY|EPOCH 2/", line)]
+        lines = [line for line in text.splitlines() if re.search(r"via |SUMMARY|EPOCH 2/", line)]
         print(f"{len(lines)} lines of interest (Channel ... via, EPOCH, SUMMARY); the first 6:")
         print("\n".join(lines[:6]))
     else:
@@ -456,8 +562,10 @@ def baselines(here: Machine) -> None:
     if here.gpus >= 2:
         return
     h200, h100 = REFERENCE_DIR / _H200, REFERENCE_DIR / "h100-single-gpu"
-    print(f"No GPU pair here: the recorded {system_info(_H200).get('machine', _H200)} stands in "
-          "for mysteries 1 to 3. Its nvidia-smi topo -m:")
+    print(
+        f"No GPU pair here: the recorded {system_info(_H200).get('machine', _H200)} stands in "
+        "for mysteries 1 to 3. Its nvidia-smi topo -m:"
+    )
     print((h200 / "nvidia-smi-topo-m.txt").read_text().rstrip())
     rows = (h200 / "nccl-bench-all_reduce.txt").read_text().splitlines()
     print("\nIts all_reduce with NCCL's defaults (nccl-bench-all_reduce.txt), the 1 GiB row:")
@@ -471,16 +579,19 @@ def baselines(here: Machine) -> None:
 # The self-check: it judges what each clause affirms, so that a cause ruled out ("not the NUMA
 # node", "the link is at gen 4 x16 as its max") neither counts for nor against a diagnosis.
 
-_SPLIT = re.compile(r"[;,:()\[\]]|\.(?=\s|$)|\s[-\u2013\u2014]\s|(?=\b(?:but|so|while|because|"
-                    r"whereas|unlike|although|though|hence|thus)\b)|(?=\b(?:and|or) (?:not|no|"
-                    r"never|isn)\b)", re.IGNORECASE)
+_SPLIT = re.compile(
+    r"[;,:()\[\]]|\.(?=\s|$)|\s[-\u2013\u2014]\s|(?=\b(?:but|so|while|because|"
+    r"whereas|unlike|although|though|hence|thus)\b)|(?=\b(?:and|or) (?:not|no|"
+    r"never|isn)\b)",
+    re.IGNORECASE,
+)
 
 
 def _affirmed(pattern: str, clauses: Sequence[str]) -> bool:
     """True when a clause matches `pattern` and, the match taken out, denies nothing."""
     for clause in clauses:
         for match in re.finditer(pattern, clause, re.IGNORECASE):
-            rest = clause[:match.start()] + " " + clause[match.end():]
+            rest = clause[: match.start()] + " " + clause[match.end() :]
             if not re.search(_NEGATION, rest, re.IGNORECASE):
                 return True
     return False
@@ -530,8 +641,10 @@ def reveal(number: int, out=None) -> None:
     print(f"The planted cause: {mystery.answer}.\nThe evidence, {line}")
     if not is_live:
         machine_text, source = recording(number)
-        print(f"The recording: source_code/reference_systems/{mystery.recorded}, from "
-              f"{machine_text}" + (f" ({source})" if source else "") + ".")
+        print(
+            f"The recording: source_code/reference_systems/{mystery.recorded}, from "
+            f"{machine_text}" + (f" ({source})" if source else "") + "."
+        )
 
 
 def check(number: int, diagnosis, out) -> Optional[bool]:
@@ -539,17 +652,24 @@ def check(number: int, diagnosis, out) -> Optional[bool]:
     cause and the line that gives it away (reveal). Never raises; None when unanswered."""
     verdict = score(number, diagnosis, live=out.live)
     if verdict == "unanswered":
-        print("Not answered yet: write your diagnosis in my_diagnosis (a sentence: what is wrong "
-              "and which setting or fact shows it), then run both cells again.")
+        print(
+            "Not answered yet: write your diagnosis in my_diagnosis (a sentence: what is wrong "
+            "and which setting or fact shows it), then run both cells again."
+        )
         return None
     if verdict == "right":
         print("Right.")
         reveal(number, out)
         return True
-    said = {"partly": "Part of it.", "too many": "It is in there, with causes this run does not "
-            "have: name the one cause.", "wrong": "Not this one."}[verdict]
-    print(f"{said} {MYSTERIES[number].hint}.\nTry again, or give up with "
-          f"mysteries.reveal({number}, m{number}).")
+    said = {
+        "partly": "Part of it.",
+        "too many": "It is in there, with causes this run does not have: name the one cause.",
+        "wrong": "Not this one.",
+    }[verdict]
+    print(
+        f"{said} {MYSTERIES[number].hint}.\nTry again, or give up with "
+        f"mysteries.reveal({number}, m{number})."
+    )
     return False
 
 
@@ -565,23 +685,33 @@ def _planted(number: int, here: Machine) -> dict:
     if number == 1:
         return {"env": {"CUDA_VISIBLE_DEVICES": pair, "NCCL_P2P_LEVEL": "LOC"}}
     if number == 2:
-        return {"env": {"CUDA_VISIBLE_DEVICES": pair, "NCCL_DEBUG": "INFO",
-                        "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}}
+        return {
+            "env": {
+                "CUDA_VISIBLE_DEVICES": pair,
+                "NCCL_DEBUG": "INFO",
+                "NCCL_P2P_DISABLE": "1",
+                "NCCL_SHM_DISABLE": "1",
+            }
+        }
     if number == 3:
         level = red_herring_level(here.pair_path, here.cpu_vendor) or "NVL"
-        return {"env": {"CUDA_VISIBLE_DEVICES": pair, "NCCL_DEBUG": "INFO",
-                        "NCCL_P2P_LEVEL": level}}
+        return {
+            "env": {"CUDA_VISIBLE_DEVICES": pair, "NCCL_DEBUG": "INFO", "NCCL_P2P_LEVEL": level}
+        }
     if number == 4:
         return {"env": {"CUDA_VISIBLE_DEVICES": first}, "memory": "pageable"}
     if number == 5:
         far = far_node(here)
-        return {"env": {"CUDA_VISIBLE_DEVICES": first},
-                "prefix": ["numactl", f"--cpunodebind={far}", f"--membind={far}"]}
+        return {
+            "env": {"CUDA_VISIBLE_DEVICES": first},
+            "prefix": ["numactl", f"--cpunodebind={far}", f"--membind={far}"],
+        }
     # the last GPU this job may use; with one, an index past the node's last GPU (CUDA then
     # finds none): never a GPU outside the job's own set
     last = gpus[-1] if len(gpus) >= 2 else str(max(here.gpus, 1))
-    return {"env": {"CUDA_VISIBLE_DEVICES": last, "RANK": "0", "WORLD_SIZE": "1",
-                    "LOCAL_RANK": "0"}}
+    return {
+        "env": {"CUDA_VISIBLE_DEVICES": last, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+    }
 
 
 # The releases whose default rules differ (gputopo.ncclpaths._default_levels): 2.9-2.22, 2.23+

@@ -10,6 +10,7 @@ latency of one copy (one copy timed alone, start to arrival) and the per-copy ti
 PyTorch lab prints the time per copy of copies queued back to back, which at small sizes is
 the host's cost of issuing a copy.
 """
+
 import csv
 import dataclasses
 import io
@@ -21,7 +22,7 @@ from gputopo.units import format_bytes
 
 # The four measurements of every size, in the order both programs print them.
 KINDS = (("h2d", "pinned"), ("d2h", "pinned"), ("h2d", "pageable"), ("d2h", "pageable"))
-FIT_UP_TO = 32 * 2**20    # the fit uses the sizes up to 32 MiB: what notebook 1 runs by default
+FIT_UP_TO = 32 * 2**20  # the fit uses the sizes up to 32 MiB: what notebook 1 runs by default
 # measure -> (time key, GB/s key, its name in the notebook)
 MEASURES = {
     "latency": ("latency_us", "latency_gbs", "latency of one copy"),
@@ -32,16 +33,20 @@ MEASURES = {
 # pattern is host-device-copy*.txt: h200-single-gpu's two runs of 2026-12-04); the PyTorch
 # lab's H100 runs stand in only where none is found.
 PROGRAM_RECORDING = "host-device-copy-bench*.txt"
-LAB_RECORDINGS = ("h100-single-gpu/host-device-copy-run1.txt",
-                  "h100-single-gpu/host-device-copy-run2.txt")
+LAB_RECORDINGS = (
+    "h100-single-gpu/host-device-copy-run1.txt",
+    "h100-single-gpu/host-device-copy-run2.txt",
+)
 
 
 def recorded_copies(run: int = 1) -> str:
-    """"<system>/<file>" of the recorded copy run that stands in where none runs here: the
+    """ "<system>/<file>" of the recorded copy run that stands in where none runs here: the
     `run`-th recording of host_copy_bench (systems and files in name order; the last one when
     there are fewer), else run 1 or 2 of the PyTorch lab on the H100."""
-    found = sorted(path.relative_to(REFERENCE_DIR).as_posix()
-                   for path in REFERENCE_DIR.glob(f"[!_.]*/{PROGRAM_RECORDING}"))
+    found = sorted(
+        path.relative_to(REFERENCE_DIR).as_posix()
+        for path in REFERENCE_DIR.glob(f"[!_.]*/{PROGRAM_RECORDING}")
+    )
     if found:
         return found[min(run, len(found)) - 1]
     return LAB_RECORDINGS[min(run, len(LAB_RECORDINGS)) - 1]
@@ -53,14 +58,17 @@ def measures(parsed: dict) -> List[str]:
     return ["latency", "gpu"] if "latency_us" in parsed["rows"][0] else ["queued"]
 
 
-def series(parsed: dict, direction: str, memory: str,
-           measure: Optional[str] = None) -> List[Tuple[int, float, float]]:
+def series(
+    parsed: dict, direction: str, memory: str, measure: Optional[str] = None
+) -> List[Tuple[int, float, float]]:
     """(bytes, time_us, GB/s) of one direction, memory kind and measure (default: the run's
     first, measures()), by size; rows without that measure (N/A) are left out."""
     time_key, gbs_key, _ = MEASURES[measure or measures(parsed)[0]]
-    return sorted((r["bytes"], r[time_key], r[gbs_key]) for r in parsed["rows"]
-                  if r["direction"] == direction and r["memory"] == memory
-                  and r.get(time_key) is not None)
+    return sorted(
+        (r["bytes"], r[time_key], r[gbs_key])
+        for r in parsed["rows"]
+        if r["direction"] == direction and r["memory"] == memory and r.get(time_key) is not None
+    )
 
 
 def fits(parsed: dict, measure: Optional[str] = None) -> Dict[Tuple[str, str], Tuple[float, float]]:
@@ -75,8 +83,9 @@ def fits(parsed: dict, measure: Optional[str] = None) -> Dict[Tuple[str, str], T
     return out
 
 
-def time_us(parsed: dict, nbytes: int, direction: str, memory: str,
-            measure: Optional[str] = None) -> Optional[float]:
+def time_us(
+    parsed: dict, nbytes: int, direction: str, memory: str, measure: Optional[str] = None
+) -> Optional[float]:
     """The time printed for one copy of `nbytes` in one measure, or None without such a row."""
     return next((t for n, t, _ in series(parsed, direction, memory, measure) if n == nbytes), None)
 
@@ -99,8 +108,14 @@ def pcie_link(csv_text: str) -> Optional[verdicts.Link]:
         width, widest = int(row["pcie.link.width.current"]), int(row["pcie.link.width.max"])
     except (IndexError, KeyError, ValueError, AttributeError):
         return None
-    return verdicts.Link("pcie", f"gen{gen}", width, gen_max=f"gen{top}", width_max=widest,
-                         gpu=row.get("name") or None)
+    return verdicts.Link(
+        "pcie",
+        f"gen{gen}",
+        width,
+        gen_max=f"gen{top}",
+        width_max=widest,
+        gpu=row.get("name") or None,
+    )
 
 
 def _largest(parsed: dict, direction: str, memory: str):
@@ -115,8 +130,9 @@ def largest_gbs(parsed: dict, direction: str, memory: str) -> Optional[float]:
     return row[2] if row else None
 
 
-def largest_verdicts(parsed: dict,
-                     link: Optional[verdicts.Link]) -> List[Tuple[str, verdicts.Verdict]]:
+def largest_verdicts(
+    parsed: dict, link: Optional[verdicts.Link]
+) -> List[Tuple[str, verdicts.Verdict]]:
     """A verdict on the bandwidth of the largest pinned copy of each direction (gputopo.verdicts:
     h2d, d2h); a run cut off before its data-check line is judged 'incomplete'. Pageable copies
     get a description instead (pageable_descriptions)."""
@@ -125,9 +141,14 @@ def largest_verdicts(parsed: dict,
         row, measure = _largest(parsed, direction, memory)
         if row:
             n, _, gbs = row
-            out.append((f"{direction} {memory}, {format_bytes(n)} ({MEASURES[measure][2]})",
-                        verdicts.judge(direction, gbs, link, memory=memory, size=n,
-                                       complete=parsed["complete"])))
+            out.append(
+                (
+                    f"{direction} {memory}, {format_bytes(n)} ({MEASURES[measure][2]})",
+                    verdicts.judge(
+                        direction, gbs, link, memory=memory, size=n, complete=parsed["complete"]
+                    ),
+                )
+            )
     return out
 
 
@@ -136,9 +157,15 @@ def pageable_descriptions(parsed: dict, link: Optional[verdicts.Link]) -> List[s
     peak, a description, not a verdict: the host's copy into the driver's staging buffer sets
     it, and no range of ours predicts that host's speed."""
     # the peak of what the link can train to (an idle GPU may show a lower generation now)
-    peak = verdicts.link_peak(dataclasses.replace(
-        link, generation=link.gen_max or link.generation, width=link.width_max or link.width)
-    ).value if link else None
+    peak = (
+        verdicts.link_peak(
+            dataclasses.replace(
+                link, generation=link.gen_max or link.generation, width=link.width_max or link.width
+            )
+        ).value
+        if link
+        else None
+    )
     out = []
     for direction, memory in KINDS[2:]:
         row, measure = _largest(parsed, direction, memory)
@@ -146,6 +173,8 @@ def pageable_descriptions(parsed: dict, link: Optional[verdicts.Link]) -> List[s
             n, _, gbs = row
             share = f", {gbs / peak:.2f} of the {peak:.1f} GB/s peak" if peak else ""
             cut = "" if parsed["complete"] else " (the run was cut off)"
-            out.append(f"{direction} {memory}, {format_bytes(n)} ({MEASURES[measure][2]}): "
-                       f"{gbs:.2f} GB/s{share}{cut}: a description, not a verdict")
+            out.append(
+                f"{direction} {memory}, {format_bytes(n)} ({MEASURES[measure][2]}): "
+                f"{gbs:.2f} GB/s{share}{cut}: a description, not a verdict"
+            )
     return out

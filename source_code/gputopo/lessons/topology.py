@@ -2,6 +2,7 @@
 the sockets and NUMA nodes in `lscpu`, and a verdict as one line (the verdicts themselves are in
 the notebook's cells).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,22 +24,30 @@ BLOG_V100 = "8x V100 server of the 2019 blog (v100-sxm2-8gpu-server)"
 def _pairs_topology(codes: Dict[Tuple[int, int], str], gpus: int = 8) -> Dict[str, Any]:
     """A topo-parser-shaped dict from {(i, j): link code}; pairs not listed are SYS."""
     names = [f"GPU{i}" for i in range(gpus)]
-    table = {a: {f"GPU{j}": codes.get((min(i, j), max(i, j)), "SYS") for j in range(gpus) if j != i}
-             for i, a in enumerate(names)}
+    table = {
+        a: {f"GPU{j}": codes.get((min(i, j), max(i, j)), "SYS") for j in range(gpus) if j != i}
+        for i, a in enumerate(names)
+    }
     return {"gpus": names, "nics": {}, "links": table}
 
 
 def v100_wirings() -> Dict[str, Dict[str, Any]]:
     """{name: topology dict} of the two 8x V100 servers, in the shape `plots.topology_graph` draws."""
-    return {DGX1_V100: _pairs_topology(reference.known_links("dgx1-v100")["pairs"]),
-            BLOG_V100: reference.load("v100-sxm2-8gpu-server", "topo")}
+    return {
+        DGX1_V100: _pairs_topology(reference.known_links("dgx1-v100")["pairs"]),
+        BLOG_V100: reference.load("v100-sxm2-8gpu-server", "topo"),
+    }
 
 
 def wiring_differences(first: Dict[str, Any], second: Dict[str, Any]) -> List[Tuple[str, str, str]]:
     """(pair "i-j", code in first, code in second) for every GPU pair whose link differs."""
     gpus = sorted(set(first["gpus"]) & set(second["gpus"]), key=lambda g: int(g[3:]))
-    return [(f"{a[3:]}-{b[3:]}", first["links"][a][b], second["links"][a][b])
-            for k, a in enumerate(gpus) for b in gpus[k + 1:] if first["links"][a][b] != second["links"][a][b]]
+    return [
+        (f"{a[3:]}-{b[3:]}", first["links"][a][b], second["links"][a][b])
+        for k, a in enumerate(gpus)
+        for b in gpus[k + 1 :]
+        if first["links"][a][b] != second["links"][a][b]
+    ]
 
 
 def lscpu_summary(text: str) -> Dict[str, Any]:
@@ -51,13 +60,23 @@ def lscpu_summary(text: str) -> Dict[str, Any]:
         value = fields.get(key, "")
         return int(value) if value.isdigit() else None
 
-    return {"sockets": count("Socket(s)"), "numa_nodes": count("NUMA node(s)"),
-            "node_cpus": {f"node {m}": cpus for m, cpus in re.findall(r"^NUMA node(\d+) CPU\(s\):\s*(\S+)", text, re.M)},
-            "hypervisor": fields.get("Hypervisor vendor")}
+    return {
+        "sockets": count("Socket(s)"),
+        "numa_nodes": count("NUMA node(s)"),
+        "node_cpus": {
+            f"node {m}": cpus
+            for m, cpus in re.findall(r"^NUMA node(\d+) CPU\(s\):\s*(\S+)", text, re.M)
+        },
+        "hypervisor": fields.get("Hypervisor vendor"),
+    }
 
 
 def verdict_line(label: str, verdict: verdicts.Verdict) -> str:
     """The verdict's first line, and its reasons only when it is "low"."""
     lines = verdict.text().splitlines()
-    reasons = [line for line in lines[1:] if line.startswith("  reason")] if verdict.status == "low" else []
+    reasons = (
+        [line for line in lines[1:] if line.startswith("  reason")]
+        if verdict.status == "low"
+        else []
+    )
     return "\n".join([f"verdict, {label}: {lines[0]}"] + reasons)

@@ -4,6 +4,7 @@ two-GPU step beside the alpha-beta model, Horovod's timeline split of the extra,
 published training runs where the link changed the step. Every number comes from a file in
 reference_systems/ or from the learner's own run folder.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,9 +25,17 @@ PATH_COLUMNS = linkcodes.TOPO_PATH_TYPES
 RECORDED = reference.REFERENCE_DIR / "h200-nvswitch-pair" / "horovod-cnn"
 
 # The settings a learner types (NCCL's env.html names every variable).
-SETTINGS = ("default", "NCCL_P2P_LEVEL=LOC", "NCCL_P2P_LEVEL=NVL", "NCCL_P2P_LEVEL=PIX",
-            "NCCL_P2P_LEVEL=PXB", "NCCL_P2P_LEVEL=PHB", "NCCL_P2P_LEVEL=SYS", "NCCL_P2P_DISABLE=1",
-            "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1")
+SETTINGS = (
+    "default",
+    "NCCL_P2P_LEVEL=LOC",
+    "NCCL_P2P_LEVEL=NVL",
+    "NCCL_P2P_LEVEL=PIX",
+    "NCCL_P2P_LEVEL=PXB",
+    "NCCL_P2P_LEVEL=PHB",
+    "NCCL_P2P_LEVEL=SYS",
+    "NCCL_P2P_DISABLE=1",
+    "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+)
 
 
 # Saved runs of cnn_fmnist.py. Recorded: horovod-cnn-<fw>-b<batch>-gpus-<ids>-<setting>-r<n>.txt;
@@ -85,7 +94,7 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
             parsed = {}
         summary = parsed.get("summary")
         pair = match["gpus"].replace("-", ",") if match else path.stem
-        if _CPU_WORKER.search(text):   # CUDA_VISIBLE_DEVICES= : Gloo on the CPU
+        if _CPU_WORKER.search(text):  # CUDA_VISIBLE_DEVICES= : Gloo on the CPU
             pair += " (CPU)"
         if summary:
             key = (summary["batch_per_worker"], pair, setting_of(match and match["setting"]))
@@ -104,12 +113,19 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
         extremes = rates
         if len(rates) == 1:
             extremes = [e["images_per_sec"] for e in runs[0][0]["epochs"][1:]] or rates
-        rows.append({"batch_per_worker": batch, "pair": pair, "workers": pair.count(",") + 1,
-                     "setting": setting, "transport": "/".join(sorted({t for _, t in runs})),
-                     "runs": len(rates),
-                     "images_per_sec_median": statistics.median(rates) if rates else None,
-                     "images_per_sec_min": min(extremes, default=None),
-                     "images_per_sec_max": max(extremes, default=None)})
+        rows.append(
+            {
+                "batch_per_worker": batch,
+                "pair": pair,
+                "workers": pair.count(",") + 1,
+                "setting": setting,
+                "transport": "/".join(sorted({t for _, t in runs})),
+                "runs": len(rates),
+                "images_per_sec_median": statistics.median(rates) if rates else None,
+                "images_per_sec_min": min(extremes, default=None),
+                "images_per_sec_max": max(extremes, default=None),
+            }
+        )
     return rows
 
 
@@ -117,8 +133,12 @@ def read_runs(folder: Path = RECORDED, pattern: str = "*.txt") -> List[Dict[str,
 TRANSPORT_BENCHMARKS = (
     ("P2P", "default", "nccl-bench-all_reduce.txt"),
     ("SHM", "NCCL_P2P_LEVEL=LOC", "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"),
-    ("NET (sockets)", "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
-     "nccl-bench-all_reduce-sockets*.txt"))
+    (
+        "NET (sockets)",
+        "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1",
+        "nccl-bench-all_reduce-sockets*.txt",
+    ),
+)
 
 
 def transport_fits(system: str = "h200-nvswitch-pair") -> List[Dict[str, Any]]:
@@ -127,13 +147,23 @@ def transport_fits(system: str = "h200-nvswitch-pair") -> List[Dict[str, Any]]:
     out = []
     for transport, setting, pattern in TRANSPORT_BENCHMARKS:
         names = fnmatch.filter(reference.find(system, "nccl-tests"), pattern)
-        fits = [alphabeta.fit_from_table(reference.load(system, "nccl-tests", filename=name),
-                                         "all_reduce", 2) for name in names]
+        fits = [
+            alphabeta.fit_from_table(
+                reference.load(system, "nccl-tests", filename=name), "all_reduce", 2
+            )
+            for name in names
+        ]
         busbw = [b for _, b in fits]
-        out.append({"transport": transport, "setting": setting, "runs": len(fits),
-                    "alpha_us": statistics.median(a for a, _ in fits),
-                    "busbw_gbps": statistics.median(busbw),
-                    "busbw_range": (min(busbw), max(busbw))})
+        out.append(
+            {
+                "transport": transport,
+                "setting": setting,
+                "runs": len(fits),
+                "alpha_us": statistics.median(a for a, _ in fits),
+                "busbw_gbps": statistics.median(busbw),
+                "busbw_range": (min(busbw), max(busbw)),
+            }
+        )
     return out
 
 
@@ -148,13 +178,18 @@ def spread(values: Sequence[Optional[float]], digits: int = 2) -> str:
     return text if low == high else f"{text} [{low} to {high}]"
 
 
-def step_rows(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_worker: int,
-              fits: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def step_rows(
+    rows: Sequence[Dict[str, Any]],
+    gradient_bytes: int,
+    batch_per_worker: int,
+    fits: Sequence[Dict[str, Any]],
+) -> List[Dict[str, Any]]:
     """Per two-GPU row of read_runs() at `batch_per_worker` whose log names a transport of `fits`,
     against the one-GPU row, ms as [lowest, median, highest]: "one", "two" (GPUs x batch /
     images/s), "added" (two - one), "model" (the fit's all-reduce of the gradient; range: its
     busbw range), "unexplained" (added - model); extremes combine extremes. [] without a one-GPU
     row."""
+
     def ms(row: Dict[str, Any]) -> List[float]:
         rates = (row["images_per_sec_max"], row["images_per_sec_median"], row["images_per_sec_min"])
         return [row["workers"] * batch_per_worker / rate * 1e3 for rate in rates]
@@ -166,13 +201,24 @@ def step_rows(rows: Sequence[Dict[str, Any]], gradient_bytes: int, batch_per_wor
     for row in (r for r in at if one and r["workers"] == 2 and r["transport"] in by_transport):
         fit, two = by_transport[row["transport"]], ms(row)
         low_bw, high_bw = fit.get("busbw_range") or (fit["busbw_gbps"],) * 2
-        model = [alphabeta.ring_allreduce_time_us(gradient_bytes, 2, fit["alpha_us"], bw) / 1e3
-                 for bw in (high_bw, fit["busbw_gbps"], low_bw)]
+        model = [
+            alphabeta.ring_allreduce_time_us(gradient_bytes, 2, fit["alpha_us"], bw) / 1e3
+            for bw in (high_bw, fit["busbw_gbps"], low_bw)
+        ]
         added = [two[0] - one[2], two[1] - one[1], two[2] - one[0]]
-        out.append({"setting": row["setting"], "transport": row["transport"], "runs": row["runs"],
-                    "one": one, "pair": row["pair"], "two": two, "added": added, "model": model,
-                    "unexplained": [added[0] - model[2], added[1] - model[1],
-                                    added[2] - model[0]]})
+        out.append(
+            {
+                "setting": row["setting"],
+                "transport": row["transport"],
+                "runs": row["runs"],
+                "one": one,
+                "pair": row["pair"],
+                "two": two,
+                "added": added,
+                "model": model,
+                "unexplained": [added[0] - model[2], added[1] - model[1], added[2] - model[0]],
+            }
+        )
     return out
 
 
@@ -183,8 +229,10 @@ def steptime(text: str) -> Optional[Dict[str, float]]:
     if not found:
         return None
     fields = dict(item.split("=", 1) for item in found[-1].split() if "=" in item)
-    return {key: value if re.fullmatch(r"[a-z]+", value) else float(value)
-            for key, value in fields.items()}
+    return {
+        key: value if re.fullmatch(r"[a-z]+", value) else float(value)
+        for key, value in fields.items()
+    }
 
 
 # Published training runs with a slower and a faster link (reference_systems/_published-training/)
@@ -204,7 +252,7 @@ def _source(notes: Sequence[str]) -> str:
     """The comment block's 'Source: ...' sentence with the comment lines after it joined."""
     for index, note in enumerate(notes):
         if note.startswith("Source:"):
-            return " ".join([note[len("Source:"):].strip()] + list(notes[index + 1:]))
+            return " ".join([note[len("Source:") :].strip()] + list(notes[index + 1 :]))
     return ""
 
 
@@ -227,24 +275,36 @@ def published_runs(folder: Path = PUBLISHED) -> List[Dict[str, Any]]:
             try:
                 values = {c: float(row[c]) for c in (slower, faster) + ((one,) if one else ())}
             except (TypeError, ValueError):
-                raise ValueError(f"{path.name}: row {row.get('model')!r} has a value that is not "
-                                 f"a number") from None
+                raise ValueError(
+                    f"{path.name}: row {row.get('model')!r} has a value that is not a number"
+                ) from None
             rate = row["unit"].endswith("/s")
-            ratio = (values[faster] / values[slower] if rate
-                     else values[slower] / values[faster])
-            out.append({"study": path.stem, "model": row["model"], "precision": row["precision"],
-                        "unit": row["unit"], "rate": rate,
-                        "slower_link": slower, "slower": values[slower],
-                        "faster_link": faster, "faster": values[faster],
-                        "one_gpu": values[one] if one else None,
-                        "gain_percent": (ratio - 1) * 100, "source": _source(notes)})
+            ratio = values[faster] / values[slower] if rate else values[slower] / values[faster]
+            out.append(
+                {
+                    "study": path.stem,
+                    "model": row["model"],
+                    "precision": row["precision"],
+                    "unit": row["unit"],
+                    "rate": rate,
+                    "slower_link": slower,
+                    "slower": values[slower],
+                    "faster_link": faster,
+                    "faster": values[faster],
+                    "one_gpu": values[one] if one else None,
+                    "gain_percent": (ratio - 1) * 100,
+                    "source": _source(notes),
+                }
+            )
     return sorted(out, key=lambda row: row["gain_percent"])
 
 
 def model_parameters(folder: Path = PUBLISHED) -> Dict[str, int]:
     """model -> parameters, from model-sizes.csv (each row names its source)."""
-    return {row["model"]: int(row["parameters"])
-            for row in _csv_with_header(Path(folder) / SIZES_FILE)[1]}
+    return {
+        row["model"]: int(row["parameters"])
+        for row in _csv_with_header(Path(folder) / SIZES_FILE)[1]
+    }
 
 
 def added_share(row: Dict[str, Any]) -> Tuple[float, float]:
@@ -268,8 +328,11 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
     one; labelled LIVE_SERIES) and of every recorded series; label: where it ran, framework,
     workers, rounds."""
     files = [(LIVE_SERIES, Path(live_folder) / "results.jsonl")] if live_folder else []
-    files += [(f"{p.parent.parent.name}/{p.parent.name}", p) for pattern in STEP_SERIES
-              for p in sorted(reference.REFERENCE_DIR.glob(f"{pattern}/results.jsonl"))]
+    files += [
+        (f"{p.parent.parent.name}/{p.parent.name}", p)
+        for pattern in STEP_SERIES
+        for p in sorted(reference.REFERENCE_DIR.glob(f"{pattern}/results.jsonl"))
+    ]
     out = []
     for where, path in files:
         rows = []
@@ -278,13 +341,21 @@ def step_series(live_folder: Optional[Path] = None) -> List[Tuple[str, List[Dict
                 rows.append(json.loads(line))
             except ValueError:  # a line cut off by an interrupted run
                 continue
-        ok = [dict(r, folder=str(path.parent)) for r in rows
-              if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None]
+        ok = [
+            dict(r, folder=str(path.parent))
+            for r in rows
+            if r.get("mode") == "horovod" and r.get("rc") == 0 and r.get("step_ms") is not None
+        ]
         if ok:
             workers = max(r["workers"] for r in ok)
             rounds = len({(r["series"], r["round"]) for r in ok})
-            out.append((f"{where}: {ok[0]['framework']}, {workers} worker{'s' * (workers > 1)} "
-                        f"at most, {rounds} round{'s' * (rounds > 1)}", ok))
+            out.append(
+                (
+                    f"{where}: {ok[0]['framework']}, {workers} worker{'s' * (workers > 1)} "
+                    f"at most, {rounds} round{'s' * (rounds > 1)}",
+                    ok,
+                )
+            )
     return out
 
 
@@ -316,29 +387,54 @@ def step_split(rows: Sequence[Dict[str, Any]]) -> Split:
     parallel = [r for r in rows if r["workers"] > 1]
     for r in parallel or rows:
         key = (r["cycle_time_ms"], r["fusion_threshold_bytes"])
-        cols = out.setdefault(key, {k: [] for k in ("one", "two", "extra", "collective",
-                                                   "framework", "unexplained", "operations")})
+        cols = out.setdefault(
+            key,
+            {
+                k: []
+                for k in (
+                    "one",
+                    "two",
+                    "extra",
+                    "collective",
+                    "framework",
+                    "unexplained",
+                    "operations",
+                )
+            },
+        )
         if not parallel:
             cols["one"].append(r["step_ms"])
             continue
-        same = [b for b in rows
-                if b["workers"] == 1 and (b["series"], b["round"]) == (r["series"], r["round"])]
-        base = next((b for b in same if (b["cycle_time_ms"], b["fusion_threshold_bytes"]) == key),
-                    same[0] if same else None)
+        same = [
+            b
+            for b in rows
+            if b["workers"] == 1 and (b["series"], b["round"]) == (r["series"], r["round"])
+        ]
+        base = next(
+            (b for b in same if (b["cycle_time_ms"], b["fusion_threshold_bytes"]) == key),
+            same[0] if same else None,
+        )
         extra = None if base is None else r["step_ms"] - base["step_ms"]
         split = r.get("timeline") or {}
         coll = split["collective_us"] / 1e3 if split else None
         frame = sum(split[k] for k in _FRAMEWORK_PARTS) / 1e3 if split else None
         unexplained = None if extra is None or coll is None else extra - coll - frame
-        for name, value in (("one", base and base["step_ms"]), ("two", r["step_ms"]),
-                            ("extra", extra), ("collective", coll), ("framework", frame),
-                            ("unexplained", unexplained), ("operations", operations_per_step(r))):
+        for name, value in (
+            ("one", base and base["step_ms"]),
+            ("two", r["step_ms"]),
+            ("extra", extra),
+            ("collective", coll),
+            ("framework", frame),
+            ("unexplained", unexplained),
+            ("operations", operations_per_step(r)),
+        ):
             cols[name].append(value)
     return out
 
 
-def step_table(series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_bytes: int,
-               fit: Dict[str, Any]) -> str:
+def step_table(
+    series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_bytes: int, fit: Dict[str, Any]
+) -> str:
     """One block per series: per setting, median [min to max] over the rounds (ms per step), the
     collective operations per step the timeline shows, and the model (`fit`) sending the gradients
     in that many all-reduces: k x T(S/k), as Horovod fuses only the tensors ready in one cycle."""
@@ -346,14 +442,49 @@ def step_table(series: Sequence[Tuple[str, List[Dict[str, Any]]]], gradient_byte
     for label, rows in series:
         lines, workers = [], max(r["workers"] for r in rows)
         for (cycle, fusion), c in sorted(step_split(rows).items()):
-            models = [None if k is None else k / 1e3 * alphabeta.ring_allreduce_time_us(
-                gradient_bytes / k, workers, fit["alpha_us"], fit["busbw_gbps"])
-                for k in c["operations"]]
-            lines.append((f"{cycle:g}", f"{fusion:,}", spread(c["one"], 1),
-                          len(c["two"] or c["one"]), spread(c["two"], 1), spread(c["extra"], 1),
-                          spread(c["operations"], 1), spread(c["collective"], 1), spread(models),
-                          spread(c["framework"], 1), spread(c["unexplained"], 1)))
-        blocks.append(label + "\n" + text_table(lines, header=(
-            "cycle ms", "fusion B", "1 worker", "n", "2 workers", "extra", "ops/step", "collective",
-            f"model ({fit['transport'].split()[0]})", "framework", "unexplained")))
+            models = [
+                None
+                if k is None
+                else k
+                / 1e3
+                * alphabeta.ring_allreduce_time_us(
+                    gradient_bytes / k, workers, fit["alpha_us"], fit["busbw_gbps"]
+                )
+                for k in c["operations"]
+            ]
+            lines.append(
+                (
+                    f"{cycle:g}",
+                    f"{fusion:,}",
+                    spread(c["one"], 1),
+                    len(c["two"] or c["one"]),
+                    spread(c["two"], 1),
+                    spread(c["extra"], 1),
+                    spread(c["operations"], 1),
+                    spread(c["collective"], 1),
+                    spread(models),
+                    spread(c["framework"], 1),
+                    spread(c["unexplained"], 1),
+                )
+            )
+        blocks.append(
+            label
+            + "\n"
+            + text_table(
+                lines,
+                header=(
+                    "cycle ms",
+                    "fusion B",
+                    "1 worker",
+                    "n",
+                    "2 workers",
+                    "extra",
+                    "ops/step",
+                    "collective",
+                    f"model ({fit['transport'].split()[0]})",
+                    "framework",
+                    "unexplained",
+                ),
+            )
+        )
     return "\n\n".join(blocks) if blocks else "no step-breakdown series to show"

@@ -7,6 +7,7 @@ tool printed it (`prepare_lines`: escape codes in any spelling, an editor's line
 marks and launcher prefixes taken off); damage that can be read around is read around and said. Standard library only: the CLI (`python -m gputopo <kind> FILE`) must run on a
 bare cluster node before any install. `PARSERS[kind]` imports only that kind's module.
 """
+
 import importlib
 import re
 from collections.abc import Mapping
@@ -31,13 +32,18 @@ class ParseError(ValueError):
 # A terminal colour or cursor sequence (ESC [ ... letter), which some tools print; parsers drop
 # it. Pasted text spells the ESC byte in other ways too: "^[" (how a terminal or `cat -v` shows
 # it), "\e", "\x1b", "\033", "\u001b" (as typed in a shell or a program's string).
-ANSI_ESCAPE = re.compile(r"(?:\x1b|\^\[|\\e|\\x1[bB]|\\0?33|\\u001[bB])\[[0-9;?]*[A-Za-z]"
-                         r"|\x1b[()][AB012]|\x1b")
+ANSI_ESCAPE = re.compile(
+    r"(?:\x1b|\^\[|\\e|\\x1[bB]|\\0?33|\\u001[bB])\[[0-9;?]*[A-Za-z]"
+    r"|\x1b[()][AB012]|\x1b"
+)
 # A number as tools print it: "12", "-0.5", "1e-07", ".5".
 NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 # What nvidia-smi prints instead of a matrix when it cannot reach the GPUs.
-_DRIVER_TROUBLE = re.compile(r"has failed|couldn't communicate|no devices were found|failed to initialize nvml"
-                             r"|driver/library version mismatch|nvidia-smi: command not found", re.IGNORECASE)
+_DRIVER_TROUBLE = re.compile(
+    r"has failed|couldn't communicate|no devices were found|failed to initialize nvml"
+    r"|driver/library version mismatch|nvidia-smi: command not found",
+    re.IGNORECASE,
+)
 
 
 def clean_lines(text):
@@ -63,7 +69,7 @@ def numbered_lines(lines):
             if not found:
                 return False
             numbers.append(int(found.group(1)))
-            rests.append(line[found.end():].strip())
+            rests.append(line[found.end() :].strip())
     counting = list(range(numbers[0], numbers[0] + len(numbers))) if numbers else []
     if len(numbers) < 3 or numbers[0] < 1 or numbers != counting:
         return False
@@ -84,7 +90,7 @@ def prepare_lines(text):
 
 def only_blank_after(lines, index):
     """Whether every line after lines[index] is blank: the text stops at `index`."""
-    return not any(line.strip() for line in lines[index + 1:])
+    return not any(line.strip() for line in lines[index + 1 :])
 
 
 def last_nonblank(lines):
@@ -102,7 +108,9 @@ def check_driver_trouble(lines):
     """Raise ParseError when nvidia-smi printed a driver error instead of its output."""
     for index, line in enumerate(lines):
         if _DRIVER_TROUBLE.search(line):
-            raise ParseError(f"nvidia-smi printed an error instead of a matrix: {line.strip()!r}", index + 1)
+            raise ParseError(
+                f"nvidia-smi printed an error instead of a matrix: {line.strip()!r}", index + 1
+            )
 
 
 # CLI kind -> (module of this package, its function, what it reads: the CLI's help); the CLI,
@@ -112,21 +120,50 @@ KINDS = {
     "p2p": ("p2p", "parse", "p2pBandwidthLatencyTest output"),
     "nccl-log": ("nccl_log", "parse", "NCCL_DEBUG=INFO output"),
     "nccl-tests": ("nccl_tests", "parse", "nccl-tests / course NCCL benchmark table"),
-    "nccl-tests-json": ("nccl_tests_json", "parse", "nccl-tests' JSON file (-J FILE, nccl-tests "
-                        "2.19; the course NCCL benchmark's -J writes the same)"),
+    "nccl-tests-json": (
+        "nccl_tests_json",
+        "parse",
+        "nccl-tests' JSON file (-J FILE, nccl-tests "
+        "2.19; the course NCCL benchmark's -J writes the same)",
+    ),
     "horovod": ("horovod_log", "parse", "throughput lines of a Horovod CNN run"),
-    "horovod-timeline": ("horovod_timeline", "parse", "Horovod's timeline (the Chrome-trace JSON file "
-                         "HOROVOD_TIMELINE names; a cut-off file reads as incomplete)"),
+    "horovod-timeline": (
+        "horovod_timeline",
+        "parse",
+        "Horovod's timeline (the Chrome-trace JSON file "
+        "HOROVOD_TIMELINE names; a cut-off file reads as incomplete)",
+    ),
     "p2p-status": ("p2p_status", "parse", "nvidia-smi topo -p2p r|w|rw|n|a|p"),
-    "nvbandwidth": ("nvbandwidth", "parse", "NVIDIA nvbandwidth's text output (every test and matrix in it)"),
-    "nvbandwidth-json": ("nvbandwidth_json", "parse",
-                         "NVIDIA nvbandwidth's JSON output (nvbandwidth -j)"),
-    "nccl-topo": ("nccl_xml", "parse_topology", "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)"),
-    "nccl-graph": ("nccl_xml", "parse_graphs", "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)"),
-    "nccl-tuning": ("nccl_tuning", "parse", "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO "
-                    "NCCL_DEBUG_SUBSYS=TUNING or COLL)"),
-    "host-device-copy": ("host_copy", "parse", "the host<->GPU copy lab's output "
-                         "(source_code/labs/host_device_copy.py)"),
+    "nvbandwidth": (
+        "nvbandwidth",
+        "parse",
+        "NVIDIA nvbandwidth's text output (every test and matrix in it)",
+    ),
+    "nvbandwidth-json": (
+        "nvbandwidth_json",
+        "parse",
+        "NVIDIA nvbandwidth's JSON output (nvbandwidth -j)",
+    ),
+    "nccl-topo": (
+        "nccl_xml",
+        "parse_topology",
+        "NCCL's topology dump (the XML file NCCL_TOPO_DUMP_FILE names)",
+    ),
+    "nccl-graph": (
+        "nccl_xml",
+        "parse_graphs",
+        "NCCL's graph dump (the XML file NCCL_GRAPH_DUMP_FILE names)",
+    ),
+    "nccl-tuning": (
+        "nccl_tuning",
+        "parse",
+        "NCCL's algorithm/protocol lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING or COLL)",
+    ),
+    "host-device-copy": (
+        "host_copy",
+        "parse",
+        "the host<->GPU copy lab's output (source_code/labs/host_device_copy.py)",
+    ),
 }
 
 

@@ -10,6 +10,7 @@ Returns {format, epochs: [{epoch, epochs_total, images_per_sec, ...}], summary: 
 `format` is "cnn-script" or "old-lab". Values that read as numbers become numbers. Lines are
 read after `gputopo.parsers.prepare_lines` (escape codes, line numbers, launcher prefixes).
 """
+
 import re
 
 from . import NUMBER, ParseError, nothing_found, prepare_lines
@@ -36,7 +37,9 @@ def parse(text):
         elif stripped.startswith("SUMMARY"):
             if summary is not None:
                 raise ParseError("second SUMMARY line", lineno)
-            summary = _read_line(stripped, lineno, _SUMMARY_LINE, "summary", "images_per_sec_median")
+            summary = _read_line(
+                stripped, lineno, _SUMMARY_LINE, "summary", "images_per_sec_median"
+            )
             formats.add("cnn-script")
         elif _OLD_EPOCH.match(stripped):
             match = _OLD_EPOCH.match(stripped)
@@ -46,9 +49,13 @@ def parse(text):
             old_epoch = None
             formats.add("old-lab")
     if not epochs and summary is None:
-        raise nothing_found(text, "no throughput lines found (EPOCH ..., SUMMARY ... or Images/sec: ...)")
+        raise nothing_found(
+            text, "no throughput lines found (EPOCH ..., SUMMARY ... or Images/sec: ...)"
+        )
     if len(formats) > 1:
-        raise ParseError("log mixes the CNN script's EPOCH lines with the old lab's Images/sec lines")
+        raise ParseError(
+            "log mixes the CNN script's EPOCH lines with the old lab's Images/sec lines"
+        )
     return {"format": formats.pop(), "epochs": epochs, "summary": summary}
 
 
@@ -62,7 +69,13 @@ def _read_line(stripped, lineno, pattern, what, required):
         key, _, value = pair.partition("=")
         if key in values:
             raise ParseError(f"{key}= appears twice", lineno)
-        values[key] = int(value) if _INT.fullmatch(value) else float(value) if NUMBER.fullmatch(value) else value
+        values[key] = (
+            int(value)
+            if _INT.fullmatch(value)
+            else float(value)
+            if NUMBER.fullmatch(value)
+            else value
+        )
     if not isinstance(values.get(required), (int, float)):
         raise ParseError(f"line has no numeric {required}=", lineno)
     return {"epoch": int(match[1]), "epochs_total": int(match[2]), **values} if match[1] else values

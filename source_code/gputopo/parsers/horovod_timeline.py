@@ -47,16 +47,27 @@ operation share the same intervals) and given to the first category that covers 
 These times may overlap the framework's own compute (backward runs while early gradients are
 negotiated), so they are not a split of the step time by themselves.
 """
+
 import json
 import re
 
 from . import ParseError
 
 # Categories in priority order (an instant covered by two goes to the first).
-_COLLECTIVE = ("NCCL_ALLREDUCE", "GLOO_ALLREDUCE", "MPI_ALLREDUCE", "CCL_ALLREDUCE",
-               "MPI_ADASUM_ALLREDUCE")
-_FUSION_COPY = ("MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER", "INIT_FUSION_BUFFER",
-                "MEMCPY_IN_HOST_BUFFER", "MEMCPY_OUT_HOST_BUFFER")
+_COLLECTIVE = (
+    "NCCL_ALLREDUCE",
+    "GLOO_ALLREDUCE",
+    "MPI_ALLREDUCE",
+    "CCL_ALLREDUCE",
+    "MPI_ADASUM_ALLREDUCE",
+)
+_FUSION_COPY = (
+    "MEMCPY_IN_FUSION_BUFFER",
+    "MEMCPY_OUT_FUSION_BUFFER",
+    "INIT_FUSION_BUFFER",
+    "MEMCPY_IN_HOST_BUFFER",
+    "MEMCPY_OUT_HOST_BUFFER",
+)
 _WAIT = ("WAIT_FOR_DATA", "WAIT_FOR_OTHER_TENSOR_DATA", "QUEUE")
 # Where Horovod starts a record (timeline.cc DoWriteEvent/DoWriteMarker/WriteAtFileStart).
 _RECORD_START = re.compile(r'\{"(?:ph|name)": ')
@@ -125,8 +136,9 @@ def _step_split(intervals):
     # Fused tensors share one collective (their activities overlap); separate operations run one
     # after another on the background thread: the merged collective intervals count operations.
     split["operations"] = len(_union(groups["collective_us"]))
-    split["span_us"] = (max(b for _, _, b in intervals) - min(a for _, a, _ in intervals)
-                        if intervals else 0)
+    split["span_us"] = (
+        max(b for _, _, b in intervals) - min(a for _, a, _ in intervals) if intervals else 0
+    )
     return split
 
 
@@ -134,9 +146,9 @@ def parse(text):
     """Parse a Horovod timeline (whole or cut off); raise ParseError if it holds no event."""
     records, cut_off, ignored = _records(text)
     names, stacks = {}, {}
-    done = {}        # tensor -> number of completed operations (any type)
-    intervals = []   # (tensor, op index, name, start, end)
-    op_type = {}     # tensor -> type of its operations (ALLREDUCE, BROADCAST, ...)
+    done = {}  # tensor -> number of completed operations (any type)
+    intervals = []  # (tensor, op index, name, start, end)
+    op_type = {}  # tensor -> type of its operations (ALLREDUCE, BROADCAST, ...)
     events = 0
     for record in records:
         if not isinstance(record, dict):
@@ -144,8 +156,11 @@ def parse(text):
             continue
         ph, pid, ts = record.get("ph"), record.get("pid"), record.get("ts")
         if ph == "M":
-            if record.get("name") == "process_name" and isinstance(record.get("args"), dict) \
-                    and "name" in record["args"]:
+            if (
+                record.get("name") == "process_name"
+                and isinstance(record.get("args"), dict)
+                and "name" in record["args"]
+            ):
                 names[pid] = str(record["args"]["name"])
             continue
         if not isinstance(ts, (int, float)):
@@ -166,23 +181,36 @@ def parse(text):
         else:
             ignored += 1
     if not events:
-        raise ParseError("no timeline event in the file (is it a HOROVOD_TIMELINE file?)",
-                         truncated=cut_off)
+        raise ParseError(
+            "no timeline event in the file (is it a HOROVOD_TIMELINE file?)", truncated=cut_off
+        )
 
     reduced = {t: done[t] for t in done if op_type.get(t) == "ALLREDUCE"}
     counts = list(reduced.values())
     shared = [n for n in set(counts) if n >= 2 and counts.count(n) >= 2]
     busiest = max(shared, default=0)
     # A cut-off file may stop after some tensors of the last step: they lag by one.
-    step_tensors = sorted(t for t, n in reduced.items()
-                          if busiest and (n == busiest or (cut_off and n == busiest - 1)))
+    step_tensors = sorted(
+        t
+        for t, n in reduced.items()
+        if busiest and (n == busiest or (cut_off and n == busiest - 1))
+    )
     per_step = []
     for k in range(busiest):
         if not all(done[t] > k for t in step_tensors):
             break
         mine = [(n, a, b) for t, i, n, a, b in intervals if i == k and t in step_tensors]
         per_step.append(_step_split(mine))
-    return {"incomplete": cut_off, "truncated": cut_off, "records": len(records),
-            "ignored": ignored,
-            "open_at_end": sum(len(s) for s in stacks.values()),
-            "steps": {"count": busiest, "complete": len(per_step), "tensors": step_tensors, "per_step": per_step}}
+    return {
+        "incomplete": cut_off,
+        "truncated": cut_off,
+        "records": len(records),
+        "ignored": ignored,
+        "open_at_end": sum(len(s) for s in stacks.values()),
+        "steps": {
+            "count": busiest,
+            "complete": len(per_step),
+            "tensors": step_tensors,
+            "per_step": per_step,
+        },
+    }

@@ -21,6 +21,7 @@ correct" (all_correct False); the CLI then prints the JSON, one line on stderr, 
 Any other line (a warning, a shell's note) is skipped. No measurement line at all (no GPU,
 no PyTorch, a crash) is a ParseError.
 """
+
 import re
 
 from . import ANSI_ESCAPE, NUMBER, ParseError, last_nonblank
@@ -30,12 +31,16 @@ LAB = "host_device_copy.py"
 INCOMPLETE = "incomplete: the run stops before its '# data check' line"
 
 _CELL = rf"({NUMBER.pattern}|N/A)"
-BENCH_ROW = re.compile(rf"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+(\d+)\s+{_CELL}\s+{_CELL}"
-                       rf"\s+{_CELL}\s+{_CELL}\s+(\d+)\s*$")
+BENCH_ROW = re.compile(
+    rf"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+(\d+)\s+{_CELL}\s+{_CELL}"
+    rf"\s+{_CELL}\s+{_CELL}\s+(\d+)\s*$"
+)
 ROW = re.compile(r"^\s*(\d+)\s+(h2d|d2h)\s+(pinned|pageable)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
 DEVICE = re.compile(r"^# host_device_copy: device (\d+) \((.*)\)")
-BENCH_DEVICE = re.compile(r"^# device (\d+): (.*) \(PCI ([^,]+), compute capability ([\d.]+)\); "
-                          r"CUDA driver (\S+), runtime (\S+)")
+BENCH_DEVICE = re.compile(
+    r"^# device (\d+): (.*) \(PCI ([^,]+), compute capability ([\d.]+)\); "
+    r"CUDA driver (\S+), runtime (\S+)"
+)
 
 
 def _number(text):
@@ -44,16 +49,30 @@ def _number(text):
 
 def _bench_row(groups):
     size, direction, memory, copies, gpu_us, gpu_gbs, lat_us, lat_gbs, wrong = groups
-    return {"bytes": int(size), "direction": direction, "memory": memory, "copies": int(copies),
-            "gpu_us": _number(gpu_us), "gpu_gbs": _number(gpu_gbs),
-            "latency_us": _number(lat_us), "latency_gbs": _number(lat_gbs),
-            "wrong": int(wrong), "check": "ok" if int(wrong) == 0 else "WRONG"}
+    return {
+        "bytes": int(size),
+        "direction": direction,
+        "memory": memory,
+        "copies": int(copies),
+        "gpu_us": _number(gpu_us),
+        "gpu_gbs": _number(gpu_gbs),
+        "latency_us": _number(lat_us),
+        "latency_gbs": _number(lat_gbs),
+        "wrong": int(wrong),
+        "check": "ok" if int(wrong) == 0 else "WRONG",
+    }
 
 
 def _lab_row(groups):
     size, direction, memory, time_us, gbs, check = groups
-    return {"bytes": int(size), "direction": direction, "memory": memory,
-            "time_us": float(time_us), "gbs": float(gbs), "check": check}
+    return {
+        "bytes": int(size),
+        "direction": direction,
+        "memory": memory,
+        "time_us": float(time_us),
+        "gbs": float(gbs),
+        "check": check,
+    }
 
 
 def parse(text):
@@ -84,11 +103,16 @@ def parse(text):
     complete = footer is not None
     last = rows[-1]
     result.update(
-        rows=rows, complete=complete, truncated=not complete,
+        rows=rows,
+        complete=complete,
+        truncated=not complete,
         truncated_line=None if complete else last_nonblank(lines),
-        last_complete_section=None if complete else
-        f"the row for {last['bytes']} bytes {last['direction']} {last['memory']}",
+        last_complete_section=None
+        if complete
+        else f"the row for {last['bytes']} bytes {last['direction']} {last['memory']}",
         data_check=footer if complete else INCOMPLETE,
-        all_correct=complete and footer.startswith("all copies correct")
-        and all(r["check"] == "ok" for r in rows))
+        all_correct=complete
+        and footer.startswith("all copies correct")
+        and all(r["check"] == "ok" for r in rows),
+    )
     return result

@@ -12,6 +12,7 @@
 
 `strip(line)` returns the line without its prefix.
 """
+
 import re
 
 _TIMESTAMP = re.compile(
@@ -24,17 +25,19 @@ _TAGS = (
     re.compile(r"^<std(?:out|err)>:"),  # --timestamp-output without --tag-output
     re.compile(r"^\[(?:rank|default)\d+\]:"),  # torchrun / torch.distributed
     re.compile(r"^\s*\d+:\s"),  # srun --label, torchrun's "0:"
-    re.compile(r"^\[\d+\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
+    re.compile(
+        r"^\[\d+\] (?=[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] )"
+    ),  # "[0] " before NCCL's own prefix (NVIDIA/nccl#1453)
 )
 
 
 def strip(line):
     """The text of one printed line without its launcher's prefix."""
     stamp = _TIMESTAMP.match(line)
-    if stamp and re.match(r"\[|<std", line[stamp.end():]):
-        line = line[stamp.end():]
+    if stamp and re.match(r"\[|<std", line[stamp.end() :]):
+        line = line[stamp.end() :]
     for tag in _TAGS:
         found = tag.match(line)
         if found:
-            return line[found.end():]
+            return line[found.end() :]
     return line

@@ -44,6 +44,7 @@ as before: "via P2P/MNNVL" (a P2P connection over MNNVL, p2p.cc), 2.30's SHM lin
 connection index ("Channel 00 : 0[0] -> 1[1] via SHM/direct", shm.cc) and a proxy's NIC in
 "via NET/IB/0(1)/GDRDMA" (net.cc).
 """
+
 import re
 
 from . import ANSI_ESCAPE, last_nonblank, nothing_found
@@ -63,7 +64,9 @@ _CONNECTION = re.compile(
     r"(?: \[(?P<direction>send|receive)\])? via (?P<via>\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
 )
 # What is left of a connection line cut early: "Channel 07/", "Channel 02/0 : 7[7]".
-_PARTIAL_CONNECTION = re.compile(r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$")
+_PARTIAL_CONNECTION = re.compile(
+    r"^(?:Channel|Ring)(?: \d+(?:/\d*)?)?(?: :(?: \d+(?:\[[^\]\s]{0,32}\]?)?)?)?\s*$"
+)
 # NVLS in use (not merely supported): "Connected NVLS tree", "... via NVLS".
 _NVLS_USED = re.compile(r"Connected NVLS|via NVLS")
 # Enough of a connection line to notice one that was cut off or garbled.
@@ -83,31 +86,48 @@ _OLD_RING_OR_TREE = re.compile(r"^(?:Ring|Tree) \d+ : -?\d+ -> -?\d+ -> -?[\d/-]
 _LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE|CALL|ABORT)\b ?")
 _HOST_TOKEN = re.compile(r"[^\s:\[\]]{1,253}:\d+:\d+")
 _DEV_TOKEN = re.compile(r"\[\d+\]")
-_SOURCE_TOKEN = re.compile(r"[\w/.+~<>-]{1,255}:\d+")  # a file (WARN) or a function (TRACE) and a line
+_SOURCE_TOKEN = re.compile(
+    r"[\w/.+~<>-]{1,255}:\d+"
+)  # a file (WARN) or a function (TRACE) and a line
 _FUNCTION_TOKEN = re.compile(r"\([^)\s]{0,255}\)")
 _TIME_TOKEN = re.compile(r"\d+\.\d+")  # TRACE: milliseconds since NCCL started
 # Wrappers around a whole line that are neither NCCL's nor a launcher's.
 _WRAPPERS = (
     re.compile(r"^\s*(?:>\s?)+"),  # a quoted post ("> > > ...")
     # a CloudWatch / console table export: "  | 2024-12-04T05:27:44.079Z | text"
-    re.compile(r"^\s*(?:\|\s*)?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s*\|\s?"),
-    re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?"),  # Ray: "(RayTrainWorker pid=615, ip=10.72.7.6) "
+    re.compile(
+        r"^\s*(?:\|\s*)?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s*\|\s?"
+    ),
+    re.compile(
+        r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s?"
+    ),  # Ray: "(RayTrainWorker pid=615, ip=10.72.7.6) "
 )
 # A line that stops inside NCCL's prefix ("host:12:34 [7] NCCL INF", "host:12:3"): the whole
 # line, or the end of a line of joined records after a run of spaces (not "done at 12:34:56").
-_CUT_HEADER = re.compile(r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$")
+_CUT_HEADER = re.compile(
+    r"(?:^\s*(?:\[\d+\] )?|\s{2})[^\s:\[\]]{1,253}:\d+(?::\d*)?(?: \[\d*\]?(?: N[A-Z ]{0,8})?)?\s*$"
+)
 # A whole per-call line of NCCL_DEBUG_SUBSYS=COLL (one format from 2.4 to 2.28).
 COLL_LINE = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
 # A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
-_NRANKS = re.compile(r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
-                     re.IGNORECASE)
+_NRANKS = re.compile(
+    r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
+    re.IGNORECASE,
+)
 # A communicator line cut before its end ("... rank 33 nranks 64 cudaDev 1 nvmlDev").
-_PARTIAL_INIT = re.compile(r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)")
+_PARTIAL_INIT = re.compile(
+    r"^(?:\w+ )?comm 0x[0-9a-f]+ rank \d+ nranks \d+(?!.* - Init (?:START|COMPLETE)\s*$)"
+)
 
 # Kinds of NCCL lines, first match wins; a line of none of them is kept in `unrecognised`.
 _KINDS = (
     ("version", re.compile(r"^NCCL version \d")),
-    ("ring", re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$")),
+    (
+        "ring",
+        re.compile(
+            r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$"
+        ),
+    ),
     ("tree", re.compile(r"^Trees? ")),
     ("init", re.compile(r"Init (?:START|COMPLETE)|^ncclCommInit|^init\.cc")),
     ("comm", re.compile(r"^comm 0x[0-9a-f]+ rank \d+ nRanks|^nranks \d+$")),  # "nranks 4": NCCL 2.4
@@ -117,8 +137,13 @@ _KINDS = (
     ("coll", re.compile(r"^\w+: opCount ")),
     ("call", re.compile(r"^nccl\w+\(")),  # NCCL_DEBUG=TRACE's "NCCL CALL ncclAllReduce(...)"
     ("tuning", re.compile(r"Bytes -> (?:Algo|Kernel|cudaMemcpy|RMA proxy)|^Best tuning, ")),
-    ("tuning_table", re.compile(r"^\s*(?:Algorithm|Protocol|Max NThreads|Latency/AlgBw)\s*\|"
-                                r"|^\s*\w+ \|\s*-?[\d.]+/")),
+    (
+        "tuning_table",
+        re.compile(
+            r"^\s*(?:Algorithm|Protocol|Max NThreads|Latency/AlgBw)\s*\|"
+            r"|^\s*\w+ \|\s*-?[\d.]+/"
+        ),
+    ),
     ("error_path", re.compile(r"^\S+\.(?:cc|cu|h):\d+ -> \d+")),  # "transport/net_ib.cc:852 -> 3"
     # NCCL 2.29-2.31's lines of their own (module docstring).
     ("ras", re.compile(r"^RAS\b")),
@@ -128,11 +153,19 @@ _KINDS = (
     ("mnnvl", re.compile(r"^MNNVL\b|\bMNNVL\b|IMEX|[Cc]lique|nvlDomainSize|NVL domain")),
     ("symmetric", re.compile(r"[Ss]ymmetric|\bwindow\b|^NCCL_SYM_|symKernel")),
     # node ids: "GPU/1b000" up to 2.28, "GPU/0-1b000" (system and local id) in 2.30
-    ("topology", re.compile(r"^=== System|^\s*\+ \w+\["
-                            r"|^(?:CPU|GPU|NET|NIC|NVS|PCI|DEV)/[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)?"
-                            r" ?[:(]"
-                            r"|^={10,}|^\s*\d+ : (?:NET|GPU)/|^Pattern \d+, crossNic")),
-    ("network_setup", re.compile(r"^NET/|^(?:IB|Socket|OFI)\b|^Failed to (?:open|initialize)|NET plugin")),
+    (
+        "topology",
+        re.compile(
+            r"^=== System|^\s*\+ \w+\["
+            r"|^(?:CPU|GPU|NET|NIC|NVS|PCI|DEV)/[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)?"
+            r" ?[:(]"
+            r"|^={10,}|^\s*\d+ : (?:NET|GPU)/|^Pattern \d+, crossNic"
+        ),
+    ),
+    (
+        "network_setup",
+        re.compile(r"^NET/|^(?:IB|Socket|OFI)\b|^Failed to (?:open|initialize)|NET plugin"),
+    ),
     ("plugin", re.compile(r"[Pp]lugin")),
     ("bootstrap", re.compile(r"^Bootstrap")),
     ("affinity", re.compile(r"^Setting affinity|CPU core \d+$")),
@@ -144,15 +177,22 @@ _KINDS = (
     ("device", re.compile(r"^cudaDriverVersion|^CC |^Comm config|[Cc]uda|NVLS|GDR")),
 )
 # What the 2.29-2.31 lines tell (`features`).
-_PROFILER_PLUGIN = re.compile(r"^PROFILER/Plugin: Loaded (\S+) \(v\d+\)"
-                              r"|loaded external profiler plugin (\S+)")
-_TUNER_PLUGIN = re.compile(r"^TUNER/Plugin: Using (\S+?)\.? \(v\d+\)|^TUNER/Plugin: Using (\S+)\s*$"
-                           r"|[Uu]sing (internal) tuner")
-_GIN_PLUGIN = re.compile(r"^GIN/Plugin: Assigned plugin (\S+) type"
-                         r"|^GIN/Plugin: Loaded gin plugin (\S+)")
+_PROFILER_PLUGIN = re.compile(
+    r"^PROFILER/Plugin: Loaded (\S+) \(v\d+\)"
+    r"|loaded external profiler plugin (\S+)"
+)
+_TUNER_PLUGIN = re.compile(
+    r"^TUNER/Plugin: Using (\S+?)\.? \(v\d+\)|^TUNER/Plugin: Using (\S+)\s*$"
+    r"|[Uu]sing (internal) tuner"
+)
+_GIN_PLUGIN = re.compile(
+    r"^GIN/Plugin: Assigned plugin (\S+) type"
+    r"|^GIN/Plugin: Loaded gin plugin (\S+)"
+)
 _MNNVL_STATE = re.compile(r"^MNNVL (\d+) cliqueId|^comm 0x[0-9a-f]+ .* MNNVL (\d+)\s*$")
-_SYMMETRIC_USED = re.compile(r"^Symmetric VA size|\[Symmetric\]|symmetric (?:kernel|registration)",
-                             re.IGNORECASE)
+_SYMMETRIC_USED = re.compile(
+    r"^Symmetric VA size|\[Symmetric\]|symmetric (?:kernel|registration)", re.IGNORECASE
+)
 
 
 def transport_named_by_via(via):
@@ -229,11 +269,27 @@ def _prefix_start(text, floor, end):
 
 def parse(text):
     """Parse an NCCL_DEBUG=INFO log; raise ParseError only if it holds no NCCL lines at all."""
-    result = {"nccl_version": None, "p2p_level": None, "channels": [], "transports": [], "warnings": [],
-              "nranks": None, "unrecognised": [], "cut_lines": [], "truncated": False,
-              "truncated_line": None, "kinds": {},
-              "features": {"ras": False, "profiler_plugin": None, "tuner_plugin": None,
-                           "gin_plugin": None, "mnnvl": None, "symmetric": False}}
+    result = {
+        "nccl_version": None,
+        "p2p_level": None,
+        "channels": [],
+        "transports": [],
+        "warnings": [],
+        "nranks": None,
+        "unrecognised": [],
+        "cut_lines": [],
+        "truncated": False,
+        "truncated_line": None,
+        "kinds": {},
+        "features": {
+            "ras": False,
+            "profiler_plugin": None,
+            "tuner_plugin": None,
+            "gin_plugin": None,
+            "mnnvl": None,
+            "symmetric": False,
+        },
+    }
     state = {"extra_transports": set(), "nranks": []}
     lines = text.splitlines()
     last, nccl_lines = last_nonblank(lines), 0
@@ -254,7 +310,9 @@ def parse(text):
             result["truncated"], result["truncated_line"] = True, lineno
     if not nccl_lines and not result["channels"]:
         raise nothing_found(text, "no NCCL lines found (was NCCL_DEBUG=INFO set?)")
-    result["transports"] = sorted({c["transport"] for c in result["channels"]} | state["extra_transports"])
+    result["transports"] = sorted(
+        {c["transport"] for c in result["channels"]} | state["extra_transports"]
+    )
     result["nranks"] = max(state["nranks"]) if state["nranks"] else None
     return result
 
@@ -316,15 +374,24 @@ def _cut_tail(line):
     """Whether a line's last record stops early: a per-call line without its stream."""
     level, message = records(line)[-1]
     message = message.strip()
-    return level is not None and bool(re.match(r"\w+: opCount ", message) and not COLL_LINE.search(message)
-                                       or _PARTIAL_INIT.search(message))
+    return level is not None and bool(
+        re.match(r"\w+: opCount ", message)
+        and not COLL_LINE.search(message)
+        or _PARTIAL_INIT.search(message)
+    )
 
 
 def _channel(found, lineno):
     """A connection's entry; a CollNet connection names one rank (src) and no dst."""
     collnet = found["collnet"] is not None
-    return {"channel": int(found["collnet"] if collnet else found["channel"]),
-            "src": int(found["rank"] if collnet else found["src"]), "dst": None if collnet else int(found["dst"]),
-            "src_device": found["rank_device"] if collnet else found["src_device"], "dst_device": found["dst_device"],
-            "direction": found["direction"], "via": found["via"], "transport": transport_named_by_via(found["via"]),
-            "line": lineno}
+    return {
+        "channel": int(found["collnet"] if collnet else found["channel"]),
+        "src": int(found["rank"] if collnet else found["src"]),
+        "dst": None if collnet else int(found["dst"]),
+        "src_device": found["rank_device"] if collnet else found["src_device"],
+        "dst_device": found["dst_device"],
+        "direction": found["direction"],
+        "via": found["via"],
+        "transport": transport_named_by_via(found["via"]),
+        "line": lineno,
+    }

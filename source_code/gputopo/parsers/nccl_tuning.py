@@ -25,6 +25,7 @@ with NCCL lines but none of these gives empty lists; a text with no NCCL line ra
 as the log parser does. A per-call line of NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 0
 sendbuff ... stream 0x...", one format from 2.4 to 2.28) cut before its end is counted in `cut_lines`.
 """
+
 import re
 
 from . import ParseError, last_nonblank
@@ -33,15 +34,21 @@ from .nccl_log import COLL_LINE, parse as parse_log, records, unwrap
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
 _NAME = {name.upper(): name for name in ALGORITHMS + PROTOCOLS}
-_NAME.update({"COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain", "NVLS_TREE": "NVLSTree"})
+_NAME.update(
+    {"COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain", "NVLS_TREE": "NVLSTree"}
+)
 
 # sizes may carry thousands separators and padding where an author re-typed a log for a page
 # ("AllReduce:   5,758,372 Bytes -> Algo RING proto LL128  channel{Lo..Hi}={0..23}")
-_NEW = re.compile(r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
+_NEW = re.compile(
+    r"^(\w+):\s+(\d[\d,]*) Bytes -> Algo (\w+) proto (\w+)\s+channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}"
+)
 _DECIMAL = r"(?:\d+(?:\.\d*)?|\.\d+)"  # "12", "12.5", ".5": never a bare "." that float() refuses
 _OLD = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\d+) proto (\d+) time (-?" + _DECIMAL + ")")
-_SYMMETRIC = re.compile(r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
-                        r"(?: nWorks (\d+))?")
+_SYMMETRIC = re.compile(
+    r"^(\w+) \[Symmetric\]: (\d+) Bytes -> Kernel (\S+) nchannels (\d+) nthreads (\d+)"
+    r"(?: nWorks (\d+))?"
+)
 _OLD_HEADER = re.compile(r"^Latency/AlgBw \|")
 _ALGO_HEADER = re.compile(r"^\s*Algorithm\s*\|")
 _PROTO_HEADER = re.compile(r"^\s*Protocol\s*\|")
@@ -59,8 +66,15 @@ def parse(text):
         if not any(_NEW.match(line.strip()) for line in text.splitlines()):
             raise
         log = {"nccl_version": None, "truncated": False, "truncated_line": None}
-    result = {"nccl_version": log["nccl_version"], "choices": [], "table": None, "switches": {},
-              "truncated": log["truncated"], "truncated_line": log["truncated_line"], "cut_lines": []}
+    result = {
+        "nccl_version": log["nccl_version"],
+        "choices": [],
+        "table": None,
+        "switches": {},
+        "truncated": log["truncated"],
+        "truncated_line": log["truncated_line"],
+        "cut_lines": [],
+    }
     table = _Table()
     for lineno, raw_line in enumerate(text.splitlines(), start=1):
         line = unwrap(raw_line)
@@ -74,9 +88,13 @@ def parse(text):
             choice = _read_choice(message, lineno)
             if choice:
                 result["choices"].append(choice)
-            elif not (COLL_LINE.match(message) or table.read(message)) and re.search(r"Bytes -> |: opCount ", message):
+            elif not (COLL_LINE.match(message) or table.read(message)) and re.search(
+                r"Bytes -> |: opCount ", message
+            ):
                 result["cut_lines"].append(lineno)
-    if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(text.splitlines()):  # stops inside one
+    if result["cut_lines"] and result["cut_lines"][-1] == last_nonblank(
+        text.splitlines()
+    ):  # stops inside one
         result["truncated"], result["truncated_line"] = True, result["cut_lines"][-1]
     result["table"] = table.result()
     result["switches"] = switches(result["choices"])
@@ -93,9 +111,18 @@ def _read_choice(message, lineno):
     found = _NEW.match(message) or _OLD.match(message) or _SYMMETRIC.match(message)
     if not found:
         return None
-    choice = {"func": found[1], "bytes": int(found[2].replace(",", "")), "algo": None, "proto": None,
-              "channel_hi": None, "time_us": None, "kernel": None, "nchannels": None, "nthreads": None,
-              "line": lineno}
+    choice = {
+        "func": found[1],
+        "bytes": int(found[2].replace(",", "")),
+        "algo": None,
+        "proto": None,
+        "channel_hi": None,
+        "time_us": None,
+        "kernel": None,
+        "nchannels": None,
+        "nthreads": None,
+        "line": lineno,
+    }
     if found.re is _SYMMETRIC:
         choice.update(kernel=found[3], nchannels=int(found[4]), nthreads=int(found[5]))
         return choice
@@ -114,7 +141,10 @@ def switches(choices):
     for choice in choices:
         if choice["algo"] is None:
             continue
-        by_func.setdefault(choice["func"] or "", {})[choice["bytes"]] = (choice["algo"], choice["proto"])
+        by_func.setdefault(choice["func"] or "", {})[choice["bytes"]] = (
+            choice["algo"],
+            choice["proto"],
+        )
     runs = {}
     for func, sizes in sorted(by_func.items()):
         func_runs = runs.setdefault(func, [])
@@ -123,7 +153,9 @@ def switches(choices):
             if func_runs and (func_runs[-1]["algo"], func_runs[-1]["proto"]) == (algo, proto):
                 func_runs[-1]["to_bytes"] = size
             else:
-                func_runs.append({"algo": algo, "proto": proto, "from_bytes": size, "to_bytes": size})
+                func_runs.append(
+                    {"algo": algo, "proto": proto, "from_bytes": size, "to_bytes": size}
+                )
     return runs
 
 
@@ -142,8 +174,10 @@ class _Table:
     def read(self, message):
         text = message.strip()
         if _OLD_HEADER.match(text):
-            self.block = [[_name(part.strip(), ALGORITHMS + PROTOCOLS) for part in label.split("/", 1)]
-                          for label in _cells(text)]
+            self.block = [
+                [_name(part.strip(), ALGORITHMS + PROTOCOLS) for part in label.split("/", 1)]
+                for label in _cells(text)
+            ]
             self.columns.extend(self.block)
             self.seen = True
             return True
@@ -154,13 +188,18 @@ class _Table:
         if _PROTO_HEADER.match(text) and self.pending_algos is not None:
             protos = [_name(cell, PROTOCOLS) for cell in _cells(text)]
             per_algo = max(1, len(protos) // max(1, len(self.pending_algos)))
-            self.block = [[self.pending_algos[i // per_algo], proto] for i, proto in enumerate(protos)
-                          if i // per_algo < len(self.pending_algos)]
+            self.block = [
+                [self.pending_algos[i // per_algo], proto]
+                for i, proto in enumerate(protos)
+                if i // per_algo < len(self.pending_algos)
+            ]
             self.columns.extend(self.block)
             self.pending_algos = None
             return True
         if _NTHREADS.match(text) and self.seen:
-            self.max_nthreads.extend(int(cell) for cell in re.findall(r"-?\d+", text.split("|", 1)[1]))
+            self.max_nthreads.extend(
+                int(cell) for cell in re.findall(r"-?\d+", text.split("|", 1)[1])
+            )
             return True
         row = _ROW.match(text) if self.seen and self.block else None
         if row and row.group(2):
@@ -173,5 +212,13 @@ class _Table:
         return False
 
     def result(self):
-        return {"columns": self.columns, "max_nthreads": self.max_nthreads, "rows": self.rows,
-                "truncated": self.truncated} if self.seen else None
+        return (
+            {
+                "columns": self.columns,
+                "max_nthreads": self.max_nthreads,
+                "rows": self.rows,
+                "truncated": self.truncated,
+            }
+            if self.seen
+            else None
+        )

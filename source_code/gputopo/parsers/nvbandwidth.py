@@ -37,16 +37,24 @@ v0.8): in a *_read_* test the cell (row r, column c) is a copy from GPU c into G
 in GPU r's context; in a *_write_* test it is a copy from GPU r into GPU c, issued in GPU r's
 context. `pair_gbs()` applies this.
 """
+
 import copy
 import re
 
 from . import ParseError, only_blank_after, prepare_lines
 
 # The header lines: "nvbandwidth Version: v0.8", "CUDA Runtime Version: 13000", ...
-_HEADER = re.compile(r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)"
-                     r"|^(CUDA Runtime |CUDA Driver )Version:\s*(\d+)")
-_HEADER_KEYS = {"nvbandwidth ": "version", "Built from Git ": "git_version", "CUDA Runtime ": "cuda_runtime_version",
-                "CUDA Driver ": "cuda_driver_version", "Driver ": "driver_version"}
+_HEADER = re.compile(
+    r"^(nvbandwidth |Built from Git |Driver )[Vv]ersion:\s*(\S+)"
+    r"|^(CUDA Runtime |CUDA Driver )Version:\s*(\d+)"
+)
+_HEADER_KEYS = {
+    "nvbandwidth ": "version",
+    "Built from Git ": "git_version",
+    "CUDA Runtime ": "cuda_runtime_version",
+    "CUDA Driver ": "cuda_driver_version",
+    "Driver ": "driver_version",
+}
 _DEVICE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+)\))?$")
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 _WAIVING = re.compile(r"^Waiving (\S+?)\.?$")
@@ -56,15 +64,23 @@ _SUM = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-
 _TITLE = re.compile(
     r"^(?:memcpy|memory latency|Device to Device Latency)\b.*?"
     r"(?:(CE|SM)\s+)?(?:(GPU|CPU)\(row\)\s*(->|<-|<->)\s*)?(GPU|CPU)\(column\)"
-    r"(?:\s+(\w+))?\s*(?:bandwidth\s*)?\((GB/s|ns)\)\s*$")
+    r"(?:\s+(\w+))?\s*(?:bandwidth\s*)?\((GB/s|ns)\)\s*$"
+)
 _CELL = re.compile(r"^(?:N/A|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)$")
 _METHOD = re.compile(r"\b(CE|SM)\b")
 
 
 def parse(text):
     """Parse nvbandwidth's text output; ParseError on empty, matrix-less or cut-off input."""
-    result = {"version": None, "git_version": None, "cuda_runtime_version": None,
-              "cuda_driver_version": None, "driver_version": None, "devices": [], "tests": []}
+    result = {
+        "version": None,
+        "git_version": None,
+        "cuda_runtime_version": None,
+        "cuda_driver_version": None,
+        "driver_version": None,
+        "devices": [],
+        "tests": [],
+    }
     lines = [line.rstrip() for line in prepare_lines(text)]
     if not any(line.strip() for line in lines):
         raise ParseError("empty input")
@@ -79,8 +95,9 @@ def parse(text):
             found_test["matrices"] = [m for m in found_test["matrices"] if m["values"]]
             for found in found_test["matrices"]:
                 _settle(found)
-        return ParseError(what, lineno, truncated=True, last_complete=done[-1] if done else None,
-                          partial=partial)
+        return ParseError(
+            what, lineno, truncated=True, last_complete=done[-1] if done else None, partial=partial
+        )
 
     def finish_matrix(lineno, at_end=False):
         nonlocal matrix
@@ -105,8 +122,10 @@ def parse(text):
             return
         if test["status"] == "ran" and not test["matrices"]:
             if at_end:
-                raise cut(f"test {test['name']} started but printed no matrix: the text stops "
-                          "there", lineno)
+                raise cut(
+                    f"test {test['name']} started but printed no matrix: the text stops there",
+                    lineno,
+                )
             test["status"], test["message"] = "error", test["message"] or "no matrix printed"
         done.append(test["name"])
         test = None
@@ -123,11 +142,17 @@ def parse(text):
             if found["column_labels"] is None:
                 found["column_labels"] = tokens
                 continue
-            if len(tokens) >= 2 and all(_CELL.match(t) for t in tokens[1:]) and not _SUM.match(line):
+            if (
+                len(tokens) >= 2
+                and all(_CELL.match(t) for t in tokens[1:])
+                and not _SUM.match(line)
+            ):
                 if len(tokens) - 1 != len(found["column_labels"]):
                     at_end = only_blank_after(lines, lineno - 1)
-                    what = (f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells "
-                            f"but its header has {len(found['column_labels'])}")
+                    what = (
+                        f"row {tokens[0]} of {found['title']!r} has {len(tokens) - 1} cells "
+                        f"but its header has {len(found['column_labels'])}"
+                    )
                     if at_end:
                         raise cut(what + ": the text stops there", lineno)
                     raise ParseError(what, lineno)
@@ -144,14 +169,27 @@ def parse(text):
             continue
         title = _TITLE.match(line)
         if title:
-            if test is None:  # a matrix pasted without its "Running" line (the README's example has one)
+            if (
+                test is None
+            ):  # a matrix pasted without its "Running" line (the README's example has one)
                 test = {"name": None, "status": "ran", "message": None, "matrices": []}
                 result["tests"].append(test)
             method, rows, arrow, columns, variant, unit = title.groups()
             method = method or (_METHOD.search(line).group(1) if _METHOD.search(line) else None)
-            found = {"title": line, "method": method, "rows": rows, "columns": columns, "arrow": arrow,
-                     "variant": variant if variant not in (None, "bandwidth") else None, "unit": unit,
-                     "row_labels": [], "column_labels": None, "values": [], "diagonal": None, "sum": None}
+            found = {
+                "title": line,
+                "method": method,
+                "rows": rows,
+                "columns": columns,
+                "arrow": arrow,
+                "variant": variant if variant not in (None, "bandwidth") else None,
+                "unit": unit,
+                "row_labels": [],
+                "column_labels": None,
+                "values": [],
+                "diagonal": None,
+                "sum": None,
+            }
             test["matrices"].append(found)
             matrix = found
             continue
@@ -164,18 +202,28 @@ def parse(text):
         waiving = _WAIVING.match(line)
         if waiving:
             finish_test(lineno)
-            result["tests"].append({"name": waiving.group(1), "status": "waived", "message": None, "matrices": []})
+            result["tests"].append(
+                {"name": waiving.group(1), "status": "waived", "message": None, "matrices": []}
+            )
             done.append(waiving.group(1))
             continue
         waived = _WAIVED.match(line)
         if waived:
-            named = test is not None and not test["matrices"]  # "Running x." then "Waived: ...": x was waived
+            named = (
+                test is not None and not test["matrices"]
+            )  # "Running x." then "Waived: ...": x was waived
             if named:
                 test["status"], test["message"] = "waived", waived.group(1) or None
             finish_test(lineno)
             if not named:
-                result["tests"].append({"name": None, "status": "waived", "message": waived.group(1) or None,
-                                        "matrices": []})
+                result["tests"].append(
+                    {
+                        "name": None,
+                        "status": "waived",
+                        "message": waived.group(1) or None,
+                        "matrices": [],
+                    }
+                )
             continue
         error = _ERROR.match(line)
         if error and test is not None:
@@ -185,8 +233,13 @@ def parse(text):
         if header:
             result[_HEADER_KEYS[header[1] or header[3]]] = header[2] or int(header[4])
         elif device:
-            result["devices"].append({"index": int(device.group(1)), "name": device.group(2).strip(),
-                                      "pci_bus_id": device.group(3)})
+            result["devices"].append(
+                {
+                    "index": int(device.group(1)),
+                    "name": device.group(2).strip(),
+                    "pci_bus_id": device.group(3),
+                }
+            )
     finish_test(len(lines), at_end=True)
     if not any(t["matrices"] or t["status"] != "ran" for t in result["tests"]):
         raise ParseError("no nvbandwidth test found (no 'Running <test>.' line and no matrix)")
@@ -198,8 +251,12 @@ def parse(text):
 
 def _settle(found):
     """Expected shape, diagonal: a GPU x GPU matrix is square; its diagonal is not measured."""
-    found["row_labels"] = [int(label) if label.isdigit() else label for label in found["row_labels"]]
-    found["column_labels"] = [int(label) if label.isdigit() else label for label in found["column_labels"] or []]
+    found["row_labels"] = [
+        int(label) if label.isdigit() else label for label in found["row_labels"]
+    ]
+    found["column_labels"] = [
+        int(label) if label.isdigit() else label for label in found["column_labels"] or []
+    ]
     if found["rows"] == "GPU" and found["columns"] == "GPU" and found["unit"] == "GB/s":
         printed = set()
         for r, label in enumerate(found["row_labels"]):
@@ -209,7 +266,9 @@ def _settle(found):
                 printed.add("N/A" if cell is None else f"{cell:.2f}")
                 if cell == 0.0:
                     found["values"][r][c] = None
-        found["diagonal"] = "N/A" if printed == {"N/A"} else ("0.00" if printed == {"0.00"} else None)
+        found["diagonal"] = (
+            "N/A" if printed == {"N/A"} else ("0.00" if printed == {"0.00"} else None)
+        )
 
 
 def find_matrix(parsed, test_name, variant=None):

@@ -2,6 +2,7 @@
 `--query-gpu` (`parse_gpu_query`), the plain banner (`parse_smi_banner`) and `-L`
 (`parse_mig_list`). `topo -m` and `topo -p2p` have parsers of their own (topo, p2p_status).
 """
+
 import csv
 import re
 from typing import Dict, List, Optional, Sequence
@@ -31,15 +32,20 @@ def _nvlinks(text: str) -> Dict[str, List[Optional[float]]]:
 
 def nvlink_link_counts(text: str) -> Dict[str, Dict[str, int]]:
     """Links per GPU in `nvidia-smi nvlink -s`: {"GPU0": {"active": 12, "inactive": 6}}."""
-    return {gpu: {"active": len(links) - links.count(None), "inactive": links.count(None)}
-            for gpu, links in _nvlinks(text).items()}
+    return {
+        gpu: {"active": len(links) - links.count(None), "inactive": links.count(None)}
+        for gpu, links in _nvlinks(text).items()
+    }
 
 
 def nvlink_speeds(text: str) -> Dict[str, float]:
     """The slowest active link's speed per GPU in `nvidia-smi nvlink -s`: {"GPU0": 26.562}.
     These are signalling rates, not data rates (gputopo.links)."""
-    return {gpu: min(speed for speed in links if speed is not None)
-            for gpu, links in _nvlinks(text).items() if any(speed is not None for speed in links)}
+    return {
+        gpu: min(speed for speed in links if speed is not None)
+        for gpu, links in _nvlinks(text).items()
+        if any(speed is not None for speed in links)
+    }
 
 
 # How `nvidia-smi --query-gpu` fills a field it has no value for.
@@ -54,7 +60,9 @@ def parse_gpu_query(text: str, fields: Sequence[str]) -> List[Dict[str, Optional
         if not "".join(cells).strip():
             continue
         if len(cells) != len(fields):
-            raise ParseError(f"expected {len(fields)} comma-separated fields, got {len(cells)}", line)
+            raise ParseError(
+                f"expected {len(fields)} comma-separated fields, got {len(cells)}", line
+            )
         row = {field: cell.strip() for field, cell in zip(fields, cells)}
         if not row["index"].isdigit():
             raise ParseError(f"GPU index {row['index']!r} is not a number", line)
@@ -66,8 +74,10 @@ def parse_smi_banner(text: str) -> Dict[str, Optional[str]]:
     """Driver and CUDA versions from the header box of plain `nvidia-smi`."""
     driver = re.search(r"Driver Version:\s*([0-9][\w.\-]*)", text)
     cuda = re.search(r"CUDA Version:\s*([0-9][\d.]*)", text)
-    return {"driver_version": driver.group(1) if driver else None,
-            "cuda_version": cuda.group(1) if cuda else None}
+    return {
+        "driver_version": driver.group(1) if driver else None,
+        "cuda_version": cuda.group(1) if cuda else None,
+    }
 
 
 def parse_mig_list(text: str) -> Dict[int, List[str]]:

@@ -15,17 +15,22 @@ Cut-off output (ParseError with truncated=True, and `partial` holding what was r
   tables before it had.
 Lines may carry an editor's line numbers, quote marks or escape codes (`prepare_lines`).
 """
+
 import copy
 import re
 
 from . import NUMBER, ParseError, last_nonblank, nothing_found, prepare_lines
 
 # "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
-_TITLE = re.compile(r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
-                    r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)")
+_TITLE = re.compile(
+    r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
+    r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)"
+)
 _CONNECTIVITY_TITLE = "P2P Connectivity Matrix"
-_DEVICE_LINE = re.compile(r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
-                          r"pciDomainID:\s*([0-9a-fA-F]+)")
+_DEVICE_LINE = re.compile(
+    r"Device: (\d+), (.+?), pciBusID: ([0-9a-fA-F]+), pciDeviceID: ([0-9a-fA-F]+), "
+    r"pciDomainID:\s*([0-9a-fA-F]+)"
+)
 _PEER_LINE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 # First token of a table's header line: bandwidth and connectivity tables say D\D, the
 # latency sections hold one GPU table and one CPU table.
@@ -40,17 +45,37 @@ def _section_of(title):
     if not found:
         return None
     direction, p2p, measure, mode, unit = found.groups()
-    if (measure, unit, direction is None) not in (("Bandwidth", "GB/s", False), ("Latency", "us", True)):
+    if (measure, unit, direction is None) not in (
+        ("Bandwidth", "GB/s", False),
+        ("Latency", "us", True),
+    ):
         return None
-    suffix = ("disabled" if p2p == "Disabled" else "enabled" if direction == "Bidirectional"
-              else "read" if mode == "Reads" else "write")
-    return ("latency_us", suffix) if direction is None else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
+    suffix = (
+        "disabled"
+        if p2p == "Disabled"
+        else "enabled"
+        if direction == "Bidirectional"
+        else "read"
+        if mode == "Reads"
+        else "write"
+    )
+    return (
+        ("latency_us", suffix)
+        if direction is None
+        else ("bandwidth_gbs", f"{direction.lower()}_{suffix}")
+    )
 
 
 def parse(text):
     """Parse p2pBandwidthLatencyTest output; see the module docstring for what raises."""
-    result = {"devices": [], "peer_access": [], "connectivity": None, "bandwidth_gbs": {}, "latency_us": {},
-              "row_indices": {}}
+    result = {
+        "devices": [],
+        "peer_access": [],
+        "connectivity": None,
+        "bandwidth_gbs": {},
+        "latency_us": {},
+        "row_indices": {},
+    }
     section = None  # (group, key prefix, title, line number) of the section being read
     table = None  # (key, column labels, header line number, rows read) of the table being read
     lines = prepare_lines(text)
@@ -63,8 +88,13 @@ def parse(text):
         partial = copy.deepcopy(result)
         partial["gpu_count"] = _gpu_count(partial)
         last_whole = done[-1] if done else _before_matrices(result)
-        return ParseError(f"{what}: the text stops there", lineno, truncated=True,
-                          last_complete=last_whole, partial=partial)
+        return ParseError(
+            f"{what}: the text stops there",
+            lineno,
+            truncated=True,
+            last_complete=last_whole,
+            partial=partial,
+        )
 
     def close(section, table, at_end=False):
         """A section must hold at least one table, and every table at least one row."""
@@ -115,14 +145,18 @@ def parse(text):
     if cut_row is not None:
         raise stop(f"the last cell of row {cut_row} of {table[0]} is cut off", last)
     if table is not None and table[3] < min(len(table[1]), max(rows_seen, default=0)):
-        raise stop(f"table {table[0]} has {table[3]} rows where the tables before it had "
-                   f"{max(rows_seen)}", last)
+        raise stop(
+            f"table {table[0]} has {table[3]} rows where the tables before it had {max(rows_seen)}",
+            last,
+        )
     close(section, table, at_end=True)
 
     if not result["row_indices"]:
         if result["devices"] or result["peer_access"]:
             raise stop("no matrix after the device list", last)
-        raise nothing_found(text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')")
+        raise nothing_found(
+            text, "no P2P matrix found (no section title such as 'P2P Connectivity Matrix')"
+        )
     result["gpu_count"] = _gpu_count(result)
     return result
 
@@ -138,8 +172,12 @@ def _gpu_count(result):
     """GPUs in the run: the device list's, else the most devices a matrix's header names."""
     if result["devices"]:
         return len(result["devices"])
-    widths = [len(rows[0]) for group in ("bandwidth_gbs", "latency_us")
-              for rows in result[group].values() if rows]
+    widths = [
+        len(rows[0])
+        for group in ("bandwidth_gbs", "latency_us")
+        for rows in result[group].values()
+        if rows
+    ]
     widths += [len(result["connectivity"][0])] if result["connectivity"] else []
     return max(widths, default=0)
 
@@ -156,8 +194,12 @@ def _last_cell_cut(result, section, table, lines, last):
     tokens = lines[last - 1].split() if last else []
     if not tokens or not tokens[0].isdigit() or section[0] == "connectivity":
         return None
-    cells = [cell for line in lines[table[2]:last - 1] for cell in line.split()[1:]
-             if line.split() and line.split()[0].isdigit()] + tokens[1:-1]
+    cells = [
+        cell
+        for line in lines[table[2] : last - 1]
+        for cell in line.split()[1:]
+        if line.split() and line.split()[0].isdigit()
+    ] + tokens[1:-1]
     shapes = {_shape(cell) for cell in cells if cell != "N/A"}
     if len(shapes) != 1 or tokens[-1] == "N/A" or _shape(tokens[-1]) in shapes:
         return None
@@ -194,12 +236,17 @@ def _add_row(result, section, table, tokens, lineno):
     key, labels, header_lineno, rows_read = table
     row_index, cells = int(tokens[0]), tokens[1:]
     if len(cells) != len(labels):
-        raise ParseError(f"row {row_index} of {key} has {len(cells)} cells but its header has {len(labels)}", lineno)
+        raise ParseError(
+            f"row {row_index} of {key} has {len(cells)} cells but its header has {len(labels)}",
+            lineno,
+        )
     if row_index not in labels:
         raise ParseError(f"row {row_index} of {key} names no device of its header", lineno)
     bad = [cell for cell in cells if not NUMBER.fullmatch(cell) and cell != "N/A"]
     if bad:
-        raise ParseError(f"row {row_index} of {key} has a cell that is not a number: {bad[0]!r}", lineno)
+        raise ParseError(
+            f"row {row_index} of {key} has a cell that is not a number: {bad[0]!r}", lineno
+        )
     if section[0] == "connectivity":
         result["connectivity"].append([int(float(cell)) for cell in cells])
     else:
@@ -213,10 +260,19 @@ def _read_device_line(result, stripped):
     device, peer = _DEVICE_LINE.match(stripped), _PEER_LINE.match(stripped)
     if device:
         index, name, bus, device_id, domain = device.groups()
-        result["devices"].append({"index": int(index), "name": name, "pci_bus_id": bus,
-                                  "pci_device_id": device_id, "pci_domain_id": domain})
+        result["devices"].append(
+            {
+                "index": int(index),
+                "name": name,
+                "pci_bus_id": bus,
+                "pci_device_id": device_id,
+                "pci_domain_id": domain,
+            }
+        )
     elif peer:
-        result["peer_access"].append({"from": int(peer[1]), "to": int(peer[3]), "can_access": peer[2] == "CAN"})
+        result["peer_access"].append(
+            {"from": int(peer[1]), "to": int(peer[3]), "can_access": peer[2] == "CAN"}
+        )
 
 
 def matrix_labels(parsed, key):

@@ -9,10 +9,17 @@ A matrix with fewer rows than its header has columns, at the end of the text, is
 output: ParseError with truncated=True, the rows read whole in its `partial`, never a partial
 matrix returned as if whole. Lines are read after `gputopo.parsers.prepare_lines`.
 """
+
 import re
 
-from . import (ANSI_ESCAPE, ParseError, check_driver_trouble, nothing_found, only_blank_after,
-               prepare_lines)
+from . import (
+    ANSI_ESCAPE,
+    ParseError,
+    check_driver_trouble,
+    nothing_found,
+    only_blank_after,
+    prepare_lines,
+)
 
 _GPU = re.compile(r"GPU\d+")
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -48,28 +55,44 @@ def parse(text):
         cells = tokens[1:]
         if len(cells) != len(header):
             if len(cells) < len(header) and only_blank_after(lines, index):
-                raise ParseError(f"row {tokens[0]} stops after {len(cells)} of {len(header)} cells",
-                                 index + 1, truncated=True, last_complete=_last(status),
-                                 partial={"status": status, "gpus": header, "legend": legend})
-            raise ParseError(f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns", index + 1)
+                raise ParseError(
+                    f"row {tokens[0]} stops after {len(cells)} of {len(header)} cells",
+                    index + 1,
+                    truncated=True,
+                    last_complete=_last(status),
+                    partial={"status": status, "gpus": header, "legend": legend},
+                )
+            raise ParseError(
+                f"row {tokens[0]} has {len(cells)} cells for {len(header)} columns", index + 1
+            )
         bad = [cell for cell in cells if not _CODE.fullmatch(cell)]
         if bad:
-            raise ParseError(f"row {tokens[0]} has a cell that is not a status code: {bad[0]!r}", index + 1)
+            raise ParseError(
+                f"row {tokens[0]} has a cell that is not a status code: {bad[0]!r}", index + 1
+            )
         if tokens[0] in status:
             raise ParseError(f"second row for {tokens[0]}", index + 1)
-        status[tokens[0]] = {column: cell for column, cell in zip(header, cells) if column != tokens[0]}
+        status[tokens[0]] = {
+            column: cell for column, cell in zip(header, cells) if column != tokens[0]
+        }
     if header is None:
         raise nothing_found(text, "no GPU header line found (a line of GPU0 GPU1 ...)")
     missing = [gpu for gpu in header if gpu not in status]
     if missing:
         if in_legend:
             raise ParseError(f"matrix has no row for {', '.join(missing)}", header_index + 1)
-        raise ParseError(f"matrix has rows for {len(status)} of {len(header)} GPUs (missing "
-                         f"{', '.join(missing)}): the text stops", len(lines), truncated=True,
-                         last_complete=_last(status),
-                         partial={"status": status, "gpus": header, "legend": legend})
+        raise ParseError(
+            f"matrix has rows for {len(status)} of {len(header)} GPUs (missing "
+            f"{', '.join(missing)}): the text stops",
+            len(lines),
+            truncated=True,
+            last_complete=_last(status),
+            partial={"status": status, "gpus": header, "legend": legend},
+        )
     return {"status": status, "gpus": header, "legend": legend}
 
 
 def _last(status):
-    return f"row {list(status)[-1]} of the matrix" if status else "the header line (no row read whole)"
+    return (
+        f"row {list(status)[-1]} of the matrix" if status else "the header line (no row read whole)"
+    )

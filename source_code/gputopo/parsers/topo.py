@@ -22,6 +22,7 @@ output in tests/fixtures/parsers/, listed in its README):
 - the text stops inside the matrix: ParseError(truncated=True) with the rows read whole in
   `partial`.
 """
+
 import re
 
 from . import ParseError, check_driver_trouble, nothing_found, only_blank_after, prepare_lines
@@ -39,7 +40,9 @@ _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+)")
 _CODE = re.compile(r"NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|X")
 _GLUED = re.compile(r"(?:NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|X){2,}")
 
-rank_link = linkcodes.rank  # higher is better for GPU-to-GPU traffic; ValueError for X or an unknown code
+rank_link = (
+    linkcodes.rank
+)  # higher is better for GPU-to-GPU traffic; ValueError for X or an unknown code
 
 
 def parse(text):
@@ -53,8 +56,9 @@ def parse(text):
         rows, after_matrix = _read_rows(lines, header_index, columns, trailing, damage)
     except _Cut as cut:
         partial = _result(columns, cut.rows, {}, {}, damage)
-        raise ParseError(cut.what, cut.lineno, truncated=True, last_complete=cut.last,
-                         partial=partial) from None
+        raise ParseError(
+            cut.what, cut.lineno, truncated=True, last_complete=cut.last, partial=partial
+        ) from None
     nic_legend, legend = _read_legends(lines[after_matrix:])
     return _result(columns, rows, nic_legend, legend, damage)
 
@@ -76,13 +80,23 @@ def _result(columns, rows, nic_legend, legend, damage):
         elif name not in gpus:
             # Drivers before the NIC legend named the NIC itself in the column.
             nics[name] = name
-    links = {row: {column: cell for column, cell in zip(columns, cells) if column != row}
-             for row, (cells, _) in rows.items()}
+    links = {
+        row: {column: cell for column, cell in zip(columns, cells) if column != row}
+        for row, (cells, _) in rows.items()
+    }
     best_pair, worst_pair = _extreme_pairs([gpu for gpu in gpus if gpu in links], links)
-    return {"gpus": gpus, "nics": nics, "links": links, "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
-            "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
-            "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
-            "best_pair": best_pair, "worst_pair": worst_pair, "legend": legend, "damage": damage}
+    return {
+        "gpus": gpus,
+        "nics": nics,
+        "links": links,
+        "cpu_affinity": _trailing_column(rows, "CPU Affinity"),
+        "numa_affinity": _trailing_column(rows, "NUMA Affinity"),
+        "gpu_numa_id": _trailing_column(rows, "GPU NUMA ID"),
+        "best_pair": best_pair,
+        "worst_pair": worst_pair,
+        "legend": legend,
+        "damage": damage,
+    }
 
 
 def _find_header(lines, text):
@@ -91,8 +105,9 @@ def _find_header(lines, text):
         # A row also starts with GPU0, but its next token is a link cell (X).
         if tokens and tokens[0] == "GPU0" and (len(tokens) == 1 or not _CODE.match(tokens[1])):
             return index
-    raise nothing_found(text, "no topology header found (a line of column names starting with "
-                              "GPU0)")
+    raise nothing_found(
+        text, "no topology header found (a line of column names starting with GPU0)"
+    )
 
 
 def _read_header(line, lineno):
@@ -124,17 +139,27 @@ def _read_rows(lines, header_index, columns, trailing, damage):
             break
         found, notes, short = _read_row(lines[index], columns, trailing, index + 1)
         if short is not None and only_blank_after(lines, index):  # the text stops inside this row
-            last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops in the first row)"
-            raise _Cut(f"row {tokens[0]} has {short} link cells "
-                       f"but the header names {len(columns)} devices: the text stops there",
-                       index + 1, last, rows)
+            last = (
+                f"row {list(rows)[-1]} of the matrix"
+                if rows
+                else "none (the text stops in the first row)"
+            )
+            raise _Cut(
+                f"row {tokens[0]} has {short} link cells "
+                f"but the header names {len(columns)} devices: the text stops there",
+                index + 1,
+                last,
+                rows,
+            )
         damage += [{"line": index + 1, "row": tokens[0], "what": note} for note in notes]
         if tokens[0] in rows:
             if found != rows[tokens[0]]:
-                raise ParseError(f"second row for {tokens[0]}, with other cells than the first",
-                                 index + 1)
-            damage.append({"line": index + 1, "row": tokens[0],
-                           "what": "the row printed twice: read once"})
+                raise ParseError(
+                    f"second row for {tokens[0]}, with other cells than the first", index + 1
+                )
+            damage.append(
+                {"line": index + 1, "row": tokens[0], "what": "the row printed twice: read once"}
+            )
         rows[tokens[0]] = found
         index += 1
     missing = [name for name in columns if name not in rows]
@@ -146,9 +171,13 @@ def _read_rows(lines, header_index, columns, trailing, damage):
             found, lineno = "a blank line", index + 1
         else:
             found, lineno = repr(lines[index].strip()), index + 1
-        last = f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops at the header)"
-        what = (f"matrix has rows for {len(rows)} of {len(columns)} devices "
-                f"(missing {', '.join(missing)}); found {found} instead")
+        last = (
+            f"row {list(rows)[-1]} of the matrix" if rows else "none (the text stops at the header)"
+        )
+        what = (
+            f"matrix has rows for {len(rows)} of {len(columns)} devices "
+            f"(missing {', '.join(missing)}); found {found} instead"
+        )
         if stops:
             raise _Cut(what, lineno, last, rows)
         raise ParseError(what, lineno)
@@ -172,28 +201,36 @@ def _read_row(line, columns, trailing, lineno):
         elif token[:1].isdigit() or token == "N/A":
             break  # the link cells ran out: this is the CPU affinity column or after
         else:
-            notes.append(f"{token!r} in column {columns[len(cells)]} is no link code: "
-                         "read as unknown")
+            notes.append(
+                f"{token!r} in column {columns[len(cells)]} is no link code: read as unknown"
+            )
             cells.append(None)
         used += 1
     short = len(cells) if len(cells) < len(columns) else None
     if short is not None:
         missing = len(columns) - len(cells)
-        notes.append(f"row has {len(cells)} link cells but the header names {len(columns)} "
-                     f"devices: the last {missing} read as unknown")
+        notes.append(
+            f"row has {len(cells)} link cells but the header names {len(columns)} "
+            f"devices: the last {missing} read as unknown"
+        )
         cells += [None] * missing
     own = columns.index(label)
     if cells[own] != "X" and short is None:
-        notes.append(f"the row's own column {label} holds {cells[own]!r}, not X: its cells do not "
-                     "line up, all read as unknown")
+        notes.append(
+            f"the row's own column {label} holds {cells[own]!r}, not X: its cells do not "
+            "line up, all read as unknown"
+        )
         cells = [None] * len(columns)
     cells[own] = "X"
     cells = ["SYS" if cell == "SOC" else cell for cell in cells]
 
     extra = runs[used:]
     if len(extra) > len(trailing):
-        raise ParseError(f"row {label} has {len(extra)} cells after the links but the header names "
-                         f"{len(trailing)} columns there", lineno)
+        raise ParseError(
+            f"row {label} has {len(extra)} cells after the links but the header names "
+            f"{len(trailing)} columns there",
+            lineno,
+        )
     values = [""] * len(trailing)
     if len(extra) == len(trailing):
         values = [run.group() for run in extra]
@@ -234,17 +271,23 @@ def _read_legends(lines):
 
 def _trailing_column(rows, title):
     """{device: value} for one trailing column; GPUs always, NICs only where a value is printed."""
-    return {device: trailing[title] for device, (_, trailing) in rows.items()
-            if title in trailing and (_GPU_NAME.fullmatch(device) or trailing[title])}
+    return {
+        device: trailing[title]
+        for device, (_, trailing) in rows.items()
+        if title in trailing and (_GPU_NAME.fullmatch(device) or trailing[title])
+    }
 
 
 def _extreme_pairs(gpus, links):
     """Best and worst GPU pair [i, j] (i < j) by rank_link; ties go to the lowest (i, j). A pair
     whose cell could not be read (None) is left out."""
     numbered = sorted((int(_GPU_NAME.fullmatch(name).group(1)), name) for name in gpus)
-    pairs = [(rank_link(links[name_i][name_j]), [i, j])
-             for a, (i, name_i) in enumerate(numbered) for j, name_j in numbered[a + 1:]
-             if links[name_i].get(name_j) is not None]
+    pairs = [
+        (rank_link(links[name_i][name_j]), [i, j])
+        for a, (i, name_i) in enumerate(numbered)
+        for j, name_j in numbered[a + 1 :]
+        if links[name_i].get(name_j) is not None
+    ]
     if not pairs:
         return None, None
     # max and min keep the first of equal ranks: the lowest (i, j).

@@ -11,6 +11,7 @@ prints one line per size: bytes, time (us), algbw = bytes / time and busbw = alg
 as nccl-tests computes them (GB = 10^9 bytes). A wrong sum stops the run with one line naming
 the size and the rank.
 """
+
 import argparse
 import os
 import sys
@@ -20,9 +21,11 @@ UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
 
 def size_arg(text):
-    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")):].upper()
+    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")) :].upper()
     if not number.isdigit() or int(number) < 4 or unit not in UNITS:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size of at least 4 bytes like 4K, 256M or 1G")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a size of at least 4 bytes like 4K, 256M or 1G"
+        )
     return int(number) * UNITS[unit]
 
 
@@ -33,7 +36,7 @@ def positive_int(text):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):          # one line and exit 2, without argparse's usage dump
+    def error(self, message):  # one line and exit 2, without argparse's usage dump
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -41,8 +44,12 @@ def parse_args(argv=None):
     p = OneLineParser(prog="allreduce_check.py", description=__doc__.split("\n")[0])
     p.add_argument("--min-bytes", type=size_arg, default=2**20, help="smallest buffer (default 1M)")
     p.add_argument("--max-bytes", type=size_arg, default=2**30, help="largest buffer (default 1G)")
-    p.add_argument("--iters", type=positive_int, default=20, help="timed calls per size (default 20)")
-    p.add_argument("--warmup", type=positive_int, default=5, help="untimed calls per size first (default 5)")
+    p.add_argument(
+        "--iters", type=positive_int, default=20, help="timed calls per size (default 20)"
+    )
+    p.add_argument(
+        "--warmup", type=positive_int, default=5, help="untimed calls per size first (default 5)"
+    )
     args = p.parse_args(argv)
     if args.min_bytes > args.max_bytes:
         p.error("--min-bytes is larger than --max-bytes")
@@ -67,8 +74,10 @@ def main(argv=None):
     dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
     if rank == 0:
-        print(f"# {n} ranks; NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}; "
-              f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', '<unset>')}")
+        print(
+            f"# {n} ranks; NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}; "
+            f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', '<unset>')}"
+        )
         print(f"# {'bytes':>12} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}")
     expected = n * (n + 1) / 2
     for size in sizes(args.min_bytes, args.max_bytes):
@@ -86,13 +95,19 @@ def main(argv=None):
         buf.fill_(rank + 1)
         dist.all_reduce(buf)
         if not bool(torch.all(buf == expected)):
-            print(f"allreduce_check.py: error: wrong sum at {size} bytes on rank {rank} "
-                  f"(expected {expected:g})", file=sys.stderr)
+            print(
+                f"allreduce_check.py: error: wrong sum at {size} bytes on rank {rank} "
+                f"(expected {expected:g})",
+                file=sys.stderr,
+            )
             dist.destroy_process_group()
             return 1
         if rank == 0:
             algbw = size / seconds / 1e9
-            print(f"  {size:>12} {seconds * 1e6:>12.1f} {algbw:>11.2f} {algbw * 2 * (n - 1) / n:>11.2f}", flush=True)
+            print(
+                f"  {size:>12} {seconds * 1e6:>12.1f} {algbw:>11.2f} {algbw * 2 * (n - 1) / n:>11.2f}",
+                flush=True,
+            )
     dist.destroy_process_group()
     return 0
 
