@@ -40,7 +40,8 @@ def _check_ranks(n: Any, what: str = "number of GPUs") -> int:
 
 def busbw_factor(op: str, n: int) -> float:
     """busbw / algbw for operation `op` on `n` ranks (the ring algorithm's traffic per link):
-    all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1."""
+    all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce,
+    sendrecv 1."""
     if op not in _FACTORS:
         raise ValueError(f"unknown operation {op!r}: expected one of {', '.join(_FACTORS)}")
     return _FACTORS[op](_check_ranks(n))
@@ -100,13 +101,14 @@ def ring_allreduce_time_us(size_bytes: Any, n: int, alpha_us: float, beta_gbps: 
 def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, float]:
     """(alpha_step_us, busbw_gbps) from an nccl-tests table, consistent with the ring model.
 
-    The out-of-place times are fitted as T(S) = A + S / B (`fit`), then alpha = A / ring_steps(op, n)
-    (all_reduce: A / 2(n-1)), the cost of one step, and beta = B * busbw_factor(op, n) (2(n-1)/n), the
-    bus bandwidth: what each GPU moves through its bottleneck, not the rate of one link. alpha holds
-    whatever the time includes besides the wire (launch, synchronisation, protocol): an effective
-    cost per step. When one process launches the kernels of all n GPUs one after the other
-    (nccl-tests -g n), a small message's time is mostly that launch cost and A / 2(n-1) falls as n
-    grows; fit a run with CUDA graphs (-G) or one process per GPU for a per-step cost.
+    The out-of-place times are fitted as T(S) = A + S / B (`fit`), then
+    alpha = A / ring_steps(op, n) (all_reduce: A / 2(n-1)), the cost of one step, and
+    beta = B * busbw_factor(op, n) (2(n-1)/n), the bus bandwidth: what each GPU moves through its
+    bottleneck, not the rate of one link. alpha holds whatever the time includes besides the wire
+    (launch, synchronisation, protocol): an effective cost per step. When one process launches the
+    kernels of all n GPUs one after the other (nccl-tests -g n), a small message's time is mostly
+    that launch cost and A / 2(n-1) falls as n grows; fit a run with CUDA graphs (-G) or one process
+    per GPU for a per-step cost.
     """
     steps = ring_steps(op, n)
     if steps == 0:
@@ -118,17 +120,19 @@ def fit_from_table(parsed: Dict[str, Any], op: str, n: int) -> Tuple[float, floa
     ]
     if not pairs:
         raise ValueError(
-            "no out-of-place times in the table (pass what gputopo.parsers.nccl_tests.parse returns)"
+            "no out-of-place times in the table "
+            "(pass what gputopo.parsers.nccl_tests.parse returns)"
         )
     a_us, b_gbps = fit([p[0] for p in pairs], [p[1] for p in pairs])
     return a_us / steps, b_gbps * busbw_factor(op, n)
 
 
 def total_nic_gbps(nics_per_node: int, gbit_per_nic: float) -> float:
-    """A node's total network bandwidth per direction in GB/s: NICs x line rate (Gb/s) / 8. NCCL spreads
-    the rings that leave a node over all its NICs, so this, not one GPU's share, bounds busbw across
-    nodes (nccl-tests #309: eight 400 Gb/s NICs, 400 GB/s; #29: a DGX-1's four 100 Gb/s EDR adapters,
-    50 GB/s, reach about 48). A line rate; what NCCL reaches per NIC: `NIC_EFFICIENCY`."""
+    """A node's total network bandwidth per direction in GB/s: NICs x line rate (Gb/s) / 8.
+    NCCL spreads the rings that leave a node over all its NICs, so this, not one GPU's share,
+    bounds busbw across nodes (nccl-tests #309: eight 400 Gb/s NICs, 400 GB/s; #29: a DGX-1's
+    four 100 Gb/s EDR adapters, 50 GB/s, reach about 48). A line rate; what NCCL reaches per NIC:
+    `NIC_EFFICIENCY`."""
     if not gbit_per_nic > 0:
         raise ValueError(f"a NIC's rate (Gb/s) must be positive, not {gbit_per_nic!r}")
     return _check_ranks(nics_per_node, "NICs per node") * gbit_per_nic / 8
@@ -303,23 +307,25 @@ def whatif(
 ) -> Dict[str, Any]:
     """busbw, bound and time of an all-reduce over nodes x gpus_per_node GPUs, and what bounds it.
 
-    in_node_link_gbps: one GPU's NVLink line rate per direction (`links.link_table`), None for one GPU
-    per node or a PCIe-only node (no in-node limit); in_node_busbw_gbps: a recorded in-node busbw used
-    as the in-node estimate instead. The terms (GB/s):
+    in_node_link_gbps: one GPU's NVLink line rate per direction (`links.link_table`), None for one
+    GPU per node or a PCIe-only node (no in-node limit); in_node_busbw_gbps: a recorded in-node
+    busbw used as the in-node estimate instead. The terms (GB/s):
       in-node    in_node_link_gbps x NVLINK_RING_EFFICIENCY (x NVLS_GAIN with NVLS on)
       NICs       `total_nic_gbps` x NIC_EFFICIENCY (NIC_EFFICIENCY_NO_GDR for a NIC behind the CPU),
-                 / spine_oversubscription when rails are not aligned and PXN is off: a hop from NIC i
-                 to another rail's NIC crosses the spine (PXN, on by default, first moves the data over
-                 NVLink to the GPU beside the right rail's NIC; NCCL_PXN_DISABLE, src/graph/paths.cc at v2.28.3-1)
+                 / spine_oversubscription when rails are not aligned and PXN is off: a hop from
+                 NIC i to another rail's NIC crosses the spine (PXN, on by default, first moves
+                 the data over NVLink to the GPU beside the right rail's NIC; NCCL_PXN_DISABLE,
+                 src/graph/paths.cc at v2.28.3-1)
     Ring: busbw = the smallest term. Tree on two nodes: each node's data crosses the network once
     per direction instead of 2(N-1)/N times, so the NIC term is x 2(N-1)/N (nccl-tests #196, NCCL's
     lead: on two nodes a tree can go beyond the network bottleneck if the intra-node bandwidth
     sustains it); on more nodes the ring's term. Either way x TREE_EFFICIENCY. Time: NCCL's own
-    latency for the algorithm with the Simple protocol (`nccl_latency_us`: the ring pays 2(N-1) hops,
-    2(nodes-1) of them on the network; the tree 2(g-1) in-node hops plus 2 floor(log2 nodes) network
-    hops) + 2(N-1)/N S / busbw. Simple is NCCL's protocol for large messages; for small ones LL's
-    lower latency would win, so small-message times here are upper bounds. NCCL's per-call plateau
-    correction of a ring across nodes (x 1.4 on sm80+, tuning.cc lines 593-596) is left out.
+    latency for the algorithm with the Simple protocol (`nccl_latency_us`: the ring pays 2(N-1)
+    hops, 2(nodes-1) of them on the network; the tree 2(g-1) in-node hops plus 2 floor(log2 nodes)
+    network hops) + 2(N-1)/N S / busbw. Simple is NCCL's protocol for large messages; for small
+    ones LL's lower latency would win, so small-message times here are upper bounds. NCCL's
+    per-call plateau correction of a ring across nodes (x 1.4 on sm80+, tuning.cc lines 593-596) is
+    left out.
     Inside one NVLink domain (GB200 NVL72: nvlink_domain_gpus=72) no NIC is used and every hop is
     an NVLink hop.
     Returns {busbw_gbps, bound_gbps, terms, bound_by, latency_us, time_us, algbw_gbps, gpus, notes}.
@@ -332,8 +338,8 @@ def whatif(
         or not size_bytes > 0
     ):
         raise ValueError(
-            f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} and a positive "
-            f"size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}"
+            f"need algorithm 'ring' or 'tree', nvls_generation in {list(NVLS_EFFICIENCY)} "
+            f"and a positive size; got {algorithm!r}, {nvls_generation!r}, {size_bytes!r}"
         )
     n, notes, bounds, terms = g * nodes, [], {}, {}
     one_domain = nodes == 1 or (nvlink_domain_gpus is not None and n <= nvlink_domain_gpus)
@@ -368,7 +374,8 @@ def whatif(
         if not rails_aligned and not pxn:
             scale /= spine_oversubscription
             notes.append(
-                f"rails not aligned, PXN off: ring hops cross the spine ({spine_oversubscription:g}:1)"
+                "rails not aligned, PXN off: ring hops cross the spine "
+                f"({spine_oversubscription:g}:1)"
             )
         if algorithm == "tree" and nodes == 2:
             scale *= busbw_factor("all_reduce", n)
@@ -411,10 +418,11 @@ def whatif(
 
 # The ring all-reduce step by step (notebook 4 runs it on numbers; images/draw_diagrams.py draws it)
 def ring_schedule(n: int) -> List[Tuple[int, str, List[Tuple[int, int, int]]]]:
-    """The ring all-reduce's 2(n-1) steps: (step, phase, [(sender, receiver, chunk), ...]). The buffer
-    is cut into n chunks; in reduce-scatter step s (1 ... n-1) GPU i sends chunk (i - s + 1) mod n to
-    GPU i+1, which adds it to its copy, so after n-1 steps GPU i holds the sum of chunk (i + 1) mod n;
-    all-gather passes the finished chunks on for n-1 more steps. Each step every GPU sends S/n bytes."""
+    """The ring all-reduce's 2(n-1) steps: (step, phase, [(sender, receiver, chunk), ...]).
+    The buffer is cut into n chunks; in reduce-scatter step s (1 ... n-1) GPU i sends chunk
+    (i - s + 1) mod n to GPU i+1, which adds it to its copy, so after n-1 steps GPU i holds the sum
+    of chunk (i + 1) mod n; all-gather passes the finished chunks on for n-1 more steps. Each step
+    every GPU sends S/n bytes."""
     return [
         (s, "reduce-scatter", [(i, (i + 1) % n, (i - s + 1) % n) for i in range(n)])
         for s in range(1, n)

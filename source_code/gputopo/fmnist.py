@@ -7,9 +7,9 @@
 Where the files are looked for, in this order (the first folder holding all four files wins):
 
 1. ``$FASHION_MNIST_DIR``
-2. ``~/.keras/datasets/fashion-mnist``      (where ``keras.datasets.fashion_mnist`` caches them)
-3. ``/usr/share/datasets/fashion-mnist``    (Debian's package ``dataset-fashion-mnist``, MIT licence)
-4. ``source_code/data/fashion-mnist``       (the project's own, git-ignored data folder)
+2. ``~/.keras/datasets/fashion-mnist``    (where ``keras.datasets.fashion_mnist`` caches them)
+3. ``/usr/share/datasets/fashion-mnist``  (Debian's package ``dataset-fashion-mnist``, MIT licence)
+4. ``source_code/data/fashion-mnist``     (the project's own, git-ignored data folder)
 
 What is verified is the *content*, not the gzip bytes (Debian's ``.gz`` files differ from the
 official ones only in the gzip header): the idx magic numbers, 60000 training and 10000 test
@@ -99,11 +99,13 @@ Three ways to get it (any one is enough):
      (writes source_code/data/fashion-mnist)
   3. Copy the four files train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
      t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz from any machine (or the course
-     container's /usr/share/datasets/fashion-mnist) into a folder and set FASHION_MNIST_DIR to it."""
+     container's /usr/share/datasets/fashion-mnist) into a folder and set FASHION_MNIST_DIR \
+to it."""
 
 
 class DatasetError(RuntimeError):
-    """The data set is missing, incomplete or corrupt; the message says which file and what to do."""
+    """The data set is missing, incomplete or corrupt; the message says which file and what to
+    do."""
 
 
 def search_dirs() -> List[Path]:

@@ -85,7 +85,8 @@ def rank(code: str) -> int:
 
 
 def path_type(code) -> Optional[str]:
-    """NCCL path type for a `topo -m` code ("NV12" -> "NVL", "NODE" -> "PHB"); None for X/unknown."""
+    """NCCL path type for a `topo -m` code ("NV12" -> "NVL", "NODE" -> "PHB"); None for
+    X/unknown."""
     row = lookup(str(code or "").strip().upper())
     return row.path_type if row is not None else None
 

@@ -161,8 +161,8 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
         "nvlink4",
         None,
         "gen5",
-        "Hopper generation (NVLink 4 at 25 GB/s per link, PCIe Gen5; NVIDIA H100 whitepaper, 2022); "
-        "published nvidia-smi topo -m of HGX H20 nodes show NV18",
+        "Hopper generation (NVLink 4 at 25 GB/s per link, PCIe Gen5; NVIDIA H100 whitepaper, "
+        "2022); published nvidia-smi topo -m of HGX H20 nodes show NV18",
     ),
     GpuSpec(
         r"A100",
@@ -176,7 +176,8 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
         None,
         None,
         "gen4",
-        "NVIDIA A10 Tensor Core GPU datasheet (2021): PCIe Gen4 x16, no NVLink (AWS's A10G is its variant)",
+        "NVIDIA A10 Tensor Core GPU datasheet (2021): PCIe Gen4 x16, no NVLink "
+        "(AWS's A10G is its variant)",
     ),
     GpuSpec(
         r"\bL40S?\b",
@@ -236,7 +237,8 @@ GPU_SPECS: Tuple[GpuSpec, ...] = (
         "nvlink3",
         14.0625,
         "gen4",
-        "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 NVLink 3 x4 links of 14.0625 GB/s, PCIe Gen4",
+        "NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 4 NVLink 3 x4 links of "
+        "14.0625 GB/s, PCIe Gen4",
     ),
     # Turing's NVLink bridge uses NVLink 2 links (NVIDIA Turing GPU Architecture whitepaper, 2018).
     GpuSpec(
@@ -287,7 +289,8 @@ def spec_for(gpu_name: Optional[str]) -> Optional[GpuSpec]:
 
 
 def _pcie_name(value) -> Optional[str]:
-    """ "gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans too)."""
+    """ "gen4" from "gen4", "Gen 4", "pcie gen4", 4 or "4"; None otherwise (None and booleans
+    too)."""
     text = str(value).strip().lower().replace(" ", "").replace("pcie", "")
     if text.isdigit():
         text = "gen" + text
@@ -381,7 +384,9 @@ def link_table() -> List[Dict[str, object]]:
                 "link": f"NVLink {generation[-1]}: {gpu}",
                 "per_direction_gbs": per_link * count,
                 "both_directions_gbs": 2 * per_link * count,
-                "how_computed": f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction",
+                "how_computed": (
+                    f"{count} link{'s' if count > 1 else ''} x {per_link:g} GB/s per direction"
+                ),
                 "source": source,
             }
         )

@@ -39,7 +39,8 @@ _RUN_DIRS = {}
 
 
 def results_dir() -> Path:
-    """Where run folders go: $GPUTOPO_RESULTS_DIR (read at each call) if set, else <repo>/results."""
+    """Where run folders go: $GPUTOPO_RESULTS_DIR (read at each call) if set, else
+    <repo>/results."""
     override = os.environ.get("GPUTOPO_RESULTS_DIR")
     return Path(override).expanduser() if override else REFERENCE_DIR.parent.parent / "results"
 
@@ -93,7 +94,8 @@ def _usable(text: str, kind: Optional[str]):
             return None, f"the command failed here: {lines[-1]}"
         return (
             None,
-            f"its output is not a complete {kind} output ({exc}); its last line: {lines[-1][:160]!r}",
+            f"its output is not a complete {kind} output ({exc}); "
+            f"its last line: {lines[-1][:160]!r}",
         )
 
 
@@ -114,9 +116,10 @@ def read(
     """Read what a command printed into `saved`; fall back to `recorded` (system/file) if unusable.
 
     The live text is not printed again (the command's cell showed it already); the recorded text
-    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest is.
-    needs=(check, why): a complete output for which check(parsed) is False cannot serve this lesson
-    (one GPU's matrices where a pair is read): the recorded output stands in, and `why` says so."""
+    is, since the learner has not seen it: all of it, or its first `head` lines and where the rest
+    is. needs=(check, why): a complete output for which check(parsed) is False cannot serve this
+    lesson (one GPU's matrices where a pair is read): the recorded output stands in, and `why` says
+    so."""
     saved = Path(saved)
     text = saved.read_text(errors="replace") if saved.is_file() else ""
     parsed, why = (
@@ -135,8 +138,9 @@ def read(
     label = recorded_label(recorded)
     text = (REFERENCE_DIR / recorded).read_text(errors="replace")
     print(
-        f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} (its own command line, where the file "
-        f"names it, may differ from yours in sizes or flags):\n"
+        f"{RECORDED_MARK} {why}.\nBelow, a recorded run on {label} "
+        "(its own command line, where the file names it, may differ from yours in sizes or "
+        "flags):\n"
     )
     lines = ANSI_ESCAPE.sub(
         "", text
@@ -144,6 +148,7 @@ def read(
     print("\n".join(lines[:head]))
     if head is not None and len(lines) > head:
         print(
-            f"... ({len(lines) - head} more lines: the whole output is source_code/reference_systems/{recorded})"
+            f"... ({len(lines) - head} more lines: "
+            f"the whole output is source_code/reference_systems/{recorded})"
         )
     return Output(text, PARSERS[kind](text) if kind else None, False, label)

@@ -71,7 +71,8 @@ def legacy_level_name(value: str) -> str:
 path_type_of_link = linkcodes.path_type
 
 
-# CPU family -> words of its vendor_id or machine name (NCCL's ncclTopoCpuType treats HygonGenuine as AMD too)
+# CPU family -> words of its vendor_id or machine name (NCCL's ncclTopoCpuType treats HygonGenuine
+# as AMD too)
 CPU_FAMILY_WORDS = {
     "intel": ("intel",),
     "amd": ("amd", "hygon"),
@@ -81,7 +82,8 @@ CPU_FAMILY_WORDS = {
 
 
 def cpu_family(cpu_vendor: Optional[str]) -> Optional[str]:
-    """'intel', 'amd', 'arm', 'zhaoxin' or 'other' from a vendor_id or machine name; None: unknown."""
+    """'intel', 'amd', 'arm', 'zhaoxin' or 'other' from a vendor_id or machine name; None:
+    unknown."""
     if not cpu_vendor:
         return None
     vendor = cpu_vendor.strip().lower()
@@ -100,7 +102,8 @@ def _default_levels(
     2.6  SYS; PXB on ARM and on Intel Broadwell                     v2.6.4-1 lines 255-263
     2.7  SYS; PXB on ARM and Intel Broadwell, PHB on other Intel;   v2.7.8-1 lines 257-274,
          2.8 also PXB on Zhaoxin                                    v2.8.4-1 lines 278-288
-    2.9  SYS; PXB on Intel, ARM and Zhaoxin (to 2.22)               v2.9.9-1 lines 270-289, v2.22.3-1 lines 281-300
+    2.9  SYS; PXB on Intel, ARM and Zhaoxin (to 2.22)               v2.9.9-1 lines 270-289,
+                                                                    v2.22.3-1 lines 281-300
     2.23 PXB; SYS only on x86 AMD when the job has at most 2        v2.23.4-1 lines 276-282,
          GPUs in the node                                           v2.28.3-1 lines 314-320
     2.4-2.5 used integers (not modelled).

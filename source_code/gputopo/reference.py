@@ -103,7 +103,8 @@ def find(system, kind):
 
 def load(system, kind, filename=None, **options):
     """The parsed contents of the system's file of this kind (with several, `filename` picks one);
-    `options` go to the parser, e.g. strict=False for nccl-tests. CSV files give {"columns", "rows"}."""
+    `options` go to the parser, e.g. strict=False for nccl-tests. CSV files give {"columns",
+    "rows"}."""
     names = find(system, kind)
     if filename is None:
         if not names:

@@ -55,7 +55,10 @@ def _how_far(answer, expected) -> str:
     ):
         for shown, r in ((f"{name}", factor), (f"1 / ({name})", 1 / factor)):
             if math.isclose(ratio, r, rel_tol=0.005):
-                return f" It is off by a factor of {shown}: check binary against decimal units, or a factor of two."
+                return (
+                    f" It is off by a factor of {shown}: check binary against decimal units, "
+                    "or a factor of two."
+                )
     return f" It is {ratio:.3g} times the expected value."
 
 
@@ -93,7 +96,8 @@ def predict(name: str, value, unit: str = "") -> Optional[float]:
     """Record (and print) a prediction before a measurement."""
     if value is None or value is Ellipsis:
         print(
-            f"No prediction for {name} yet: write one down (replace None) before you run the measurement."
+            f"No prediction for {name} yet: write one down (replace None) "
+            "before you run the measurement."
         )
         _PREDICTIONS.pop(name, None)
         return None
@@ -132,7 +136,8 @@ def compare(name: str, measured, unit: str = "", how: str = "measured") -> Optio
         else f"{ratio:.2g} x the prediction: what did the model leave out?"
     )
     print(
-        f"{name}: predicted {predicted:.4g}, {how} {measured:.4g}{(' ' + unit) if unit else ''}: {verdict}"
+        f"{name}: predicted {predicted:.4g}, {how} "
+        f"{measured:.4g}{(' ' + unit) if unit else ''}: {verdict}"
     )
     return ratio
 

@@ -1,13 +1,15 @@
 """A verdict beside a measured number: "as expected", "low", "not comparable" or "incomplete".
 
     v = verdicts.judge("p2p_one_way", 396.5, verdicts.Link("nvlink", "nvlink4", count=18))
-    v.status, v.expected, v.figures, v.reasons    # "as expected", (337.5, 450.0), sources, (reason, check)
+    v.status, v.expected, v.figures, v.reasons
+    # "as expected", (337.5, 450.0), sources, (reason, check)
 
 Bandwidths in GB/s (10^9 bytes/s). The expected range is the link's peak (gputopo.links) times an
 efficiency range (`EFFICIENCY`, each with the runs or published outputs it rests on). A PCIe link
 trained below its maximum is judged against its maximum (an idle GPU drops its link). A "low"
 lists its reasons facts first, then the usual suspects, each with the command that tests it;
-run-to-run noise only within the spread of recorded repeats (`repeat_spread`). Standard library only.
+run-to-run noise only within the spread of recorded repeats (`repeat_spread`). Standard library
+only.
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ EFFICIENCY = {
         0.75,
         1.0,
         "published: NVIDIA/nccl issue #1264, p2pBandwidthLatencyTest on 8x H100 SXM, P2P writes "
-        "371-377 of 450 GB/s (0.82-0.84); recorded: h200-nvswitch-pair p2pBandwidthLatencyTest.txt 396.5 of "
-        "450 (0.88), h100-pcie-nvlink-pair 256.6 of 300 (0.86), rtx2080-nvlink-pair 24.23 of 25 (0.97)",
+        "371-377 of 450 GB/s (0.82-0.84); recorded: h200-nvswitch-pair "
+        "p2pBandwidthLatencyTest.txt 396.5 of 450 (0.88), h100-pcie-nvlink-pair 256.6 of 300 "
+        "(0.86), rtx2080-nvlink-pair 24.23 of 25 (0.97)",
     ),
     ("p2p_one_way", "nvlink", "sm"): Efficiency(
         0.75,
@@ -70,7 +73,8 @@ EFFICIENCY = {
     ("p2p_both_ways", "nvlink", "ce"): Efficiency(
         0.75,
         1.0,
-        "published: NVIDIA/nccl issue #1264, 8x H100 SXM: its title says about 783 of 900 GB/s both ways; "
+        "published: NVIDIA/nccl issue #1264, 8x H100 SXM: its title says about 783 of 900 GB/s "
+        "both ways; "
         "its one-way matrix reads 371-377 of 450 (0.82-0.84); "
         "recorded: h200-nvswitch-pair 783.5 of 900 GB/s (0.87), h100-pcie-nvlink-pair 509.4 of "
         "600 (0.85), rtx2080-nvlink-pair 48.37 of 50 (0.97)",
@@ -85,8 +89,9 @@ EFFICIENCY = {
         0.70,
         1.0,
         "published: nvbandwidth 0.2 on 8x RTX 4090 (tests/fixtures/parsers/"
-        "nvbandwidth-0.2-8x-rtx4090-host.txt), host<->GPU copy engine 23.9-27.1 of 28.8 GB/s (gen4 x16 after "
-        "TLP overhead, 0.83-0.94); a GPU-to-GPU copy over PCIe crosses the same kind of link",
+        "nvbandwidth-0.2-8x-rtx4090-host.txt), host<->GPU copy engine 23.9-27.1 of 28.8 GB/s "
+        "(gen4 x16 after TLP overhead, 0.83-0.94); a GPU-to-GPU copy over PCIe crosses the same "
+        "kind of link",
     ),
     ("p2p_both_ways", "pcie", "ce"): Efficiency(
         0.60,
@@ -97,14 +102,16 @@ EFFICIENCY = {
     ("h2d", "pcie", "pinned"): Efficiency(
         0.75,
         1.0,
-        "recorded: h100-single-gpu host-device-copy-run1..3 52.9-55.2 of 57.6 GB/s at >= 16 MiB (gen5 x16, "
-        "0.92-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 23.9-26.4 of 28.8 (gen4 x16, 0.83-0.92)",
+        "recorded: h100-single-gpu host-device-copy-run1..3 52.9-55.2 of 57.6 GB/s at >= 16 MiB "
+        "(gen5 x16, 0.92-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 23.9-26.4 of 28.8 "
+        "(gen4 x16, 0.83-0.92)",
     ),
     ("d2h", "pcie", "pinned"): Efficiency(
         0.75,
         1.0,
-        "recorded: h100-single-gpu host-device-copy-run1..3 53.8-55.2 of 57.6 GB/s at >= 16 MiB (gen5 x16, "
-        "0.93-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 26.3-27.1 of 28.8 (gen4 x16, 0.91-0.94)",
+        "recorded: h100-single-gpu host-device-copy-run1..3 53.8-55.2 of 57.6 GB/s at >= 16 MiB "
+        "(gen5 x16, 0.93-0.96); published: nvbandwidth 0.2 on 8x RTX 4090, 26.3-27.1 of 28.8 "
+        "(gen4 x16, 0.91-0.94)",
     ),
     # Pageable copies are staged by the driver through its own pinned buffer, so the host's
     # memcpy sets their pace, not the link: the range is wide and low.
@@ -202,7 +209,8 @@ class Verdict:
 
 
 def link_peak(link: Link) -> Figure:
-    """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP overhead."""
+    """Per-direction peak of the link: NVLink data rate x active links, or PCIe after TLP
+    overhead."""
     if link.type == "nvlink":
         found = links.peak(f"NV{link.count}", link.generation) if link.count else None
         if found is None or found.gbs is None:
@@ -293,7 +301,8 @@ def _reasons(
         seen.append(
             (
                 f"NCCL used {transport}, not P2P: the data went through host memory or the network",
-                "NCCL_DEBUG=INFO: the 'via' lines name the transport; nvidia-smi topo -p2p r and w; "
+                "NCCL_DEBUG=INFO: the 'via' lines name the transport; "
+                "nvidia-smi topo -p2p r and w; "
                 "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE",
             )
         )
@@ -301,8 +310,8 @@ def _reasons(
         usual.append(
             (
                 "the process runs on the wrong NUMA node for this GPU",
-                "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then numactl --cpunodebind=N "
-                "--membind=N <command>",
+                "nvidia-smi topo -m (CPU and NUMA Affinity of the GPU), then "
+                "numactl --cpunodebind=N --membind=N <command>",
             )
         )
     if kind in ("p2p_one_way", "p2p_both_ways", "allreduce_busbw"):
@@ -329,8 +338,8 @@ def _reasons(
     if shortfall * 100 < spread:
         usual.append(
             (
-                f"run-to-run noise: the gap ({shortfall * 100:.2g} %) is within the spread of identical "
-                f"runs ({spread:.2g} %, {repeats})",
+                f"run-to-run noise: the gap ({shortfall * 100:.2g} %) is within the spread of "
+                f"identical runs ({spread:.2g} %, {repeats})",
                 "repeat the run 3 times and compare the range with the gap",
             )
         )
@@ -447,8 +456,9 @@ def judge(
             NOT_COMPARABLE,
             f"above the link's peak ({top:.4g} GB/s): "
             + (
-                "with NVLink SHARP (NVLS) NCCL reduces in the switch and busbw can exceed the wire peak (nccl-tests "
-                "issue #212: about 480 GB/s on 8x H100); if NVLS was off, the link facts are wrong"
+                "with NVLink SHARP (NVLS) NCCL reduces in the switch and busbw can exceed the wire "
+                "peak (nccl-tests issue #212: about 480 GB/s on 8x H100); if NVLS was off, the "
+                "link facts are wrong"
                 if nvls
                 else "the data did not cross this link alone, or the link facts are wrong"
             ),

@@ -90,9 +90,9 @@ def nccl_tables() -> List[Dict[str, Any]]:
 
 def recorded_busbw_link(system: str):
     """(verdicts.Link, facts) of GPU0's NVLinks as `system` recorded them, or (None, why): through
-    NVSwitch every topo -m code names all of a GPU's links (NV18 to each peer of an H200); in a direct
-    mesh (the V100's NV1 and NV2) each names the links to one peer, and NCCL's rings use them all,
-    so they add up; `nvidia-smi nvlink -s` caps it by the active links."""
+    NVSwitch every topo -m code names all of a GPU's links (NV18 to each peer of an H200); in a
+    direct mesh (the V100's NV1 and NV2) each names the links to one peer, and NCCL's rings use
+    them all, so they add up; `nvidia-smi nvlink -s` caps it by the active links."""
     from gputopo.parsers import nvidia_smi
 
     if system == HERE:
@@ -110,7 +110,8 @@ def recorded_busbw_link(system: str):
         if not counts:
             return (
                 None,
-                f"{system}: no NVLink in GPU0's row of topo -m, so no NVLink peak to judge busbw against",
+                f"{system}: no NVLink in GPU0's row of topo -m, "
+                "so no NVLink peak to judge busbw against",
             )
         info = reference.system_info(system)
         one = (
@@ -140,7 +141,8 @@ def recorded_busbw_link(system: str):
 
 
 def verdict_at(t: Dict[str, Any], size: Optional[int] = None):
-    """verdicts.Verdict on a table's busbw at `size` (None: its largest message) against recorded_busbw_link."""
+    """verdicts.Verdict on a table's busbw at `size` (None: its largest message) against
+    recorded_busbw_link."""
     link, why = recorded_busbw_link(t["system"])
     return (
         verdicts.judge_nccl_output(t["text"], link, size=size)
@@ -516,8 +518,9 @@ def link_options(your_fit: Optional[Dict[str, Any]] = None) -> List[Dict[str, An
 def recorded_clusters() -> List[Dict[str, Any]]:
     """Each system.json "cluster" entry plus recorded_gbps (its table's last busbw or the published
     figure), an untuned run's tuned_gbps (from its source), alphabeta.whatif's line-rate bound and
-    estimate (with NVLS where the entry says "nvls": "likely": then no line-rate bound, nccl-tests #212),
-    within (the tuned figure in alphabeta.tolerance_text's band) and the notebook's table row."""
+    estimate (with NVLS where the entry says "nvls": "likely": then no line-rate bound, nccl-tests
+    #212), within (the tuned figure in alphabeta.tolerance_text's band) and the notebook's table
+    row."""
     rates = {r["link"]: float(r["per_direction_gbs"]) for r in links.link_table()}
     out = []
     for system in reference.list_systems():
@@ -620,8 +623,9 @@ def whatif(options=None, clusters=None, **changes) -> Dict[str, Any]:
         else "no line-rate bound: NVLS busbw is not a wire bandwidth, nccl-tests #212"
     )
     lines = [
-        f"{s['nodes']} node(s) x {s['gpus_per_node']} GPUs = {r['gpus']} GPUs, {s['algorithm']}, NVLS "
-        f"{'on (opt-in)' if nvls else 'off (course default)'}, all-reduce of {format_bytes(s['size_bytes'])}",
+        f"{s['nodes']} node(s) x {s['gpus_per_node']} GPUs = {r['gpus']} GPUs, "
+        f"{s['algorithm']}, NVLS {'on (opt-in)' if nvls else 'off (course default)'}, "
+        f"all-reduce of {format_bytes(s['size_bytes'])}",
         f"predicted busbw {r['busbw_gbps']:.1f} GB/s ({bound}), bounded by: {r['bound_by']}",
         f"all-reduce time {r['time_us'] / 1e3:.3f} ms, algbw {r['algbw_gbps']:.1f} GB/s",
     ]
@@ -630,7 +634,8 @@ def whatif(options=None, clusters=None, **changes) -> Dict[str, Any]:
         ["recorded clusters with these NICs and GPUs per node:"]
         + [
             f"  {c['system']}: {c['recorded_gbps']:.2f} GB/s busbw ({c['what']}, "
-            f"{str(c['nodes']) + ' nodes' if c['nodes'] else 'nodes not stated'}, {c['provenance']})"
+            f"{str(c['nodes']) + ' nodes' if c['nodes'] else 'nodes not stated'}, "
+            f"{c['provenance']})"
             for c in matches
         ]
         if matches
@@ -714,7 +719,8 @@ def whatif_panel(your_fit: Optional[Dict[str, Any]] = None):
         import ipywidgets as w
     except ImportError:
         print(
-            "(ipywidgets is not installed: the interactive panel needs it; the table and plot are its static view)"
+            "(ipywidgets is not installed: the interactive panel needs it; "
+            "the table and plot are its static view)"
         )
         return figure, None
     labels = [o["label"] for o in options]

@@ -147,7 +147,8 @@ MYSTERIES: Dict[int, Mystery] = {
             (
                 r"\b(something|it|that|this) (is )?wrong\b|\bnot (fine|normal|clean|harmless)\b|"
                 r"\b(is|was) (the |a )?(problem|cause|fault|culprit)\b",
-                r"\b(disabl\w*|turns? off|slows?|slowed|breaks?|broke|forces?|forced|hurts?|pushe[sd])"
+                r"\b(disabl\w*|turns? off|slows?|slowed|breaks?|broke|"
+                r"forces?|forced|hurts?|pushe[sd])"
                 r"\b.*\b(P2P|run|traffic|training|path|it)\b",
             ),
             r"NCCL_P2P_LEVEL set by environment|via P2P",

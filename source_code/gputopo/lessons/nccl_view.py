@@ -11,7 +11,8 @@ from gputopo.units import format_bytes
 
 
 def differences(topo, smi):
-    """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed; None: not available) differ."""
+    """Sentences: where NCCL's dump and `nvidia-smi topo -m` (parsed; None: not available)
+    differ."""
     smi = smi or {}
 
     def tail(text):
@@ -24,8 +25,8 @@ def differences(topo, smi):
     for cpu in (c for c in topo["cpus"] if c["numaid"] is not None and c["numaid"] < 0):
         numa = ", ".join(sorted(set(smi.get("numa_affinity", {}).values()) - {""})) or "nothing"
         out.append(
-            f"NUMA: NCCL wrote numaid {cpu['numaid']}: it copies the GPU's sysfs numa_node, which is -1 "
-            "when the kernel assigns the device no node, then finds no node-1/cpumap "
+            f"NUMA: NCCL wrote numaid {cpu['numaid']}: it copies the GPU's sysfs numa_node, "
+            "which is -1 when the kernel assigns the device no node, then finds no node-1/cpumap "
             "(src/graph/xml.cc at v2.28.3-1)" + tail(f"says NUMA affinity {numa}")
         )
     widths = [p for p in topo["pci"] if p["link_width"] == 0]
@@ -41,8 +42,10 @@ def differences(topo, smi):
     ]
     if slow:
         out.append(
-            f"Bridges: {len(slow)} bridge(s) report {slow[0]['link_speed']} x{slow[0]['link_width']} "
-            f"({slow[0]['nccl_bw_gbs']:g} GB/s to NCCL), likely a virtual machine's synthetic PCIe tree"
+            f"Bridges: {len(slow)} bridge(s) report "
+            f"{slow[0]['link_speed']} x{slow[0]['link_width']} "
+            f"({slow[0]['nccl_bw_gbs']:g} GB/s to NCCL), "
+            "likely a virtual machine's synthetic PCIe tree"
             + tail("shows only path codes (PIX, PXB...) through it")
         )
     groups = {}  # GPUs with the same NVLinks in NCCL's dump and the same topo -m codes
@@ -56,8 +59,8 @@ def differences(topo, smi):
         )
     for (count, total, codes), names in groups.items():
         out.append(
-            f"NVLink: {', '.join(names)}: {count} NVLinks each in NCCL's dump ({total} GB/s to NCCL)"
-            + tail(f"codes to their peers: {codes or 'none'}")
+            f"NVLink: {', '.join(names)}: {count} NVLinks each in NCCL's dump "
+            f"({total} GB/s to NCCL)" + tail(f"codes to their peers: {codes or 'none'}")
         )
     nics = len(smi.get("nics") or {})
     loose = [n["name"] for n in topo["nets"] if n["nic_busid"] is None]
@@ -192,7 +195,8 @@ def facts(log_text, graphs=None):
 
 
 def _transport_rule(found, pair_code, cpu_vendor):
-    """The transport NCCL's rules give a pair of this topo -m code, at the log's version and P2P level."""
+    """The transport NCCL's rules give a pair of this topo -m code, at the log's version and P2P
+    level."""
     path = linkcodes.path_type(pair_code) if pair_code else None
     if path is None:
         return (
@@ -310,12 +314,13 @@ def score(prediction, found, pair_code=None, cpu_vendor=None):
         else:
             scored.append(said.lower() == "/".join(choice).lower())
             lines.append(
-                f"{format_bytes(size)}: {'/'.join(choice)}: right (log line at {format_bytes(seen)})."
+                f"{format_bytes(size)}: {'/'.join(choice)}: right "
+                f"(log line at {format_bytes(seen)})."
                 if scored[-1]
                 else f"{format_bytes(size)}: you said {said}, NCCL chose {'/'.join(choice)} at "
-                f"{format_bytes(seen)}: the smallest predicted time, latency + size / bandwidth per "
-                "algorithm and protocol (src/graph/tuning.cc, from the table NCCL prints at init; "
-                "src/enqueue.cc takes the minimum)."
+                f"{format_bytes(seen)}: the smallest predicted time, latency + size / bandwidth "
+                "per algorithm and protocol (src/graph/tuning.cc, from the table NCCL prints at "
+                "init; src/enqueue.cc takes the minimum)."
                 + _cell_times(found["table"], (said, "/".join(choice)), seen)
             )
     lines.append(f"score: {sum(scored)} of the {len(scored)} entries this log can check")

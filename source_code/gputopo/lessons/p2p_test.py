@@ -48,8 +48,9 @@ def method_parts(text: str) -> Tuple[str, str]:
 
 
 def recorded(systems=None) -> Dict[str, Dict[str, Any]]:
-    """{system: {"parsed", "files", "gpu", "tool"}} for every recorded system with a P2P test output;
-    each matrix from the first file that has it, the plain run first; "tool": "course" or "NVIDIA sample"."""
+    """{system: {"parsed", "files", "gpu", "tool"}} for every recorded system with a P2P test
+    output; each matrix from the first file that has it, the plain run first; "tool": "course" or
+    "NVIDIA sample"."""
     found = {}
     for system in systems or reference.list_systems():
         names = sorted(
@@ -107,7 +108,8 @@ def link_lookup(
     system: Optional[str] = None, topology: Optional[Dict[str, Any]] = None
 ) -> Callable:
     """(i, j) -> the `nvidia-smi topo -m` link code ("NV18", "SYS") or None: from `topology` (the
-    topo parser's result of this machine), else the system's recorded topo -m, else its system.json."""
+    topo parser's result of this machine), else the system's recorded topo -m, else its
+    system.json."""
     table: Dict[Tuple[int, int], str] = {}
     if topology is None and system and reference.find(system, "topo"):
         topology = reference.load(system, "topo", filename=reference.find(system, "topo")[0])

@@ -32,7 +32,8 @@ def _pairs_topology(codes: Dict[Tuple[int, int], str], gpus: int = 8) -> Dict[st
 
 
 def v100_wirings() -> Dict[str, Dict[str, Any]]:
-    """{name: topology dict} of the two 8x V100 servers, in the shape `plots.topology_graph` draws."""
+    """{name: topology dict} of the two 8x V100 servers, in the shape `plots.topology_graph`
+    draws."""
     return {
         DGX1_V100: _pairs_topology(reference.known_links("dgx1-v100")["pairs"]),
         BLOG_V100: reference.load("v100-sxm2-8gpu-server", "topo"),

@@ -4,8 +4,9 @@ Each parser takes the whole text of one tool run and returns plain data that `js
 accepts; malformed or empty input raises `ParseError`, and so does a truncated one, carrying what
 was read in its `partial` (never a partial result that looks whole). A pasted text is read as the
 tool printed it (`prepare_lines`: escape codes in any spelling, an editor's line numbers, quote
-marks and launcher prefixes taken off); damage that can be read around is read around and said. Standard library only: the CLI (`python -m gputopo <kind> FILE`) must run on a
-bare cluster node before any install. `PARSERS[kind]` imports only that kind's module.
+marks and launcher prefixes taken off); damage that can be read around is read around and said.
+Standard library only: the CLI (`python -m gputopo <kind> FILE`) must run on a bare cluster node
+before any install. `PARSERS[kind]` imports only that kind's module.
 """
 
 import importlib

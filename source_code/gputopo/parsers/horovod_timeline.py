@@ -33,7 +33,8 @@ operation of every step tensor, with the negotiation before it. A step that not 
 completed (a cut-off file) is left out of `steps.per_step`. For each step the parser gives, in
 microseconds of rank 0's background thread, each instant counted once (the tensors of a fused
 operation share the same intervals) and given to the first category that covers it:
-  collective_us   the library's reduction: *_ALLREDUCE activities (NCCL_ALLREDUCE, GLOO_ALLREDUCE, ...)
+  collective_us   the library's reduction: *_ALLREDUCE activities (NCCL_ALLREDUCE,
+                  GLOO_ALLREDUCE, ...)
   fusion_copy_us  MEMCPY_IN/OUT_FUSION_BUFFER, INIT_FUSION_BUFFER (and the host-buffer copies)
   wait_us         WAIT_FOR_DATA, WAIT_FOR_OTHER_TENSOR_DATA, QUEUE
   negotiate_us    NEGOTIATE_ALLREDUCE: from rank 0 announcing the tensor until every rank has

@@ -2,10 +2,11 @@
 
 Each of `channels` is a connection line (fields in `_channel`): `via` is the text after "via"
 exactly as printed (e.g. "P2P/IPC/read", "direct shared memory", "NET/IB/0/GDRDMA",
-"NET/AWS Libfabric/0/GDRDMA", "COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the bracketed ids, a PCI bus id in
-older NCCL, a CUDA device number in newer ones, None where NCCL 2.4 printed ranks only
-(`Ring 00 : 5 -> 2 [send] via NET/IB/0`); `direction` is "send", "receive" or None. A CollNet
-connection (`CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA`) has dst None.
+"NET/AWS Libfabric/0/GDRDMA", "COLLNET/SHARP/1/GDRDMA"); `src_device` / `dst_device` are the
+bracketed ids, a PCI bus id in older NCCL, a CUDA device number in newer ones, None where NCCL 2.4
+printed ranks only (`Ring 00 : 5 -> 2 [send] via NET/IB/0`); `direction` is "send", "receive" or
+None. A CollNet connection (`CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA`) has dst
+None.
 `transports` is the sorted set of P2P, SHM, NET, COLLNET, NVLS and other: NVLS counts when
 NCCL says it connected NVLS ("Connected NVLS" or "via NVLS"), not when it only reports NVLS
 support.
@@ -58,7 +59,8 @@ _P2P_LEVEL = re.compile(r"NCCL_P2P_LEVEL set by environment to (\S+)")
 # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA": one rank and the network.
 # The "via" text ends at a run of spaces: a terminal may have joined the next record to it.
 _CONNECTION = re.compile(
-    r"(?:(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<src_device>[^\]\s]{0,32})\])?"
+    r"(?:(?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : "
+    r"(?P<src>\d+)(?:\[(?P<src_device>[^\]\s]{0,32})\])?"
     r" -> (?P<dst>\d+)(?:\[(?P<dst_device>[^\]\s]{0,32})\])?"
     r"|CollNet (?P<collnet>\d+)(?:/\d+)? : (?P<rank>\d+)(?:\[(?P<rank_device>[^\]\s]{0,32})\])?)"
     r"(?: \[(?P<direction>send|receive)\])? via (?P<via>\S+(?: \S+)*)(?:\s{2,}.*)?\s*$"
@@ -109,7 +111,8 @@ _CUT_HEADER = re.compile(
 )
 # A whole per-call line of NCCL_DEBUG_SUBSYS=COLL (one format from 2.4 to 2.28).
 COLL_LINE = re.compile(r"^\w+: opCount [0-9a-f]+ sendbuff .* stream \S+")
-# A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call "[nranks=8]".
+# A communicator's size: "comm 0x... rank 3 nRanks 8", NCCL 2.4's "nranks 8", a per-call
+# "[nranks=8]".
 _NRANKS = re.compile(
     r"comm 0x[0-9a-f]+ rank \d+ nranks (\d+)|^nranks (\d+)$|.: opCount .*\[nranks=(\d+)\]",
     re.IGNORECASE,
@@ -125,7 +128,8 @@ _KINDS = (
     (
         "ring",
         re.compile(
-            r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$"
+            r"^(?:Channel|Ring) \d+(?:/\d+)? :(?:\s+-?\d+)+\s*$"
+            r"|^Ring \d+ : -?\d+ -> -?\d+ -> -?\d+\s*$"
         ),
     ),
     ("tree", re.compile(r"^Trees? ")),

@@ -6,7 +6,8 @@
     2.23.4            "%s: %ld Bytes -> Algo %d proto %d time %f"
     2.24.3 - 2.29     "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"
     2.27.3 - 2.29     "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d[ nWorks %d]"
-                      (src/scheduler/symmetric_sched.cc from 2.28; `kernel` names it, `algo` is None)
+                      (src/scheduler/symmetric_sched.cc from 2.28; `kernel` names it, `algo` is
+                      None)
   Only rank 0 prints them (`if (comm->rank == 0)`; 2.27's symmetric line alone is printed by
   every rank, 2.28 guards it too), and none before 2.20 (2.19 and older have the line
   commented out or as TRACE). Algorithm and protocol numbers are turned into
@@ -23,7 +24,8 @@
 Lines may carry the prefixes `nccl_log` takes off (launchers, Ray, CloudWatch, quotes). A text
 with NCCL lines but none of these gives empty lists; a text with no NCCL line raises ParseError,
 as the log parser does. A per-call line of NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 0
-sendbuff ... stream 0x...", one format from 2.4 to 2.28) cut before its end is counted in `cut_lines`.
+sendbuff ... stream 0x...", one format from 2.4 to 2.28) cut before its end is counted in
+`cut_lines`.
 """
 
 import re

@@ -164,7 +164,8 @@ def parse(text):
         if summed:
             if test is not None and test["matrices"] and test["matrices"][-1]["sum"] is None:
                 test["matrices"][-1]["sum"] = float(summed.group(2))
-                # The SUM line names its test: a paste without the "Running" line gets its name here.
+                # The SUM line names its test: a paste without the "Running" line gets its name
+                # here.
                 test["name"] = test["name"] or summed.group(1)
             continue
         title = _TITLE.match(line)

@@ -21,7 +21,8 @@ import re
 
 from . import NUMBER, ParseError, last_nonblank, nothing_found, prepare_lines
 
-# "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "P2P=Disabled Latency Matrix (us)"
+# "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)",
+# "P2P=Disabled Latency Matrix (us)"
 _TITLE = re.compile(
     r"(?:(Unidirectional|Bidirectional) )?P2P=(Disabled|Enabled) (Bandwidth|Latency)"
     r"(?: \(P2P (Writes|Reads)\))? Matrix \((GB/s|us)\)"

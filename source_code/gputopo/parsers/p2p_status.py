@@ -27,7 +27,8 @@ _LEGEND_ENTRY = re.compile(r"(\S+)\s+=\s+(.+?)\s*$")
 
 
 def parse(text):
-    """Parse the text of `nvidia-smi topo -p2p <capability>`; ParseError if it is not a whole matrix."""
+    """Parse the text of `nvidia-smi topo -p2p <capability>`; ParseError if it is not a whole
+    matrix."""
     # An escape code may be all that separates two column names: it becomes a space.
     lines = prepare_lines(ANSI_ESCAPE.sub(" ", text))
     check_driver_trouble(lines)

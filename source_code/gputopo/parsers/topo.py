@@ -258,7 +258,8 @@ def _columns_for(runs, trailing):
 
 
 def _read_legends(lines):
-    """The NIC legend (NIC0 -> mlx5_0) and the code legend (SYS -> meaning); other text is ignored."""
+    """The NIC legend (NIC0 -> mlx5_0) and the code legend (SYS -> meaning); other text is
+    ignored."""
     found = {"NIC Legend:": ({}, _NIC_LEGEND_ENTRY), "Legend:": ({}, _LEGEND_ENTRY)}
     section = None
     for line in lines:
