@@ -32,8 +32,10 @@ gradients through NCCL on GPUs and through Gloo on the CPU. What one run does:
 
 Rank 0 prints one line per epoch and one summary line (format fixed by CONTRIBUTING.md):
 
-    EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 accuracy=0.8765 workers=2 batch_per_worker=64
-    SUMMARY images_per_sec_median=... images_per_sec_min=... images_per_sec_max=... epochs_timed=4 test_accuracy=0.8765 workers=2 batch_per_worker=64
+    EPOCH 2/5 images_per_sec=12345.6 seconds=1.234 loss=0.4321 accuracy=0.8765 workers=2
+        batch_per_worker=64
+    SUMMARY images_per_sec_median=... images_per_sec_min=... images_per_sec_max=...
+        epochs_timed=4 test_accuracy=0.8765 workers=2 batch_per_worker=64
 
 Every rank also prints one `WORKER rank=R size=N ... framework=F` line at start-up, so a log
 shows which workers ran.

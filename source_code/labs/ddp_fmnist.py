@@ -6,23 +6,37 @@ with --cpu, the processes train on the CPU and talk through Gloo. From the repos
 
     torchrun --standalone --nproc_per_node 1 source_code/labs/ddp_fmnist.py --epochs 5
     torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --epochs 5
-    torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --cpu --epochs 1 --steps-per-epoch 20
+    torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py \
+        --cpu --epochs 1 --steps-per-epoch 20
     torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --extra-params 25600000
-    CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --epochs 2
-    NCCL_P2P_LEVEL=PIX torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --extra-params 100000000
-    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --extra-params 100000000
-    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --extra-params 100000000
-    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 2 --master_addr node0 --master_port 29500 source_code/labs/ddp_fmnist.py
-    torchrun --nnodes 2 --node_rank 1 --nproc_per_node 2 --master_addr node0 --master_port 29500 source_code/labs/ddp_fmnist.py
-    srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 2 bash -c 'torchrun --nnodes 2 --node_rank $SLURM_NODEID --nproc_per_node 2 --master_addr $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) --master_port 29500 source_code/labs/ddp_fmnist.py'
-    srun --nodes 1 --ntasks-per-node 2 --gpus-per-node 2 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_ADDR=$(hostname) MASTER_PORT=29500 python source_code/labs/ddp_fmnist.py'
+    CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO torchrun --standalone --nproc_per_node 2 \
+        source_code/labs/ddp_fmnist.py --epochs 2
+    NCCL_P2P_LEVEL=PIX torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py \
+        --extra-params 100000000
+    NCCL_P2P_DISABLE=1 torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py \
+        --extra-params 100000000
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 torchrun --standalone --nproc_per_node 2 \
+        source_code/labs/ddp_fmnist.py --extra-params 100000000
+    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 2 --master_addr node0 --master_port 29500 \
+        source_code/labs/ddp_fmnist.py
+    torchrun --nnodes 2 --node_rank 1 --nproc_per_node 2 --master_addr node0 --master_port 29500 \
+        source_code/labs/ddp_fmnist.py
+    srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 2 bash -c 'torchrun --nnodes 2 \
+        --node_rank $SLURM_NODEID --nproc_per_node 2 \
+        --master_addr $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) \
+        --master_port 29500 source_code/labs/ddp_fmnist.py'
+    srun --nodes 1 --ntasks-per-node 2 --gpus-per-node 2 bash -c 'RANK=$SLURM_PROCID \
+        WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID \
+        LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE MASTER_ADDR=$(hostname) MASTER_PORT=29500 \
+        python source_code/labs/ddp_fmnist.py'
 
 The two-node lines run one on each node (node0 = the first node's address). The last line starts
 the processes with Slurm alone: the script reads only torchrun's variables (RANK, WORLD_SIZE,
 LOCAL_RANK, MASTER_ADDR, MASTER_PORT), so the line sets them from Slurm's.
 The variables a learner edits (what each does: NCCL's "Environment Variables" page,
-docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html): CUDA_VISIBLE_DEVICES picks which GPUs, i.e. which pair and link; NCCL_DEBUG=INFO prints
-NCCL's set-up, whose "Channel ... via P2P", "via SHM" or "via NET" lines name the transport;
+docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html): CUDA_VISIBLE_DEVICES picks which
+GPUs, i.e. which pair and link; NCCL_DEBUG=INFO prints NCCL's set-up, whose "Channel ... via
+P2P", "via SHM" or "via NET" lines name the transport;
 NCCL_P2P_LEVEL caps how far apart two GPUs may be for P2P (LOC, NVL, PIX, PXB, PHB, SYS);
 NCCL_P2P_DISABLE=1 forbids P2P; NCCL_SHM_DISABLE=1 with it forbids shared memory too, leaving
 NCCL's network transport (sockets, or InfiniBand where there is some).
@@ -68,7 +82,8 @@ Rank 0 prints one more line, the step split (ms, medians over rank 0's steps):
 - allreduce_bytes / buckets: what average_hook() handed to all_reduce in the last training step.
 On a GPU every step synchronises with the GPU after backward and after the optimizer so that
 these times belong to their part; that costs the CPU its run-ahead into the next step.
---json-out FILE: rank 0 writes a JSON record; an existing FILE is refused (exit 2), never overwritten.
+--json-out FILE: rank 0 writes a JSON record; an existing FILE is refused (exit 2), never
+overwritten.
 
 --check-maths checks the data-parallel step itself rather than training the CNN: dropout off,
 plain SGD at --lr (no warm-up, no scaling by the number of workers), and step s takes global
@@ -81,8 +96,10 @@ worker with the same weights. It prints, on rank 0,
 worker applied the same mean gradient), and --weights-out FILE.npy saves rank 0's flat weights
 (float64, parameter order; row 0 before the first step, row 1 after the last) for a comparison
 with another run:
-    torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 16 --weights-out two.npy
-    torchrun --standalone --nproc_per_node 1 source_code/labs/ddp_fmnist.py --cpu --check-maths --batch-size 32 --weights-out one.npy
+    torchrun --standalone --nproc_per_node 2 source_code/labs/ddp_fmnist.py --cpu --check-maths \
+        --batch-size 16 --weights-out two.npy
+    torchrun --standalone --nproc_per_node 1 source_code/labs/ddp_fmnist.py --cpu --check-maths \
+        --batch-size 32 --weights-out one.npy
 """
 
 import argparse
@@ -258,8 +275,9 @@ def main(argv=None):
         extra = torch.nn.Parameter(torch.zeros(args.extra_params, device=device))
         model.register_parameter("extra", extra)  # used only by the loss, with weight 0
     # DDP copies rank 0's weights to every worker, then hooks itself into backward.
-    # bucket_cap_mb only when given: recent PyTorch (2.11; not 1.13, which always does) caps DDP's first
-    # bucket at 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES) only when bucket_cap_mb is None (distributed.py)
+    # bucket_cap_mb only when given: recent PyTorch (2.11; not 1.13, which always does) caps DDP's
+    # first bucket at 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES) only when bucket_cap_mb is None
+    # (distributed.py)
     caps = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
     ddp = DDP(model, device_ids=[local_rank] if on_gpu else None, **caps)
     sent = {"bytes": 0, "buckets": 0}

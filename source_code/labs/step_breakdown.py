@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Where the data-parallel step time goes: one worker against two, the extra split by Horovod's timeline.
+"""Where the data-parallel step time goes: one worker against two, the extra split by Horovod's
+timeline.
 
 From the repository root (every run appends to OUT/results.jsonl and keeps its raw output
 under OUT/runs/; nothing is overwritten):
 
-    python source_code/labs/step_breakdown.py --out results/steps --gloo                # CPU, TensorFlow
-    python source_code/labs/step_breakdown.py --out results/steps --framework pytorch  # one GPU per worker
-    python source_code/labs/step_breakdown.py --out results/steps --cycle-times 1 --fusion-thresholds 0
-    python source_code/labs/step_breakdown.py --out results/steps --gloo --pairs 0.1:134217728,1:134217728,5:134217728,1:0
-    python source_code/labs/step_breakdown.py --out results/steps --ddp --cpu          # torchrun, Gloo
+    python source_code/labs/step_breakdown.py --out results/steps --gloo  # CPU, TensorFlow
+    python source_code/labs/step_breakdown.py --out results/steps \
+        --framework pytorch  # one GPU per worker
+    python source_code/labs/step_breakdown.py --out results/steps \
+        --cycle-times 1 --fusion-thresholds 0
+    python source_code/labs/step_breakdown.py --out results/steps --gloo \
+        --pairs 0.1:134217728,1:134217728,5:134217728,1:0
+    python source_code/labs/step_breakdown.py --out results/steps --ddp --cpu  # torchrun, Gloo
     python source_code/labs/step_breakdown.py --out results/steps --ddp --extra-params 25600000
-    python source_code/labs/step_breakdown.py --out results/steps --framework pytorch --workers 1  # one GPU
-    python source_code/labs/step_breakdown.py --table results/steps/results.jsonl      # table only
+    python source_code/labs/step_breakdown.py --out results/steps \
+        --framework pytorch --workers 1  # one GPU
+    python source_code/labs/step_breakdown.py --table results/steps/results.jsonl  # table only
 
 Horovod mode: each round runs the CNN (source_code/cnn_fmnist.py) once with one worker at
 Horovod's defaults (the baseline) and once with two workers for every pair of
@@ -40,10 +45,11 @@ are negotiated while backward goes on), so "unexplained" can be negative: it is 
 timeline shows that the step did not pay. Each cell: median [min to max] n runs.
 
 DDP mode (--ddp): the same CNN under PyTorch DDP (source_code/labs/ddp_fmnist.py, launched with
-torchrun), one and two workers per bucket size (--bucket-caps, MiB; DDP's default is 25 with a 1 MiB first
-bucket, and an explicit cap sets the first bucket too, torch/nn/parallel/distributed.py), read from
-its STEPTIME line; extra split into allreduce_wait_ms (the communication that did not hide
-behind backward) and the rest, unexplained. Needs PyTorch.
+torchrun), one and two workers per bucket size (--bucket-caps, MiB; DDP's default is 25 with a
+1 MiB first bucket, and an explicit cap sets the first bucket too,
+torch/nn/parallel/distributed.py), read from its STEPTIME line; extra split into
+allreduce_wait_ms (the communication that did not hide behind backward) and the rest,
+unexplained. Needs PyTorch.
 
 The environment passes to every child untouched except for the HOROVOD_* variable under test
 (and HOROVOD_TIMELINE); NCCL variables are never set here (NCCL_NVLS_ENABLE stays what the
@@ -127,7 +133,9 @@ def make_parser():
         "--fusion-thresholds",
         type=numbers(int, 0),
         default=[DEFAULT_FUSION, 0],
-        help=f"HOROVOD_FUSION_THRESHOLD values in bytes (default {DEFAULT_FUSION},0; 0 = no fusion)",
+        help=(
+            f"HOROVOD_FUSION_THRESHOLD values in bytes (default {DEFAULT_FUSION},0; 0 = no fusion)"
+        ),
     )
     p.add_argument(
         "--pairs",
@@ -199,7 +207,8 @@ def parse_args(argv):
             ]
         except ValueError:
             raise Bad(
-                f"--pairs expects CYCLE_MS:FUSION_BYTES,... e.g. 1:0,5:134217728, got {args.pairs!r}"
+                "--pairs expects CYCLE_MS:FUSION_BYTES,... e.g. 1:0,5:134217728, "
+                f"got {args.pairs!r}"
             ) from None
         if any(not (0 <= c < float("inf")) or f < 0 for c, f in args.pairs):
             raise Bad(f"--pairs values must be >= 0, got {args.pairs}")
@@ -553,7 +562,8 @@ def run_one(args, out, series, rnd, workers, knob, stamp):
     with open(out / "results.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
     print(
-        f"{label}: rc={rc} step_ms={row['step_ms'] if row['step_ms'] is None else round(row['step_ms'], 2)} "
+        f"{label}: rc={rc} "
+        f"step_ms={row['step_ms'] if row['step_ms'] is None else round(row['step_ms'], 2)} "
         f"wall={row['wall_s']}s",
         flush=True,
     )

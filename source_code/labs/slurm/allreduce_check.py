@@ -105,7 +105,8 @@ def main(argv=None):
         if rank == 0:
             algbw = size / seconds / 1e9
             print(
-                f"  {size:>12} {seconds * 1e6:>12.1f} {algbw:>11.2f} {algbw * 2 * (n - 1) / n:>11.2f}",
+                f"  {size:>12} {seconds * 1e6:>12.1f} {algbw:>11.2f} "
+                f"{algbw * 2 * (n - 1) / n:>11.2f}",
                 flush=True,
             )
     dist.destroy_process_group()
