@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Is JupyterLab answering? Exit 0 and one line when its REST API answers, else exit 1 and one line why.
+"""Is JupyterLab answering? Exit 0 and one line when its REST API answers, else exit 1 and one
+line why.
 
 The Dockerfile's HEALTHCHECK runs it inside the container. The token reaches JupyterLab through
 the environment (JUPYTER_TOKEN, never the command line), and this script reads it from there:

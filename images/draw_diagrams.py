@@ -263,7 +263,8 @@ def pcie_tree():
 # --- 3. DGX-1 V100 hybrid cube mesh --------------------------------------------------------
 # Edges copied from source_code/reference_systems/v100-sxm2-8gpu-server/nvidia-smi-topo-m.txt
 # (the 8x V100-SXM2 server of a 2019 blog post; NOT the DGX-1's wiring, which links 0-4 and
-# not 1-7: see reference_systems/dgx1-v100/system.json): (i, j, number of NVLinks). Tests check them.
+# not 1-7: see reference_systems/dgx1-v100/system.json): (i, j, number of NVLinks). Tests check
+# them.
 CUBE_MESH_EDGES = [
     (0, 1, 1),
     (0, 2, 1),
@@ -326,7 +327,8 @@ def dgx1_cube_mesh():
         0.5,
         0.08,
         "Each GPU: 6 NVLink2 links. Within a quad every pair is linked (NV1 or NV2);\n"
-        "across quads only 0-6, 1-7, 2-4, 3-5. Other pairs (e.g. 0-4) have no NVLink: SYS in topo -m.",
+        "across quads only 0-6, 1-7, 2-4, 3-5. Other pairs (e.g. 0-4) have no NVLink: "
+        "SYS in topo -m.",
         ha="center",
         fontsize=8.3,
     )
@@ -360,8 +362,10 @@ def nvswitch_hgx():
     ax.text(
         0.5,
         -0.1,
-        "Each H100/H200 SXM GPU has 18 NVLink4 links spread over the 4 NVSwitch chips, so every pair\n"
-        "shows NV18 in topo -m and any GPU can talk to any other at full NVLink speed at the same time.\n"
+        "Each H100/H200 SXM GPU has 18 NVLink4 links spread over the 4 NVSwitch chips, "
+        "so every pair\n"
+        "shows NV18 in topo -m and any GPU can talk to any other at full NVLink speed "
+        "at the same time.\n"
         "(Counts: NVIDIA DGX H100 user guide and H100/H200 datasheets.)",
         ha="center",
         fontsize=8,
@@ -452,8 +456,10 @@ def ring_allreduce(n=4):
     ax.text(
         n * (n * cell_w + 0.8) / 2 - 1.6,
         -(len(states) - 1) * 1.2 - 1.1,
-        "Rows show every buffer after the step. Cell 'ABC2' = chunk 2 holding the sum of GPUs A, B and C.\n"
-        "Red border: the chunk that GPU sent to its right-hand neighbour (GPU3 sends to GPU0) in that step.\n"
+        "Rows show every buffer after the step. "
+        "Cell 'ABC2' = chunk 2 holding the sum of GPUs A, B and C.\n"
+        "Red border: the chunk that GPU sent to its right-hand neighbour (GPU3 sends to GPU0) "
+        "in that step.\n"
         "Every step moves 1/n of the buffer over every link at once.",
         ha="center",
         va="center",

@@ -1,6 +1,7 @@
 """Lines of source_code/ that the notebooks import: per notebook, and the union of all of them.
 
-    python tools/package_lines.py [--list] [--executed] [NOTEBOOK ...]   (default: Start_Here and notebooks/*.ipynb)
+    python tools/package_lines.py [--list] [--executed] [NOTEBOOK ...]
+        (default: Start_Here and notebooks/*.ipynb)
 
 For each notebook, every import statement in its code cells (found with ast, at any depth) runs
 in a fresh `python -c` with PYTHONPATH=source_code; every module then in sys.modules whose file
@@ -100,7 +101,8 @@ def loaded_files(statements):
 # Appended to a copy of the notebook by --executed: the kernel's modules after every cell ran.
 _LAST_CELL = (
     "import json as _j, sys as _s\n"
-    "print('LOADED=' + _j.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(_s.modules.values())} - {''})))"
+    "print('LOADED=' + _j.dumps(sorted({getattr(m, '__file__', None) or '' "
+    "for m in list(_s.modules.values())} - {''})))"
 )
 
 
@@ -179,9 +181,12 @@ def main(argv=None):
             status = 1
         union |= files
         print(f"{Path(path).name:45} {len(files):7d} {sum(map(count_lines, files)):6d}")
-    print(
-        f"{'union (what the notebooks ran)' if args.executed else 'union (the package notebooks import)':45} {len(union):7d} {sum(map(count_lines, union)):6d}"
+    union_label = (
+        "union (what the notebooks ran)"
+        if args.executed
+        else "union (the package notebooks import)"
     )
+    print(f"{union_label:45} {len(union):7d} {sum(map(count_lines, union)):6d}")
     if args.list:
         for path in sorted(union):
             print(f"  {count_lines(path):6d}  {path.relative_to(SOURCE.resolve())}")

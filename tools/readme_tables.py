@@ -1,7 +1,10 @@
-"""docs/recorded-figures.md's tables of recorded figures, written from the committed files they describe.
+"""docs/recorded-figures.md's tables of recorded figures, written from the committed files \
+they describe.
 
-    python tools/readme_tables.py           # rewrite the generated blocks of docs/recorded-figures.md
-    python tools/readme_tables.py --check   # exit 1 (one line) when that file differs from the recorded files
+    python tools/readme_tables.py          # rewrite the generated blocks of
+                                           docs/recorded-figures.md
+    python tools/readme_tables.py --check  # exit 1 (one line) when that file differs from the
+                                           recorded files
 
 Each block sits between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`; the text
 around the blocks is hand-written. Every figure comes from a file under
@@ -54,7 +57,8 @@ def _cells(files, group, key, digits=1):
 
 
 def _column(files, size, column):
-    """The out-of-place `column` at `size` bytes from each file that has that size, and those files."""
+    """The out-of-place `column` at `size` bytes from each file that has that size, and those
+    files."""
     values, used = [], []
     for name in files:
         for row in _bench(name)["rows"]:
@@ -167,7 +171,8 @@ def pair_tools_table():
     return "\n".join(out)
 
 
-# The recorded CNN runs: <PAIR>/horovod-cnn/horovod-cnn-<framework>-b<batch>-gpus-<0-1>-<tag>-r<n>.txt
+# The recorded CNN runs:
+# <PAIR>/horovod-cnn/horovod-cnn-<framework>-b<batch>-gpus-<0-1>-<tag>-r<n>.txt
 # (the log) beside a .json record; the tag names the NCCL variables set for the run.
 _CNN_RUN = re.compile(
     r"horovod-cnn-[a-z]+-b(?P<batch>\d+)-gpus-(?P<gpus>\d+(?:-\d+)*)-(?P<tag>[A-Za-z].*)-r\d+\.txt"
@@ -222,7 +227,8 @@ def cnn_table():
         key = (run["batch_per_worker"], run["pair"], run["setting"])
         groups.setdefault(key, []).append(run)
     out = [
-        "| batch per GPU | GPUs | setting | NCCL transport in the log | n runs | images/s, median (range) |",
+        "| batch per GPU | GPUs | setting | NCCL transport in the log | n runs "
+        "| images/s, median (range) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     order = [
@@ -274,7 +280,8 @@ def node8_table():
         by_size = {r["size"]: r["out_of_place"] for r in rows}
         big = max(by_size)
         out.append(
-            f"| all_reduce on {gpus} GPUs, one process: busbw at {big // GiB} GiB; time of 8 B | `{name}` | "
+            f"| all_reduce on {gpus} GPUs, one process: busbw at {big // GiB} GiB; time of 8 B "
+            f"| `{name}` | "
             f"{by_size[big]['busbw']:.1f} GB/s; {by_size[8]['time_us']:.1f} us |"
         )
     return "\n".join(out)
@@ -308,12 +315,14 @@ BLOCKS = {
 def render(text):
     for name, build in BLOCKS.items():
         pattern = re.compile(
-            rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- end generated: {re.escape(name)} -->)",
+            rf"(<!-- generated: {re.escape(name)} -->\n)(?:.*?\n)?"
+            rf"(<!-- end generated: {re.escape(name)} -->)",
             re.S,
         )
         if not pattern.search(text):
             raise SystemExit(
-                f"readme_tables.py: error: {TARGET_NAME} has no block '{name}' (add the two marker lines)"
+                f"readme_tables.py: error: {TARGET_NAME} has no block '{name}' "
+                "(add the two marker lines)"
             )
         table = build()
         text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
@@ -343,7 +352,8 @@ def main(argv):
     if argv == ["--check"]:
         if wanted != current:
             print(
-                f"readme_tables.py: error: {TARGET_NAME}'s generated tables differ from the recorded files: "
+                f"readme_tables.py: error: {TARGET_NAME}'s generated tables differ from the "
+                "recorded files: "
                 "run python tools/readme_tables.py",
                 file=sys.stderr,
             )
