@@ -1,5 +1,5 @@
-"""source_code/cnn_model.py: the network both lab scripts train, its size; cnn_run.py: the learning-rate
-rule and the printed lines.
+"""source_code/cnn_model.py: the network both lab scripts train, its size; cnn_run.py: the
+learning-rate rule and the printed lines.
 
 The expected sizes are not computed by cnn_model: they are the figures Keras printed for
 build_model() (TensorFlow 2.15.1, `cnn_model.build_model(seed=1).summary()`, 2026-11-25):
@@ -85,7 +85,8 @@ def test_importing_starts_no_framework():
 
 
 def test_warmup_goes_linearly_from_base_to_workers_times_base():
-    # Goyal et al. 2017: lr(e) = base * (1 + (n - 1) * e / warmup) during the warm-up, then n * base.
+    # Goyal et al. 2017: lr(e) = base * (1 + (n - 1) * e / warmup) during the warm-up, then
+    # n * base.
     assert cnn_run.warmup_lr(0.001, 2, 0.0, 1.0) == pytest.approx(0.001)
     assert cnn_run.warmup_lr(0.001, 2, 0.5, 1.0) == pytest.approx(0.0015)
     assert cnn_run.warmup_lr(0.001, 4, 1.0, 2.0) == pytest.approx(0.0025)

@@ -1,9 +1,10 @@
-"""Notebook 4's module, gputopo.lessons.collectives: recorded tables, fits, verdicts, multi-node rows.
+"""Notebook 4's module, gputopo.lessons.collectives: recorded tables, fits, verdicts, multi-node
+rows.
 
 Expected values are read by hand from the recorded files named in each test, or come from the
 sources cited there; none is computed by the code under test. The fits and models the
-notebook writes out in its cells (alphabeta.fit_from_table, the multi-node cell) are checked here with the
-same calls.
+notebook writes out in its cells (alphabeta.fit_from_table, the multi-node cell) are checked here
+with the same calls.
 """
 
 import json

@@ -102,7 +102,8 @@ def test_dockerfile_structure():
     ins = instructions(DOCKERFILE)
     froms = [a for k, a in ins if k == "FROM"]
     assert len(froms) == 1 and PINNED_BASE.fullmatch(froms[0]), (
-        "one stage, from the pinned CUDA 12.2 + cuDNN 8.9 base (by tag, or tag@digest where a site pins it)"
+        "one stage, from the pinned CUDA 12.2 + cuDNN 8.9 base "
+        "(by tag, or tag@digest where a site pins it)"
     )
     runs = " ".join(a for k, a in ins if k == "RUN")
     assert "environment/install.sh --gpu --venv /opt/venv" in runs
@@ -291,7 +292,8 @@ def test_source_code_is_copied_once():
         if k == "COPY" and any(s.rstrip("/") in (".", "source_code") for s in copy_sources(a))
     ]
     assert len(whole) == 1, whole
-    # Before it only the loader file and the data folder of source_code are copied (for the dataset layer).
+    # Before it only the loader file and the data folder of source_code are copied (for the
+    # dataset layer).
     early = {
         s
         for k, a in ins[: [a for k, a in ins].index(whole[0])]

@@ -95,7 +95,8 @@ def test_one_gpu_run_has_no_connection_and_no_finding():
     [
         # nccl-bench-all_reduce.txt line 52: "P2P/direct pointer: 48;"
         ("nccl-bench-all_reduce.txt", None, 52, []),
-        # -P2P_LEVEL-LOC.txt line 52 "SHM/direct/direct: 8;", line 53 "#   NCCL: NCCL_P2P_LEVEL ... LOC"
+        # -P2P_LEVEL-LOC.txt line 52 "SHM/direct/direct: 8;",
+        # line 53 "#   NCCL: NCCL_P2P_LEVEL ... LOC"
         (
             "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt",
             "shm-inside-node",

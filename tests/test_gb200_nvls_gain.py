@@ -1,4 +1,5 @@
-"""Notebook 4: the GB200 NVL72 rack against each NVLS gain one could assume for Blackwell (R2 major 1).
+"""Notebook 4: the GB200 NVL72 rack against each NVLS gain one could assume for Blackwell
+(R2 major 1).
 
 The notebook writes the three estimates out in its cell `wi02`; these tests run that cell's code and
 check what it computes. Expected values come from the cited figures, not from the code: the rack's

@@ -1,7 +1,8 @@
 """gputopo.parsers.horovod_timeline on a real Horovod 0.28.1 timeline and on cut-off ones.
 
-Expected values were read by hand from tests/fixtures/parsers/horovod-timeline/tf-cpu-gloo-2workers.json
-(see the README there), never computed by the parser.
+Expected values were read by hand from
+tests/fixtures/parsers/horovod-timeline/tf-cpu-gloo-2workers.json (see the README there), never
+computed by the parser.
 """
 
 import json

@@ -1,4 +1,5 @@
-"""The host<->GPU copy lab's output (kind "host-device-copy"): gputopo.parsers.host_copy and the CLI.
+"""The host<->GPU copy lab's output (kind "host-device-copy"): gputopo.parsers.host_copy and the
+CLI.
 (The course's CUDA program's output, the same kind, is read back in tests/test_host_copy_bench.py.)
 
 Golden values read by hand from source_code/reference_systems/h100-single-gpu/:

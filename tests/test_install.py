@@ -1,4 +1,5 @@
-"""environment/install.sh: the interpreter check, its options, idempotence, and the Makefile's wiring.
+"""environment/install.sh: the interpreter check, its options, idempotence, and the Makefile's
+wiring.
 
 Every run here uses a throwaway --venv under tmp_path, so the project's .venv is never touched.
 """
@@ -107,7 +108,8 @@ def test_script_is_valid_bash():
 
 
 def test_second_run_skips_every_step():
-    """On the environment the tests run in (made by install.sh), a re-run does nothing but say so."""
+    """On the environment the tests run in (made by install.sh), a re-run does nothing but say
+    so."""
     venv = Path(sys.prefix)
     if (
         not (venv / ".requirements-cpu.sha256").exists()

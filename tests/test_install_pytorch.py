@@ -126,9 +126,13 @@ def test_unknown_framework_and_mixing_flavours(tmp_path):
 # The four edits, each one line as Horovod 0.28.1 has it (written here from its sources).
 ORIGINAL = {
     "horovod/common/common.h": "#include <functional>\n#include <memory>\n#include <string>\n",
-    "horovod/common/group_table.h": "#include <mutex>\n#include <queue>\n#include <unordered_map>\n",
+    "horovod/common/group_table.h": (
+        "#include <mutex>\n#include <queue>\n#include <unordered_map>\n"
+    ),
     "CMakeLists.txt": "project(horovod CXX)\nset(CMAKE_CXX_STANDARD 14)\n",
-    "horovod/torch/CMakeLists.txt": 'if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")\n    set(CMAKE_CXX_STANDARD 14)\nendif()\n',
+    "horovod/torch/CMakeLists.txt": (
+        'if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")\n    set(CMAKE_CXX_STANDARD 14)\nendif()\n'
+    ),
 }
 
 

@@ -216,7 +216,8 @@ def test_launch_line_script_options_are_accepted(line):
 # Gloo's and the store's default timeout of 30 minutes.
 PAIR_TIMEOUT_S = 300
 # Seconds a worker may take to exit after its partner exited 0: both leave together after the
-# last all_reduce. A worker stuck at exit (ddp_fmnist.py's note on pytorch/pytorch#56297) fails here.
+# last all_reduce. A worker stuck at exit (ddp_fmnist.py's note on pytorch/pytorch#56297) fails
+# here.
 EXIT_GRACE_S = 60
 
 # The rendezvous store, held by this helper process on a port the kernel picks (port 0) for as long
@@ -228,7 +229,8 @@ STORE_HOLDER = (
     """
 import datetime, sys
 import torch.distributed as dist
-store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=%d), wait_for_workers=False)
+store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=%d), \
+wait_for_workers=False)
 print(store.port, flush=True)
 sys.stdin.read()  # until the test closes our stdin
 """
@@ -270,8 +272,9 @@ def read_port(holder, deadline):
 
 
 def gloo_pair(tmp_path, name, *extra, rank1_extra=()):
-    """Two Gloo workers, one epoch of 5 steps; returns (stdout of both workers, rank 0's JSON record).
-    rank1_extra: more arguments for rank 1 alone (then the workers are started without torchrun).
+    """Two Gloo workers, one epoch of 5 steps; returns (stdout of both workers, rank 0's JSON
+    record). rank1_extra: more arguments for rank 1 alone (then the workers are started without
+    torchrun).
 
     The workers' output goes to files (a full pipe cannot block them), all processes share one
     process group that is killed when the run ends, fails or passes PAIR_TIMEOUT_S, and a failure

@@ -108,7 +108,8 @@ def test_topo_p2p_r_that_did_not_run_falls_back_to_the_recorded_h200_pair(tmp_pa
     out = live.read(
         saved, kind="p2p-status", recorded="h200-nvswitch-pair/nvidia-smi-topo-p2p-rw.txt"
     )
-    # read by hand from the recorded file: GPU0-GPU1 "OK" both ways, legend "CNS = Chipset not supported"
+    # read by hand from the recorded file: GPU0-GPU1 "OK" both ways,
+    # legend "CNS = Chipset not supported"
     assert not out.live and out.parsed["status"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
     assert out.parsed["legend"]["CNS"] == "Chipset not supported"
     assert "[recorded]" in capsys.readouterr().out

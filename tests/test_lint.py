@@ -34,7 +34,8 @@ def shell_scripts():
 
 
 def git_ignored(paths):
-    """The paths git ignores (a contributor's own scratch scripts, build folders), if in a checkout."""
+    """The paths git ignores (a contributor's own scratch scripts, build folders), if in a
+    checkout."""
     done = subprocess.run(
         ["git", "-C", str(ROOT), "check-ignore", "--stdin"],
         capture_output=True,

@@ -184,8 +184,8 @@ def test_a_tool_that_stopped_with_an_error_is_quoted_once_and_whole(tmp_path, ca
 def test_a_complete_output_that_cannot_serve_the_lesson_gives_way_to_the_recording(
     tmp_path, capsys
 ):
-    # the P2P test run with one GPU visible (recorded on the H200 pair with --devices=1): complete, but
-    # its matrices hold only GPU 0's copy inside itself, where the lesson reads a pair
+    # the P2P test run with one GPU visible (recorded on the H200 pair with --devices=1): complete,
+    # but its matrices hold only GPU 0's copy inside itself, where the lesson reads a pair
     one_gpu = (
         REFERENCE_DIR / "h200-nvswitch-pair" / "p2pBandwidthLatencyTest-devices1.txt"
     ).read_text()

@@ -65,7 +65,8 @@ def test_lock_pins_everything_with_hashes_and_agrees_with_the_top_level_pins(fla
         if name.startswith("#"):
             continue
         assert unconditional.get(normal(name)) == version, (
-            f"{name}=={version} of {SETS[flavour]} is {unconditional.get(normal(name))} in {lock.name}"
+            f"{name}=={version} of {SETS[flavour]} is {unconditional.get(normal(name))} "
+            f"in {lock.name}"
         )
     if flavour in ("cpu", "gpu"):
         assert ("tensorflow-cpu" if flavour == "cpu" else "tensorflow") in unconditional
@@ -106,7 +107,8 @@ def stand_in_python(tmp_path):
     wrapper = tmp_path / "python"
     wrapper.write_text(f"""#!/bin/sh
 case "$*" in
-  *"-m venv "*) for last; do :; done; mkdir -p "$last/bin"; ln -sf {wrapper} "$last/bin/python"; exit 0 ;;
+  *"-m venv "*) for last; do :; done; mkdir -p "$last/bin"; \
+ln -sf {wrapper} "$last/bin/python"; exit 0 ;;
   *"-m pip "*) echo "$*" >> {log}; exit 0 ;;
   "- "*) exit 0 ;;  # install.sh's Horovod check: say it is built
   *sysconfig*) mkdir -p {tmp_path}/site; echo {tmp_path}/site; exit 0 ;;  # step 5's .pth goes here,

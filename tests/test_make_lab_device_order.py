@@ -26,7 +26,8 @@ def test_make_lab_starts_jupyter_with_pci_bus_order(tmp_path, inherited):
     fake = bin_dir / "python"
     fake.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = "-m" ]; then echo "jupyter got CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER"; exit 0; fi\n'
+        'if [ "$1" = "-m" ]; then echo "jupyter got CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER"; '
+        "exit 0; fi\n"
         f'exec "{sys.executable}" "$@"\n'
     )
     fake.chmod(0o755)

@@ -313,7 +313,8 @@ def test_the_newer_net_line_format_is_read():
     from gputopo.parsers import nccl_log
 
     text = (
-        "node1:11:22 [4] NCCL INFO Channel 00/0 : 4[4] -> 12[4] [send] via NET/IB/0/GDRDMA(PCI)/Shared\n"
+        "node1:11:22 [4] NCCL INFO Channel 00/0 : 4[4] -> 12[4] [send] "
+        "via NET/IB/0/GDRDMA(PCI)/Shared\n"
         "node1:11:22 [4] NCCL INFO Channel 01/1 : 12[4] -> 4[4] [receive] via NET/IB/1/GDRDMA\n"
     )
     channels = nccl_log.parse(text)["channels"]

@@ -283,7 +283,8 @@ def test_the_prefixes_of_each_level_as_nccl_228_writes_them():
     # src/debug.cc at v2.28.3-1: a "[%F %T] " timestamp (by default on WARN lines), then
     # "%s:%d:%d " and "[%d] %s:%d NCCL WARN " / "[%d] NCCL INFO " / "[%d] %f %s:%d NCCL TRACE "
     text = (
-        "[2025-06-01 10:00:00] gpu7:12:34 [3] transport/net_ib.cc:852 NCCL WARN NET/IB : No device found.\n"
+        "[2025-06-01 10:00:00] gpu7:12:34 [3] transport/net_ib.cc:852 "
+        "NCCL WARN NET/IB : No device found.\n"
         "gpu7:12:34 [3] NCCL INFO Channel 00/0 : 0[3] -> 1[4] via P2P/CUMEM/read\n"
         "gpu7:12:34 [3] 1234.567890 ncclTopoCompute:310 NCCL TRACE Pattern 4, crossNic 0\n"
         "gpu7:12:35 NCCL CALL ncclAllReduce(0x7f00,0x7f00,1024,7,0,0x55aa,0x55bb)\n"

@@ -111,11 +111,14 @@ def test_send_recv_ray_and_cut_per_call_lines():
 
 
 NEW_FORMATS = (
-    "h:1:2 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..15}\n"
+    "h:1:2 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL128 "
+    "channel{Lo..Hi}={0..15}\n"
     "h:1:2 [0] NCCL INFO AllReduce: 4096 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..1}\n"
     "h:1:2 [0] NCCL INFO AllReduce: 8192 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..1}\n"
-    "h:1:2 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS_TREE proto SIMPLE channel{Lo..Hi}={0..31}\n"
-    "h:1:2 [0] NCCL INFO AllGather [Symmetric]: 4096 Bytes -> Kernel AllGather_LL nchannels 16 nthreads 512 nWorks 1\n"
+    "h:1:2 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS_TREE proto SIMPLE "
+    "channel{Lo..Hi}={0..31}\n"
+    "h:1:2 [0] NCCL INFO AllGather [Symmetric]: 4096 Bytes -> Kernel AllGather_LL "
+    "nchannels 16 nthreads 512 nWorks 1\n"
     "h:1:2 [0] NCCL INFO ReduceScatter: 64 Bytes -> Algo 6 proto 0 time 5.500000\n"
 )
 

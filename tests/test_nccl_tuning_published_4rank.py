@@ -1,9 +1,11 @@
 """The nccl-tuning parser on a published multi-size TUNING excerpt (review V1 major 2):
-reference_systems/_nccl-dumps/nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt, 4 ranks on 4x A100 NV12,
-NCCL 2.27.3, re-typed by its author with thousands separators and no "NCCL INFO" prefix (source:
-oscaralateras/inference-from-the-metal-up, topics/t09_interconnects/results/nccl_algo.txt at 2abf12c).
-Expected values read by hand from the file: five AllReduce lines, Ring at every size; LL at 4, 5,756
-and 182,092 B (channels 0..0, 0..0, 0..9); LL128 at 5,758,372 B (0..23); Simple at 182,095,808 B (0..23)."""
+reference_systems/_nccl-dumps/nccl-tuning-4rank-a100-nv12-2.27.3-excerpt.txt, 4 ranks on 4x A100
+NV12, NCCL 2.27.3, re-typed by its author with thousands separators and no "NCCL INFO" prefix
+(source: oscaralateras/inference-from-the-metal-up,
+topics/t09_interconnects/results/nccl_algo.txt at 2abf12c).
+Expected values read by hand from the file: five AllReduce lines, Ring at every size; LL at 4,
+5,756 and 182,092 B (channels 0..0, 0..0, 0..9); LL128 at 5,758,372 B (0..23); Simple at
+182,095,808 B (0..23)."""
 
 import pytest
 

@@ -93,9 +93,9 @@ def test_published_8xh100_dump_synthetic_bridges_and_nvlinks():
     assert "8 bridge(s) report 2.5 GT/s PCIe x1 (0.19 GB/s to NCCL)" in text  # 1 x 15 / 80 = 0.1875
     assert "topo -m" not in text  # none was published for that machine
     assert (
-        "GPU0, GPU1, GPU2, GPU3, GPU4, GPU5, GPU6, GPU7: 18 NVLinks each in NCCL's dump (370.8 GB/s to NCCL)."
-        in text
-    )
+        "GPU0, GPU1, GPU2, GPU3, GPU4, GPU5, GPU6, GPU7: 18 NVLinks each in NCCL's dump "
+        "(370.8 GB/s to NCCL)."
+    ) in text
     assert "NCCL lists 8 network port(s)" in text
     assert "holds 8" in text
 

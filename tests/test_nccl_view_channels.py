@@ -1,7 +1,8 @@
-"""nccl_view.score of a channel count and the channel-count rule (notebook 6, review V1 major 1 and minor 7),
-against the recorded one-rank log reference_systems/h100-single-gpu/nccl-bench-torchrun-1rank-debug.txt:
-its line 302 reads "NCCL INFO 64 coll channels, 64 collnet channels, 0 nvls channels, ..." (read by
-hand), from a ring graph of 32 channels (nccl-graph-dump.xml, nchannels="32")."""
+"""nccl_view.score of a channel count and the channel-count rule (notebook 6, review V1 major 1
+and minor 7), against the recorded one-rank log
+reference_systems/h100-single-gpu/nccl-bench-torchrun-1rank-debug.txt: its line 302 reads
+"NCCL INFO 64 coll channels, 64 collnet channels, 0 nvls channels, ..." (read by hand), from a
+ring graph of 32 channels (nccl-graph-dump.xml, nchannels="32")."""
 
 from gputopo.lessons import nccl_view
 from gputopo.parsers import PARSERS

@@ -23,7 +23,8 @@ def test_each_named_cell_gets_its_time_and_a_zero_bandwidth_cell_is_not_usable()
         table, ("Ring/Simple", "ring/ll", "Tree/LL"), 1 << 20, func="AllGather"
     )
     assert line == (
-        " Init table, AllGather at 1048576 B: Ring/Simple 11.8 us + 1048576 B / 320.0 GB/s = 15.1 us; "
+        " Init table, AllGather at 1048576 B: "
+        "Ring/Simple 11.8 us + 1048576 B / 320.0 GB/s = 15.1 us; "
         "ring/ll 7.2 us + 1048576 B / 160.0 GB/s = 13.8 us; "
         "Tree/LL 0.0 us + 1048576 B / 0.0 GB/s = not usable (bandwidth 0)."
     )

@@ -1,4 +1,5 @@
-"""ncclTopoCheckNet: when NCCL >= 2.14 sends two GPUs of one node through the network instead of SHM.
+"""ncclTopoCheckNet: when NCCL >= 2.14 sends two GPUs of one node through the network instead of
+SHM.
 
 Expected values are read by hand from github.com/NVIDIA/nccl (`git show TAG:path`), not computed
 by the code under test:

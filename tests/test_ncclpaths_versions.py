@@ -3,7 +3,8 @@
 Every expected value below was read from github.com/NVIDIA/nccl at the tag named beside it
 (`git show TAG:src/graph/paths.cc`, ncclTopoCheckP2p / ncclTopoCheckNet; src/transport/shm.cc
 shmCanConnect; src/transport/p2p.cc; src/graph/topo.cc topoPathTypeStr[]), not computed by
-the code under test. Audit findings M1, M2, m11, m20, M11 (m21, the NVML P2P status, is not modelled: ncclpaths says so).
+the code under test. Audit findings M1, M2, m11, m20, M11 (m21, the NVML P2P status, is not
+modelled: ncclpaths says so).
 """
 
 import pytest
@@ -147,8 +148,8 @@ def test_a_name_older_nccl_does_not_know_is_ignored():
 
 
 # M2: shmCanConnect calls ncclTopoCheckNet (v2.14.3-1 shm.cc line 53, paths.cc 405-434;
-# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when each GPU reaches a NIC (its own) at PXB or better
-# faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
+# v2.28.3-1 shm.cc line 82, paths.cc 517-546): NET when each GPU reaches a NIC (its own) at PXB or
+# better faster than their own path; NCCL_NET_DISABLE_INTRA=1 switches it off; not at v2.12.12-1.
 def test_a_close_nic_makes_shm_unknown():
     # each GPU has a NIC of its own under its switch (a SYS pair cannot share a PIX/PXB NIC);
     # whether it is faster than the pair's path, topo -m does not say: cannot be told

@@ -1,4 +1,5 @@
-"""Notebook 2's numa-bind.sh wrapper starts the program with CUDA's numbering = nvidia-smi's (review n3).
+"""Notebook 2's numa-bind.sh wrapper starts the program with CUDA's numbering = nvidia-smi's
+(review n3).
 
 `nvidia-smi -i N` counts GPUs in PCI bus order; CUDA counts them fastest first unless
 CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA C Programming Guide, "CUDA Environment Variables"). The

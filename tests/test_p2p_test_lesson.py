@@ -173,7 +173,8 @@ def test_the_notebooks_side_by_side_cell_prints_the_rows_read_by_hand(capsys):
 
 def test_ranges_separate_p2p_writes_from_staged_copies():
     found = p2p_test.ranges(p2p_test.recorded())
-    # lowest NVLink share: H100 pair both ways 1<->0, 509.15 of 600; highest: DGX-1 0<->1, 48.49 of 50
+    # lowest NVLink share: H100 pair both ways 1<->0, 509.15 of 600;
+    # highest: DGX-1 0<->1, 48.49 of 50
     assert found["NVLink P2P, share of peak"][:2] == pytest.approx((509.15 / 600, 48.49 / 50))
     # staged one way: RTX 2080 5.82 of gen3 x16 (15.754); H200 pair 1->0 38.41 of gen5 x16 (63.015)
     assert found["staged one way, share of PCIe x16"][:2] == pytest.approx(

@@ -36,11 +36,16 @@ def test_dgx1_default_run():
     assert log["epochs"][-1]["images_per_sec"] == 101215.77
 
 
+# A backslash at the end of a line joins the next one to it: each line is as the script prints it.
 CNN_SCRIPT = """Horovod size 2, rank 0
-EPOCH 1/3 images_per_sec=11000.5 seconds=5.455 loss=0.9120 accuracy=0.6701 workers=2 batch_per_worker=64
-[1,0]<stdout>:EPOCH 2/3 images_per_sec=12345.6 seconds=1.234 loss=0.4321 accuracy=0.8765 workers=2 batch_per_worker=64
-EPOCH 3/3 images_per_sec=12400 seconds=1.230 loss=0.4000 accuracy=0.8800 workers=2 batch_per_worker=64
-SUMMARY images_per_sec_median=12372.8 images_per_sec_min=12345.6 images_per_sec_max=12400 epochs_timed=2 test_accuracy=0.8765 workers=2 batch_per_worker=64
+EPOCH 1/3 images_per_sec=11000.5 seconds=5.455 loss=0.9120 accuracy=0.6701 workers=2 \
+batch_per_worker=64
+[1,0]<stdout>:EPOCH 2/3 images_per_sec=12345.6 seconds=1.234 loss=0.4321 accuracy=0.8765 \
+workers=2 batch_per_worker=64
+EPOCH 3/3 images_per_sec=12400 seconds=1.230 loss=0.4000 accuracy=0.8800 workers=2 \
+batch_per_worker=64
+SUMMARY images_per_sec_median=12372.8 images_per_sec_min=12345.6 images_per_sec_max=12400 \
+epochs_timed=2 test_accuracy=0.8765 workers=2 batch_per_worker=64
 """
 
 

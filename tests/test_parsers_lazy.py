@@ -18,9 +18,9 @@ TOPO = (
 
 def parser_modules_after(code):
     """The gputopo.parsers.* modules loaded after running `code` in a fresh interpreter."""
-    probe = (
-        code
-        + "\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('gputopo.parsers.'))))"
+    probe = code + (
+        "\nimport json, sys\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gputopo.parsers.'))))"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
     done = subprocess.run(
@@ -39,7 +39,8 @@ def test_importing_the_registry_loads_no_parser():
     [
         ("topo", ["gputopo.parsers.topo"]),
         ("nccl-graph", ["gputopo.parsers.nccl_xml"]),
-        # the tuning parser reads NCCL's lines with the log parser, which takes launcher prefixes off
+        # the tuning parser reads NCCL's lines with the log parser, which takes launcher prefixes
+        # off
         (
             "nccl-tuning",
             ["gputopo.parsers.launcher", "gputopo.parsers.nccl_log", "gputopo.parsers.nccl_tuning"],
@@ -73,7 +74,8 @@ def test_looking_up_a_kind_loads_its_module_only(kind, modules):
 def test_the_cli_loads_only_the_parser_it_runs():
     code = (
         "import io, contextlib\nfrom gputopo.__main__ import main\n"
-        f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['topo', {str(TOPO)!r}, '--json']) == 0"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['topo', {str(TOPO)!r}, '--json']) == 0"
     )
     # every text parser takes launcher prefixes off (gputopo.parsers.prepare_lines)
     assert parser_modules_after(code) == ["gputopo.parsers.launcher", "gputopo.parsers.topo"]

@@ -219,20 +219,27 @@ def test_v100_all_reduce_table():
     }
 
 
+# A backslash at the end of a line joins the next one to it: each line is as nccl-tests prints it.
 BROADCAST = """# nccl-tests version 2.13.10 nccl-headers=22105 nccl-library=22105
 # Collective test starting: broadcast_perf
-# nThread 1 nGpus 2 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+# nThread 1 nGpus 2 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 \
+agg iters: 1 validation: 1 graph: 0
 #
 #  Rank  0 Group  0 Pid  12345 on     node1 device  0 [0000:1b:00] NVIDIA H200
 #  Rank  1 Group  0 Pid  12345 on     node1 device  1 [0000:43:00] NVIDIA H200
 #  NCCL version 2.21.5+cuda12.4
 #
-#                                                              out-of-place                       in-place
-#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-           8             2     float    none       0    10.21    0.00    0.00      0     9.87    0.00    0.00      0
+#                                                              out-of-place         \
+              in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong\
+     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       \
+     (us)  (GB/s)  (GB/s)
+           8             2     float    none       0    10.21    0.00    0.00      0\
+     9.87    0.00    0.00      0
 node1:12345:12360 [0] NCCL INFO some chatter in between
-        1024           256     float    none       1    11.50    0.09    0.09    N/A    11.02    0.09    0.09      3
+        1024           256     float    none       1    11.50    0.09    0.09    N/A\
+    11.02    0.09    0.09      3
 # Out of bounds values : 3 FAILED
 # Avg bus bandwidth    : 0.045
 """
@@ -254,7 +261,11 @@ def test_root_column_wrong_counts_and_metadata():
 
 
 def test_course_benchmark_header_names_the_collective():
-    text = "# Collective: all_gather\n#  size count type redop time algbw busbw #wrong\n 64 16 float none 5.0 0.01 0.01 0\n"
+    text = (
+        "# Collective: all_gather\n"
+        "#  size count type redop time algbw busbw #wrong\n"
+        " 64 16 float none 5.0 0.01 0.01 0\n"
+    )
     table = parse_nccl_tests(text)
     assert table["metadata"]["collective"] == "all_gather"
     assert table["rows"][0]["in_place"] is None  # one timed group only

@@ -105,7 +105,11 @@ def test_read_mode_titles_fill_the_read_keys():
 
 
 def test_a_row_excerpt_keeps_which_rows_it_has():
-    text = "Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n   D\\D  0  1  2\n     2  9.0  8.0  700.0\n"
+    text = (
+        "Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n"
+        "   D\\D  0  1  2\n"
+        "     2  9.0  8.0  700.0\n"
+    )
     result = parse_p2p(text)
     assert result["bandwidth_gbs"]["bidirectional_disabled"] == [[9.0, 8.0, 700.0]]
     assert result["row_indices"]["bidirectional_disabled"] == [2]
@@ -127,12 +131,14 @@ def test_a_row_excerpt_keeps_which_rows_it_has():
         ("P2P=Disabled Latency Matrix (us)\n   GPU     0      1\n\n", "followed by no rows", 2),
         # a row with fewer cells than its header (cut short)
         (
-            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  48.0\n     1  47.9\n",
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n"
+            "   D\\D  0  1\n     0 700.0  48.0\n     1  47.9\n",
             "row 1 of bidirectional_enabled has 1 cells",
             4,
         ),
         (
-            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n   D\\D  0  1\n     0 700.0  4x.0\n",
+            "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n"
+            "   D\\D  0  1\n     0 700.0  4x.0\n",
             "not a number",
             3,
         ),

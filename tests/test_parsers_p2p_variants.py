@@ -25,7 +25,8 @@ def test_no_device_list_and_a_reads_matrix():
 
 def test_older_sample_with_one_latency_table_per_section():
     out = parse_p2p((FIXTURES / "p2p-old-sample-one-latency-table.txt").read_text())
-    # "Unidirectional P2P=Enabled Bandwidth Matrix" without "(P2P Writes)": the sample wrote then too
+    # "Unidirectional P2P=Enabled Bandwidth Matrix" without "(P2P Writes)": the sample wrote then
+    # too
     assert out["bandwidth_gbs"]["unidirectional_write"] == [[352.0, 10.2], [10.3, 353.0]]
     # the single D\D latency table is GPU-timed: it is the later builds' GPU table
     assert out["latency_us"] == {

@@ -10,11 +10,13 @@ TOPO_FILES = [
     (system, name) for system in reference.list_systems() for name in reference.find(system, "topo")
 ]
 
+# A backslash at the end of a line joins the next one to it: the legend is as nvidia-smi prints it.
 LEGEND = """
 Legend:
 
   X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes \
+(e.g., QPI/UPI)
   NV#  = Connection traversing a bonded set of # NVLinks
 """
 
@@ -103,14 +105,23 @@ def test_nics_without_legend_are_reported_without_a_device_name():
 
 
 def test_old_drivers_name_the_nic_in_the_column():
-    text = "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\nGPU0\t X \tPIX\tPHB\t0-7\nGPU1\tPIX\t X \tPHB\t0-7\nmlx5_0\tPHB\tPHB\t X \t\n"
+    text = (
+        "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\n"
+        "GPU0\t X \tPIX\tPHB\t0-7\n"
+        "GPU1\tPIX\t X \tPHB\t0-7\n"
+        "mlx5_0\tPHB\tPHB\t X \t\n"
+    )
     topo = parse_topo(text)
     assert topo["nics"] == {"mlx5_0": "mlx5_0"}
     assert topo["links"]["mlx5_0"]["GPU1"] == "PHB"
 
 
 def test_empty_last_cell_keeps_the_others_in_their_columns():
-    text = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tNV4\t0-15\t0\t\t\nGPU1\tNV4\t X \t0-15\t0\t\t\n"
+    text = (
+        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        "GPU0\t X \tNV4\t0-15\t0\t\t\n"
+        "GPU1\tNV4\t X \t0-15\t0\t\t\n"
+    )
     topo = parse_topo(text)
     assert topo["cpu_affinity"]["GPU1"] == "0-15"
     assert topo["numa_affinity"]["GPU1"] == "0"

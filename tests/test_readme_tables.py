@@ -1,4 +1,5 @@
-"""docs/recorded-figures.md's tables of recorded figures come from the recorded files (tools/readme_tables.py).
+"""docs/recorded-figures.md's tables of recorded figures come from the recorded files
+(tools/readme_tables.py).
 
 Expected figures were read by hand from the files: p2pBandwidthLatencyTest.txt's write matrix
 (0->1 396.51, 1->0 396.47), the 128 MiB rows of the three default all_reduce files (busbw 282.06,

@@ -1,4 +1,5 @@
-"""The recorded reference systems: every file has a kind, loader errors (facts per file: test_reference_golden.py)."""
+"""The recorded reference systems: every file has a kind, loader errors (facts per file:
+test_reference_golden.py)."""
 
 from pathlib import Path
 

@@ -63,7 +63,8 @@ NCCL_TESTS = {
     ("h100-single-gpu", "nccl-bench-torchrun-1rank.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-G.txt"): (25, 8, 134217728, 0.0),
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug.txt"): (18, 8, 1048576, 0.0),
-    # notebook 6's channel check under NCCL_MAX_NCHANNELS=4 (read by hand: 18 rows, 8 B to 1 MiB, busbw 0)
+    # notebook 6's channel check under NCCL_MAX_NCHANNELS=4 (read by hand: 18 rows, 8 B to 1 MiB,
+    # busbw 0)
     ("h100-single-gpu", "nccl-bench-torchrun-1rank-debug-MAX_NCHANNELS-4.txt"): (
         18,
         8,
@@ -175,7 +176,8 @@ HOROVOD = {
     ("dgx1-v100", "horovod-cnn-gpus-0-3-NCCL_P2P_LEVEL-1.txt"): 5,
     ("dgx1-v100", "horovod-cnn-gpus-0-3-default.txt"): 5,
     ("dgx1-v100", "horovod-cnn-gpus-1-7-default.txt"): (5, 98996.51),
-    # the DDP lab (labs/ddp_fmnist.py) prints the same EPOCH lines; counts and first epochs read by hand
+    # the DDP lab (labs/ddp_fmnist.py) prints the same EPOCH lines; counts and first epochs read by
+    # hand
     ("h100-single-gpu", "ddp-fmnist-cpu2-x25.6M.txt"): (2, 948.7),
     ("h100-single-gpu", "ddp-fmnist-cpu2.txt"): (2, 2790.1),
     ("h100-single-gpu", "ddp-fmnist-gpu1-r1.txt"): (3, 15083.8),

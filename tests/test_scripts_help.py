@@ -1,4 +1,5 @@
-"""Every runnable script answers --help (exit 0, a usage line) and a bogus option (one line, exit 2).
+"""Every runnable script answers --help (exit 0, a usage line) and a bogus option (one line,
+exit 2).
 
 CONTRIBUTING.md: "Every script runs alone with --help" and "Bad input to any command: one line on
 stderr (`<prog>: error: <what> ...`), exit 2. Never a traceback." The scripts that drive GPUs

@@ -81,7 +81,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
 def check_cells(prefix):
-    """The source of every `check(answer_...)` cell of the notebook whose name starts with prefix."""
+    """The source of every `check(answer_...)` cell of the notebook whose name starts with
+    prefix."""
     (path,) = NOTEBOOKS.glob(f"{prefix}*.ipynb")
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]

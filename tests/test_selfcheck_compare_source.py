@@ -23,9 +23,8 @@ def test_default_wording_is_unchanged(capsys):
 def test_a_recorded_value_says_recorded_on_its_system(capsys):
     compare("busbw at 1 MiB", 31.68, "GB/s", how="recorded on h200-nvswitch-8gpu")
     out = capsys.readouterr().out
-    assert (
-        out
-        == "busbw at 1 MiB, recorded on h200-nvswitch-8gpu: 31.68 GB/s (no prediction was recorded).\n"
+    assert out == (
+        "busbw at 1 MiB, recorded on h200-nvswitch-8gpu: 31.68 GB/s (no prediction was recorded).\n"
     )
     predict("busbw at 1 MiB", 30.0, "GB/s")
     capsys.readouterr()

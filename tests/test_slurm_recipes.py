@@ -28,7 +28,11 @@ def fake(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.txt"
-    record = f'echo "$(basename "$0") $* | NVLS=${{NCCL_NVLS_ENABLE-unset}} HCA=${{NCCL_IB_HCA-unset}}" >> {log}'
+    record = (
+        'echo "$(basename "$0") $* | '
+        'NVLS=${NCCL_NVLS_ENABLE-unset} HCA=${NCCL_IB_HCA-unset}" '
+        f">> {log}"
+    )
     stand_in(bin_dir, "srun", record)
     stand_in(bin_dir, "scontrol", 'printf "gpu-a\\ngpu-b\\n"')
     repo = tmp_path / "repo"

@@ -163,10 +163,11 @@ def test_the_recorded_cpu_series_pairs_each_round():
 def test_ddp_steptime_line_is_read():
     # the format ddp_fmnist.py prints (its docstring and its print), numbers written by hand
     text = (
-        "EPOCH 2/2 images_per_sec=900.0 seconds=1.000 loss=0.5 accuracy=0.8 workers=2 batch_per_worker=64\n"
-        "STEPTIME forward_backward_ms=3.250 allreduce_wait_ms=0.750 optimizer_ms=0.500 step_ms=4.900 "
-        "n_steps=30 n_compute_steps=30 allreduce_bytes=4799528 buckets=1 bucket_cap_mb=25 workers=2 "
+        "EPOCH 2/2 images_per_sec=900.0 seconds=1.000 loss=0.5 accuracy=0.8 workers=2 "
         "batch_per_worker=64\n"
+        "STEPTIME forward_backward_ms=3.250 allreduce_wait_ms=0.750 optimizer_ms=0.500 "
+        "step_ms=4.900 n_steps=30 n_compute_steps=30 allreduce_bytes=4799528 buckets=1 "
+        "bucket_cap_mb=25 workers=2 batch_per_worker=64\n"
     )
     assert sb.read_steptime(text) == {
         "forward_backward_ms": 3.25,
@@ -215,8 +216,10 @@ def test_a_run_passes_the_environment_through_and_appends(tmp_path, monkeypatch)
         seen.append((command, env))
         Path(env["HOROVOD_TIMELINE"]).write_text(timeline)
         out = (
-            "[0]<stdout>:EPOCH 1/2 images_per_sec=100.0 seconds=9.000 loss=1 accuracy=0.5 workers=2 batch_per_worker=64\n"
-            "[0]<stdout>:EPOCH 2/2 images_per_sec=100.0 seconds=2.000 loss=1 accuracy=0.5 workers=2 batch_per_worker=64\n"
+            "[0]<stdout>:EPOCH 1/2 images_per_sec=100.0 seconds=9.000 loss=1 accuracy=0.5 "
+            "workers=2 batch_per_worker=64\n"
+            "[0]<stdout>:EPOCH 2/2 images_per_sec=100.0 seconds=2.000 loss=1 accuracy=0.5 "
+            "workers=2 batch_per_worker=64\n"
         )
         return subprocess.CompletedProcess(command, 0, stdout=out)
 

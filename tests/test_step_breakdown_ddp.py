@@ -39,7 +39,8 @@ runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 
 
 def torch_python():
-    """(python, whether it needs the torchrun fix), or None where no Python here has torch and Gloo."""
+    """(python, whether it needs the torchrun fix), or None where no Python here has torch and
+    Gloo."""
     if importlib.util.find_spec("torch") is not None:
         return sys.executable, False
     if not os.path.exists(DEBIAN_PYTHON):

@@ -42,7 +42,8 @@ def test_nvlink_is_p2p_at_every_level_but_loc_and_disable():
 
 
 def test_default_row_follows_the_release_and_cpu():
-    # src/graph/paths.cc at v2.28.3-1: PXB on Intel; SYS on x86 AMD for a job of at most two GPUs in the node.
+    # src/graph/paths.cc at v2.28.3-1: PXB on Intel; SYS on x86 AMD for a job of at most two GPUs
+    # in the node.
     assert rows_by_label("GenuineIntel", "2.28.3")["default"] == ["P2P", "P2P", "P2P", "SHM", "SHM"]
     assert rows_by_label("AuthenticAMD", "2.28.3", 2)["default"] == ["P2P"] * 5
     assert rows_by_label("AuthenticAMD", "2.28.3", 8)["default"] == [
@@ -156,7 +157,8 @@ def test_steptime_line_of_the_ddp_script():
 
 def test_read_runs_keeps_an_incomplete_run_as_its_own_row(tmp_path):
     (tmp_path / "horovod-pair-0-1.txt").write_text(
-        "[0]<stdout>:EPOCH 1/2 images_per_sec=789.7 seconds=8.104 loss=0.9944 accuracy=0.6509 workers=2 batch_per_worker=64\n"
+        "[0]<stdout>:EPOCH 1/2 images_per_sec=789.7 seconds=8.104 loss=0.9944 accuracy=0.6509 "
+        "workers=2 batch_per_worker=64\n"
     )
     (tmp_path / "horovod-pair-0-1-x.txt").write_text(
         "/bin/bash: line 1: horovodrun: command not found\n"
@@ -223,9 +225,9 @@ def test_steptime_reads_numbers_and_the_default_bucket_word():
     # rank 0's line from evidence/2026-11-25-h100-course-after-shrink/ddp-gpu-0.txt (one H100), as
     # printed with an explicit cap, then as ddp_fmnist.py prints it without one
     line = (
-        "STEPTIME forward_backward_ms=2.349 allreduce_wait_ms=0.566 optimizer_ms=0.514 step_ms=3.159 "
-        "n_steps=50 n_compute_steps=50 allreduce_bytes=4799528 buckets=1 bucket_cap_mb=25 workers=1 "
-        "batch_per_worker=64"
+        "STEPTIME forward_backward_ms=2.349 allreduce_wait_ms=0.566 optimizer_ms=0.514 "
+        "step_ms=3.159 n_steps=50 n_compute_steps=50 allreduce_bytes=4799528 buckets=1 "
+        "bucket_cap_mb=25 workers=1 batch_per_worker=64"
     )
     split = training.steptime("WORKER rank=0\n" + line + "\nSUMMARY ...\n")
     assert (
@@ -240,16 +242,18 @@ def test_steptime_reads_numbers_and_the_default_bucket_word():
 
 
 def test_read_runs_marks_a_cpu_pair(tmp_path):
-    # a two-worker Gloo run on CPUs (its WORKER lines say device=CPU), saved under notebook 5's pair name:
-    # the row must not claim GPUs 0,1; a recorded H200 GPU run keeps its plain pair
+    # a two-worker Gloo run on CPUs (its WORKER lines say device=CPU), saved under notebook 5's
+    # pair name: the row must not claim GPUs 0,1; a recorded H200 GPU run keeps its plain pair
     cpu = (
         reference.REFERENCE_DIR
-        / "cpu-gloo-pair/step_breakdown/runs/20261125T024309-r1-w2-cycle5-fusion134217728/output.txt"
+        / "cpu-gloo-pair/step_breakdown/runs"
+        / "20261125T024309-r1-w2-cycle5-fusion134217728/output.txt"
     )
     (tmp_path / "horovod-pair-0-1.txt").write_text(cpu.read_text())
     gpu = (
         reference.REFERENCE_DIR
-        / "h200-nvswitch-pair/horovod-cnn/horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r1.txt"
+        / "h200-nvswitch-pair/horovod-cnn"
+        / "horovod-cnn-pytorch-b512-gpus-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1-r1.txt"
     )
     (tmp_path / "horovod-pair-0-1-NCCL_P2P_DISABLE-1_NCCL_SHM_DISABLE-1.txt").write_text(
         gpu.read_text()

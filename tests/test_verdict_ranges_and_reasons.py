@@ -1,6 +1,7 @@
 """The verdict review r5's findings (M1-M6, m1-m4, the noise note), each with the test that would
 have caught it. Expected values come from the recorded files (read by hand, quoted beside each
-assertion) or from the published figures named: nccl-tests issues #149 and #212, NVIDIA/nccl #1264."""
+assertion) or from the published figures named: nccl-tests issues #149 and #212,
+NVIDIA/nccl #1264."""
 
 import pytest
 
