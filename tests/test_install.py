@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,11 @@ def test_second_run_skips_every_step():
         and not (venv / ".requirements-gpu.sha256").exists()
     ):
         pytest.skip(f"{venv} was not made by environment/install.sh")
+    pth = Path(sysconfig.get_paths()["purelib"]) / "gputopo-course.pth"
+    if pth.exists() and pth.read_text().strip() != str(ROOT / "source_code"):
+        # A venv shared with another checkout (a git worktree): a re-run from here would point
+        # its gputopo at this checkout's code (install.sh step 5), so it is not a re-run.
+        pytest.skip(f"{venv} belongs to another checkout ({pth.read_text().strip()})")
     args = ["--venv", str(venv)] + (
         ["--gpu"] if (venv / ".requirements-gpu.sha256").exists() else []
     )
