@@ -8,7 +8,9 @@ import subprocess
 import pytest
 
 from coursetools import check, ladder
+from coursetools.detect import detect
 from coursetools.machine import Machine
+from gpus import visible_gpu_count
 from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE, detect_standin
 from test_machines import install_machine
 
@@ -353,3 +355,15 @@ def test_make_check_passes_ladder_on():
     )
     assert "-m coursetools.check --venv .venv --ladder" in on.stdout
     assert "--ladder" not in off.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
+def test_the_ladder_climbs_on_real_gpus(monkeypatch):
+    # the real programs, built if missing, on this machine's best pair: checked, never FAIL
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "1")
+    machine = detect(check_horovod=False)
+    got = ladder.climb(machine, run_gpu=True)
+    assert [f.status for f in got[1:3]] == ["PASS", "PASS"], got
+    assert "elements wrong" in got[1].finding and "0 wrong" in got[2].finding
+    assert got[3].status in ("PASS", "WARN") and "GB/s" in got[3].finding
