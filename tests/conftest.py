@@ -127,17 +127,20 @@ def write_fake_nvidia_smi(bin_dir, answers):
     return script
 
 
-def _shared_build(module, error, what):
-    """module.build() in source_code/ with the Makefile's default architectures: the build that
-    nbval's notebooks, the stand-in machines' course runs and test_machines.py use too, so a
-    session compiles each program once (builds of one folder take turns, coursetools.cudabuild)."""
+def _shared_build(program, what):
+    """`make -C` the program's folder in source_code/ with the Makefile's default architectures
+    (coursetools.ladder.build): the build that nbval's notebooks, the stand-in machines' course
+    runs and test_machines.py use too, so a session compiles each program once (builds of one
+    folder take turns: the Makefile's flock on .make-lock)."""
     import shutil
+
+    from coursetools import ladder
 
     if shutil.which("make") is None:
         pytest.skip("needs make")
     try:
-        return module.build()
-    except error as failed:
+        return ladder.build(program)
+    except RuntimeError as failed:
         missing = [
             line
             for line in str(failed).splitlines()
@@ -151,17 +154,17 @@ def _shared_build(module, error, what):
 @pytest.fixture(scope="session")
 def p2p_program():
     """The course's P2P test, built where the notebooks build it (path of the program)."""
-    from coursetools import p2ptest
+    from coursetools import ladder
 
-    return _shared_build(p2ptest, p2ptest.P2PTestError, "the P2P test")
+    return _shared_build(ladder.P2P_TEST, "the P2P test")
 
 
 @pytest.fixture(scope="session")
 def nccl_program():
     """The course's NCCL benchmark, built where the notebooks build it (path of the program)."""
-    from coursetools import ncclbench
+    from coursetools import ladder
 
-    return _shared_build(ncclbench, ncclbench.NcclBenchError, "the NCCL benchmark")
+    return _shared_build(ladder.NCCL_BENCH, "the NCCL benchmark")
 
 
 @pytest.fixture(autouse=True)

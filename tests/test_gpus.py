@@ -6,11 +6,11 @@ or a user may have set before the course starts: unset, a subset, UUIDs, empty, 
 
 import importlib
 import json
-import sys
+import subprocess
 
 import pytest
 
-from coursetools import gpus, ncclbench, p2ptest
+from coursetools import gpus, ladder
 from coursetools import check
 from coursetools.detect import detect
 from coursetools.machine import Machine
@@ -153,41 +153,24 @@ def test_pcie_link_facts_come_from_the_machine(fake_nvidia_smi):
 # ---------------------------------------------------------------- the launchers
 
 
-def test_p2ptest_translates_nvidia_smi_indices_to_cuda_ordinals(eight_v100, tmp_path, monkeypatch):
-    monkeypatch.setattr(detect_module, "_cached", detected(V100, "6,2,5"))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,2,5")
-    seen = tmp_path / "seen.json"
-    program = tmp_path / "fake-p2p"
-    program.write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() "
-        f"if k.startswith('CUDA_')}}}}, open({str(seen)!r}, 'w'))\n"
-        "sys.stderr.write('no CUDA GPU is visible, nothing to measure\\n'); sys.exit(2)\n"
-    )
-    program.chmod(0o755)
-    result = p2ptest.run(devices=[5, 6], binary=program)
-    got = json.loads(seen.read_text())
-    assert "--devices=2,0" in got["argv"]  # GPU5 is CUDA ordinal 2, GPU6 ordinal 0
-    assert (got["env"]["CUDA_VISIBLE_DEVICES"], got["env"]["CUDA_DEVICE_ORDER"]) == (
-        "6,2,5",
-        "PCI_BUS_ID",
-    )
-    assert result["mode"] == "reference" and "no GPU here" in result["reason"]
-    with pytest.raises(p2ptest.P2PTestError, match="GPU 0 is not one this job may use"):
-        p2ptest.run(devices=[0, 5], binary=program)
+def test_the_ladders_programs_see_only_their_pair_inside_the_job(eight_v100, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,2")
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    machine = detected(V100, "6,2")
+    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    seen = []
 
+    def no_gpu(command, env):  # the P2P test's answer without a GPU (exit 2)
+        seen.append(env)
+        return subprocess.CompletedProcess(command, 2, "", "error: no CUDA GPU is visible\n")
 
-def test_ncclbench_child_sees_only_the_gpus_asked_for_inside_the_job(eight_v100, monkeypatch):
-    monkeypatch.setattr(detect_module, "_cached", detected(V100, "1,3,5"))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3,5")
-    env = ncclbench._run_env({}, [5, 1])
-    assert env["CUDA_VISIBLE_DEVICES"] == "5,1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert env["NCCL_NVLS_ENABLE"] == "0"
-    with pytest.raises(ncclbench.NcclBenchError, match="GPU 2 is not one this job may use"):
-        ncclbench._run_env({}, [1, 2])
-    assert (
-        ncclbench._run_env({}, 2)["CUDA_VISIBLE_DEVICES"] == "1,3,5"
-    )  # "the first 2": inherited kept
+    found = ladder.climb(machine, run_gpu=True, p2p_runner=no_gpu)
+    # the recorded V100 box has no topo -p2p r/w: rung 1 says so, rung 2 asks CUDA itself
+    assert found[0].status == "WARN" and "gave no answer" in found[0].finding
+    (env,) = seen  # GPU6 and GPU2 are the job's only pair; nvidia-smi numbering for the child
+    assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == ["2", "6"]
+    assert (env["CUDA_DEVICE_ORDER"], env["NCCL_NVLS_ENABLE"]) == ("PCI_BUS_ID", "0")
+    assert found[1].status == "WARN" and "no CUDA GPU is visible" in found[1].finding
 
 
 def test_check_smoke_run_uses_the_best_allowed_pair(eight_v100):

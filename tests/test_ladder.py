@@ -1,15 +1,22 @@
-"""The P2P ladder of make check (coursetools.ladder) on the stand-in machines and on program outputs
-faked from files recorded on h200-nvswitch-pair (its P2P test and nccl_bench all-reduce)."""
+"""The P2P ladder of make check (coursetools.ladder) on the stand-in machines and on the programs'
+outputs recorded on h200-nvswitch-pair (its P2P test and nccl_bench all-reduce), fed to the ladder
+through its runners (f(command, env) -> CompletedProcess) as the programs would print them."""
+
+import shutil
+import subprocess
 
 import pytest
 
 from coursetools import check, ladder
+from coursetools.detect import detect
 from coursetools.machine import Machine
-from gputopo.parsers import nccl_tests, p2p
+from gpus import visible_gpu_count
 from test_check_machines import CASES, HOST, IDS, TENSORFLOW_IN_USE, detect_standin
 from test_machines import install_machine
 
 REF = check._ROOT / "source_code" / "reference_systems" / "h200-nvswitch-pair"
+# The programs' --inject-fault runs on the H200 pair (stdout and stderr together, 2>&1)
+FAULTS = check._ROOT / "evidence" / "2026-11-23-h200-nvswitch-pair" / "verification"
 GiB = 2**30
 
 
@@ -17,12 +24,25 @@ def recorded(name):
     return (REF / name).read_text()
 
 
-def p2p_result(text):
-    return {"mode": "live", "text": text, "parsed": p2p.parse(text), "json": None}
+def printed(stdout, returncode=0, stderr="", seen=None):
+    """A runner that answers as a program that printed this and exited so."""
+
+    def runner(command, env):
+        if seen is not None:
+            seen.append((command, env))
+        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+    return runner
 
 
-def nccl_result(text):
-    return {"mode": "live", "text": text, "parsed": nccl_tests.parse(text, strict=False)}
+def fault_run(name):
+    """(stdout, stderr) of a recorded --inject-fault run: the program's own lines (its name first)
+    were its stderr; the recorder's "# date:", "# command:" and "# ... exit status" lines go."""
+    recorder = ("# date:", "# command:", "# expected exit status:", "# exit status:")
+    lines = (FAULTS / name).read_text().splitlines(keepends=True)
+    said = [line for line in lines if line.startswith(("nccl_bench:", "p2pBandwidthLatencyTest:"))]
+    printed = [line for line in lines if line not in said and not line.startswith(recorder)]
+    return "".join(printed), "".join(said)
 
 
 @pytest.fixture
@@ -63,21 +83,25 @@ def test_a_visible_subset_uses_its_own_pair(machine_of):
     ladder.climb(
         machine,
         run_gpu=True,
-        p2p_runner=lambda pair: (
-            seen.append(pair) or p2p_result(recorded("p2pBandwidthLatencyTest.txt"))
-        ),
-        nccl_runner=lambda pair: (
-            seen.append(pair) or nccl_result(recorded("nccl-bench-all_reduce.txt"))
-        ),
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt"), seen=seen),
+        nccl_runner=printed(recorded("nccl-bench-all_reduce.txt"), seen=seen),
     )
-    assert seen == [[2, 3], [2, 3]]
+    (p2p_command, p2p_env), (nccl_command, nccl_env) = seen
+    # the commands a learner types (notebook 3, nccl_bench --help): 64 MiB copies; 8 B to 128 MiB
+    assert p2p_command[0].endswith("/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest")
+    assert p2p_command[1:] == ["--numElems=16777216", "--iters=2", "--reps=3", "--lat_iters=20"]
+    assert nccl_command[0].endswith("/nccl_bench/nccl_bench")
+    assert nccl_command[1:] == "all_reduce -b 8 -e 128M -f 4 -n 5 -w 2 -g 2".split()
+    for env in (p2p_env, nccl_env):  # the pair as the job named it, nvidia-smi's numbering
+        assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        assert env["NCCL_NVLS_ENABLE"] == "0"
 
 
 def test_rtx4090_pair_without_peer_access_stops_at_rung_1(machine_of):
     got = ladder.climb(
         machine_of("rtx4090-pair-no-p2p"),
         run_gpu=True,
-        p2p_runner=lambda pair: pytest.fail("rung 2 must not run"),
+        p2p_runner=lambda command, env: pytest.fail("rung 2 must not run"),
     )
     assert got[0].status == "WARN" and "GNS" in got[0].finding and "SHM" in got[0].fix
     assert [f.finding.startswith("not reached") for f in got[1:]] == [True, True, True]
@@ -99,18 +123,18 @@ def test_no_nvcc_says_so_and_does_not_fail(machine_of):
     )
 
 
-def test_h200_pair_recorded_outputs_climb_all_four_rungs(machine_of):
-    machine = machine_of(system="h200-nvswitch-pair")
-    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+def test_h200_pair_recorded_outputs_climb_all_four_rungs(h200):
     got = ladder.climb(
-        machine,
+        h200,
         run_gpu=True,
-        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-        nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce.txt")),
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed(recorded("nccl-bench-all_reduce.txt")),
     )
     assert [f.status for f in got] == ["PASS"] * 4, got
     assert "CUDA: peer access both ways" in got[0].finding
-    assert "0 elements wrong" in got[1].finding and "0 wrong" in got[2].finding
+    # by hand: its line 50, "Data check: 5280 copies (515.40 GB) ... 0 elements wrong: PASSED"
+    assert got[1].finding == "GPU0,GPU1: P2P copies checked, 0 elements wrong (5280 copies)"
+    assert "0 wrong" in got[2].finding
     # by hand: 396.5 one way and 332.3 busbw at 2 GiB on NV18 (450 GB/s): both as expected
     assert (
         "p2p_one_way 396.5 GB/s" in got[3].finding
@@ -138,10 +162,8 @@ def test_a_sockets_all_reduce_is_low_at_rung_4(machine_of):
     got = ladder.climb(
         machine,
         run_gpu=True,
-        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-        nccl_runner=lambda pair: nccl_result(
-            _unforced(recorded("nccl-bench-all_reduce-sockets.txt"))
-        ),
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed(_unforced(recorded("nccl-bench-all_reduce-sockets.txt"))),
     )
     assert got[3].status == "WARN" and "low" in got[3].finding and "NET" in got[3].fix
 
@@ -154,38 +176,95 @@ def test_a_sockets_run_forced_by_its_settings_is_not_judged_low(machine_of):
     got = ladder.climb(
         machine,
         run_gpu=True,
-        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-        nccl_runner=lambda pair: nccl_result(recorded("nccl-bench-all_reduce-sockets.txt")),
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed(recorded("nccl-bench-all_reduce-sockets.txt")),
     )
     assert "not comparable" in got[3].finding and "low" not in got[3].finding
 
 
-def test_wrong_elements_fail_rung_3_and_rung_4_is_not_reached(machine_of):
+@pytest.fixture
+def h200(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
+    return machine
+
+
+@pytest.mark.parametrize("exit_status", [1, 0])
+def test_the_wrong_column_fails_rung_3_and_rung_4_is_not_reached(h200, exit_status):
+    # nccl_bench --inject-fault on the H200 pair: 1 in the first row's out-of-place #wrong, exit 1
+    # and "nccl_bench: error: 1 wrong elements"; with exit 0 and nothing on stderr (a hand-made
+    # case) the column alone must still fail the rung.
+    stdout, stderr = fault_run("nccl-all_reduce-inject-fault.txt")
+    got = ladder.climb(
+        h200,
+        run_gpu=True,
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed(stdout, exit_status, stderr if exit_status else ""),
+    )
+    assert got[2].status == "FAIL"
+    assert got[2].finding == "GPU0,GPU1: all-reduce gave 1 wrong elements"
+    assert got[3].finding.startswith("not reached")
+    # a count edited into the recorded clean run's 128 MiB row, exit 0
     text = recorded("nccl-bench-all_reduce.txt")
     bad = text.replace("  332.29      0  ", "  332.29      7  ")
     assert bad != text
     got = ladder.climb(
-        machine,
+        h200,
         run_gpu=True,
-        p2p_runner=lambda pair: p2p_result(recorded("p2pBandwidthLatencyTest.txt")),
-        nccl_runner=lambda pair: nccl_result(bad),
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed(bad),
     )
-    assert got[2].status == "FAIL" and "7 wrong" in got[2].finding
-    assert got[3].finding.startswith("not reached")
+    assert got[2].status == "FAIL" and "gave 7 wrong elements" in got[2].finding
 
 
-def test_a_failed_p2p_program_stops_at_rung_2(machine_of):
-    machine = machine_of(system="h200-nvswitch-pair")
-    machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
-
-    def broken(pair):
-        raise RuntimeError("the P2P test failed (exit status 1): data mismatch at element 12")
-
-    got = ladder.climb(machine, run_gpu=True, p2p_runner=broken)
-    assert got[1].status == "FAIL" and "mismatch" in got[1].finding
+@pytest.mark.parametrize("exit_status", [1, 0])
+def test_a_failed_data_check_fails_rung_2(h200, exit_status):
+    # the P2P test's --inject-fault run on the H200 pair: its data check says 1 element wrong
+    stdout, stderr = fault_run("p2p-inject-fault.txt")
+    got = ladder.climb(
+        h200,
+        run_gpu=True,
+        p2p_runner=printed(stdout, exit_status, stderr if exit_status else ""),
+        nccl_runner=lambda command, env: pytest.fail("rung 3 must not run"),
+    )
+    assert got[1].status == "FAIL" and "the P2P test failed" in got[1].finding
+    said = "data mismatch in" if exit_status else "1 elements wrong: FAILED"
+    assert said in got[1].finding
     assert all(f.finding.startswith("not reached") for f in got[2:])
+
+
+def test_a_program_that_cannot_run_warns_with_its_own_line(h200):
+    # the P2P test's line where CUDA finds no GPU (main.cpp), exit 2: not a FAIL
+    line = (
+        "p2pBandwidthLatencyTest: error: no CUDA GPU is visible, nothing to measure "
+        "(cudaGetDeviceCount: no CUDA-capable device is detected)"
+    )
+    got = ladder.climb(h200, run_gpu=True, p2p_runner=printed("", 2, line + "\n"))
+    assert got[1].status == "WARN" and got[1].finding.endswith(line)
+    assert all(f.status == "WARN" and "not reached" in f.finding for f in got[2:])
+
+    def unbuildable(command, env):
+        raise RuntimeError("building nccl_bench failed (make exit 2): NCCL not found\n...")
+
+    got = ladder.climb(
+        h200,
+        run_gpu=True,
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=unbuildable,
+    )
+    assert [f.status for f in got] == ["PASS", "PASS", "WARN", "WARN"]
+    assert got[2].finding.endswith(
+        "failed: building nccl_bench failed (make exit 2): NCCL not found"
+    )
+    # an NCCL failure that is not about wrong results: WARN with nccl_bench's own line
+    said = "nccl_bench: error: ncclCommInitAll failed: unhandled cuda error (main.cpp:120)"
+    got = ladder.climb(
+        h200,
+        run_gpu=True,
+        p2p_runner=printed(recorded("p2pBandwidthLatencyTest.txt")),
+        nccl_runner=printed("", 1, "NCCL WARN Cuda failure\n" + said + "\n"),
+    )
+    assert got[2].status == "WARN" and got[2].finding.endswith(said)
 
 
 def test_json_page_holds_the_rungs(machine_of):
@@ -208,8 +287,8 @@ def test_cuda_denying_peer_access_stops_at_rung_1(machine_of):
     got = ladder.climb(
         machine,
         run_gpu=True,
-        p2p_runner=lambda pair: p2p_result(text),
-        nccl_runner=lambda pair: pytest.fail("rung 3 must not run"),
+        p2p_runner=printed(text),
+        nccl_runner=lambda command, env: pytest.fail("rung 3 must not run"),
     )
     assert got[0].status == "WARN" and "CANNOT Access Peer" in got[0].finding
     assert all(f.finding.startswith("not reached") for f in got[1:])
@@ -220,9 +299,21 @@ def test_an_output_without_its_data_check_does_not_pass_rung_2(machine_of):
     machine = machine_of(system="h200-nvswitch-pair")
     machine.nvcc_path = "/usr/local/cuda/bin/nvcc"
     sample = (REF.parent / "h100-pcie-nvlink-pair" / "p2pBandwidthLatencyTest.txt").read_text()
-    got = ladder.climb(machine, run_gpu=True, p2p_runner=lambda pair: p2p_result(sample))
+    got = ladder.climb(machine, run_gpu=True, p2p_runner=printed(sample))
     assert got[1].status == "WARN" and "no data check" in got[1].finding
     assert all(f.finding.startswith("not reached") for f in got[2:])
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_a_failed_build_says_makes_last_line(tmp_path):
+    # the line nccl_bench's Makefile stops with when NCCL is missing (its line 27)
+    (tmp_path / "Makefile").write_text("$(error NCCL not found: set NCCL_HOME)\nall:\n")
+    with pytest.raises(RuntimeError) as failed:
+        ladder.build(tmp_path / "nccl_bench")
+    first = str(failed.value).splitlines()[0]
+    assert first.startswith("building nccl_bench failed (make exit 2): Makefile:1: *** NCCL not")
+    (tmp_path / "Makefile").write_text("all:\n\ttouch prog\n")
+    assert ladder.build(tmp_path / "prog") == tmp_path / "prog" and (tmp_path / "prog").exists()
 
 
 def test_cli_ladder_without_gpus_exits_0_with_one_line_per_rung(tmp_path):
@@ -264,3 +355,15 @@ def test_make_check_passes_ladder_on():
     )
     assert "-m coursetools.check --venv .venv --ladder" in on.stdout
     assert "--ladder" not in off.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
+def test_the_ladder_climbs_on_real_gpus(monkeypatch):
+    # the real programs, built if missing, on this machine's best pair: checked, never FAIL
+    monkeypatch.setenv("GPUTOPO_CUDA_PROBE", "1")
+    machine = detect(check_horovod=False)
+    got = ladder.climb(machine, run_gpu=True)
+    assert [f.status for f in got[1:3]] == ["PASS", "PASS"], got
+    assert "elements wrong" in got[1].finding and "0 wrong" in got[2].finding
+    assert got[3].status in ("PASS", "WARN") and "GB/s" in got[3].finding

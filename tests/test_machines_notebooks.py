@@ -137,10 +137,13 @@ def _in_background(command, env, started, limit=900):
 def _build_programs(environ):
     """Both CUDA programs built where the notebooks build them, with the Makefile's default
     architectures: the same build nbval's notebooks and the other tests use (builds of one
-    folder take turns, coursetools.cudabuild), so the session compiles each program once."""
+    folder take turns: the Makefiles' flock), so the session compiles each program once."""
     if not _nvcc():
         return None
-    code = "from coursetools import ncclbench, p2ptest; p2ptest.build(); ncclbench.build()"
+    code = (
+        "from coursetools import ladder\n"
+        "ladder.build(ladder.P2P_TEST)\nladder.build(ladder.NCCL_BENCH)\n"
+    )
     done = subprocess.run(
         ["nice", "-n", "10", sys.executable, "-c", code],
         capture_output=True,
@@ -176,7 +179,7 @@ class Matrix:
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL)
         # The runs share the programs' build folders: both are built first (in the background
         # too), so that the runs find them built; any build that overlaps another waits for it
-        # (cudabuild's lock).
+        # (the Makefiles' lock on .make-lock).
         built = self.pool.submit(_build_programs, environ)
         # make course needs no stand-in; its notebook 3 waits for the build's lock if it must
         self.make_course = self.pool.submit(_run_make_course, base, self.children, environ)

@@ -1,4 +1,4 @@
-"""The NCCL collective benchmark (source_code/nccl_bench) and its Python wrapper.
+"""The NCCL collective benchmark (source_code/nccl_bench).
 
 CI has nvcc and NCCL but no GPU: the program is compiled with the plain `make` where the
 notebooks build it (once a session, conftest.nccl_program), `make -n` in a copy of its folder
@@ -6,24 +6,20 @@ shows the architecture list, and the program's --help, bad arguments and no-GPU 
 checked. Tests marked gpu need two GPUs.
 """
 
-import importlib
 import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from coursetools import ncclbench
+from coursetools import ladder
 from gputopo.parsers import nccl_tests
 from gpus import visible_gpu_count
 
-detect_module = importlib.import_module(
-    "coursetools.detect"
-)  # the module; coursetools.detect is the function
-
-BENCH_DIR = ncclbench.BENCH_DIR
+BENCH_DIR = ladder.NCCL_BENCH.parent
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")  # its --help
+RECORDED = "h200-nvswitch-pair"
 NVCC = shutil.which("nvcc") or (
     "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
 )
@@ -233,90 +229,14 @@ def test_getopt_long_reads_every_spelling_as_before(binary, args, line):
     assert done.stderr.splitlines() == [f"nccl_bench: error: {line}"]
 
 
-def test_wrapper_checks_arguments():
-    with pytest.raises(ValueError):
-        ncclbench._arguments("gather_all", None, 8, 16, 2, 1, 0, "float", "x.json")
-    with pytest.raises(ValueError):
-        ncclbench._arguments("all_reduce", None, 16, 8, 2, 1, 0, "float", "x.json")
-    args = ncclbench._arguments("all_gather", [0, 3], 8, 1 << 20, 4, 10, 2, "float", "x.json")
-    assert args[0] == "all_gather" and args[-2:] == ["-g", "2"]  # the collective: the first word
-    assert args[args.index("-J") + 1] == "x.json" and "-o" not in args
-
-
-def test_wrapper_environment_keeps_nvls_off_and_maps_devices(monkeypatch, fake_nvidia_smi):
-    # an 8-GPU box as nvidia-smi shows it, whatever this machine has (a 1-GPU box has no GPU 3)
-    fake_nvidia_smi("h200-nvswitch-8gpu")
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(detect_module, "_cached", detect_module.detect(check_horovod=False))
-    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
-    env = ncclbench._run_env({"NCCL_P2P_LEVEL": "LOC"}, [0, 3])
-    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_P2P_LEVEL"] == "LOC"
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,3"
-    assert ncclbench._run_env({"NCCL_NVLS_ENABLE": "1"}, None)["NCCL_NVLS_ENABLE"] == "1"
-
-
-def test_reference_file_names():
-    assert ncclbench.reference_file() == "nccl-bench-all_reduce.txt"
-    assert (
-        ncclbench.reference_file("all_reduce", {"NCCL_P2P_LEVEL": "LOC"})
-        == "nccl-bench-all_reduce-P2P_LEVEL-LOC.txt"
-    )
-    sockets = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
-    assert ncclbench.reference_file("all_reduce", sockets) == "nccl-bench-all_reduce-sockets.txt"
-    assert ncclbench.reference_file("sendrecv") == "nccl-bench-sendrecv.txt"
-
-
-def test_reference_mode_without_gpus(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 0)
-    from gputopo import reference
-
-    # The H200 runs are recorded (source_code/reference_systems/h200-nvswitch-pair): losing the
-    # file must fail here, not quietly test the "nothing recorded" branch instead.
-    assert ncclbench.reference_file() in reference.files(ncclbench.REFERENCE_SYSTEM)
-    result = ncclbench.run()
-    assert result["mode"] == "reference" and "reference" in result["reason"]
-    assert result["source"].endswith("nccl-bench-all_reduce.txt")
-    recorded = nccl_tests.parse(
-        reference.read_text(ncclbench.REFERENCE_SYSTEM, ncclbench.reference_file())
-    )
-    assert result["parsed"] == recorded and len(recorded["rows"]) > 1
-    assert not list(tmp_path.iterdir())  # nothing measured, nothing recorded
-    with pytest.raises(ncclbench.NcclBenchError):
-        ncclbench.run(reference=False)
-
-
-def test_a_failed_build_falls_back_to_the_recorded_run(monkeypatch, tmp_path):
-    """Two GPUs listed, but nccl_bench cannot be built (no NCCL, a broken toolkit): the
-    notebook gets the recorded run and the first line of why, not an exception."""
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 2)
-    monkeypatch.setattr(ncclbench, "BINARY", tmp_path / "not-built" / "nccl_bench")
-
-    def failing_build(*args, **kwargs):
-        raise ncclbench.NcclBenchError(
-            "building nccl_bench failed (make exit status 2):\nnccl.h: No such file"
-        )
-
-    monkeypatch.setattr(ncclbench, "build", failing_build)
-    result = ncclbench.run()
-    assert result["mode"] == "reference" and result["source"].endswith("nccl-bench-all_reduce.txt")
-    assert (
-        result["reason"]
-        == "nccl_bench could not be built here (building nccl_bench failed (make exit status 2):)"
-    )
-    with pytest.raises(ncclbench.NcclBenchError, match="make exit status 2"):
-        ncclbench.run(reference=False)
-
-
 def test_recorded_h200_runs_parse_and_are_correct():
     from gputopo import reference
 
-    names = [n for n in reference.files(ncclbench.REFERENCE_SYSTEM) if n.startswith("nccl-bench-")]
+    names = [n for n in reference.files(RECORDED) if n.startswith("nccl-bench-")]
     # One file per operation of the main set at least (record_runs.sh): none must go missing.
-    assert {f"nccl-bench-{op}.txt" for op in ncclbench.OPS} <= set(names), names
+    assert {f"nccl-bench-{op}.txt" for op in OPS} <= set(names), names
     for name in names:
-        parsed = nccl_tests.parse(reference.read_text(ncclbench.REFERENCE_SYSTEM, name))
+        parsed = nccl_tests.parse(reference.read_text(RECORDED, name))
         assert parsed["rows"], name
         for row in parsed["rows"]:
             for group in (row["out_of_place"], row["in_place"]):
@@ -330,7 +250,7 @@ needs_two_gpus = pytest.mark.skipif(visible_gpu_count() < 2, reason="needs at le
 
 @pytest.mark.gpu
 @needs_two_gpus
-@pytest.mark.parametrize("op", ncclbench.OPS)
+@pytest.mark.parametrize("op", OPS)
 def test_every_operation_is_correct_on_gpus(binary, op, tmp_path):
     json_path = tmp_path / "out.json"
     done = _run(
@@ -388,20 +308,6 @@ def test_other_types_are_exact(binary, datatype):
         env={"NCCL_NVLS_ENABLE": "0"},
     )
     assert done.returncode == 0, done.stderr
-
-
-@pytest.mark.gpu
-@needs_two_gpus
-def test_wrapper_runs_and_records(monkeypatch, tmp_path, binary):
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
-    monkeypatch.setattr(ncclbench, "BINARY", Path(binary))
-    result = ncclbench.run(
-        "all_reduce", max_bytes=1 << 20, iters=5, warmup=1, env={"NCCL_P2P_LEVEL": "LOC"}
-    )
-    assert result["mode"] == "live" and result["returncode"] == 0
-    assert result["env"]["NCCL_P2P_LEVEL"] == "LOC" and result["env"]["NCCL_NVLS_ENABLE"] == "0"
-    assert result["parsed"]["rows"][-1]["size"] == 1 << 20
-    assert (tmp_path / "nccl_bench.jsonl").exists()
 
 
 @pytest.mark.gpu
@@ -528,7 +434,7 @@ def test_nccl_tests_options_run_and_stay_correct(binary, args, tmp_path):
 @pytest.mark.gpu
 @needs_two_gpus
 def test_inject_fault_fails_the_check_for_every_collective(binary):
-    for op in ncclbench.OPS:
+    for op in OPS:
         done = _run(
             binary,
             op,

@@ -14,25 +14,18 @@
 - The usage errors of this mode: one line, exit 2, nothing on stdout.
 - The ncclUniqueId hand-over through a file and the local rank -> GPU rule, through
   tests/cuda_host/nccl_launch_harness.cpp, which links launch.cpp with g++ (no CUDA).
-- ncclbench.run(launcher="torchrun"): the command it starts, its message without PyTorch.
 - Rank 0's table and JSON through report.cpp (tests/cuda_host/nccl_per_rank_report_harness.cpp).
 """
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
 
-from coursetools import ncclbench
-from gputopo import reference
 from gputopo.parsers import nccl_tests
 from gpus import visible_gpu_count
 
@@ -356,7 +349,6 @@ def test_a_rank_without_a_gpu_says_so(program):
     assert len(lines) == 1 and lines[0].startswith(
         "nccl_bench: error: rank 1 of 4: needs a GPU for this rank, found none"
     )
-    assert ncclbench._NO_GPU.search(lines[0])  # the wrapper shows the recorded run then
 
 
 def test_one_rank_of_auto_takes_the_single_process_path(program):
@@ -509,163 +501,6 @@ def test_an_older_runs_file_is_waited_past(harness, tmp_path):
     assert reader.returncode == 0 and out.split() == ["3c", "3c"], err
 
 
-# ---------------------------------------------------------------- the Python wrapper
-
-
-def _without_torch(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
-    )
-
-
-def _with_torch(monkeypatch):
-    real = importlib.util.find_spec
-    stand_in = importlib.machinery.ModuleSpec("torch", None)
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: stand_in if name == "torch" else real(name, *a),
-    )
-
-
-def test_without_pytorch_the_wrapper_says_so(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path))
-    _without_torch(monkeypatch)
-    with pytest.raises(
-        ncclbench.NcclBenchError, match=r"needs PyTorch \(python -m torch.distributed.run\)"
-    ):
-        ncclbench.launcher_command(2)
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 0)
-    with pytest.raises(ncclbench.NcclBenchError, match="needs PyTorch"):
-        ncclbench.run(launcher="torchrun")
-    with pytest.raises(ValueError, match="unknown launcher 'mpirun'"):
-        ncclbench.run(launcher="mpirun")
-    assert ncclbench.run()["mode"] == "reference"  # without a launcher: as before
-
-
-def test_launcher_command(monkeypatch):
-    _with_torch(monkeypatch)
-    assert ncclbench.launcher_command(4) == [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "4",
-        "--no_python",
-    ]
-    with pytest.raises(ValueError):
-        ncclbench.launcher_command(0)
-
-
-RECORDED = reference.read_text(ncclbench.REFERENCE_SYSTEM, "nccl-bench-all_reduce.txt")
-
-
-@pytest.fixture
-def stand_in_run(monkeypatch, tmp_path):
-    """run(launcher="torchrun") with PyTorch 'present' and the process replaced: what was
-    started."""
-    monkeypatch.setenv("GPUTOPO_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
-    _with_torch(monkeypatch)
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 2)
-    binary = tmp_path / "nccl_bench"
-    binary.write_text("")
-    monkeypatch.setattr(ncclbench, "BINARY", binary)
-    started = {}
-
-    def answer(stdout="", stderr="", returncode=0):
-        def fake_run(command, **kwargs):
-            started["command"], started["env"] = command, kwargs["env"]
-            return subprocess.CompletedProcess(command, returncode, stdout=stdout, stderr=stderr)
-
-        monkeypatch.setattr(
-            ncclbench, "proctree", types.SimpleNamespace(run=fake_run)
-        )  # ncclbench's only
-        return started
-
-    return answer
-
-
-def test_wrapper_starts_one_process_per_gpu_under_torchrun(stand_in_run):
-    started = stand_in_run(stdout=RECORDED)
-    result = ncclbench.run(launcher="torchrun", max_bytes=1 << 20)
-    command = started["command"]
-    assert command[:7] == [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "--no_python",
-    ]
-    assert command[7] == str(ncclbench.BINARY)
-    args = command[8:]
-    assert args[args.index("--launcher") + 1] == "torchrun" and "-g" not in args
-    assert started["env"]["NCCL_NVLS_ENABLE"] == "0"  # the course default, as without a launcher
-    assert result["mode"] == "live" and result["command"].startswith(
-        f"{sys.executable} -m torch.distributed.run"
-    )
-    assert (
-        result["parsed"]["rows"]
-        == reference.load(
-            ncclbench.REFERENCE_SYSTEM, "nccl-tests", filename="nccl-bench-all_reduce.txt"
-        )["rows"]
-    )
-
-
-def test_wrapper_keeps_an_inherited_nvls_setting(stand_in_run, monkeypatch):
-    started = stand_in_run(stdout=RECORDED)
-    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
-    ncclbench.run(launcher="torchrun", gpus=[0, 1])
-    assert started["env"]["NCCL_NVLS_ENABLE"] == "1"
-    assert started["command"][5] == "2"
-
-
-def test_wrapper_reports_the_programs_line_not_torchruns(stand_in_run):
-    stderr = (
-        "nccl_bench: error: rank 1 of 2: ncclCommInitRank failed: unhandled system error "
-        "(main.cpp:220)\n"
-        "E1125 00:00:00.000 torch/distributed/elastic/multiprocessing/api.py] failed "
-        "(exitcode: 1)\n"
-        "Traceback (most recent call last):\n"
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-    )
-    stand_in_run(stderr=stderr, returncode=1)
-    with pytest.raises(ncclbench.NcclBenchError) as failed:
-        ncclbench.run(launcher="torchrun")
-    assert str(failed.value) == (
-        "nccl_bench: error: rank 1 of 2: ncclCommInitRank failed: unhandled system error "
-        "(main.cpp:220)"
-    )
-
-
-def test_wrapper_shows_the_recorded_run_when_the_ranks_find_no_gpu(stand_in_run):
-    stand_in_run(
-        stderr="nccl_bench: error: rank 0 of 2: needs a GPU for this rank, found none: "
-        "no CUDA-capable "
-        "device is detected (cudaGetDeviceCount)\nChildFailedError\n",
-        returncode=1,
-    )
-    result = ncclbench.run(launcher="torchrun")
-    assert result["mode"] == "reference" and "needs a GPU for this rank" in result["reason"]
-
-
-def test_one_rank_on_one_gpu_runs_live(stand_in_run, monkeypatch):
-    """gpus=1 with a launcher checks the set-up on one GPU; without a launcher it stays
-    reference."""
-    started = stand_in_run(stdout=RECORDED)
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: 1)
-    assert ncclbench.run(launcher="torchrun", gpus=1)["mode"] == "live"
-    assert started["command"][5] == "1"
-    assert ncclbench.run(gpus=1)["mode"] == "reference"
-    monkeypatch.setattr(ncclbench, "_visible_gpu_count", lambda: None)  # detection failed
-    with pytest.raises(ncclbench.NcclBenchError, match="pass gpus=N"):
-        ncclbench.run(launcher="torchrun")
-
-
 # ---------------------------------------------------------------- rank 0's table and JSON
 
 
@@ -810,7 +645,9 @@ def test_one_rank_runs_on_one_gpu(nccl_program, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
-@pytest.mark.parametrize("op", ncclbench.OPS)
+@pytest.mark.parametrize(
+    "op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv"]
+)
 def test_two_ranks_are_correct(nccl_program, tmp_path, op):
     """Two processes started by hand as torchrun would; rank 0 prints, rank 1 prints nothing."""
     common = [

@@ -6,61 +6,80 @@
     3 checked all-reduce the bundled nccl_bench on the pair, 8 B to 128 MiB, its #wrong column
     4 bandwidth          gputopo.verdicts on rung 2's one-way copy and rung 3's busbw
 
-Rung 1 costs nothing; rungs 2-4 build (if missing) and run the CUDA programs, only when asked:
-`make check LADDER=1` (`python -m coursetools.check --ladder`). A rung above a failed one says
-"not reached"; no GPU, one GPU or no nvcc is said per rung, never a FAIL. FAIL only when a data
-check or NCCL's #wrong column finds wrong results. Tests pass the runners recorded outputs.
+Rung 1 costs nothing; rungs 2-4 run the CUDA programs, only when asked: `make check LADDER=1`
+(`python -m coursetools.check --ladder`). Each runs as a learner would type it (P2P_ARGS,
+NCCL_ARGS) with CUDA_VISIBLE_DEVICES naming the pair, after `make -C` its folder if the program
+is missing; gputopo's parsers read the output. A rung above a failed one says "not reached";
+no GPU, one GPU or no nvcc is said per rung, never a FAIL. FAIL only when the P2P test's data
+check or nccl_bench's #wrong column finds wrong results. Tests pass the runners
+(f(command, env) -> CompletedProcess) recorded outputs.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
 from typing import Callable, List, Optional
 
-from coursetools import ncclbench, p2ptest
+from coursetools import gpus, proctree
 from coursetools.findings import FAIL, NONE_NEEDED, PASS, WARN, Finding, peer_status
 from gputopo import linkcodes, links, verdicts
+from gputopo.parsers import nccl_tests, p2p
 
 OPT_IN = "make check LADDER=1 (python -m coursetools.check --ladder)"
-P2P_ELEMENTS = 16 << 20  # 4-byte elements: 64 MiB per copy, above verdicts.PLATEAU_BYTES
-NCCL_MAX_BYTES = 128 << 20
+SOURCE = Path(__file__).resolve().parent.parent
+P2P_TEST = SOURCE / "p2pBandwidthLatencyTest" / "p2pBandwidthLatencyTest"
+NCCL_BENCH = SOURCE / "nccl_bench" / "nccl_bench"
+# 64 MiB per copy (4-byte elements), above verdicts.PLATEAU_BYTES; nccl-tests' flags
+P2P_ARGS = ["--numElems=16777216", "--iters=2", "--reps=3", "--lat_iters=20"]
+NCCL_ARGS = ["all_reduce", "-b", "8", "-e", "128M", "-f", "4", "-n", "5", "-w", "2", "-g", "2"]
+RUN_TIMEOUT_S = 180
+# "Data check: 5280 copies (515.40 GB) compared with their pattern, 0 elements wrong: PASSED"
+DATA_CHECK = re.compile(r"Data check: (\d+) copies .*?, (\d+) elements wrong: (PASSED|FAILED)")
 RUNG_NAMES = {1: "peer capability", 2: "checked copy", 3: "checked all-reduce", 4: "bandwidth"}
+
+
+def build(program: Path, timeout: float = 900) -> Path:
+    """`make -C` the program's folder (its Makefile picks the architectures nvcc lists and takes
+    turns with other builds of the folder); the program, or RuntimeError: make's last line, then
+    its last 15."""
+    done = proctree.run(
+        ["make", "-C", str(program.parent)], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0 or not program.exists():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-15:] or ["no output"]
+        raise RuntimeError(
+            f"building {program.name} failed (make exit {done.returncode}): {tail[-1]}\n"
+            + "\n".join(tail)
+        )
+    return program
+
+
+def run_program(command: List[str], env: dict) -> subprocess.CompletedProcess:
+    """Build command[0] if it is missing, then run the command (RUN_TIMEOUT_S at most)."""
+    if not Path(command[0]).exists():
+        build(Path(command[0]))
+    return proctree.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
 
 
 def _item(n: int) -> str:
     return f"P2P ladder {n}/4 ({RUNG_NAMES[n]})"
 
 
-def default_p2p_runner(pair):
-    return p2ptest.run(
-        devices=list(pair),
-        extra=[f"--numElems={P2P_ELEMENTS}", "--iters=2", "--reps=3", "--lat_iters=20"],
-        timeout=180,
-        reference=False,
-        record=False,
-    )
-
-
-def default_nccl_runner(pair):
-    return ncclbench.run(
-        "all_reduce",
-        gpus=list(pair),
-        min_bytes=8,
-        max_bytes=NCCL_MAX_BYTES,
-        factor=4,
-        iters=5,
-        warmup=2,
-        timeout=180,
-        reference=False,
-        record=False,
-    )
+def _said(done) -> str:
+    """The program's own `...: error: ...` line, else its last line of stderr or stdout."""
+    lines = (done.stderr or "").strip().splitlines() or (done.stdout or "").strip().splitlines()
+    said = [line for line in lines if "error:" in line]
+    return (said or lines or [f"exit status {done.returncode}"])[-1].strip()
 
 
 def machine_link(machine, pair) -> verdicts.Link:
     """The pair's link as verdicts.Link: NVLink generation and active links, or the PCIe generation
     and width the slower GPU reported."""
     code = machine.link_between(*pair) or ""
-    gpus = [g for g in machine.gpus if g.index in pair]
-    name = gpus[0].name if gpus else (machine.gpu_names or [None])[0]
+    found = [g for g in machine.gpus if g.index in pair]
+    name = found[0].name if found else (machine.gpu_names or [None])[0]
     spec, bonded = links.spec_for(name), linkcodes.nvlink_count(code)
     if bonded:
         active = [(machine.nvlink_active_links or {}).get(f"GPU{i}") for i in pair]
@@ -74,14 +93,14 @@ def machine_link(machine, pair) -> verdicts.Link:
 
     # An idle GPU drops its link to gen1 and trains up under load: verdicts judges against the
     # maximum and names a trained-down link only as a reason when the number is low.
-    gen = slowest([g.pcie_gen_current or g.pcie_gen_max for g in gpus]) or (spec and spec.pcie)
-    top = slowest([g.pcie_gen_max for g in gpus])
+    gen = slowest([g.pcie_gen_current or g.pcie_gen_max for g in found]) or (spec and spec.pcie)
+    top = slowest([g.pcie_gen_max for g in found])
     return verdicts.Link(
         "pcie",
         f"gen{gen}" if isinstance(gen, int) else gen,
-        width=slowest([g.pcie_width_current or g.pcie_width_max for g in gpus]),
+        width=slowest([g.pcie_width_current or g.pcie_width_max for g in found]),
         gen_max=f"gen{top}" if top else None,
-        width_max=slowest([g.pcie_width_max for g in gpus]),
+        width_max=slowest([g.pcie_width_max for g in found]),
         gpu=name,
     )
 
@@ -104,12 +123,8 @@ def climb(
         return _rest(1, "not applicable: one GPU visible, P2P needs a pair", PASS, NONE_NEEDED)
     pair = machine.best_pair
     if pair is None:
-        return _rest(
-            1,
-            "not applicable: no GPU pair chosen (topology unreadable)",
-            WARN,
-            "see the topology line",
-        )
+        why = "not applicable: no GPU pair chosen (topology unreadable)"
+        return _rest(1, why, WARN, "see the topology line")
     name, code = f"GPU{pair[0]},GPU{pair[1]}", machine.link_between(*pair) or "?"
     cell = peer_status(machine.p2p_matrix, *pair)
     if cell is None:
@@ -126,142 +141,101 @@ def climb(
             else "run on bare metal or a VM with GPU peer-to-peer "
             "enabled (IOMMU passthrough, PCIe ACS off)"
         )
-        return [
-            Finding(
-                WARN, _item(1), f"{name} ({code}): no peer access, topo -p2p r/w says {cell}", fix
-            )
-        ] + _rest(2, "not reached (rung 1: no peer access)")
+        said = f"{name} ({code}): no peer access, topo -p2p r/w says {cell}"
+        return [Finding(WARN, _item(1), said, fix)] + _rest(
+            2, "not reached (rung 1: no peer access)"
+        )
     else:
         rung1 = Finding(PASS, _item(1), f"{name} ({code}): topo -p2p read and write OK both ways")
     if not run_gpu:
-        return [rung1] + _rest(
-            2,
-            f"skipped: opt in with {OPT_IN}; it builds and runs the CUDA "
-            "programs on the pair, building them first if missing",
-            PASS,
-            NONE_NEEDED,
-        )
-    if not machine.nvcc_path:
-        return [rung1] + _rest(
-            2,
-            "not run: no nvcc to build the P2P test and nccl_bench",
-            WARN,
-            "put nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH",
-        )
-    try:  # rung 2, which also gives CUDA's own peer answer for rung 1
-        p2p = (p2p_runner or default_p2p_runner)(pair)
-    except Exception as error:  # P2PTestError or anything the run raised: one line
-        lines = str(error).splitlines()
-        said = [line for line in lines if "error:" in line]  # the program's own line
-        text = (said or lines or [type(error).__name__])[-1 if said else 0]
-        wrong = "mismatch" in str(error).lower() or "wrong" in str(error).lower()
-        return [
-            rung1,
-            Finding(
-                FAIL if wrong else WARN,
-                _item(2),
-                f"{name}: the P2P test failed: {text}",
-                "run source_code/p2pBandwidthLatencyTest/"
-                "p2pBandwidthLatencyTest by hand; a data mismatch means a broken "
-                "link or driver: reseat, update the driver",
-            ),
-        ] + _rest(3, "not reached (rung 2 failed)")
-    peers = (p2p.get("parsed") or {}).get("peer_access") or []
-    denied = [p for p in peers if not p.get("can_access")]
-    if denied:
-        return [
-            Finding(
-                WARN,
-                _item(1),
-                f"{name}: topo -p2p says OK but CUDA says Device="
-                f"{denied[0]['from']} CANNOT Access Peer Device={denied[0]['to']}",
-                "a VM or container hides peer access: check the IOMMU and ACS lines",
-            )
-        ] + _rest(2, "not reached (rung 1: CUDA gives no peer access)")
-    rung1 = rung1._replace(finding=rung1.finding + "; CUDA: peer access both ways")
-    verification = (p2p.get("json") or {}).get("verification") or {}
-    text = p2p.get("text") or ""
-    if p2p.get("mode") == "reference" or not (
-        verification.get("ok") is True or ("Data check:" in text and "PASSED" in text)
-    ):
         why = (
-            "ran the recorded reference instead"
-            if p2p.get("mode") == "reference"
-            else "no data check in its output"
+            f"skipped: opt in with {OPT_IN}; it builds and runs the CUDA "
+            "programs on the pair, building them first if missing"
         )
-        return [
-            rung1,
-            Finding(WARN, _item(2), f"{name}: {why}", "run the P2P test by hand"),
-        ] + _rest(3, "not reached (rung 2 not checked)")
-    copies = verification.get("copies_checked")
-    found = [
-        rung1,
-        Finding(
-            PASS,
-            _item(2),
-            f"{name}: P2P copies checked, 0 elements wrong"
-            + (f" ({copies} copies)" if copies else ""),
-        ),
-    ]
+        return [rung1] + _rest(2, why, PASS, NONE_NEEDED)
+    if not machine.nvcc_path:
+        why = "not run: no nvcc to build the P2P test and nccl_bench"
+        fix = "put nvcc on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH"
+        return [rung1] + _rest(2, why, WARN, fix)
+    try:  # the pair, named as the job names it, becomes CUDA devices 0 and 1 of each program
+        visible = gpus.child_visible_devices(list(pair), *gpus.from_machine(machine))
+    except gpus.GpuSelectionError as error:
+        return [rung1] + _rest(2, f"not run: {error}", WARN, "see the GPUs line")
+    env = gpus.child_environment(visible=visible)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    return _climb_gpu(
+        machine, pair, name, rung1, env, p2p_runner or run_program, nccl_runner or run_program
+    )
+
+
+def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List[Finding]:
+    """The four rungs once rung 1 passed: rung 1 itself, or its WARN when CUDA contradicts it."""
+
+    def stop(found, n, status, said, fix, why="failed"):
+        finding = Finding(status, _item(n), f"{name}: {said}", fix)
+        return found + [finding] + _rest(n + 1, f"not reached (rung {n} {why})")
+
+    def first_line(error):
+        return (str(error).splitlines() or [type(error).__name__])[0]
+
+    p2p_fix = (
+        "run source_code/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest by hand; a data "
+        "mismatch means a broken link or driver: reseat, update the driver"
+    )
+    try:  # rung 2, which also gives CUDA's own peer answer for rung 1
+        done = p2p_runner([str(P2P_TEST)] + P2P_ARGS, env)
+        text, check = done.stdout or "", DATA_CHECK.search(done.stdout or "")
+        wrong = (check and check[3] == "FAILED") or "mismatch" in (done.stderr or "")
+        parsed = p2p.parse(text) if done.returncode == 0 and not wrong else None
+    except Exception as error:  # no build, a timeout, an output cut off: one line
+        return stop([rung1], 2, WARN, f"the P2P test failed: {first_line(error)}", p2p_fix)
+    if parsed is None:
+        said = f"the P2P test failed: {_said(done)}"
+        return stop([rung1], 2, FAIL if wrong else WARN, said, p2p_fix)
+    denied = [p for p in parsed["peer_access"] if not p.get("can_access")]
+    if denied:
+        said = (
+            f"topo -p2p says OK but CUDA says Device={denied[0]['from']} "
+            f"CANNOT Access Peer Device={denied[0]['to']}"
+        )
+        fix = "a VM or container hides peer access: check the IOMMU and ACS lines"
+        why = "not reached (rung 1: CUDA gives no peer access)"
+        return [Finding(WARN, _item(1), f"{name}: {said}", fix)] + _rest(2, why)
+    found = [rung1._replace(finding=rung1.finding + "; CUDA: peer access both ways")]
+    if not check:
+        fix = "run the P2P test by hand"
+        return stop(found, 2, WARN, "no data check in its output", fix, "not checked")
+    said = f"{name}: P2P copies checked, 0 elements wrong ({check[1]} copies)"
+    found.append(Finding(PASS, _item(2), said))
+    nccl_fix = "rerun with NCCL_DEBUG=INFO and read the last WARN lines"
     try:  # rung 3
-        nccl = (nccl_runner or default_nccl_runner)(pair)
+        done = nccl_runner([str(NCCL_BENCH)] + NCCL_ARGS, env)
     except Exception as error:
-        said = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return (
-            found
-            + [
-                Finding(
-                    FAIL if "wrong" in said.lower() else WARN,
-                    _item(3),
-                    f"{name}: nccl_bench all_reduce failed: {said}",
-                    "rerun with NCCL_DEBUG=INFO and read the last WARN lines",
-                )
-            ]
-            + _rest(4, "not reached (rung 3 failed)")
-        )
-    rows = (nccl.get("parsed") or {}).get("rows") or []
-    if nccl.get("mode") == "reference" or not rows:
-        return (
-            found
-            + [
-                Finding(
-                    WARN, _item(3), f"{name}: no live all-reduce table", "run nccl_bench by hand"
-                )
-            ]
-            + _rest(4, "not reached (rung 3 not checked)")
-        )
+        said = f"nccl_bench all_reduce failed: {first_line(error)}"
+        return stop(found, 3, WARN, said, nccl_fix)
+    table = done.stdout or ""
+    try:
+        rows, unread = nccl_tests.parse(table, strict=False)["rows"], None
+    except ValueError as error:  # gputopo.parsers.ParseError: cut off, or no table at all
+        rows, unread = [], f"its table could not be read: {first_line(error)}"
     wrong = sum(
-        int(g["wrong"])
-        for r in rows
-        for g in (r["out_of_place"], r.get("in_place"))
-        if g and isinstance(g.get("wrong"), int)
+        group["wrong"]
+        for row in rows
+        for group in (row["out_of_place"], row.get("in_place"))
+        if group and isinstance(group.get("wrong"), int)
     )
     if wrong:
-        return (
-            found
-            + [
-                Finding(
-                    FAIL,
-                    _item(3),
-                    f"{name}: all-reduce gave {wrong} wrong elements",
-                    "a broken link or driver: rerun with NCCL_DEBUG=INFO; update the driver",
-                )
-            ]
-            + _rest(4, "not reached (rung 3 failed)")
-        )
-    found.append(
-        Finding(PASS, _item(3), f"{name}: all-reduce of {len(rows)} sizes checked, 0 wrong")
-    )
+        fix = "a broken link or driver: rerun with NCCL_DEBUG=INFO; update the driver"
+        return stop(found, 3, FAIL, f"all-reduce gave {wrong} wrong elements", fix)
+    if done.returncode != 0 or not rows:
+        said = _said(done) if done.returncode != 0 else unread or "no all-reduce table"
+        status = FAIL if "wrong" in said.lower() else WARN
+        return stop(found, 3, status, f"nccl_bench all_reduce failed: {said}", nccl_fix)
+    said = f"{name}: all-reduce of {len(rows)} sizes checked, 0 wrong"
+    found.append(Finding(PASS, _item(3), said))
     link = machine_link(machine, pair)  # rung 4: the numbers against the expected range
-    return found + [
-        rung4(
-            name,
-            [
-                verdicts.judge_p2p_output(text, link, 0, 1),
-                verdicts.judge_nccl_output(nccl.get("text") or "", link),
-            ],
-        )
-    ]
+    judged = [verdicts.judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(table, link)]
+    return found + [rung4(name, judged)]
 
 
 def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
