@@ -3,8 +3,9 @@
     python -m coursetools.check [--json] [--ladder]    # make check: one page of PASS/WARN/FAIL
     python -m coursetools.course [--notebooks NB ...]  # make course: every notebook, one report
 
-check (findings; doctor: the host's settings; ladder: the P2P ladder, which builds and runs the
-CUDA programs through cudabuild, p2ptest, ncclbench), course; what this machine has: detect (with
-nvml), machine, gpus (GPU numbering); results (the append-only store); proctree (a run that
-leaves no process behind). Importing the package loads nothing else.
+check (findings; doctor: the host's settings, read by gputopo.parsers.lspci and .host;
+ladder: the P2P ladder, which builds and runs the CUDA programs through cudabuild, p2ptest,
+ncclbench), course; what this machine has: detect (with nvml; tool texts read by
+gputopo.parsers), machine, gpus (GPU numbering); results (the append-only store); proctree (a
+run that leaves no process behind). Importing the package loads nothing else.
 """
