@@ -336,9 +336,9 @@ def clock_rows(machine, timeout: float = 20):
     return rows, done.problem or "nvidia-smi --query-gpu"
 
 
-def gather(machine, environ: Optional[Dict[str, str]] = None, timeout: float = 20) -> Dict:
+def gather(machine, timeout: float = 20) -> Dict:
     """Everything `findings()` reads, from this host. Nothing is written and nothing needs root."""
-    host: Dict[str, object] = {"environ": dict(os.environ if environ is None else environ)}
+    host: Dict[str, object] = {"environ": dict(os.environ)}
     if machine.mode == "multi-gpu":
         done = run_tool(["lspci", "-vvv"], timeout) if shutil.which("lspci") else None
         host["lspci"] = done.stdout if done and done.ok else None
