@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from coursetools import check, doctor
-from coursetools.detect import detect, parse_horovod_check_build
+from coursetools.detect import detect
 from coursetools.findings import peer_status
 from coursetools.machine import Machine
+from gputopo.parsers.toolchain import horovod_check_build
 
 H100 = "h100-pcie-nvlink-pair"
 V100 = "v100-sxm2-8gpu-server"
@@ -370,10 +371,11 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     text = (
         "Horovod v0.28.1:\n\nAvailable Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"
         "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
-        "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n    [X] Gloo\n"
+        "Available Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
+        "    [X] Gloo\n"
     )
     machine = gpu_machine(fake_nvidia_smi)
-    machine.horovod = parse_horovod_check_build(text)
+    machine.horovod = horovod_check_build(text)
     found = check.check_horovod(machine, installed_here=True)[0]
     assert found.status == "PASS", found
     assert "TensorFlow no" in found.finding and "PyTorch yes" in found.finding

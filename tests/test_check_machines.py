@@ -230,7 +230,8 @@ def test_doctor_on_a_mig_stand_in_warns_and_never_fails(standin):
 
 
 def test_the_doctor_reads_this_host_on_a_stand_in_without_breaking(standin):
-    """No injected host facts: lspci, /proc and the stand-in's nvidia-smi clock query, as make check runs."""
+    """No injected host facts: lspci, /proc and the stand-in's nvidia-smi clock query, as make check
+    runs."""
     machine = standin("l40s-4gpu-2numa-nics", "2,3")
     machine.horovod = dict(GPU_BUILD)
     _, found = check.run_checks(

@@ -41,7 +41,8 @@ def notebooks(tmp_path):
             # as the course's notebooks do: a command's output file, then live.read
             "import os\nos.environ['GPUTOPO_RESULTS_DIR'] = os.path.abspath('kernel-results')\n"
             "from gputopo import live\nRUN = live.run_dir('1-fine')\n"
-            "_ = live.read(RUN / 'nothing.txt', kind='topo', recorded='h100-single-gpu/nvidia-smi-topo-m.txt')",
+            "_ = live.read(RUN / 'nothing.txt', kind='topo', "
+            "recorded='h100-single-gpu/nvidia-smi-topo-m.txt')",
             "!echo 'GPU0 is here' > {RUN}/said.txt\n_ = live.read(RUN / 'said.txt')",
             "_ = live.read(RUN / 'none.txt')",  # [not live]: neither live nor recorded
             "import os, sys, gputopo\nprint(sys.executable, os.environ['NCCL_NVLS_ENABLE'])",

@@ -1,6 +1,8 @@
 """Discovery: reference mode whenever nvidia-smi cannot help, live modes from recorded outputs."""
 
 import importlib
+import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -10,9 +12,10 @@ import pytest
 from conftest import DRIVER_ERROR
 
 detect_module = importlib.import_module("coursetools.detect")
-from coursetools.detect import decode_nccl_version, detect, parse_horovod_check_build  # noqa: E402
+from coursetools.detect import detect  # noqa: E402
 from coursetools.machine import Machine  # noqa: E402
 from gputopo import reference  # noqa: E402
+from gputopo.parsers.toolchain import horovod_check_build, nccl_version  # noqa: E402
 from gputopo.parsers.topo import parse as parse_topo  # noqa: E402
 
 H100 = "h100-pcie-nvlink-pair"
@@ -42,7 +45,7 @@ Available Tensor Operations:
 
 
 def quick_detect(**options):
-    # Horovod's check runs TensorFlow's import; the tests that need it pass horovodrun.
+    # Horovod's check runs TensorFlow's import: only the test that needs it asks.
     options.setdefault("check_horovod", False)
     options.setdefault("environ", {})
     return detect(**options)
@@ -187,7 +190,7 @@ def test_cuda_visible_devices_decides_the_mode(fake_nvidia_smi, visible, mode, c
 
 
 def test_parse_horovod_check_build():
-    build = parse_horovod_check_build(CHECK_BUILD)
+    build = horovod_check_build(CHECK_BUILD)
     assert build["version"] == "0.28.1"
     assert (build["tensorflow"], build["nccl"], build["gloo"], build["mpi"]) == (
         True,
@@ -197,27 +200,38 @@ def test_parse_horovod_check_build():
     )
     assert build["sections"]["Available Controllers"] == {"MPI": False, "Gloo": True}
     with pytest.raises(ValueError):
-        parse_horovod_check_build("Traceback (most recent call last):\n  ImportError: horovod\n")
+        horovod_check_build("Traceback (most recent call last):\n  ImportError: horovod\n")
 
 
-def test_horovod_build_is_asked_and_a_broken_one_is_a_note(tmp_path, fake_nvidia_smi):
+def test_horovod_build_is_asked_and_a_broken_one_is_a_note(tmp_path, fake_nvidia_smi, monkeypatch):
+    """No horovod package for this Python: the horovodrun on PATH is asked."""
     fake_nvidia_smi(H100)
-    good = tmp_path / "horovodrun-good"
-    good.write_text(f"#!{sys.executable}\nprint({CHECK_BUILD!r})\n")
-    broken = tmp_path / "horovodrun-broken"
-    broken.write_text("#!/bin/sh\necho 'ImportError: libtensorflow_framework.so.2' >&2\nexit 1\n")
-    for script in (good, broken):
-        script.chmod(0o755)
-    machine = quick_detect(check_horovod=True, horovodrun=str(good))
-    assert machine.horovod["version"] == "0.28.1" and machine.horovod["nccl"] is True
-    machine = quick_detect(check_horovod=True, horovodrun=str(broken))
-    assert machine.horovod is None
-    assert "ImportError: libtensorflow_framework.so.2" in machine.notes["horovod"]
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "horovod" else find_spec(name, *a),
+    )
+    scripts = {
+        "good": f"#!{sys.executable}\nprint({CHECK_BUILD!r})\n",
+        "broken": "#!/bin/sh\necho 'ImportError: libtensorflow_framework.so.2' >&2\nexit 1\n",
+    }
+    found = {}
+    for name, script in scripts.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "horovodrun").write_text(script)
+        (tmp_path / name / "horovodrun").chmod(0o755)
+        with monkeypatch.context() as patch:
+            patch.setenv("PATH", f"{tmp_path / name}:{os.environ['PATH']}")
+            found[name] = quick_detect(check_horovod=True)
+    assert found["good"].horovod["version"] == "0.28.1" and found["good"].horovod["nccl"] is True
+    assert found["broken"].horovod is None
+    assert "ImportError: libtensorflow_framework.so.2" in found["broken"].notes["horovod"]
 
 
 def test_decode_nccl_version_both_encodings():
-    assert decode_nccl_version(22809) == "2.28.9"  # 2.9 and later: major*10000 + minor*100 + patch
-    assert decode_nccl_version(2708) == "2.7.8"  # before 2.9: major*1000 + minor*100 + patch
+    assert nccl_version(22809) == "2.28.9"  # 2.9 and later: major*10000 + minor*100 + patch
+    assert nccl_version(2708) == "2.7.8"  # before 2.9: major*1000 + minor*100 + patch
 
 
 # ---------------------------------------------------------------- words and caching
@@ -241,7 +255,8 @@ def test_detect_once_detects_once(monkeypatch):
 def test_importing_the_package_loads_no_heavy_library():
     # The CLI must start on a bare node: nothing outside the standard library at import.
     code = (
-        "import sys, gputopo, coursetools.detect, coursetools.results, gputopo.links, gputopo.plots\n"
+        "import sys, gputopo, coursetools.detect, coursetools.results, gputopo.links\n"
+        "import gputopo.plots\n"
         "heavy = {'numpy', 'matplotlib', 'tensorflow', 'horovod'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )

@@ -1,4 +1,5 @@
-"""The machine doctor (coursetools.doctor): each reader on recorded or published text, each finding's status.
+"""The machine doctor (coursetools.doctor) and its readers (gputopo.parsers.lspci, .host): each
+reader on recorded or published text, each finding's status.
 
 lspci fixtures and their sources: tests/fixtures/doctor/README.md. Expected bridges, buses and
 flags below were read by hand from those files.
@@ -10,7 +11,9 @@ from pathlib import Path
 from coursetools import check, doctor
 from coursetools.gpus import Gpu
 from coursetools.machine import Machine
-from gputopo.parsers.nvidia_smi import parse_gpu_query
+from gputopo.parsers import host as host_text
+from gputopo.parsers import lspci
+from gputopo.parsers.nvidia_smi import parse_gpu_query, throttle_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures" / "doctor"
 GiB = 2**30
@@ -45,25 +48,6 @@ def pair(**fields):
 # --- ACS ------------------------------------------------------------------------------
 
 
-def test_lspci_reader_finds_bridges_ports_and_acs_bits():
-    parsed = doctor.parse_lspci(text("lspci-plx-switch-acs-redirect.txt"))
-    by_bdf = {d["bdf"]: d for d in parsed["devices"]}
-    assert list(by_bdf) == ["0000:01:00.0", "0000:02:08.0", "0000:82:00.0"]
-    downstream = by_bdf["0000:02:08.0"]
-    assert downstream["bridge"] == (0x02, 0x82, 0x82) and downstream["port"] == "Downstream Port"
-    assert downstream["acs_ctl"] == {
-        "SrcValid": True,
-        "TransBlk": False,
-        "ReqRedir": True,
-        "CmpltRedir": True,
-        "UpstreamFwd": True,
-        "EgressCtrl": False,
-        "DirectTrans": False,
-    }
-    assert by_bdf["0000:01:00.0"]["acs_ctl"] is None and by_bdf["0000:82:00.0"]["bridge"] is None
-    assert parsed["access_denied"] is False
-
-
 def test_redirect_on_the_switch_port_above_the_gpu_warns():
     machine = pair(gpu_bus_ids=["00000000:82:00.0", "00000000:83:00.0"])
     found = doctor.check_acs(machine, text("lspci-plx-switch-acs-redirect.txt"))[0]
@@ -75,9 +59,7 @@ def test_redirect_on_the_switch_port_above_the_gpu_warns():
 
 def test_nccl_2079_root_ports_found_from_lspci_alone():
     """No bus ids from nvidia-smi: lspci's own NVIDIA VGA controllers are the GPUs."""
-    found = doctor.acs_above_gpus(
-        doctor.parse_lspci(text("lspci-amd-gpp-root-ports-acs-redirect.txt"))
-    )
+    found = lspci.acs_above_gpus(lspci.parse(text("lspci-amd-gpp-root-ports-acs-redirect.txt")))
     assert found["gpus"] == ["0000:41", "0000:61"]
     assert [(b["bdf"], b["port"], b["redirect"]) for b in found["bridges"]] == [
         ("0000:40:01.1", "Root Port", True),
@@ -109,18 +91,19 @@ def test_acs_off_passes_and_non_root_is_said():
 
 
 # --- IOMMU, VM, container ------------------------------------------------------------
-# Kernel facts: iommu=pt and intel_iommu=/amd_iommu= in Documentation/admin-guide/kernel-parameters.txt;
-# an IOMMU group's type ("identity", "DMA", "DMA-FQ") in Documentation/ABI/testing/sysfs-kernel-iommu_groups.
+# Kernel facts: iommu=pt and intel_iommu=/amd_iommu= in
+# Documentation/admin-guide/kernel-parameters.txt; an IOMMU group's type ("identity", "DMA",
+# "DMA-FQ") in Documentation/ABI/testing/sysfs-kernel-iommu_groups.
 
 
 def test_iommu_modes():
-    assert doctor.iommu_mode([], [], "BOOT_IMAGE=/vmlinuz ro quiet")["mode"] == "off"
-    assert doctor.iommu_mode(["dmar0"], ["DMA"], "intel_iommu=off")["mode"] == "off"
+    assert host_text.iommu_mode([], [], "BOOT_IMAGE=/vmlinuz ro quiet")["mode"] == "off"
+    assert host_text.iommu_mode(["dmar0"], ["DMA"], "intel_iommu=off")["mode"] == "off"
     assert (
-        doctor.iommu_mode(["ivhd0"], ["identity", "identity"], "amd_iommu=on iommu=pt")["mode"]
+        host_text.iommu_mode(["ivhd0"], ["identity", "identity"], "amd_iommu=on iommu=pt")["mode"]
         == "passthrough"
     )
-    translated = doctor.iommu_mode(["dmar0", "dmar1"], ["DMA-FQ", "DMA-FQ"], "ro intel_iommu=on")
+    translated = host_text.iommu_mode(["dmar0", "dmar1"], ["DMA-FQ", "DMA-FQ"], "ro intel_iommu=on")
     assert translated["mode"] == "translated" and "intel_iommu=on" in translated["why"]
     warn = doctor.check_iommu(pair(), ["dmar0", "dmar1"], ["DMA-FQ"], "intel_iommu=on")[0]
     assert warn.status == "WARN" and "iommu=pt" in warn.fix
@@ -140,16 +123,16 @@ KVM = {"vm": True, "name": "kvm", "evidence": ["systemd-detect-virt --vm: kvm"]}
 
 def test_virtual_machine_and_its_peer_access():
     assert (
-        doctor.virtualization(
+        host_text.virtualization(
             cpuinfo=CPU_FLAGS_METAL, sys_vendor="Supermicro", product_name="SYS-4029GP-TRT"
         )["vm"]
         is False
     )
-    qemu = doctor.virtualization(
+    qemu = host_text.virtualization(
         cpuinfo=CPU_FLAGS_VM, sys_vendor="QEMU", product_name="Standard PC (Q35 + ICH9, 2009)"
     )
     assert qemu["vm"] is True and qemu["name"] == "qemu" and len(qemu["evidence"]) == 2
-    assert doctor.virtualization(cpuinfo=CPU_FLAGS_VM) == {
+    assert host_text.virtualization(cpuinfo=CPU_FLAGS_VM) == {
         "vm": True,
         "name": None,
         "evidence": ["the CPU flag 'hypervisor' in /proc/cpuinfo"],
@@ -175,7 +158,7 @@ def test_virtual_machine_and_its_peer_access():
 def test_container_shm_and_ipc_namespace():
     # docker run without --ipc/--shm-size: /.dockerenv, /dev/shm of 64 MiB (Docker's default
     # --shm-size, docs.docker.com "docker run"), an IPC namespace of its own
-    kind = doctor.container_kind({"/.dockerenv": True}, {}, "0::/\n")
+    kind = host_text.container_kind({"/.dockerenv": True}, {}, "0::/\n")
     assert kind == "docker"
     small = doctor.check_container(kind, 64 * 2**20, "ipc:[4026532201]")[0]
     assert (
@@ -185,9 +168,11 @@ def test_container_shm_and_ipc_namespace():
     )
     host = doctor.check_container(kind, 8 * GiB, "ipc:[4026531839]")[0]
     assert host.status == "PASS" and "the host's IPC namespace (--ipc=host)" in host.finding
-    assert doctor.container_kind({}, {"APPTAINER_CONTAINER": "/c.sif"}, "") == "apptainer"
-    assert doctor.container_kind({}, {}, "12:pids:/kubepods/burstable/pod1/abc\n") == "kubernetes"
-    assert doctor.container_kind({}, {}, "0::/init.scope\n") is None
+    assert host_text.container_kind({}, {"APPTAINER_CONTAINER": "/c.sif"}, "") == "apptainer"
+    assert (
+        host_text.container_kind({}, {}, "12:pids:/kubepods/burstable/pod1/abc\n") == "kubernetes"
+    )
+    assert host_text.container_kind({}, {}, "0::/init.scope\n") is None
     assert doctor.check_container(None, 8 * GiB, None)[0].finding == "not in a container"
 
 
@@ -199,7 +184,10 @@ MODULES_PEERMEM = (
     "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
     "nvidia 56344576 2 nvidia_peermem, Live 0x0000000000000000 (POE)\n"
 )
-OPEN_DRIVER = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16-I3-D08-1-2)\n"
+OPEN_DRIVER = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  "
+    "(dvs-builder@U16-I3-D08-1-2)\n"
+)
 CLOSED_DRIVER = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Tue Mar  5 22:42:15 UTC 2024\n"
 )
@@ -220,7 +208,7 @@ def test_gpudirect_rdma_paths():
     )
     dmabuf = doctor.check_rdma(with_nics, "", "6.8.0-31-generic", OPEN_DRIVER)[0]
     assert dmabuf.status == "PASS" and dmabuf.finding.startswith("DMA-BUF likely")
-    old_kernel = doctor.rdma_paths("", "5.4.0-150-generic", OPEN_DRIVER)
+    old_kernel = host_text.rdma_paths("", "5.4.0-150-generic", OPEN_DRIVER)
     assert old_kernel["dmabuf"] is False  # DMA-BUF needs Linux 5.12+
     neither = doctor.check_rdma(with_nics, "", "6.8.0-31-generic", CLOSED_DRIVER)[0]
     assert (
@@ -264,8 +252,8 @@ def clock_rows(text):
 def test_clocks_persistence_and_throttling():
     rows = clock_rows(CLOCKS)
     assert [r["persistence_mode"] for r in rows] == ["Disabled", "Enabled"]
-    assert doctor.throttle_reasons("0x0000000000000001") == ["GPU idle"]
-    assert doctor.throttle_reasons("0x0000000000000044") == [
+    assert throttle_reasons("0x0000000000000001") == ["GPU idle"]
+    assert throttle_reasons("0x0000000000000044") == [
         "software power cap",
         "hardware thermal slowdown",
     ]

@@ -37,7 +37,8 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT / "source_code"))
 
 
 def _loaded(statement):
-    code = f"import sys\n{statement}\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('gputopo', 'coursetools')))"
+    listing = "sorted(m for m in sys.modules if m.split('.')[0] in ('gputopo', 'coursetools'))"
+    code = f"import sys\n{statement}\nprint({listing})"
     done = subprocess.run(
         [sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120
     )
@@ -112,7 +113,8 @@ def test_the_notebook_rule_catches_a_coursetools_import(tmp_path):
             "metadata": {},
             "outputs": [],
             "execution_count": None,
-            "source": "!nvidia-smi -L\nif True:\n    !echo {x}\n    from coursetools import detect\n"
+            "source": "!nvidia-smi -L\nif True:\n    !echo {x}\n"
+            "    from coursetools import detect\n"
             "from gputopo import live, reference\nfrom gputopo.parsers import PARSERS\n",
         }
     ]
@@ -157,7 +159,8 @@ def test_package_lines_counts_what_a_notebook_imports(tmp_path):
             "metadata": {},
             "outputs": [],
             "execution_count": None,
-            "source": "!nvidia-smi topo -m | tee x.txt\nimport json\ndef f():\n    import gputopo.units\n",
+            "source": "!nvidia-smi topo -m | tee x.txt\nimport json\n"
+            "def f():\n    import gputopo.units\n",
         },
         {"cell_type": "markdown", "metadata": {}, "source": "import gputopo.plots"},
     ]

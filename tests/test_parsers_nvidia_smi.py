@@ -1,12 +1,14 @@
-"""The parsers of nvidia-smi's small texts that discovery reads (gputopo.parsers.nvidia_smi, p2p_status)."""
+"""The parsers of nvidia-smi's small texts that discovery reads (gputopo.parsers.nvidia_smi,
+p2p_status), and of nvcc's version (gputopo.parsers.toolchain)."""
 
 import pytest
 
 from conftest import DRIVER_ERROR
 from gputopo import reference
 from gputopo.parsers import ParseError
-from coursetools.detect import LINK_FIELDS, QUERY_FIELDS, parse_nvcc_version
+from coursetools.detect import LINK_FIELDS, QUERY_FIELDS
 from gputopo.parsers import p2p_status
+from gputopo.parsers.toolchain import nvcc_version
 from gputopo.parsers.nvidia_smi import (
     nvlink_link_counts,
     nvlink_speeds,
@@ -77,7 +79,10 @@ def test_nvlink_link_counts_tells_active_from_inactive_slots():
 
 
 def test_parse_gpu_query_reads_rows_and_says_which_line_is_bad():
-    text = "0, NVIDIA H100 PCIe, 550.54.15, 00000000:17:00.0, GPU-aaa\n\n1, NVIDIA H100 PCIe, 550.54.15, [N/A], GPU-bbb\n"
+    text = (
+        "0, NVIDIA H100 PCIe, 550.54.15, 00000000:17:00.0, GPU-aaa\n\n"
+        "1, NVIDIA H100 PCIe, 550.54.15, [N/A], GPU-bbb\n"
+    )
     rows = parse_gpu_query(text, QUERY_FIELDS)
     assert [row["index"] for row in rows] == ["0", "1"]
     assert rows[0]["name"] == "NVIDIA H100 PCIe" and rows[0]["uuid"] == "GPU-aaa"
@@ -133,5 +138,5 @@ def test_parse_nvcc_version_reads_the_release():
     text = (
         "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\n"
     )
-    assert parse_nvcc_version(text) == "12.4"
-    assert parse_nvcc_version("command not found") is None
+    assert nvcc_version(text) == "12.4"
+    assert nvcc_version("command not found") is None

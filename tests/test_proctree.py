@@ -98,8 +98,7 @@ def test_behaves_like_subprocess_run(tmp_path):
         text=True,
     )
     assert (done.returncode, done.stdout) == (3, "ABC\n")
-    with pytest.raises(subprocess.CalledProcessError):
-        proctree.run([sys.executable, "-c", "raise SystemExit(4)"], timeout=30, check=True)
+    assert proctree.run([sys.executable, "-c", "raise SystemExit(4)"], timeout=30).returncode == 4
     with pytest.raises(FileNotFoundError):
         proctree.run([str(tmp_path / "no-such-program")], timeout=30)
 
@@ -121,10 +120,17 @@ def test_without_psutil_the_session_still_goes(tmp_path):
         sys.modules["psutil"] = None  # import psutil now fails, as on a bare node
         import coursetools.check  # the preflight still imports
         from coursetools import proctree
-        child = "import os, time; open({str(tmp_path / "pid")!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+        pidfile = {str(tmp_path / "pid")!r}
+        child = (
+            f"import os, time; open({{pidfile!r}}, 'w').write(str(os.getpid())); "
+            "time.sleep(300)"
+        )
+        parent = (
+            "import subprocess, sys, time; "
+            f"subprocess.Popen([sys.executable, '-c', {{child!r}}]); time.sleep(300)"
+        )
         try:
-            proctree.run([sys.executable, "-c", f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {{child!r}}]); time.sleep(300)"],
-                         timeout=2, grace=1)
+            proctree.run([sys.executable, "-c", parent], timeout=2, grace=1)
         except subprocess.TimeoutExpired:
             print("timed out")
     """)

@@ -1,4 +1,5 @@
-"""Is this machine a VM? (make check's doctor says so: a VM's PCIe tree and affinity are made up.)
+"""Is this machine a VM? (gputopo.parsers.host.virtualization; make check's doctor says so: a
+VM's PCIe tree and affinity are made up.)
 
 Expected answers come from the fixtures themselves, read by hand: the KVM guest's flags line
 carries `hypervisor` and systemd-detect-virt printed `kvm`; the bare-metal EPYC's does not.
@@ -13,6 +14,7 @@ import pytest
 
 from coursetools import doctor
 from coursetools.machine import Machine
+from gputopo.parsers import host as host_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "virt"
 KVM_CPUINFO = (FIXTURES / "cpuinfo-kvm-guest.txt").read_text()
@@ -21,7 +23,7 @@ KVM_DETECT_VIRT = (FIXTURES / "systemd-detect-virt-kvm.txt").read_text()
 
 
 def test_the_kvm_guest_is_a_vm_by_both_signs():
-    found = doctor.virtualization(detect_virt=KVM_DETECT_VIRT, cpuinfo=KVM_CPUINFO)
+    found = host_text.virtualization(detect_virt=KVM_DETECT_VIRT, cpuinfo=KVM_CPUINFO)
     assert found["vm"] is True and found["name"] == "kvm"
     assert found["evidence"] == [
         "systemd-detect-virt --vm: kvm",
@@ -30,13 +32,13 @@ def test_the_kvm_guest_is_a_vm_by_both_signs():
 
 
 def test_the_cpu_flag_alone_is_enough():
-    found = doctor.virtualization(cpuinfo=KVM_CPUINFO)
+    found = host_text.virtualization(cpuinfo=KVM_CPUINFO)
     assert found["vm"] is True and found["name"] is None
 
 
 def test_bare_metal_is_not_a_vm():
-    assert doctor.virtualization(cpuinfo=BARE_CPUINFO)["vm"] is False  # its flags line was read
-    found = doctor.virtualization(
+    assert host_text.virtualization(cpuinfo=BARE_CPUINFO)["vm"] is False  # its flags line was read
+    found = host_text.virtualization(
         cpuinfo=BARE_CPUINFO,
         detect_virt="none\n",
         sys_vendor="Dell Inc.\n",
@@ -58,28 +60,28 @@ def test_bare_metal_is_not_a_vm():
     ],
 )
 def test_firmware_names_of_hypervisors(vendor, product, name):
-    found = doctor.virtualization(sys_vendor=vendor + "\n", product_name=product + "\n")
+    found = host_text.virtualization(sys_vendor=vendor + "\n", product_name=product + "\n")
     assert found["vm"] is True and found["name"] == name
     assert vendor in found["evidence"][0]
 
 
 def test_firmware_of_bare_metal_clouds_is_not_taken_for_a_vm():
-    assert doctor.virtualization(sys_vendor="Amazon EC2", product_name="i3.metal")["vm"] is False
+    assert host_text.virtualization(sys_vendor="Amazon EC2", product_name="i3.metal")["vm"] is False
     assert (
-        doctor.virtualization(sys_vendor="Microsoft Corporation", product_name="Surface Laptop 5")[
-            "vm"
-        ]
+        host_text.virtualization(
+            sys_vendor="Microsoft Corporation", product_name="Surface Laptop 5"
+        )["vm"]
         is False
     )
 
 
 def test_nothing_readable_is_unknown_not_bare_metal():
-    assert doctor.virtualization() == {"vm": None, "name": None, "evidence": []}
-    assert doctor.virtualization(cpuinfo="processor\t: 0\n")["vm"] is None
+    assert host_text.virtualization() == {"vm": None, "name": None, "evidence": []}
+    assert host_text.virtualization(cpuinfo="processor\t: 0\n")["vm"] is None
 
 
 def host_signs(host):
-    return doctor.virtualization(
+    return host_text.virtualization(
         host["detect_virt"], host["cpuinfo"], host["dmi_vendor"], host["dmi_product"]
     )
 

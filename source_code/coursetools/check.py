@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from coursetools import doctor, proctree
-from coursetools import ladder as p2p_ladder
 from coursetools import gpus as gpu_model
+from coursetools import ladder as p2p_ladder
 from coursetools.detect import detect
-from coursetools.findings import FAIL, PASS, WARN, Finding, peer_status
+from coursetools.findings import FAIL, PASS, WARN, one, peer_status
 from coursetools.machine import Machine
 from gputopo import fmnist, linkcodes
 from gputopo.cliutil import OneLineParser, parse_args_or_exit
@@ -41,6 +41,7 @@ SMOKE_TIMEOUT_S = 120  # ~10 s on a quiet node; TensorFlow's import dominates on
 
 _ROOT = Path(__file__).resolve().parents[2]  # the repository (source_code/coursetools/check.py)
 UNREADABLE = "see the topology line"
+NO_PAIR = "no GPU pair chosen (topology unreadable)"
 
 # What `nvidia-smi topo -p2p` codes mean (its legend).
 P2P_MEANING = {
@@ -64,166 +65,127 @@ def _gib(n):
 def check_gpus(machine):
     count, item = machine.gpu_count or 0, "GPUs and driver"
     if machine.mode == "reference" or count == 0:
-        return [
-            Finding(
-                WARN,
-                item,
-                f"reference mode ({machine.reason or 'no NVIDIA GPU visible'});"
-                " every notebook runs and shows the recorded reference systems instead of "
-                "live measurements",
-                "none needed for reference mode; for live runs use a "
-                "node with NVIDIA GPUs (docker: --gpus all; apptainer: --nv; slurm: "
-                "--gres=gpu:2)",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"reference mode ({machine.reason or 'no NVIDIA GPU visible'}); every notebook runs "
+            "and shows the recorded reference systems instead of live measurements",
+            "none needed for reference mode; for live runs use a node with NVIDIA GPUs (docker: "
+            "--gpus all; apptainer: --nv; slurm: --gres=gpu:2)",
+        )
     names = machine.gpu_names or []
     what = ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names))) or f"{count} GPU(s)"
     finding = f"{what}, driver {machine.driver_version or 'version unknown'}"
     if machine.cuda_visible_devices is not None:
         finding += "; " + gpu_model.describe_allowed(*gpu_model.from_machine(machine))
-    if machine.mode != "multi-gpu":
-        if machine.visible_gpu_count != count:
-            finding += f" ({machine.visible_gpu_count} visible under CUDA_VISIBLE_DEVICES)"
-        return [
-            Finding(
-                WARN,
-                item,
-                f"{finding}; one GPU: pair and collective experiments use the reference systems",
-                "for live pair experiments use a node with 2 or more GPUs",
-            )
-        ]
-    return [Finding(PASS, item, f"{finding} (mode {machine.mode})")]
+    if machine.mode == "multi-gpu":
+        return one(PASS, item, f"{finding} (mode {machine.mode})")
+    if machine.visible_gpu_count != count:
+        finding += f" ({machine.visible_gpu_count} visible under CUDA_VISIBLE_DEVICES)"
+    return one(
+        WARN,
+        item,
+        f"{finding}; one GPU: pair and collective experiments use the reference systems",
+        "for live pair experiments use a node with 2 or more GPUs",
+    )
 
 
 def check_cuda(machine):
-    nvcc = (
-        f"nvcc {machine.nvcc_version or '(version unknown)'} at {machine.nvcc_path}"
-        if machine.nvcc_path
-        else "no nvcc"
-    )
+    item, path = "CUDA and nvcc", machine.nvcc_path
+    nvcc = f"nvcc {machine.nvcc_version or '(version unknown)'} at {path}" if path else "no nvcc"
     if machine.mode == "reference":
-        return [Finding(PASS, "CUDA and nvcc", f"not needed in reference mode ({nvcc})")]
-    cuda = (
-        f"driver supports CUDA {machine.cuda_version}"
-        if machine.cuda_version
-        else "CUDA version not reported"
+        return one(PASS, item, f"not needed in reference mode ({nvcc})")
+    version = machine.cuda_version
+    cuda = f"driver supports CUDA {version}" if version else "CUDA version not reported"
+    if path:
+        return one(PASS, item, f"{cuda}; {nvcc}")
+    return one(
+        WARN,
+        item,
+        f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build the P2P test and the NCCL benchmark "
+        "and show reference data",
+        "install the CUDA toolkit (or use the course container) and put nvcc on PATH, e.g. "
+        "export PATH=/usr/local/cuda/bin:$PATH",
     )
-    if not machine.nvcc_path:
-        return [
-            Finding(
-                WARN,
-                "CUDA and nvcc",
-                f"{cuda}; {nvcc}: notebooks 3 and 4 cannot build "
-                "the P2P test and the NCCL benchmark and show reference data",
-                "install "
-                "the CUDA toolkit (or use the course container) and put nvcc on PATH, e.g. "
-                "export PATH=/usr/local/cuda/bin:$PATH",
-            )
-        ]
-    return [Finding(PASS, "CUDA and nvcc", f"{cuda}; {nvcc}")]
 
 
 def check_topology(machine):
+    item = "topology"
     if machine.mode == "reference":
-        return [
-            Finding(
-                PASS,
-                "topology",
-                "reference mode: notebook 2 reads the recorded "
-                "topologies in source_code/reference_systems/",
-            )
-        ]
+        return one(
+            PASS,
+            item,
+            "reference mode: notebook 2 reads the recorded topologies in "
+            "source_code/reference_systems/",
+        )
     if machine.topology is None:
-        return [
-            Finding(
-                WARN,
-                "topology",
-                "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to reference systems",
-                "run `nvidia-smi topo -m` by hand and see "
-                "what it prints; update the driver if the subcommand is missing",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            "`nvidia-smi topo -m` gave no matrix; notebook 2 falls back to reference systems",
+            "run `nvidia-smi topo -m` by hand and see what it prints; update the driver if the "
+            "subcommand is missing",
+        )
     # The pairs among the GPUs this job may use (CUDA_VISIBLE_DEVICES applied), as notebooks do.
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
-        return [
-            Finding(
-                WARN,
-                "topology",
-                "one GPU in the matrix: no pair to compare",
-                "use a node with 2 or more GPUs for the pair experiments",
-            )
-        ]
+        fix = "use a node with 2 or more GPUs for the pair experiments"
+        return one(WARN, item, "one GPU in the matrix: no pair to compare", fix)
     text = f"best pair GPU{best[0]},GPU{best[1]} ({machine.link_between(*best) or '?'})"
     if worst and worst != best:
         text += f", worst pair GPU{worst[0]},GPU{worst[1]} ({machine.link_between(*worst) or '?'})"
     else:
         text += "; every pair has the same link, so best and worst are the same pair"
-    return [Finding(PASS, "topology", text)]
+    return one(PASS, item, text)
 
 
 def check_peer_access(machine):
     item = "peer access"
     if machine.mode != "multi-gpu":
-        return [
-            Finding(
-                PASS,
-                item,
-                "not applicable without 2 GPUs; notebook 3 shows the reference P2P matrices",
-            )
-        ]
+        text = "not applicable without 2 GPUs; notebook 3 shows the reference P2P matrices"
+        return one(PASS, item, text)
     best, worst = machine.best_pair, machine.worst_pair
     if best is None:
-        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", UNREADABLE)]
+        return one(WARN, item, NO_PAIR, UNREADABLE)
     cell, name = peer_status(machine.p2p_matrix, *best), f"GPU{best[0]},GPU{best[1]}"
     if cell is None:
         notes = machine.notes
         why = notes.get("p2p_read") or notes.get("p2p_write") or "no cell for the pair"
-        return [
-            Finding(
-                WARN,
-                item,
-                "`nvidia-smi topo -p2p r/w` gave no answer for the chosen "
-                f"pair ({why}); notebook 3's P2P test will show it",
-                "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"`nvidia-smi topo -p2p r/w` gave no answer for the chosen pair ({why}); notebook "
+            "3's P2P test will show it",
+            "update the NVIDIA driver (topo -p2p needs a recent nvidia-smi)",
+        )
     if cell.upper() == "GNS":  # the GPUs themselves offer no peer access (GeForce cards do this)
-        return [
-            Finding(
-                WARN,
-                item,
-                f"no peer access between the chosen pair {name} (topo -p2p rw "
-                "says GNS: GPU not supported): these GPUs do not do P2P, so NCCL stages "
-                "through host memory (SHM) and notebook 3 shows P2P from the recorded "
-                "systems",
-                "none on this hardware; for live P2P lessons use data-centre "
-                "GPUs (or NVLink-bridged pairs)",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"no peer access between the chosen pair {name} (topo -p2p rw says GNS: GPU not "
+            "supported): these GPUs do not do P2P, so NCCL stages through host memory (SHM) and "
+            "notebook 3 shows P2P from the recorded systems",
+            "none on this hardware; for live P2P lessons use data-centre GPUs (or NVLink-bridged "
+            "pairs)",
+        )
     if cell.upper() != "OK":
-        return [
-            Finding(
-                FAIL,
-                item,
-                f"no peer access between the chosen pair {name} (topo -p2p rw "
-                f"says {cell}: {P2P_MEANING.get(cell.upper(), cell)}); NCCL would stage "
-                "every transfer through host memory and the P2P lessons show nothing",
-                "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU "
-                "passthrough, PCIe ACS off for the GPUs' switch), or pick another node",
-            )
-        ]
-    found = [Finding(PASS, item, f"chosen pair {name}: read/write peer access OK")]
+        return one(
+            FAIL,
+            item,
+            f"no peer access between the chosen pair {name} (topo -p2p rw says {cell}: "
+            f"{P2P_MEANING.get(cell.upper(), cell)}); NCCL would stage every transfer through "
+            "host memory and the P2P lessons show nothing",
+            "run on bare metal or a VM with GPU peer-to-peer enabled (IOMMU passthrough, PCIe "
+            "ACS off for the GPUs' switch), or pick another node",
+        )
+    found = one(PASS, item, f"chosen pair {name}: read/write peer access OK")
     worst_cell = peer_status(machine.p2p_matrix, *worst) if worst and worst != best else None
     if worst_cell is not None and worst_cell.upper() != "OK":
-        found.append(
-            Finding(
-                PASS,
-                item,
-                f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access "
-                f"({worst_cell}); expected across CPU sockets, NCCL will use SHM "
-                "there, which notebook 5 shows",
-            )
+        found += one(
+            PASS,
+            item,
+            f"worst pair GPU{worst[0]},GPU{worst[1]}: no peer access ({worst_cell}); expected "
+            "across CPU sockets, NCCL will use SHM there, which notebook 5 shows",
         )
     return found
 
@@ -238,31 +200,20 @@ def check_nvlink(machine):
     """
     item = "NVLink"
     if machine.mode != "multi-gpu":
-        return [Finding(PASS, item, "not applicable without 2 GPUs")]
+        return one(PASS, item, "not applicable without 2 GPUs")
     counts, best = machine.nvlink, machine.best_pair
     nv = linkcodes.nvlink_count(machine.link_between(*best)) if best else 0
     if counts is None:
         why = machine.notes.get("nvlink", "no output")
         if nv:
-            return [
-                Finding(
-                    WARN,
-                    item,
-                    f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` failed ({why})",
-                    "run `nvidia-smi nvlink -s` by hand",
-                )
-            ]
-        return [
-            Finding(
-                PASS,
-                item,
-                f"NVLink state unknown ({why}); topo -m shows no NVLink between the chosen pair",
-            )
-        ]
+            said = f"topo -m shows NV{nv} but `nvidia-smi nvlink -s` failed ({why})"
+            return one(WARN, item, said, "run `nvidia-smi nvlink -s` by hand")
+        said = f"NVLink state unknown ({why}); topo -m shows no NVLink between the chosen pair"
+        return one(PASS, item, said)
     if not any(c["active"] or c["inactive"] for c in counts.values()):
-        return [Finding(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe")]
+        return one(PASS, item, "no NVLink on this node: GPU pairs talk over PCIe")
     if best is None:
-        return [Finding(WARN, item, "no GPU pair chosen (topology unreadable)", UNREADABLE)]
+        return one(WARN, item, NO_PAIR, UNREADABLE)
     names = [f"GPU{g}" for g in best]
     active = [counts.get(n, {}).get("active", 0) for n in names]
     slots = [active[k] + counts.get(n, {}).get("inactive", 0) for k, n in enumerate(names)]
@@ -275,16 +226,13 @@ def check_nvlink(machine):
     if not problems and active[0] != active[1]:
         problems.append(f"{names[0]} has {active[0]} active links but {names[1]} has {active[1]}")
     if problems:
-        return [
-            Finding(
-                WARN,
-                item,
-                f"chosen pair {pair}: " + "; ".join(problems) + ": an NVLink "
-                "bridge or link is down",
-                "reseat the NVLink bridge(s), check `nvidia-smi "
-                "nvlink -e` for errors; on NVSwitch systems start nvidia-fabricmanager",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"chosen pair {pair}: " + "; ".join(problems) + ": an NVLink bridge or link is down",
+            "reseat the NVLink bridge(s), check `nvidia-smi nvlink -e` for errors; on NVSwitch "
+            "systems start nvidia-fabricmanager",
+        )
     finding = f"chosen pair {pair}: {active[0]} links active on each GPU"
     finding += f" (topo -m: NV{nv})" if nv else ""
     if max(slots) - active[0]:
@@ -292,25 +240,23 @@ def check_nvlink(machine):
             f"; the other {max(slots) - active[0]} link slots per GPU are <inactive>, not "
             "wired by this board or bridge"
         )
-    return [Finding(PASS, item, finding)]
+    return one(PASS, item, finding)
 
 
 def check_nccl(machine):
     version = machine.nccl_version
     if machine.mode == "reference":
         found = "NCCL " + version if version else "not found"
-        return [Finding(PASS, "NCCL", f"not needed in reference mode ({found})")]
-    if not version:
-        return [
-            Finding(
-                WARN,
-                "NCCL",
-                "NCCL library not found; live NCCL benchmarks fall back to reference data",
-                "install NCCL (apt install libnccl2 libnccl-dev, or the "
-                "nvidia-nccl-cu12 wheel) or use the course container",
-            )
-        ]
-    return [Finding(PASS, "NCCL", f"NCCL {version}")]
+        return one(PASS, "NCCL", f"not needed in reference mode ({found})")
+    if version:
+        return one(PASS, "NCCL", f"NCCL {version}")
+    return one(
+        WARN,
+        "NCCL",
+        "NCCL library not found; live NCCL benchmarks fall back to reference data",
+        "install NCCL (apt install libnccl2 libnccl-dev, or the nvidia-nccl-cu12 wheel) or use "
+        "the course container",
+    )
 
 
 def check_horovod(machine, installed_here, flavour=None):
@@ -320,51 +266,30 @@ def check_horovod(machine, installed_here, flavour=None):
     build, item, gpu_node = machine.horovod, "Horovod build", machine.mode == "multi-gpu"
     tensorflow_gpu = gpu_node and flavour.framework == "tensorflow"
     install = flavour.install_command() + (" --gpu" if tensorflow_gpu else "")
+    suffix = flavour.make_suffix
     if not flavour.installed:
         # The course's venv is not this Python: make course installs (or reuses) Horovod there.
-        return [
-            Finding(
-                WARN,
-                item,
-                f"not checked: this Python ({sys.executable}) is not the course's "
-                f"{flavour.venv}; make course{flavour.make_suffix} builds Horovod 0.28.1 "
-                "there before the first notebook",
-                f"make course{flavour.make_suffix} ({install}), then make check"
-                f"{flavour.make_suffix} again for the build line",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"not checked: this Python ({sys.executable}) is not the course's {flavour.venv}; "
+            f"make course{suffix} builds Horovod 0.28.1 there before the first notebook",
+            f"make course{suffix} ({install}), then make check{suffix} again for the build line",
+        )
     if not build:
         why = machine.notes.get("horovod") or "not installed"
         if installed_here:  # the package is there but cannot even report its build
-            return [
-                Finding(
-                    FAIL,
-                    item,
-                    f"Horovod is installed but broken ({why})",
-                    f"reinstall it: {install}",
-                )
-            ]
-        return [
-            Finding(
-                WARN,
-                item,
-                f"no Horovod ({why}); the CNN cells show the reference runs",
-                f"{install} builds Horovod 0.28.1",
-            )
-        ]
+            fix = f"reinstall it: {install}"
+            return one(FAIL, item, f"Horovod is installed but broken ({why})", fix)
+        said = f"no Horovod ({why}); the CNN cells show the reference runs"
+        return one(WARN, item, said, f"{install} builds Horovod 0.28.1")
     controllers = [c for c in ("gloo", "mpi") if build.get(c)]
-    text = ", ".join(
-        [
-            f"Horovod {build.get('version') or '?'}",
-            "TensorFlow " + ("yes" if build.get("tensorflow") else "no"),
-            "PyTorch " + ("yes" if build.get("pytorch") else "no"),
-            "NCCL ops " + ("yes" if build.get("nccl") else "no"),
-            "controllers "
-            + (
-                "+".join(c.capitalize() if c == "gloo" else c.upper() for c in controllers)
-                or "none"
-            ),
-        ]
+    yes = {True: "yes", False: "no"}
+    text = (
+        f"Horovod {build.get('version') or '?'}, "
+        f"TensorFlow {yes[bool(build.get('tensorflow'))]}, "
+        f"PyTorch {yes[bool(build.get('pytorch'))]}, NCCL ops {yes[bool(build.get('nccl'))]}, "
+        "controllers " + ("+".join("Gloo" if c == "gloo" else "MPI" for c in controllers) or "none")
     )
     problems = []
     if not (build.get("tensorflow") or build.get("pytorch")):
@@ -377,34 +302,28 @@ def check_horovod(machine, installed_here, flavour=None):
             "PATH belongs to another environment"
         )
     no_nccl = gpu_node and not build.get("nccl")
-    framework = "PYTORCH" if flavour.framework == "pytorch" else "TENSORFLOW"
+    pytorch = flavour.framework == "pytorch"
+    other = Flavour("pytorch", default_venv("pytorch")).install_command()
     fix = (
-        f"HOROVOD_WITH_{framework}=1 HOROVOD_WITH_GLOO=1"
+        f"HOROVOD_WITH_{'PYTORCH' if pytorch else 'TENSORFLOW'}=1 HOROVOD_WITH_GLOO=1"
         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
         + f" pip install --no-cache-dir horovod==0.28.1 ({install} does this"
-        + (
-            ""
-            if flavour.framework == "pytorch"
-            else "; the PyTorch flavour: "
-            + Flavour("pytorch", default_venv("pytorch")).install_command()
-        )
+        + ("" if pytorch else f"; the PyTorch flavour: {other}")
         + ")"
     )
     if problems:
         problems += ["no NCCL operations: gradients would go through host memory"] * no_nccl
-        return [Finding(FAIL, item, f"{text}; " + "; ".join(problems), f"rebuild: {fix}")]
+        return one(FAIL, item, f"{text}; " + "; ".join(problems), f"rebuild: {fix}")
     if no_nccl:
-        return [
-            Finding(
-                WARN,
-                item,
-                f"{text}; no NCCL operations: the CNN trains on two CPU "
-                "workers (Gloo) here and multi-GPU training shows recorded runs",
-                f"for the CNN on GPUs, the GPU build: {fix}",
-            )
-        ]
+        return one(
+            WARN,
+            item,
+            f"{text}; no NCCL operations: the CNN trains on two CPU workers (Gloo) here and "
+            "multi-GPU training shows recorded runs",
+            f"for the CNN on GPUs, the GPU build: {fix}",
+        )
     text += "" if gpu_node or build.get("nccl") else " (NCCL not needed without GPUs)"
-    return [Finding(PASS, item, text)]
+    return one(PASS, item, text)
 
 
 def check_shm(size_bytes, path="/dev/shm"):
@@ -413,19 +332,14 @@ def check_shm(size_bytes, path="/dev/shm"):
         "/dev/shm is the host's"
     )
     if size_bytes is None:
-        return [Finding(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport fails", fix)]
+        return one(WARN, "/dev/shm", f"{path} is missing: NCCL's SHM transport fails", fix)
     if size_bytes < doctor.SHM_WARN_BYTES:
-        return [
-            Finding(
-                WARN,
-                "/dev/shm",
-                f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: "
-                "NCCL's SHM transport (pairs without P2P) can fail with 'unhandled system "
-                "error'",
-                fix,
-            )
-        ]
-    return [Finding(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}")]
+        said = (
+            f"{path} is {size_bytes / 2**20:.0f} MiB, below 1 GiB: NCCL's SHM transport (pairs "
+            "without P2P) can fail with 'unhandled system error'"
+        )
+        return one(WARN, "/dev/shm", said, fix)
+    return one(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}")
 
 
 def check_dataset(has=None, flavour=None):
@@ -435,38 +349,28 @@ def check_dataset(has=None, flavour=None):
     where = fmnist.find_dataset_dir()
     if where is None:
         looked = ", ".join(str(d) for d in fmnist.search_dirs())
-        return [
-            Finding(
-                WARN,
-                "dataset",
-                f"Fashion-MNIST not found (looked in {looked}); the CNN "
-                "cells show the reference runs",
-                f"{flavour.install_command('--with-dataset')} (make course"
-                f"{flavour.make_suffix} does it), or python -m gputopo.fmnist --download, "
-                "or set FASHION_MNIST_DIR to a folder with the four files",
-            )
-        ]
+        return one(
+            WARN,
+            "dataset",
+            f"Fashion-MNIST not found (looked in {looked}); the CNN cells show the reference runs",
+            f"{flavour.install_command('--with-dataset')} (make course{flavour.make_suffix} does "
+            "it), or python -m gputopo.fmnist --download, or set FASHION_MNIST_DIR to a folder "
+            "with the four files",
+        )
     if not has("numpy"):
-        return [
-            Finding(
-                PASS,
-                "dataset",
-                f"Fashion-MNIST files in {where} (content not verified: numpy missing)",
-            )
-        ]
+        said = f"Fashion-MNIST files in {where} (content not verified: numpy missing)"
+        return one(PASS, "dataset", said)
     try:
         fmnist.verify(where)
     except fmnist.DatasetError as exc:
-        return [
-            Finding(
-                FAIL,
-                "dataset",
-                f"Fashion-MNIST in {where} is damaged: {str(exc).splitlines()[0]}",
-                "delete the folder's four files and fetch "
-                "them again (python -m gputopo.fmnist --download)",
-            )
-        ]
-    return [Finding(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK")]
+        return one(
+            FAIL,
+            "dataset",
+            f"Fashion-MNIST in {where} is damaged: {str(exc).splitlines()[0]}",
+            "delete the folder's four files and fetch them again (python -m gputopo.fmnist "
+            "--download)",
+        )
+    return one(PASS, "dataset", f"Fashion-MNIST in {where}, content checksums OK")
 
 
 def check_disk(path=None, free_bytes=None):
@@ -478,10 +382,10 @@ def check_disk(path=None, free_bytes=None):
     text = f"{_gib(free_bytes)} free where results are written ({path})"
     fix = "free space there, or set GPUTOPO_RESULTS_DIR to a roomier folder"
     if free_bytes < DISK_FAIL_BYTES:
-        return [Finding(FAIL, "free disk", text + ": results and builds will not fit", fix)]
+        return one(FAIL, "free disk", text + ": results and builds will not fit", fix)
     if free_bytes < DISK_WARN_BYTES:
-        return [Finding(WARN, "free disk", text + ": tight for builds and executed notebooks", fix)]
-    return [Finding(PASS, "free disk", text)]
+        return one(WARN, "free disk", text + ": tight for builds and executed notebooks", fix)
+    return one(PASS, "free disk", text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -513,14 +417,13 @@ def default_venv(framework):
 
 
 def flavour_of(framework=None, venv=None, prefix=None):
-    """The Flavour for make's FRAMEWORK/VENV (None: as install.sh decides, from the venv's stamp)."""
+    """The Flavour for make's FRAMEWORK/VENV (None: as install.sh decides, from its stamp)."""
     prefix = Path(sys.prefix if prefix is None else prefix)
     if framework is None:
         stamp = ".requirements-pytorch.sha256"
         here = venv is None and (prefix / stamp).is_file()
-        framework = (
-            "pytorch" if here or (venv and (_ROOT / venv / stamp).is_file()) else "tensorflow"
-        )
+        there = venv and (_ROOT / venv / stamp).is_file()
+        framework = "pytorch" if here or there else "tensorflow"
     venv = venv or default_venv(framework)
     place = Path(venv) if Path(venv).is_absolute() else _ROOT / venv
     try:
@@ -543,48 +446,32 @@ def check_jupyter(has=importable, flavour=None):
     flavour = flavour_of() if flavour is None else flavour
     needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
     missing = [m for m in needed if not has(m)]
+    install, here = flavour.install_command(), f"this Python ({sys.executable})"
     if missing == ["jupyterlab"] and flavour.framework == "pytorch":
         # The PyTorch flavour adds JupyterLab only for `make lab` (install.sh --with-lab).
-        return [
-            Finding(
-                WARN,
-                "JupyterLab",
-                f"not installed yet for the PyTorch flavour "
-                f"({sys.prefix}); make course and make test run without it",
-                f"make lab FRAMEWORK=pytorch installs it ({flavour.install_command('--with-lab')})",
-            )
-        ]
+        return one(
+            WARN,
+            "JupyterLab",
+            f"not installed yet for the PyTorch flavour ({sys.prefix}); make course and make "
+            "test run without it",
+            f"make lab FRAMEWORK=pytorch installs it ({flavour.install_command('--with-lab')})",
+        )
     if missing and not flavour.installed:
         # make check before the install runs on the system python3: make course installs these.
-        return [
-            Finding(
-                WARN,
-                "JupyterLab",
-                f"not installed yet: this Python ({sys.executable}) is "
-                f"not the course's {flavour.venv} and lacks " + ", ".join(missing),
-                f"make course{flavour.make_suffix} installs them into {flavour.venv} "
-                f"first ({flavour.install_command()})",
-            )
-        ]
+        return one(
+            WARN,
+            "JupyterLab",
+            f"not installed yet: {here} is not the course's {flavour.venv} and lacks "
+            + ", ".join(missing),
+            f"make course{flavour.make_suffix} installs them into {flavour.venv} first ({install})",
+        )
     if "jupyterlab" in missing or "ipykernel" in missing:
-        return [
-            Finding(
-                FAIL,
-                "JupyterLab",
-                f"missing in this Python ({sys.executable}): " + ", ".join(missing),
-                f"{flavour.install_command()}, then run make check{flavour.make_suffix} again",
-            )
-        ]
+        fix = f"{install}, then run make check{flavour.make_suffix} again"
+        return one(FAIL, "JupyterLab", f"missing in {here}: " + ", ".join(missing), fix)
     if missing:
-        return [
-            Finding(
-                FAIL,
-                "JupyterLab",
-                "JupyterLab importable, but notebooks need: " + ", ".join(missing),
-                flavour.install_command(),
-            )
-        ]
-    return [Finding(PASS, "JupyterLab", ", ".join(needed[:-1]) + " and matplotlib import")]
+        said = "JupyterLab importable, but notebooks need: " + ", ".join(missing)
+        return one(FAIL, "JupyterLab", said, install)
+    return one(PASS, "JupyterLab", ", ".join(needed[:-1]) + " and matplotlib import")
 
 
 # The smoke run: two Horovod workers all-reduce one tensor. The worker is this module
@@ -618,11 +505,8 @@ def _smoke_worker():
         on_gpu = bool(gpus)
         with tf.device("/GPU:0" if on_gpu else "/CPU:0"):
             total = float(hvd.allreduce(tf.fill([1024], float(hvd.rank() + 1)), op=hvd.Sum)[0])
-    print(
-        f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={total} "
-        f"device={'GPU' if on_gpu else 'CPU'}",
-        flush=True,
-    )
+    device = "GPU" if on_gpu else "CPU"
+    print(f"SMOKE rank={hvd.rank()} size={hvd.size()} sum={total} device={device}", flush=True)
     return 0
 
 
@@ -632,12 +516,11 @@ def smoke_command(machine):
     cmd += ["--gloo"] if (machine.horovod or {}).get("gloo") else []
     cmd += [sys.executable, "-m", "coursetools.check", "--smoke-worker"]
     env = gpu_model.child_environment()
+    paths = (str(_ROOT / "source_code"), env.get("PYTHONPATH"))
     env.update(
         NCCL_NVLS_ENABLE="0",
         TF_CPP_MIN_LOG_LEVEL="2",
-        PYTHONPATH=os.pathsep.join(
-            p for p in (str(_ROOT / "source_code"), env.get("PYTHONPATH")) if p
-        ),
+        PYTHONPATH=os.pathsep.join(p for p in paths if p),
     )
     if machine.mode != "multi-gpu":
         # Two ranks on one GPU make NCCL refuse ("duplicate GPU"); test the CPU path instead.
@@ -655,14 +538,8 @@ def smoke_command(machine):
 def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.run):
     item = "Horovod smoke run"
     if not (installed_here and machine.horovod):
-        return [
-            Finding(
-                WARN,
-                item,
-                "skipped: no working Horovod in this Python",
-                "see the Horovod build line",
-            )
-        ]
+        said = "skipped: no working Horovod in this Python"
+        return one(WARN, item, said, "see the Horovod build line")
     cmd, env = smoke_command(machine)
     start = time.monotonic()
     try:
@@ -676,37 +553,21 @@ def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.r
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return [
-            Finding(
-                FAIL,
-                item,
-                f"2 workers did not finish within {timeout} s (a hang is "
-                "usually NCCL waiting on a blocked transport)",
-                "rerun with NCCL_DEBUG=INFO and look at the last 'via' lines",
-            )
-        ]
-    lines = {int(m.group(1)): m for m in _SMOKE_LINE.finditer(proc.stdout or "")}
-    if not (
-        proc.returncode == 0
-        and set(lines) == {0, 1}
-        and all(int(m.group(2)) == 2 and float(m.group(3)) == 3.0 for m in lines.values())
-    ):
-        tail = " | ".join((proc.stdout or "").strip().splitlines()[-3:])[-300:]
-        return [
-            Finding(
-                FAIL,
-                item,
-                f"2-worker all-reduce failed (exit {proc.returncode}): {tail or 'no output'}",
-                "run the command by hand: " + " ".join(cmd[2:]),
-            )
-        ]
-    return [
-        Finding(
-            PASS,
+        return one(
+            FAIL,
             item,
-            f"2 workers all-reduced on {lines[0].group(4)} in {time.monotonic() - start:.1f} s",
+            f"2 workers did not finish within {timeout} s (a hang is usually NCCL waiting on a "
+            "blocked transport)",
+            "rerun with NCCL_DEBUG=INFO and look at the last 'via' lines",
         )
-    ]
+    lines = {int(m.group(1)): m for m in _SMOKE_LINE.finditer(proc.stdout or "")}
+    summed = all(int(m.group(2)) == 2 and float(m.group(3)) == 3.0 for m in lines.values())
+    if not (proc.returncode == 0 and set(lines) == {0, 1} and summed):
+        tail = " | ".join((proc.stdout or "").strip().splitlines()[-3:])[-300:]
+        said = f"2-worker all-reduce failed (exit {proc.returncode}): {tail or 'no output'}"
+        return one(FAIL, item, said, "run the command by hand: " + " ".join(cmd[2:]))
+    seconds = time.monotonic() - start
+    return one(PASS, item, f"2 workers all-reduced on {lines[0].group(4)} in {seconds:.1f} s")
 
 
 def _detect():
@@ -736,15 +597,9 @@ def run_checks(
         machine, error = _detect()
         machine = machine or Machine(mode="reference", reason=f"discovery failed: {error}")
     findings = []
-    for check in (
-        check_gpus,
-        check_cuda,
-        check_topology,
-        check_peer_access,
-        check_nvlink,
-        check_nccl,
-    ):
+    for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink):
         findings += check(machine)
+    findings += check_nccl(machine)
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
     findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(doctor.shm_size() if shm_size is None else shm_size)
@@ -760,17 +615,11 @@ def run_checks(
         try:
             findings += part()
         except Exception as exc:  # a reader's bug must not take the preflight down with it
-            findings.append(
-                Finding(
-                    WARN,
-                    name,
-                    f"could not finish ({type(exc).__name__}: {exc})",
-                    "please report it; the other lines stand",
-                )
-            )
+            said = f"could not finish ({type(exc).__name__}: {exc})"
+            findings += one(WARN, name, said, "please report it; the other lines stand")
     findings += check_dataset(has, flavour) + check_disk() + check_jupyter(has, flavour)
     if skip_smoke:
-        findings.append(Finding(PASS, "Horovod smoke run", "skipped (--skip-smoke)"))
+        findings += one(PASS, "Horovod smoke run", "skipped (--skip-smoke)")
     else:
         findings += check_smoke(machine, hvd_here, run=smoke_runner)
     return machine, findings
@@ -795,19 +644,15 @@ def verdict(machine, findings):
 def format_page(machine, findings, flavour=None):
     flavour = flavour_of() if flavour is None else flavour
     where = "this Python" if flavour.installed else "not installed yet"
+    reason = f" ({machine.reason})" if machine.reason else ""
     lines = [
-        f"gputopo check on {platform.node()} with {sys.executable}: {machine.mode} mode"
-        + (f" ({machine.reason})" if machine.reason else "")
-        + f"; {flavour.framework} flavour, {flavour.venv} ({where})",
+        f"gputopo check on {platform.node()} with {sys.executable}: {machine.mode} mode{reason}"
+        f"; {flavour.framework} flavour, {flavour.venv} ({where})",
         "",
     ]
     lines += [f"{f.status}  {f.item}: {f.finding} — fix: {f.fix}" for f in findings]
-    counts = {s: sum(f.status == s for f in findings) for s in (PASS, WARN, FAIL)}
-    lines += [
-        "",
-        f"{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL: "
-        + verdict(machine, findings),
-    ]
+    counts = [f"{sum(f.status == s for f in findings)} {s}" for s in (PASS, WARN, FAIL)]
+    lines += ["", ", ".join(counts) + ": " + verdict(machine, findings)]
     return "\n".join(lines)
 
 
@@ -829,29 +674,27 @@ def main(argv=None):
         prog="python -m coursetools.check",
         description="Preflight check: can this machine run the course?",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--skip-smoke", action="store_true", help="skip the ~10 s two-worker Horovod run"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--json", action="store_true", help="print one JSON object")
+    add("--skip-smoke", action="store_true", help="skip the ~10 s two-worker Horovod run")
+    add(
         "--ladder",
         action="store_true",
-        help="climb the P2P ladder's GPU rungs: build and run the P2P test and "
-        "nccl_bench on the chosen pair, building them first if missing "
-        "(make check LADDER=1)",
+        help="climb the P2P ladder's GPU rungs: build and run the P2P test and nccl_bench on the "
+        "chosen pair, building them first if missing (make check LADDER=1)",
     )
-    parser.add_argument(
+    add(
         "--framework",
         choices=("tensorflow", "pytorch"),
-        help="the install to check for (make check FRAMEWORK=...); default: the "
-        "venv's own, else tensorflow",
+        help="the install to check for (make check FRAMEWORK=...); default: the venv's own, "
+        "else tensorflow",
     )
-    parser.add_argument(
+    add(
         "--venv",
         metavar="DIR",
         help="the course's venv (make's VENV; default .venv, .venv-pytorch for pytorch)",
     )
-    parser.add_argument("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
+    add("--smoke-worker", action="store_true", help=argparse.SUPPRESS)
     args = parse_args_or_exit(parser, argv, where="command line")
     if args.smoke_worker:
         return _smoke_worker()

@@ -118,19 +118,11 @@ def execute_notebook(path, timeout, env):
     try:
         client.execute(env=env, cleanup_kc=True)
     except Exception as exc:  # a failed cell, a timeout, a dead kernel, a broken notebook file
-        said = (
-            f"{exc.ename}: {_first_line(exc.evalue or '')}"
-            if getattr(exc, "ename", None)
-            else f"{type(exc).__name__}: {_first_line(str(exc))}"
-        )
+        name, said = getattr(exc, "ename", None), getattr(exc, "evalue", None)
+        name, said = (name, said or "") if name else (type(exc).__name__, str(exc))
         index = ran["cell"]
-        failure = {
-            "cell": index,
-            "error": said,
-            "first_line": "(before the first cell)"
-            if index is None
-            else _first_line(nb.cells[index].source),
-        }
+        first = "(before the first cell)" if index is None else _first_line(nb.cells[index].source)
+        failure = {"cell": index, "error": f"{name}: {_first_line(said)}", "first_line": first}
     return nb, time.monotonic() - start, failure
 
 
@@ -176,11 +168,9 @@ def write_index(run_dir, rows, machine_line, started):
         "</th><th>ran live</th><th>showed recorded data</th></tr>",
     ]
     for row in rows:
-        title = (
-            f"<a href='{esc(row['html'])}'>{esc(row['notebook'])}</a>"
-            if row["html"]
-            else esc(row["notebook"]) + " <small>(no HTML export here)</small>"
-        )
+        title = esc(row["notebook"])
+        title = f"<a href='{esc(row['html'])}'>{title}</a>" if row["html"] else title
+        title += "" if row["html"] else " <small>(no HTML export here)</small>"
         cells = [
             esc(_cells(row[kind]))
             + "".join(f"<br><small>cell {i}: {esc(text)}</small>" for i, text in row[kind][:3])
@@ -236,23 +226,13 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=T
         problem = write_html(nb, run_dir / f"{stem}.html", path.parent) if html else "not asked"
         if html and problem:
             log(f"    {name}: {problem}; the executed notebook is {stem}.ipynb")
-        found = live_and_reference(nb)
-        status = (
-            "ok"
-            if failure is None
-            else (f"failed at cell {failure['cell']} ({failure['first_line']}): {failure['error']}")
-        )
-        rows.append(
-            {
-                "notebook": name,
-                "seconds": round(seconds, 1),
-                "status": status,
-                "failure": failure,
-                "html": None if problem else f"{stem}.html",
-                "executed": f"{stem}.ipynb",
-                **found,
-            }
-        )
+        found, status = live_and_reference(nb), "ok"
+        if failure is not None:
+            status = f"failed at cell {failure['cell']} ({failure['first_line']}): "
+            status += failure["error"]
+        html_name = None if problem else f"{stem}.html"
+        row = dict(notebook=name, seconds=round(seconds, 1), status=status, failure=failure)
+        rows.append(dict(row, html=html_name, executed=f"{stem}.ipynb", **found))
         log(
             f"{'ok' if failure is None else 'FAILED'} in {seconds:.1f} s (live: "
             f"{_cells(found['live'])}; recorded: {_cells(found['recorded'])})"
@@ -260,30 +240,12 @@ def run_course(notebooks, timeout=DEFAULT_TIMEOUT_S, out=None, log=print, html=T
         if failure is not None:
             log(f"    cell {failure['cell']}: {failure['first_line']}\n    {failure['error']}")
     write_index(run_dir, rows, machine_line, started)
-    (run_dir / "summary.json").write_text(
-        json.dumps(
-            {
-                "run_dir": str(run_dir),
-                "started": started,
-                "machine": machine_line,
-                "python": sys.executable,
-                "notebooks": rows,
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    summary = dict(run_dir=str(run_dir), started=started, machine=machine_line)
+    summary.update(python=sys.executable, notebooks=rows)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    short = [{k: row[k] for k in ("notebook", "seconds", "status")} for row in rows]
     with moved:
-        results.append_record(
-            "course",
-            {
-                "run_dir": str(run_dir),
-                "notebooks": [
-                    {k: row[k] for k in ("notebook", "seconds", "status")} for row in rows
-                ],
-            },
-        )
+        results.append_record("course", {"run_dir": str(run_dir), "notebooks": short})
     return run_dir, rows
 
 
@@ -300,37 +262,20 @@ def _seconds(text):
 def main(argv=None):
     parser = OneLineParser(
         prog=PROG,
-        description="Execute every notebook headless and write one "
-        "HTML report into a new dated folder under results/.",
+        description="Execute every notebook headless and write one HTML report into a new "
+        "dated folder under results/.",
     )
-    parser.add_argument(
-        "--notebooks",
-        nargs="+",
-        type=Path,
-        metavar="NB",
-        help="notebooks to run, in this order (default: Start_Here.ipynb, then "
-        "notebooks/*.ipynb by number)",
+    add = parser.add_argument
+    nb_help = "notebooks to run, in this order (default: Start_Here.ipynb, then notebooks/*.ipynb"
+    add("--notebooks", nargs="+", type=Path, metavar="NB", help=nb_help + " by number)")
+    timeout_help = f"seconds one cell may run (default {DEFAULT_TIMEOUT_S})"
+    add("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="S", help=timeout_help)
+    html_help = "write the executed notebooks and the index only, no HTML copy of each notebook"
+    add("--no-html", action="store_true", help=html_help + " (faster)")
+    out_help = (
+        "folder to create the dated run folder in (default: results/, or $GPUTOPO_RESULTS_DIR)"
     )
-    parser.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"seconds one cell may run (default {DEFAULT_TIMEOUT_S})",
-    )
-    parser.add_argument(
-        "--no-html",
-        action="store_true",
-        help="write the executed notebooks and "
-        "the index only, no HTML copy of each notebook (faster)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        metavar="DIR",
-        help="folder to create the dated run "
-        "folder in (default: results/, or $GPUTOPO_RESULTS_DIR)",
-    )
+    add("--out", type=Path, metavar="DIR", help=out_help)
     try:
         args = parser.parse_args(argv)
         notebooks = args.notebooks or default_notebooks()
@@ -353,21 +298,14 @@ def main(argv=None):
     try:
         run_dir, rows = run_course(notebooks, args.timeout, args.out, html=not args.no_html)
     except OSError as exc:  # results folder not writable, disk full
-        print(
-            f"{PROG}: error: cannot write the report: {exc.strerror or exc} "
-            f"({exc.filename or 'results'})",
-            file=sys.stderr,
-        )
+        said = f"cannot write the report: {exc.strerror or exc} ({exc.filename or 'results'})"
+        print(f"{PROG}: error: {said}", file=sys.stderr)
         return 1
     print(f"course: report {run_dir / 'index.html'}")
     failed = [row for row in rows if row["failure"] is not None]
     if failed:
-        f = failed[0]["failure"]
-        print(
-            f"{PROG}: error: {failed[0]['notebook']} failed at cell {f['cell']} "
-            f"({f['first_line']}): {f['error']}",
-            file=sys.stderr,
-        )
+        said = f"{failed[0]['notebook']} {failed[0]['status']}"  # "failed at cell N (...): ..."
+        print(f"{PROG}: error: {said}", file=sys.stderr)
         return 1
     return 0
 

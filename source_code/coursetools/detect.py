@@ -6,8 +6,9 @@ access where it loads; where it does not (not installed, no driver, GPUTOPO_NVML
 tests) nvidia-smi's texts answer, read by gputopo.parsers. Both paths read `nvidia-smi topo -m`
 (NV# bonds, affinity, NICs), NVML's PCIe common ancestors standing in when it prints none. Then
 the CUDA driver's device count (coursetools.gpus), NCCL (ncclGetVersion), nvcc and Horovod's
-`--check-build`. No GPU is a normal outcome: a missing, failing, hanging or garbled tool gives
-reference mode and its reason, never an exception. Standard library only (pynvml if it loads).
+`--check-build` (read by gputopo.parsers.toolchain). No GPU is a normal outcome: a missing,
+failing, hanging or garbled tool gives reference mode and its reason, never an exception.
+Standard library only (pynvml if it loads).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import glob
 import hashlib
 import importlib.util
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -28,7 +28,7 @@ from coursetools import gpus as gpu_model
 from coursetools import nvml
 from coursetools.machine import MODE_MULTI, MODE_REFERENCE, MODE_SINGLE, Machine
 from coursetools.proctree import first_line, run_tool
-from gputopo.parsers import ParseError, p2p_status
+from gputopo.parsers import p2p_status, toolchain
 from gputopo.parsers.nvidia_smi import (
     nvlink_link_counts,
     parse_gpu_query,
@@ -50,10 +50,6 @@ LINK_FIELDS = (
 )
 
 
-def _number(value: Optional[str]) -> Optional[int]:
-    return int(value) if value and value.isdigit() else None
-
-
 def text_inventory(smi: str, timeout: float):
     """(GPUs, driver version, problem) from `nvidia-smi --query-gpu`; problem None on success."""
     for fields in (QUERY_FIELDS + LINK_FIELDS, QUERY_FIELDS):
@@ -66,25 +62,32 @@ def text_inventory(smi: str, timeout: float):
     try:
         rows = parse_gpu_query(done.stdout, fields)
     except ValueError as error:
-        why = f"nvidia-smi printed something unexpected: {error}: {first_line(done.stdout)}"
-        return [], None, why
+        return (
+            [],
+            None,
+            f"nvidia-smi printed something unexpected: {error}: " + first_line(done.stdout),
+        )
     if not rows:
         return [], None, "nvidia-smi found no GPUs"
     mig = "Enabled" in (row.get("mig.mode.current") for row in rows)  # instances' UUIDs, which
     listing = run_tool([smi, "-L"], timeout) if mig else None  # CUDA_VISIBLE_DEVICES may name
     instances = parse_mig_list(listing.stdout) if listing and listing.ok else {}
+
+    def number(value):
+        return int(value) if value and value.isdigit() else None
+
     gpus = [
         gpu_model.Gpu(
             index=int(row["index"]),
             name=row["name"] or "",
             bus_id=row["pci.bus_id"],
             uuid=row["uuid"],
-            pcie_gen_max=_number(row.get("pcie.link.gen.max")),
-            pcie_width_max=_number(row.get("pcie.link.width.max")),
-            pcie_gen_current=_number(row.get("pcie.link.gen.current")),
-            pcie_width_current=_number(row.get("pcie.link.width.current")),
             mig_mode=row.get("mig.mode.current"),
             mig_uuids=instances.get(int(row["index"]), []),
+            **{  # pcie.link.gen.max -> Gpu.pcie_gen_max ...
+                field.replace("pcie.link.", "pcie_").replace(".", "_"): number(row.get(field))
+                for field in LINK_FIELDS[:4]
+            },
         )
         for row in rows
     ]
@@ -139,10 +142,8 @@ def _nvml_details(machine: Machine, lib) -> None:
                 "best_pair": best,
                 "worst_pair": worst,
             }
-            machine.notes["topology"] = (
-                machine.notes.get("topology", "") + " (PCIe paths from "
-                "NVML's common ancestors instead)"
-            ).strip()
+            note = machine.notes.get("topology", "") + " (PCIe paths from NVML's common ancestors "
+            machine.notes["topology"] = (note + "instead)").strip()
     except Exception as error:  # what NVML did not answer stays unknown, with this note
         machine.notes["nvml"] = f"NVML details failed ({type(error).__name__}: {error})"
 
@@ -152,15 +153,12 @@ def detect(
     timeout: float = 20,
     *,
     check_horovod: bool = True,
-    horovod_timeout: float = HOROVOD_TIMEOUT_S,
-    horovodrun: Optional[str] = None,
     environ: Optional[Dict[str, str]] = None,
-    use_nvml: bool = True,
 ) -> Machine:
     """Describe this machine. Never raises for a missing or broken tool; see Machine.notes."""
     environ = os.environ if environ is None else environ
     machine = Machine(cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"))
-    lib, why = nvml.load() if use_nvml else (None, "not asked")
+    lib, why = nvml.load()
     if lib is not None:
         try:
             gpus, machine.facts_from = nvml.inventory(lib), "NVML"
@@ -200,24 +198,14 @@ def detect(
         machine.mode = MODE_MULTI if machine.visible_gpu_count > 1 else MODE_SINGLE
     machine.nccl_version, nccl = find_nccl()
     machine.nvcc_path, machine.nvcc_version, nvcc = find_nvcc(timeout)
-    machine.horovod, horovod = (
-        find_horovod(horovod_timeout, horovodrun) if check_horovod else (None, "not checked")
-    )
-    machine.notes.update(
-        (k, v) for k, v in (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod)) if v
-    )
+    machine.horovod, horovod = find_horovod() if check_horovod else (None, "not checked")
+    found = (("nccl", nccl), ("nvcc", nvcc), ("horovod", horovod))
+    machine.notes.update((k, v) for k, v in found if v)
     return machine
 
 
 # ---------------------------------------------------------------------------------------
 # NCCL, nvcc and Horovod as found here
-
-
-def decode_nccl_version(code: int) -> str:
-    # NCCL 2.9 changed the encoding from major*1000+minor*100+patch to major*10000+minor*100+patch
-    # (NCCL_VERSION_CODE in nccl.h).
-    major, rest = divmod(code, 10000 if code >= 10000 else 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
 
 
 def find_nccl() -> Tuple[Optional[str], Optional[str]]:
@@ -229,16 +217,10 @@ def find_nccl() -> Tuple[Optional[str], Optional[str]]:
         try:
             code = ctypes.c_int(0)
             if ctypes.CDLL(candidate).ncclGetVersion(ctypes.byref(code)) == 0:
-                return decode_nccl_version(code.value), None
+                return toolchain.nccl_version(code.value), None
         except (OSError, AttributeError):
             continue
     return None, "no NCCL library (libnccl.so.2) could be loaded"
-
-
-def parse_nvcc_version(text: str) -> Optional[str]:
-    """The release of `nvcc --version` ("12.4"), or None if the text names none."""
-    release = re.search(r"release\s+([\d.]+)", text)
-    return release.group(1) if release else None
 
 
 def find_nvcc(timeout: float) -> Tuple[Optional[str], Optional[str], Optional[str]]:
@@ -249,48 +231,22 @@ def find_nvcc(timeout: float) -> Tuple[Optional[str], Optional[str], Optional[st
     if path is None:
         return None, None, "nvcc not found on PATH or in /usr/local/cuda/bin"
     done = run_tool([path, "--version"], timeout)
-    return path, parse_nvcc_version(done.stdout) if done.ok else None, done.problem
+    return path, toolchain.nvcc_version(done.stdout) if done.ok else None, done.problem
 
 
-def parse_horovod_check_build(text: str) -> dict:
-    """`horovodrun --check-build` as {"version", "tensorflow", "pytorch", "nccl", "gloo", "mpi",
-    "sections"}: a feature counts as built when any section marks it [X] (MPI and Gloo are
-    listed as controllers and as tensor operations). ParseError when no [X] / [ ] line is found."""
-    sections: Dict[str, Dict[str, bool]] = {}
-    current = "Available"
-    for line in text.splitlines():
-        entry = re.match(r"\s*\[([ xX])\]\s+(\S.*?)\s*$", line)
-        if entry:
-            sections.setdefault(current, {})[entry.group(2)] = entry.group(1) in "xX"
-        elif line.strip().endswith(":") and not line.strip().startswith("Horovod"):
-            current = line.strip()[:-1]
-    if not sections:
-        raise ParseError("no [X] / [ ] lines in Horovod's check-build output")
-    flags = dict.fromkeys(("tensorflow", "pytorch", "nccl", "gloo", "mpi"), False)
-    for entries in sections.values():
-        for name, built in entries.items():
-            flags[name.lower()] = flags.get(name.lower(), False) or built
-    version = re.search(r"Horovod\s+v?(\d[\w.+\-]*)", text)
-    return {"version": version.group(1) if version else None, **flags, "sections": sections}
-
-
-def find_horovod(timeout: float, horovodrun: Optional[str] = None):
-    """(check-build as parsed, None) or (None, why): the given horovodrun, this Python's Horovod
-    (its answer kept in ~/.cache/gputopo, keyed by the package's path and time, since asking
-    imports TensorFlow), or horovodrun on PATH."""
-    cache = None
-    if horovodrun is not None:
-        command = [horovodrun, "--check-build"]
-    elif importlib.util.find_spec("horovod") is not None:
+def find_horovod(timeout: float = HOROVOD_TIMEOUT_S):
+    """(check-build as parsed, None) or (None, why): this Python's Horovod (its answer kept in
+    ~/.cache/gputopo, keyed by the package's path and time, since asking imports TensorFlow), or
+    horovodrun on PATH."""
+    cache, spec = None, importlib.util.find_spec("horovod")
+    if spec is not None:
         command = [sys.executable, "-m", "horovod.runner.launch", "--check-build"]
-        origin = Path(importlib.util.find_spec("horovod").origin or ".")
+        origin = Path(spec.origin or ".")
         if origin.is_file():
             key = f"{origin.parent}:{origin.stat().st_mtime_ns}".encode()
-            cache = (
-                Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                / "gputopo"
-                / f"horovod-check-build-{hashlib.sha256(key).hexdigest()[:16]}.txt"
-            )
+            name = f"horovod-check-build-{hashlib.sha256(key).hexdigest()[:16]}.txt"
+            home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+            cache = home / "gputopo" / name
     elif shutil.which("horovodrun"):
         command = [shutil.which("horovodrun"), "--check-build"]
     else:
@@ -303,7 +259,7 @@ def find_horovod(timeout: float, horovodrun: Optional[str] = None):
             return None, done.problem
         stdout = done.stdout
     try:
-        parsed = parse_horovod_check_build(stdout)
+        parsed = toolchain.horovod_check_build(stdout)
     except ValueError as error:
         return None, f"Horovod's check-build output was not understood: {error}"
     if cache is not None and not cache.is_file():

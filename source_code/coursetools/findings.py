@@ -1,7 +1,8 @@
 """One line of `make check`: Finding(status, item, finding, fix), status PASS, WARN or FAIL.
 
-check, doctor and ladder all make Findings, so they live here, with `peer_status`, the one
-reading of `nvidia-smi topo -p2p` that all three need. Standard library only.
+check, doctor and ladder all make Findings, so they live here, with `one` (a check's answer when
+it has one line) and `peer_status`, the one reading of `nvidia-smi topo -p2p` that all three
+need. Standard library only.
 """
 
 from collections import namedtuple
@@ -10,6 +11,11 @@ PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 NONE_NEEDED = "none needed"
 
 Finding = namedtuple("Finding", "status item finding fix", defaults=(NONE_NEEDED,))
+
+
+def one(status, item, finding, fix=NONE_NEEDED):
+    """[Finding(status, item, finding, fix)]: a check returns a list, most often of one line."""
+    return [Finding(status, item, finding, fix)]
 
 
 def peer_status(p2p_matrix, i, j):

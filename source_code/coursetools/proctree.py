@@ -96,7 +96,6 @@ def run(
     grace: float = GRACE_S,
     input=None,
     capture_output: bool = False,
-    check: bool = False,
     env: Optional[dict] = None,
     **popen_kwargs,
 ) -> subprocess.CompletedProcess:
@@ -125,10 +124,7 @@ def run(
             kill_tree(process, mark, grace)
             raise
         kill_tree(process, mark, grace)  # a launcher that exited may leave workers behind
-    done = subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
-    if check:
-        done.check_returncode()
-    return done
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
 @dataclasses.dataclass

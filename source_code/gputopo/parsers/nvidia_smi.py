@@ -1,6 +1,7 @@
 """Parsers for nvidia-smi's small texts: `nvlink -s` (`nvlink_link_counts`, `nvlink_speeds`),
-`--query-gpu` (`parse_gpu_query`), the plain banner (`parse_smi_banner`) and `-L`
-(`parse_mig_list`). `topo -m` and `topo -p2p` have parsers of their own (topo, p2p_status).
+`--query-gpu` (`parse_gpu_query`; a clocks_throttle_reasons value: `throttle_reasons`), the plain
+banner (`parse_smi_banner`) and `-L` (`parse_mig_list`). `topo -m` and `topo -p2p` have parsers
+of their own (topo, p2p_status).
 """
 
 import csv
@@ -93,3 +94,29 @@ def parse_mig_list(text: str) -> Dict[int, List[str]]:
         elif mig and current is not None:
             found[current].append(mig.group(1))
     return found
+
+
+# nvml.h: nvmlClocksThrottleReason* (the bits nvidia-smi's clocks_throttle_reasons.active shows)
+THROTTLE_BITS = {
+    0x1: "GPU idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+# the reasons that say the GPU is held back by heat or power
+HEAT_OR_POWER = {THROTTLE_BITS[bit] for bit in (0x8, 0x20, 0x40, 0x80)}
+
+
+def throttle_reasons(value: Optional[str]) -> List[str]:
+    """Names of the bits set in a clocks_throttle_reasons.active value ("0x0000000000000001");
+    none for a value that is not a hexadecimal number."""
+    try:
+        bits = int(value, 16)
+    except (TypeError, ValueError):
+        bits = 0
+    return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
