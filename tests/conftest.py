@@ -19,8 +19,8 @@ It answers by its arguments joined with spaces: "" (plain nvidia-smi) -> nvidia-
 `--query-gpu=<fields>` gets CSV rows built from the GPU table in nvidia-smi.txt (or from
 gpu_names), "[N/A]" for fields nothing recorded; "-L" gets one line per GPU of that table,
 "GPU <index>: <name> (UUID: <uuid>)", where every GPU's UUID is known (else it is unanswered).
-Anything else exits 2 with a message on stderr, as a tool that cannot answer would. The factory returns the script's path; PATH is
-restored after the test.
+Anything else exits 2 with a message on stderr, as a tool that cannot answer would. The factory
+returns the script's path; PATH is restored after the test.
 """
 
 import json

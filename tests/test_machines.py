@@ -39,7 +39,8 @@ PLAIN = (
 
 
 def machine_answers(name):
-    """What the stand-in nvidia-smi of tests/fixtures/machines/<name> answers (conftest's format)."""
+    """What the stand-in nvidia-smi of tests/fixtures/machines/<name> answers (conftest's
+    format)."""
     folder = MACHINES / name
     spec = json.loads((folder / "machine.json").read_text())
     outputs = {
@@ -52,7 +53,8 @@ def machine_answers(name):
 
 
 def install_machine(fake_nvidia_smi, name):
-    """The stand-in nvidia-smi of tests/fixtures/machines/<name>, first on PATH; returns its machine.json."""
+    """The stand-in nvidia-smi of tests/fixtures/machines/<name>, first on PATH; returns its
+    machine.json."""
     spec = json.loads((MACHINES / name / "machine.json").read_text())
     script = fake_nvidia_smi()
     (script.parent / "answers.json").write_text(json.dumps(machine_answers(name)))

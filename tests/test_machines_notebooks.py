@@ -204,10 +204,12 @@ def timing_line(session_start):
     if not TIMES:
         return None
     spans = [end - start for start, end in TIMES]
+    first = min(start for start, _ in TIMES) - session_start
+    last = max(end for _, end in TIMES) - session_start
     return (
         f"machine matrix: {len(TIMES)} whole-course runs ({PARALLEL} at a time, nice 10), "
-        f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {min(s for s, _ in TIMES) - session_start:.0f} s "
-        f"and the last ended {max(e for _, e in TIMES) - session_start:.0f} s after the session started"
+        f"{min(spans):.0f}-{max(spans):.0f} s each; the first began {first:.0f} s "
+        f"and the last ended {last:.0f} s after the session started"
     )
 
 
@@ -264,16 +266,21 @@ LAST_GPU_LINE = {
     "l4-single": "GPU 0: NVIDIA L4 (UUID: GPU-a4000000-0000-4000-8000-000000000000)",
     "rtx-pro-6000-single": "GPU 0: NVIDIA RTX PRO 6000 Blackwell Workstation Edition "
     "(UUID: GPU-b6000000-0000-4000-8000-000000000000)",
-    "rtx4090-pair-no-p2p": "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-c4010000-0000-4000-8000-000000000001)",
-    "rtx3090-nvlink-pair": "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-d3010000-0000-4000-8000-000000000001)",
+    "rtx4090-pair-no-p2p": "GPU 1: NVIDIA GeForce RTX 4090 "
+    "(UUID: GPU-c4010000-0000-4000-8000-000000000001)",
+    "rtx3090-nvlink-pair": "GPU 1: NVIDIA GeForce RTX 3090 "
+    "(UUID: GPU-d3010000-0000-4000-8000-000000000001)",
     "l40s-4gpu-2numa-nics": "GPU 3: NVIDIA L40S (UUID: GPU-e4030000-0000-4000-8000-000000000003)",
-    "a100-8gpu-nvswitch-10nics": "GPU 7: NVIDIA A100-SXM4-80GB (UUID: GPU-f1070000-0000-4000-8000-000000000007)",
+    "a100-8gpu-nvswitch-10nics": "GPU 7: NVIDIA A100-SXM4-80GB "
+    "(UUID: GPU-f1070000-0000-4000-8000-000000000007)",
     "h20-8gpu-hgx": "GPU 7: NVIDIA H20 (UUID: GPU-a2070000-0000-4000-8000-000000000007)",
     "b200-8gpu": "GPU 7: NVIDIA B200 (UUID: GPU-b2070000-0000-4000-8000-000000000007)",
     "a100-mig": "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-c1010000-0000-4000-8000-000000000001)",
-    "mixed-5090-3080": "GPU 2: NVIDIA GeForce RTX 3080 (UUID: GPU-d5020000-0000-4000-8000-000000000002)",
+    "mixed-5090-3080": "GPU 2: NVIDIA GeForce RTX 3080 "
+    "(UUID: GPU-d5020000-0000-4000-8000-000000000002)",
     "k80-old-driver-soc": "GPU 3: Tesla K80 (UUID: GPU-e8030000-0000-4000-8000-000000000003)",
-    "rtx6000ada-4gpu": "GPU 3: NVIDIA RTX 6000 Ada Generation (UUID: GPU-f6030000-0000-4000-8000-000000000003)",
+    "rtx6000ada-4gpu": "GPU 3: NVIDIA RTX 6000 Ada Generation "
+    "(UUID: GPU-f6030000-0000-4000-8000-000000000003)",
 }
 # Which notebooks run which nvidia-smi command and read its file with live.read (the files the
 # stand-in answers: it knows no CUDA, so these are the parts that must run live).
@@ -357,7 +364,8 @@ def test_every_notebook_runs_without_an_error_output(course_runs, case):
     assert "GPUTOPO_LIVE_CNN=0" in _outputs_text(cells["5.NCCL-and-P2P-Levels.ipynb"])
     if _nvcc():
         p2p = _outputs_text(cells["3.P2P-Bandwidth-Latency-Test.ipynb"])
-        # the P2P test was built here (make ran), could not measure without a GPU, and the recorded run stood in
+        # the P2P test was built here (make ran), could not measure without a GPU, and the
+        # recorded run stood in
         assert "make: Entering directory" in p2p and "no CUDA GPU is visible" in p2p
         copies = _outputs_text(cells["1.Latency-and-Bandwidth.ipynb"])
         assert "host_copy_bench is built" in copies and "no CUDA GPU is visible" in copies
