@@ -237,16 +237,16 @@ def test_horovod_without_nccl_is_a_warn_on_a_gpu_node_and_a_pass_on_a_cpu_one(fa
         "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix
         and "environment/install.sh --venv .venv --gpu" in gpu.fix
     )
-    cpu = check.check_horovod(Machine(mode="reference", horovod=build), installed_here=True)[0]
+    cpu = check.check_horovod(Machine(mode="reference", horovod=build), True, tensorflow)[0]
     assert cpu.status == "PASS" and "NCCL not needed without GPUs" in cpu.finding
-    missing = check.check_horovod(Machine(mode="reference", horovod=None), installed_here=False)
+    missing = check.check_horovod(Machine(mode="reference", horovod=None), False, tensorflow)
     assert missing[0].status == "WARN"
     broken = Machine(
         mode="reference",
         horovod=None,
         notes={"horovod": "python failed (exit status 1): ImportError: undefined symbol"},
     )
-    found = check.check_horovod(broken, installed_here=True)[0]
+    found = check.check_horovod(broken, True, tensorflow)[0]
     assert found.status == "FAIL" and "installed but broken" in found.finding
     assert "undefined symbol" in found.finding
     # what stops the CNN is still a FAIL on a GPU node, and names the missing NCCL operations too
@@ -327,13 +327,14 @@ def test_damaged_dataset_fails_and_names_the_file(tmp_path, monkeypatch):
     for name in fmnist.FILES:
         (tmp_path / name).write_bytes(b"not gzip")
     monkeypatch.setenv("FASHION_MNIST_DIR", str(tmp_path))
-    found = check.check_dataset()[0]
+    found = check.check_dataset(check.importable, check.flavour_of())[0]
     assert found.status == "FAIL" and "train-images-idx3-ubyte.gz" in found.finding
     assert "not a readable gzip file" in found.finding
 
 
 def test_missing_jupyterlab_blocks_the_course():
-    findings = check.check_jupyter(has=lambda module: module != "jupyterlab")
+    tensorflow = check.Flavour("tensorflow", ".venv", True)
+    findings = check.check_jupyter(lambda module: module != "jupyterlab", tensorflow)
     assert findings[0].status == "FAIL" and "jupyterlab" in findings[0].finding
 
 
@@ -376,11 +377,12 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     )
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = horovod_check_build(text)
-    found = check.check_horovod(machine, installed_here=True)[0]
+    tensorflow = check.Flavour("tensorflow", ".venv", True)
+    found = check.check_horovod(machine, True, tensorflow)[0]
     assert found.status == "PASS", found
     assert "TensorFlow no" in found.finding and "PyTorch yes" in found.finding
     machine.horovod = dict(machine.horovod, pytorch=False)
-    neither = check.check_horovod(machine, installed_here=True)[0]
+    neither = check.check_horovod(machine, True, tensorflow)[0]
     assert neither.status == "FAIL" and "neither TensorFlow nor PyTorch" in neither.finding
     assert "--framework pytorch" in neither.fix
 

@@ -10,7 +10,6 @@ in CUDA_VISIBLE_DEVICES then means nvidia-smi's index.
 The course speaks nvidia-smi indices. `child_visible_devices` turns those a launcher wants into
 its child's CUDA_VISIBLE_DEVICES, only ever narrowing the job's own (indices, GPU- or MIG-
 UUIDs, empty, or with a typo CUDA stops at); a GPU outside it is a one-line GpuSelectionError.
-`cuda_ordinals` gives the ordinals, for programs that take them (the P2P test's --devices).
 Standard library only.
 """
 
@@ -145,16 +144,9 @@ def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Op
     )
 
 
-def cuda_ordinals(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> List[int]:
-    """The CUDA ordinals of these GPUs (nvidia-smi indices) under the inherited setting."""
-    return [g.cuda_ordinal for g in _select(indices, gpus, value)]
-
-
-def child_environment(
-    base: Optional[Mapping[str, str]] = None, visible: Optional[str] = None
-) -> Dict[str, str]:
-    """A child's environment: base (default os.environ), PCI bus order, and `visible` if given."""
-    env = dict(os.environ if base is None else base)
+def child_environment(visible: Optional[str] = None) -> Dict[str, str]:
+    """A child's environment: os.environ, PCI bus order, and `visible` if given."""
+    env = dict(os.environ)
     env[ORDER_VARIABLE] = ORDER_VALUE
     if visible is not None:
         env[VISIBLE_VARIABLE] = visible

@@ -163,13 +163,7 @@ def climb(
         return [rung1] + _rest(2, f"not run: {error}", WARN, "see the GPUs line")
     env = gpus.child_environment(visible=visible)
     env.setdefault("NCCL_NVLS_ENABLE", "0")
-    return _climb_gpu(
-        machine, pair, name, rung1, env, p2p_runner or run_program, nccl_runner or run_program
-    )
-
-
-def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List[Finding]:
-    """The four rungs once rung 1 passed: rung 1 itself, or its WARN when CUDA contradicts it."""
+    # Rung 1 passed: rungs 2-4 run, and rung 1 becomes a WARN when CUDA contradicts it.
 
     def stop(found, n, status, said, fix, why="failed"):
         finding = Finding(status, _item(n), f"{name}: {said}", fix)
@@ -183,7 +177,7 @@ def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List
         "mismatch means a broken link or driver: reseat, update the driver"
     )
     try:  # rung 2, which also gives CUDA's own peer answer for rung 1
-        done = p2p_runner([str(P2P_TEST)] + P2P_ARGS, env)
+        done = (p2p_runner or run_program)([str(P2P_TEST)] + P2P_ARGS, env)
         text, check = done.stdout or "", DATA_CHECK.search(done.stdout or "")
         wrong = (check and check[3] == "FAILED") or "mismatch" in (done.stderr or "")
         parsed = p2p.parse(text) if done.returncode == 0 and not wrong else None
@@ -209,7 +203,7 @@ def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List
     found.append(Finding(PASS, _item(2), said))
     nccl_fix = "rerun with NCCL_DEBUG=INFO and read the last WARN lines"
     try:  # rung 3
-        done = nccl_runner([str(NCCL_BENCH)] + NCCL_ARGS, env)
+        done = (nccl_runner or run_program)([str(NCCL_BENCH)] + NCCL_ARGS, env)
     except Exception as error:
         said = f"nccl_bench all_reduce failed: {first_line(error)}"
         return stop(found, 3, WARN, said, nccl_fix)
