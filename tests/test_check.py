@@ -134,7 +134,7 @@ def test_good_nvlink_pair_passes(fake_nvidia_smi):
 
 def test_no_peer_access_between_the_chosen_pair_fails(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_NS, "topo -p2p w": PAIR_NS})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     code = check.main(["--skip-smoke"])
     out = capsys.readouterr().out
     assert code == 1
@@ -183,13 +183,25 @@ def test_v100_worst_pair_without_peer_access_is_expected(fake_nvidia_smi):
 
 def test_small_dev_shm_warns_with_the_container_fix(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_OK, "topo -p2p w": PAIR_OK})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     monkeypatch.setattr(doctor, "shm_size", lambda path="/dev/shm": 64 * MiB)  # docker's default
     check.main(["--skip-smoke"])
     out = capsys.readouterr().out
     shm = [ln for ln in out.splitlines() if "/dev/shm:" in ln]
     assert len(shm) == 1 and shm[0].startswith("WARN  /dev/shm: /dev/shm is 64 MiB, below 1 GiB")
     assert "fix: start the container with --ipc=host (or --shm-size=8g)" in shm[0]
+
+
+def test_a_discovery_that_raises_gives_reference_mode_and_says_why(monkeypatch, capsys):
+    def broken():
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(check, "detect", broken)
+    code = check.main(["--skip-smoke", "--json"])
+    page = json.loads(capsys.readouterr().out)
+    assert page["mode"] == "reference" and code == page["exit_code"]
+    gpus = next(f for f in page["findings"] if f["item"] == "GPUs and driver")
+    assert "reference mode (discovery failed: RuntimeError: parser bug)" in gpus["finding"]
 
 
 def test_shm_size_is_read_from_the_filesystem(tmp_path):
@@ -348,7 +360,7 @@ def test_disk_thresholds(tmp_path):
 
 def test_json_is_one_object(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_NS, "topo -p2p w": PAIR_NS})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     code = check.main(["--json", "--skip-smoke"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["exit_code"] == 1 and data["mode"] == "multi-gpu"

@@ -559,14 +559,6 @@ def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.r
     return one(PASS, item, f"2 workers all-reduced on {lines[0].group(4)} in {seconds:.1f} s")
 
 
-def _detect():
-    """detect() as (Machine, None), or (None, reason) when discovery itself breaks."""
-    try:
-        return detect(), None
-    except Exception as exc:  # discovery must never take the check down with it
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def run_checks(
     machine=None,
     skip_smoke=False,
@@ -580,9 +572,11 @@ def run_checks(
     install flavour (make's FRAMEWORK/VENV) and the host facts the doctor reads; `ladder` climbs
     the P2P ladder's GPU rungs."""
     flavour = flavour_of() if flavour is None else flavour
-    if machine is None:
-        machine, error = _detect()
-        machine = machine or Machine(mode="reference", reason=f"discovery failed: {error}")
+    try:
+        machine = machine or detect()
+    except Exception as exc:  # discovery must never take the check down with it
+        said = f"discovery failed: {type(exc).__name__}: {exc}"
+        machine = Machine(mode="reference", reason=said)
     findings = []
     for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink):
         findings += check(machine)

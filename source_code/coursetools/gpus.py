@@ -110,7 +110,9 @@ def from_machine(machine) -> Tuple[List[Gpu], Optional[str]]:
     return found, value
 
 
-def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
+def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> str:
+    """CUDA_VISIBLE_DEVICES for a child that should see exactly these GPUs (nvidia-smi indices),
+    each named as the inherited setting named it (index, UUID, MIG UUID), in the order asked."""
     if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
         raise GpuSelectionError(f"GPUs must be a sequence of nvidia-smi indices, got {indices!r}")
     chosen = list(indices)
@@ -131,17 +133,8 @@ def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
             raise GpuSelectionError(
                 f"GPU {index} is not one this job may use ({describe_allowed(gpus, value)})"
             )
-        picked.append(gpu)
-    return picked
-
-
-def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> str:
-    """CUDA_VISIBLE_DEVICES for a child that should see exactly these GPUs (nvidia-smi indices),
-    each named as the inherited setting named it (index, UUID, MIG UUID), in the order asked."""
-    return ",".join(
-        g.visible_as if g.visible_as is not None else str(g.index)
-        for g in _select(indices, gpus, value)
-    )
+        picked.append(str(gpu.index) if gpu.visible_as is None else gpu.visible_as)
+    return ",".join(picked)
 
 
 def child_environment(visible: Optional[str] = None) -> Dict[str, str]:

@@ -229,10 +229,6 @@ def climb(
     found.append(Finding(PASS, _item(3), said))
     link = machine_link(machine, pair)  # rung 4: the numbers against the expected range
     judged = [verdicts.judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(table, link)]
-    return found + [rung4(name, judged)]
-
-
-def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
     words, status, fix = [], PASS, NONE_NEEDED
     for v in judged:
         value = "?" if v.value is None else f"{v.value:.1f} GB/s"
@@ -245,4 +241,4 @@ def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
             status, fix = WARN, "likely {}: {}".format(*v.reasons[0])
         elif v.status == verdicts.INCOMPLETE and status == PASS:
             status, fix = WARN, "rerun: the output was cut off"
-    return Finding(status, _item(4), f"{name}: " + "; ".join(words), fix)
+    return found + [Finding(status, _item(4), f"{name}: " + "; ".join(words), fix)]
