@@ -82,7 +82,7 @@ def machine_link(machine, pair) -> verdicts.Link:
     name = found[0].name if found else (machine.gpu_names or [None])[0]
     spec, bonded = links.spec_for(name), linkcodes.nvlink_count(code)
     if bonded:
-        active = [(machine.nvlink_active_links or {}).get(f"GPU{i}") for i in pair]
+        active = [(machine.nvlink or {}).get(f"GPU{i}", {}).get("active") for i in pair]
         count = min([a for a in active if isinstance(a, int)] + [bonded])
         return verdicts.Link(
             "nvlink", spec.nvlink if spec and spec.nvlink else name, count=count, gpu=name
