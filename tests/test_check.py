@@ -134,7 +134,7 @@ def test_good_nvlink_pair_passes(fake_nvidia_smi):
 
 def test_no_peer_access_between_the_chosen_pair_fails(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_NS, "topo -p2p w": PAIR_NS})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     code = check.main(["--skip-smoke"])
     out = capsys.readouterr().out
     assert code == 1
@@ -183,13 +183,25 @@ def test_v100_worst_pair_without_peer_access_is_expected(fake_nvidia_smi):
 
 def test_small_dev_shm_warns_with_the_container_fix(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_OK, "topo -p2p w": PAIR_OK})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     monkeypatch.setattr(doctor, "shm_size", lambda path="/dev/shm": 64 * MiB)  # docker's default
     check.main(["--skip-smoke"])
     out = capsys.readouterr().out
     shm = [ln for ln in out.splitlines() if "/dev/shm:" in ln]
     assert len(shm) == 1 and shm[0].startswith("WARN  /dev/shm: /dev/shm is 64 MiB, below 1 GiB")
     assert "fix: start the container with --ipc=host (or --shm-size=8g)" in shm[0]
+
+
+def test_a_discovery_that_raises_gives_reference_mode_and_says_why(monkeypatch, capsys):
+    def broken():
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(check, "detect", broken)
+    code = check.main(["--skip-smoke", "--json"])
+    page = json.loads(capsys.readouterr().out)
+    assert page["mode"] == "reference" and code == page["exit_code"]
+    gpus = next(f for f in page["findings"] if f["item"] == "GPUs and driver")
+    assert "reference mode (discovery failed: RuntimeError: parser bug)" in gpus["finding"]
 
 
 def test_shm_size_is_read_from_the_filesystem(tmp_path):
@@ -237,16 +249,16 @@ def test_horovod_without_nccl_is_a_warn_on_a_gpu_node_and_a_pass_on_a_cpu_one(fa
         "HOROVOD_GPU_OPERATIONS=NCCL" in gpu.fix
         and "environment/install.sh --venv .venv --gpu" in gpu.fix
     )
-    cpu = check.check_horovod(Machine(mode="reference", horovod=build), installed_here=True)[0]
+    cpu = check.check_horovod(Machine(mode="reference", horovod=build), True, tensorflow)[0]
     assert cpu.status == "PASS" and "NCCL not needed without GPUs" in cpu.finding
-    missing = check.check_horovod(Machine(mode="reference", horovod=None), installed_here=False)
+    missing = check.check_horovod(Machine(mode="reference", horovod=None), False, tensorflow)
     assert missing[0].status == "WARN"
     broken = Machine(
         mode="reference",
         horovod=None,
         notes={"horovod": "python failed (exit status 1): ImportError: undefined symbol"},
     )
-    found = check.check_horovod(broken, installed_here=True)[0]
+    found = check.check_horovod(broken, True, tensorflow)[0]
     assert found.status == "FAIL" and "installed but broken" in found.finding
     assert "undefined symbol" in found.finding
     # what stops the CNN is still a FAIL on a GPU node, and names the missing NCCL operations too
@@ -327,13 +339,14 @@ def test_damaged_dataset_fails_and_names_the_file(tmp_path, monkeypatch):
     for name in fmnist.FILES:
         (tmp_path / name).write_bytes(b"not gzip")
     monkeypatch.setenv("FASHION_MNIST_DIR", str(tmp_path))
-    found = check.check_dataset()[0]
+    found = check.check_dataset(check.importable, check.flavour_of())[0]
     assert found.status == "FAIL" and "train-images-idx3-ubyte.gz" in found.finding
     assert "not a readable gzip file" in found.finding
 
 
 def test_missing_jupyterlab_blocks_the_course():
-    findings = check.check_jupyter(has=lambda module: module != "jupyterlab")
+    tensorflow = check.Flavour("tensorflow", ".venv", True)
+    findings = check.check_jupyter(lambda module: module != "jupyterlab", tensorflow)
     assert findings[0].status == "FAIL" and "jupyterlab" in findings[0].finding
 
 
@@ -347,7 +360,7 @@ def test_disk_thresholds(tmp_path):
 
 def test_json_is_one_object(fake_nvidia_smi, monkeypatch, capsys):
     machine = gpu_machine(fake_nvidia_smi, **{"topo -p2p r": PAIR_NS, "topo -p2p w": PAIR_NS})
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     code = check.main(["--json", "--skip-smoke"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["exit_code"] == 1 and data["mode"] == "multi-gpu"
@@ -376,11 +389,12 @@ def test_horovod_built_for_pytorch_alone_passes(fake_nvidia_smi):
     )
     machine = gpu_machine(fake_nvidia_smi)
     machine.horovod = horovod_check_build(text)
-    found = check.check_horovod(machine, installed_here=True)[0]
+    tensorflow = check.Flavour("tensorflow", ".venv", True)
+    found = check.check_horovod(machine, True, tensorflow)[0]
     assert found.status == "PASS", found
     assert "TensorFlow no" in found.finding and "PyTorch yes" in found.finding
     machine.horovod = dict(machine.horovod, pytorch=False)
-    neither = check.check_horovod(machine, installed_here=True)[0]
+    neither = check.check_horovod(machine, True, tensorflow)[0]
     assert neither.status == "FAIL" and "neither TensorFlow nor PyTorch" in neither.finding
     assert "--framework pytorch" in neither.fix
 

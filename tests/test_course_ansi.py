@@ -76,5 +76,8 @@ def test_the_report_evidence_has_no_escapes(tmp_path):
         ("no escapes", "no escapes"),
     ],
 )
-def test_plain_text(text, expected):
-    assert course.plain_text(text) == expected
+def test_marker_lines_lose_their_escapes(text, expected):
+    nb = nbformat.v4.new_notebook()
+    output = nbformat.v4.new_output("stream", name="stdout", text=f"[live] {text}\n")
+    nb.cells = [nbformat.v4.new_code_cell("read", outputs=[output])]
+    assert course.live_and_reference(nb)["live"] == [(0, f"[live] {expected}")]

@@ -339,7 +339,7 @@ def test_every_doctor_item_is_one_line_with_a_fix_in_text_and_json(monkeypatch, 
     found = doctor.findings(machine, BARE_METAL)
     assert [f.item for f in found] == DOCTOR_ITEMS
     assert all(f.status == "PASS" for f in found), found
-    monkeypatch.setattr(check, "_detect", lambda: (machine, None))
+    monkeypatch.setattr(check, "detect", lambda: machine)
     monkeypatch.setattr(doctor, "gather", lambda machine: BARE_METAL)
     assert check.main(["--skip-smoke", "--json"]) in (0, 1)
     data = json.loads(capsys.readouterr().out)

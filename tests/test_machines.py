@@ -269,7 +269,7 @@ def test_no_gpu_machine(fake_nvidia_smi):
 
 def test_nvlink_bridged_3090s_report_four_narrow_links(machine_of):
     machine = machine_of("rtx3090-nvlink-pair", None)
-    assert machine.nvlink_active_links == {"GPU0": 4, "GPU1": 4}
+    assert {gpu: links["active"] for gpu, links in machine.nvlink.items()} == {"GPU0": 4, "GPU1": 4}
     # 4 links x 14.0625 GB/s, the GA102 whitepaper's data rate per link
     assert links.peak_gbs("NV4", machine.gpu_names[0]) == pytest.approx(56.25)
 

@@ -114,7 +114,7 @@ def test_nvml_and_text_give_one_result(fake_nvidia_smi, monkeypatch):
     ):
         assert getattr(by_nvml, field) == getattr(by_text, field), field
     assert [g.uuid for g in by_nvml.gpus] == [g.uuid for g in by_text.gpus]
-    assert by_nvml.nvlink_active_links["GPU3"] == 18
+    assert by_nvml.nvlink["GPU3"]["active"] == 18
     assert by_nvml.gpus[0].pcie_gen_max == 5 and by_nvml.gpus[0].pcie_width_max == 16
     assert by_nvml.banner() == by_text.banner()
     # nvml.h: the CUDA driver version is 1000 * major + 10 * minor (CUDA 9.2 is 9020)

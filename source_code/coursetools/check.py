@@ -259,10 +259,9 @@ def check_nccl(machine):
     )
 
 
-def check_horovod(machine, installed_here, flavour=None):
+def check_horovod(machine, installed_here, flavour):
     """The Horovod build line. On a GPU node a Horovod without NCCL operations is a WARN: the CNN
     then trains on two CPU workers (Gloo), and the line gives the command for the GPU build."""
-    flavour = flavour_of() if flavour is None else flavour
     build, item, gpu_node = machine.horovod, "Horovod build", machine.mode == "multi-gpu"
     tensorflow_gpu = gpu_node and flavour.framework == "tensorflow"
     install = flavour.install_command() + (" --gpu" if tensorflow_gpu else "")
@@ -283,14 +282,12 @@ def check_horovod(machine, installed_here, flavour=None):
             return one(FAIL, item, f"Horovod is installed but broken ({why})", fix)
         said = f"no Horovod ({why}); the CNN cells show the reference runs"
         return one(WARN, item, said, f"{install} builds Horovod 0.28.1")
-    controllers = [c for c in ("gloo", "mpi") if build.get(c)]
-    yes = {True: "yes", False: "no"}
-    text = (
-        f"Horovod {build.get('version') or '?'}, "
-        f"TensorFlow {yes[bool(build.get('tensorflow'))]}, "
-        f"PyTorch {yes[bool(build.get('pytorch'))]}, NCCL ops {yes[bool(build.get('nccl'))]}, "
-        "controllers " + ("+".join("Gloo" if c == "gloo" else "MPI" for c in controllers) or "none")
+    controllers = [name for name, key in (("Gloo", "gloo"), ("MPI", "mpi")) if build.get(key)]
+    named = [("TensorFlow", "tensorflow"), ("PyTorch", "pytorch"), ("NCCL ops", "nccl")]
+    text = f"Horovod {build.get('version') or '?'}, " + ", ".join(
+        f"{name} {'yes' if build.get(key) else 'no'}" for name, key in named
     )
+    text += ", controllers " + ("+".join(controllers) or "none")
     problems = []
     if not (build.get("tensorflow") or build.get("pytorch")):
         problems.append("neither TensorFlow nor PyTorch support: the CNN cannot run")
@@ -303,7 +300,7 @@ def check_horovod(machine, installed_here, flavour=None):
         )
     no_nccl = gpu_node and not build.get("nccl")
     pytorch = flavour.framework == "pytorch"
-    other = Flavour("pytorch", default_venv("pytorch")).install_command()
+    other = Flavour("pytorch", ".venv-pytorch").install_command()
     fix = (
         f"HOROVOD_WITH_{'PYTORCH' if pytorch else 'TENSORFLOW'}=1 HOROVOD_WITH_GLOO=1"
         + (" HOROVOD_GPU_OPERATIONS=NCCL" if gpu_node else "")
@@ -342,10 +339,8 @@ def check_shm(size_bytes, path="/dev/shm"):
     return one(PASS, "/dev/shm", f"{path} is {_gib(size_bytes)}")
 
 
-def check_dataset(has=None, flavour=None):
+def check_dataset(has, flavour):
     """Where Fashion-MNIST is; its content is verified too when numpy is there to read it."""
-    has = importable if has is None else has
-    flavour = flavour_of() if flavour is None else flavour
     where = fmnist.find_dataset_dir()
     if where is None:
         looked = ", ".join(str(d) for d in fmnist.search_dirs())
@@ -411,11 +406,6 @@ class Flavour:
         return " ".join(words + list(extra))
 
 
-def default_venv(framework):
-    """The venv the Makefile uses for a framework (its VENV default)."""
-    return ".venv-pytorch" if framework == "pytorch" else ".venv"
-
-
 def flavour_of(framework=None, venv=None, prefix=None):
     """The Flavour for make's FRAMEWORK/VENV (None: as install.sh decides, from its stamp)."""
     prefix = Path(sys.prefix if prefix is None else prefix)
@@ -424,7 +414,7 @@ def flavour_of(framework=None, venv=None, prefix=None):
         here = venv is None and (prefix / stamp).is_file()
         there = venv and (_ROOT / venv / stamp).is_file()
         framework = "pytorch" if here or there else "tensorflow"
-    venv = venv or default_venv(framework)
+    venv = venv or (".venv-pytorch" if framework == "pytorch" else ".venv")  # make's VENV default
     place = Path(venv) if Path(venv).is_absolute() else _ROOT / venv
     try:
         installed = prefix.resolve() == place.resolve()
@@ -442,8 +432,7 @@ def importable(module):
     return True
 
 
-def check_jupyter(has=importable, flavour=None):
-    flavour = flavour_of() if flavour is None else flavour
+def check_jupyter(has, flavour):
     needed = ["jupyterlab", "ipykernel", "nbclient", "nbconvert", "numpy", "matplotlib"]
     missing = [m for m in needed if not has(m)]
     install, here = flavour.install_command(), f"this Python ({sys.executable})"
@@ -570,32 +559,24 @@ def check_smoke(machine, installed_here, timeout=SMOKE_TIMEOUT_S, run=proctree.r
     return one(PASS, item, f"2 workers all-reduced on {lines[0].group(4)} in {seconds:.1f} s")
 
 
-def _detect():
-    """detect() as (Machine, None), or (None, reason) when discovery itself breaks."""
-    try:
-        return detect(), None
-    except Exception as exc:  # discovery must never take the check down with it
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def run_checks(
     machine=None,
     skip_smoke=False,
     shm_size=None,
-    smoke_runner=proctree.run,
     has=importable,
     flavour=None,
     host=None,
     ladder=False,
-    ladder_runners=None,
 ):
     """(machine, all findings in page order). Arguments let tests inject a machine, sizes, the
     install flavour (make's FRAMEWORK/VENV) and the host facts the doctor reads; `ladder` climbs
-    the P2P ladder's GPU rungs, `ladder_runners` are its {"p2p": f(pair), "nccl": f(pair)}."""
+    the P2P ladder's GPU rungs."""
     flavour = flavour_of() if flavour is None else flavour
-    if machine is None:
-        machine, error = _detect()
-        machine = machine or Machine(mode="reference", reason=f"discovery failed: {error}")
+    try:
+        machine = machine or detect()
+    except Exception as exc:  # discovery must never take the check down with it
+        said = f"discovery failed: {type(exc).__name__}: {exc}"
+        machine = Machine(mode="reference", reason=said)
     findings = []
     for check in (check_gpus, check_cuda, check_topology, check_peer_access, check_nvlink):
         findings += check(machine)
@@ -603,15 +584,11 @@ def run_checks(
     hvd_here = importlib.util.find_spec("horovod") is not None  # importing it costs seconds
     findings += check_horovod(machine, hvd_here, flavour)
     findings += check_shm(doctor.shm_size() if shm_size is None else shm_size)
-    runners = {f"{k}_runner": v for k, v in (ladder_runners or {}).items()}
-    parts = (
-        (
-            "machine doctor",
-            lambda: doctor.findings(machine, doctor.gather(machine) if host is None else host),
-        ),
-        ("P2P ladder", lambda: p2p_ladder.climb(machine, run_gpu=ladder, **runners)),
-    )
-    for name, part in parts:
+    parts = {
+        "machine doctor": lambda: doctor.findings(machine, host or doctor.gather(machine)),
+        "P2P ladder": lambda: p2p_ladder.climb(machine, run_gpu=ladder),
+    }
+    for name, part in parts.items():
         try:
             findings += part()
         except Exception as exc:  # a reader's bug must not take the preflight down with it
@@ -621,7 +598,7 @@ def run_checks(
     if skip_smoke:
         findings += one(PASS, "Horovod smoke run", "skipped (--skip-smoke)")
     else:
-        findings += check_smoke(machine, hvd_here, run=smoke_runner)
+        findings += check_smoke(machine, hvd_here)
     return machine, findings
 
 
@@ -641,8 +618,7 @@ def verdict(machine, findings):
     )
 
 
-def format_page(machine, findings, flavour=None):
-    flavour = flavour_of() if flavour is None else flavour
+def format_page(machine, findings, flavour):
     where = "this Python" if flavour.installed else "not installed yet"
     reason = f" ({machine.reason})" if machine.reason else ""
     lines = [
@@ -656,8 +632,7 @@ def format_page(machine, findings, flavour=None):
     return "\n".join(lines)
 
 
-def as_json(machine, findings, flavour=None):
-    flavour = flavour_of() if flavour is None else flavour
+def as_json(machine, findings, flavour):
     return {
         "mode": machine.mode,
         "framework": flavour.framework,

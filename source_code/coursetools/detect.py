@@ -283,8 +283,3 @@ def detect_once(**options) -> Machine:
     if _cached is None:
         _cached = detect(**options)
     return _cached
-
-
-def cached_machine() -> Optional[Machine]:
-    """The Machine detect_once() found, or None if nothing has been detected yet (runs nothing)."""
-    return _cached

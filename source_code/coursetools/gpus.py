@@ -10,7 +10,6 @@ in CUDA_VISIBLE_DEVICES then means nvidia-smi's index.
 The course speaks nvidia-smi indices. `child_visible_devices` turns those a launcher wants into
 its child's CUDA_VISIBLE_DEVICES, only ever narrowing the job's own (indices, GPU- or MIG-
 UUIDs, empty, or with a typo CUDA stops at); a GPU outside it is a one-line GpuSelectionError.
-`cuda_ordinals` gives the ordinals, for programs that take them (the P2P test's --devices).
 Standard library only.
 """
 
@@ -111,7 +110,9 @@ def from_machine(machine) -> Tuple[List[Gpu], Optional[str]]:
     return found, value
 
 
-def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
+def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> str:
+    """CUDA_VISIBLE_DEVICES for a child that should see exactly these GPUs (nvidia-smi indices),
+    each named as the inherited setting named it (index, UUID, MIG UUID), in the order asked."""
     if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
         raise GpuSelectionError(f"GPUs must be a sequence of nvidia-smi indices, got {indices!r}")
     chosen = list(indices)
@@ -132,29 +133,13 @@ def _select(indices, gpus: Sequence[Gpu], value: Optional[str]) -> List[Gpu]:
             raise GpuSelectionError(
                 f"GPU {index} is not one this job may use ({describe_allowed(gpus, value)})"
             )
-        picked.append(gpu)
-    return picked
+        picked.append(str(gpu.index) if gpu.visible_as is None else gpu.visible_as)
+    return ",".join(picked)
 
 
-def child_visible_devices(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> str:
-    """CUDA_VISIBLE_DEVICES for a child that should see exactly these GPUs (nvidia-smi indices),
-    each named as the inherited setting named it (index, UUID, MIG UUID), in the order asked."""
-    return ",".join(
-        g.visible_as if g.visible_as is not None else str(g.index)
-        for g in _select(indices, gpus, value)
-    )
-
-
-def cuda_ordinals(indices: Sequence[int], gpus: Sequence[Gpu], value: Optional[str]) -> List[int]:
-    """The CUDA ordinals of these GPUs (nvidia-smi indices) under the inherited setting."""
-    return [g.cuda_ordinal for g in _select(indices, gpus, value)]
-
-
-def child_environment(
-    base: Optional[Mapping[str, str]] = None, visible: Optional[str] = None
-) -> Dict[str, str]:
-    """A child's environment: base (default os.environ), PCI bus order, and `visible` if given."""
-    env = dict(os.environ if base is None else base)
+def child_environment(visible: Optional[str] = None) -> Dict[str, str]:
+    """A child's environment: os.environ, PCI bus order, and `visible` if given."""
+    env = dict(os.environ)
     env[ORDER_VARIABLE] = ORDER_VALUE
     if visible is not None:
         env[VISIBLE_VARIABLE] = visible

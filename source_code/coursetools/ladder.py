@@ -82,7 +82,7 @@ def machine_link(machine, pair) -> verdicts.Link:
     name = found[0].name if found else (machine.gpu_names or [None])[0]
     spec, bonded = links.spec_for(name), linkcodes.nvlink_count(code)
     if bonded:
-        active = [(machine.nvlink_active_links or {}).get(f"GPU{i}") for i in pair]
+        active = [(machine.nvlink or {}).get(f"GPU{i}", {}).get("active") for i in pair]
         count = min([a for a in active if isinstance(a, int)] + [bonded])
         return verdicts.Link(
             "nvlink", spec.nvlink if spec and spec.nvlink else name, count=count, gpu=name
@@ -163,13 +163,7 @@ def climb(
         return [rung1] + _rest(2, f"not run: {error}", WARN, "see the GPUs line")
     env = gpus.child_environment(visible=visible)
     env.setdefault("NCCL_NVLS_ENABLE", "0")
-    return _climb_gpu(
-        machine, pair, name, rung1, env, p2p_runner or run_program, nccl_runner or run_program
-    )
-
-
-def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List[Finding]:
-    """The four rungs once rung 1 passed: rung 1 itself, or its WARN when CUDA contradicts it."""
+    # Rung 1 passed: rungs 2-4 run, and rung 1 becomes a WARN when CUDA contradicts it.
 
     def stop(found, n, status, said, fix, why="failed"):
         finding = Finding(status, _item(n), f"{name}: {said}", fix)
@@ -183,7 +177,7 @@ def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List
         "mismatch means a broken link or driver: reseat, update the driver"
     )
     try:  # rung 2, which also gives CUDA's own peer answer for rung 1
-        done = p2p_runner([str(P2P_TEST)] + P2P_ARGS, env)
+        done = (p2p_runner or run_program)([str(P2P_TEST)] + P2P_ARGS, env)
         text, check = done.stdout or "", DATA_CHECK.search(done.stdout or "")
         wrong = (check and check[3] == "FAILED") or "mismatch" in (done.stderr or "")
         parsed = p2p.parse(text) if done.returncode == 0 and not wrong else None
@@ -209,7 +203,7 @@ def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List
     found.append(Finding(PASS, _item(2), said))
     nccl_fix = "rerun with NCCL_DEBUG=INFO and read the last WARN lines"
     try:  # rung 3
-        done = nccl_runner([str(NCCL_BENCH)] + NCCL_ARGS, env)
+        done = (nccl_runner or run_program)([str(NCCL_BENCH)] + NCCL_ARGS, env)
     except Exception as error:
         said = f"nccl_bench all_reduce failed: {first_line(error)}"
         return stop(found, 3, WARN, said, nccl_fix)
@@ -235,10 +229,6 @@ def _climb_gpu(machine, pair, name, rung1, env, p2p_runner, nccl_runner) -> List
     found.append(Finding(PASS, _item(3), said))
     link = machine_link(machine, pair)  # rung 4: the numbers against the expected range
     judged = [verdicts.judge_p2p_output(text, link, 0, 1), verdicts.judge_nccl_output(table, link)]
-    return found + [rung4(name, judged)]
-
-
-def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
     words, status, fix = [], PASS, NONE_NEEDED
     for v in judged:
         value = "?" if v.value is None else f"{v.value:.1f} GB/s"
@@ -251,4 +241,4 @@ def rung4(name: str, judged: List[verdicts.Verdict]) -> Finding:
             status, fix = WARN, "likely {}: {}".format(*v.reasons[0])
         elif v.status == verdicts.INCOMPLETE and status == PASS:
             status, fix = WARN, "rerun: the output was cut off"
-    return Finding(status, _item(4), f"{name}: " + "; ".join(words), fix)
+    return found + [Finding(status, _item(4), f"{name}: " + "; ".join(words), fix)]

@@ -66,10 +66,6 @@ class Machine:
     def worst_pair(self) -> Optional[List[int]]:
         return self._pairs()[1]
 
-    @property
-    def nvlink_active_links(self) -> Optional[Dict[str, int]]:
-        return None if self.nvlink is None else {g: c["active"] for g, c in self.nvlink.items()}
-
     def link_between(self, first: int, second: int) -> Optional[str]:
         """The `topo -m` code between two GPU indices ("NV12", "SYS"), or None if unknown."""
         links = (self.topology or {}).get("links") or {}
