@@ -136,6 +136,10 @@ def test_failing_cell_is_named_and_the_report_is_still_written(notebooks, tmp_pa
     index = (run_dir / "index.html").read_text()
     assert "<a href='1.Fine.html'>1.Fine.ipynb</a>" in index
     assert "failed at cell 2 (values = [1, 2]): IndexError" in index
+    # An instructor scans for the red row: the failed notebook's row, and only it, is marked.
+    rows_html = index.split("<tr")[1:]
+    marked = [row for row in rows_html if "class='failed'" in row]
+    assert len(marked) == 1 and "2.Broken.ipynb" in marked[0], rows_html
     assert "cell 2: [recorded] nothing.txt was not written" in index
     assert "cell 3: [live] said.txt" in index
     assert "found relative to the notebook" in (run_dir / "1.Fine.html").read_text()

@@ -145,33 +145,39 @@ def _cells(entries):
 
 
 def write_index(run_dir, rows, machine_line, started):
-    """index.html: this machine, then one table row per notebook with links (pandas writes the
-    table; every text is escaped here)."""
-    import pandas
-
-    esc, table = html.escape, []
+    """index.html: this machine, then one table row per notebook with links."""
+    esc = html.escape
+    lines = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>Course run {esc(run_dir.name)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:"
+        "collapse}td,th{border:1px solid #999;padding:.3em .6em;vertical-align:top;"
+        "text-align:left}.failed{background:#fdd}.ok{background:#dfd}small{color:#555}"
+        "</style></head><body>",
+        f"<h1>Course run {esc(run_dir.name)}</h1>",
+        f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
+        f"{esc(machine_line)}</p>",
+        "<table><tr><th>notebook</th><th>seconds</th><th>status"
+        "</th><th>ran live</th><th>showed recorded data</th></tr>",
+    ]
     for row in rows:
         title = esc(row["notebook"])
         title = f"<a href='{esc(row['html'])}'>{title}</a>" if row["html"] else title
         title += "" if row["html"] else " <small>(no HTML export here)</small>"
-        table.append([f"{title} <small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small>"])
-        table[-1] += [f"{row['seconds']:.1f}", esc(row["status"])]
-        table[-1] += [
+        cells = [
             esc(_cells(row[kind]))
             + "".join(f"<br><small>cell {i}: {esc(text)}</small>" for i, text in row[kind][:3])
             for kind in ("live", "recorded")
         ]
-    columns = ["notebook", "seconds", "status", "ran live", "showed recorded data"]
-    lines = [
-        "<!DOCTYPE html>",
-        f"<html><head><meta charset='utf-8'><title>Course run {esc(run_dir.name)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:75em}td,th{padding:.3em .6em;"
-        "vertical-align:top;text-align:left}small{color:#555}</style></head><body>",
-        f"<h1>Course run {esc(run_dir.name)}</h1>",
-        f"<p>Started {esc(started)} with {esc(sys.executable)}.<br>This machine: "
-        f"{esc(machine_line)}</p>",
-        pandas.DataFrame(table, columns=columns).to_html(index=False, escape=False),
-        f"<p>Total {sum(row['seconds'] for row in rows):.1f} s.</p>",
+        lines.append(
+            f"<tr class='{'ok' if row['status'] == 'ok' else 'failed'}'><td>{title} "
+            f"<small>(<a href='{esc(row['executed'])}'>ipynb</a>)</small></td>"
+            f"<td>{row['seconds']:.1f}</td><td>{esc(row['status'])}</td>"
+            f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>"
+        )
+    lines += [
+        f"</table><p>Total {sum(row['seconds'] for row in rows):.1f} s.</p>",
         "<p><small>Live or recorded is the line <code>gputopo.live.read</code> printed in "
         "the cell: <code>[live]</code> or <code>[recorded]</code> (a <code>[not live]"
         "</code> line, nothing shown, is in neither column).</small></p>",
@@ -272,7 +278,7 @@ def main(argv=None):
         for path in notebooks:
             if not path.is_file():
                 raise UsageError(f"no such notebook ({path})")
-        for module in ("nbclient", "nbconvert", "ipykernel", "filelock", "pandas"):
+        for module in ("nbclient", "nbconvert", "ipykernel", "filelock"):
             try:
                 __import__(module)
             except ImportError:
