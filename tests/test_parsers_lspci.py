@@ -71,3 +71,22 @@ def test_access_denied_and_lines_it_does_not_know():
     assert parsed["access_denied"] is True
     assert all(d["acs_ctl"] is None for d in parsed["devices"])
     assert lspci.parse("garbage\n\tmore garbage\n") == {"devices": [], "access_denied": False}
+
+
+def test_a_vmd_domain_is_not_domain_zero():
+    """Hand-made, in lspci's format: a bridge in domain 0000 whose secondary bus is 0x01, and a
+    GPU on bus 0x01 of domain 10000 (Intel VMD; nvidia-smi writes it 00010000:01:00.0). The
+    bridge is not above that GPU: the domains differ once they are read at full width."""
+    sample = (
+        "0000:00:01.0 PCI bridge: Intel Corporation Device 1234 (rev 04) (prog-if 00 [Normal "
+        "decode])\n"
+        "\tBus: primary=00, secondary=01, subordinate=01, sec-latency=0\n"
+        "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- "
+        "DirectTrans-\n"
+        "10000:01:00.0 3D controller: NVIDIA Corporation Device 2330 (rev a1)\n"
+    )
+    parsed = lspci.parse(sample)
+    assert [d["bdf"] for d in parsed["devices"]] == ["0000:00:01.0", "10000:01:00.0"]
+    found = lspci.acs_above_gpus(parsed, ["00010000:01:00.0"])
+    assert found["gpus"] == ["10000:01"] and found["bridges"] == []
+    assert lspci.acs_above_gpus(parsed, ["00000000:01:00.0"])["bridges"][0]["redirect"] is True

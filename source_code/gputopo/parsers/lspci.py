@@ -22,7 +22,9 @@ _BUS_ID = re.compile(r"^(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{2}):[0-9a-fA-F]{2}\.[0-
 
 
 def _domain(text: Optional[str]) -> str:
-    return (text or "0").lower().rjust(4, "0")[-4:]
+    """The PCI domain in lspci's spelling: 4 hex digits, more where the domain is larger (Intel
+    VMD puts devices in domain 10000, which nvidia-smi writes 00010000), never cut to 4."""
+    return format(int(text or "0", 16), "04x")
 
 
 def parse(text: str) -> Dict[str, object]:
