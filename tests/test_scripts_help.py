@@ -77,6 +77,10 @@ SCRIPTS = {
     "package_lines.py": ([PY, ROOT / "tools" / "package_lines.py"], "package_lines.py"),
     "notebook_words.py": ([PY, ROOT / "tools" / "notebook_words.py"], "notebook_words.py"),
     "record_one_gpu.sh": (["bash", ROOT / "tools" / "record_one_gpu.sh"], "record_one_gpu.sh"),
+    "offline_gpu_course.sh": (
+        ["bash", ROOT / "tools" / "offline_gpu_course.sh"],
+        "offline_gpu_course.sh",
+    ),
     "allreduce_check.py": (
         [PY, ROOT / "source_code" / "labs" / "slurm" / "allreduce_check.py"],
         "allreduce_check.py",

@@ -21,7 +21,13 @@
 # check-before.txt, make-course.txt (with its seconds), check-after.txt, nb7-mystery6.txt and
 # results.tgz (results/ and the install logs). NCCL_NVLS_ENABLE stays 0, as everywhere.
 set -u
-out=${1:?usage: tools/offline_gpu_course.sh OUTDIR [SECONDS]}
+usage="usage: tools/offline_gpu_course.sh OUTDIR [SECONDS]   (CARRY: see the script's header)"
+case ${1:-} in
+  -h|--help) echo "$usage"; exit 0 ;;
+  "") echo "offline_gpu_course.sh: error: no OUTDIR given ($usage)" >&2; exit 2 ;;
+  -*) echo "offline_gpu_course.sh: error: unknown option $1 ($usage)" >&2; exit 2 ;;
+esac
+out=$1
 limit=${2:-420}
 carry=${CARRY:-.devcarry}
 [[ -d $carry/whl && -d $carry/fm ]] || {
